@@ -1,0 +1,1 @@
+//! Agent and Task custom resources.

@@ -1,0 +1,1 @@
+//! The Wasmtime runtime that runs ari agents.

@@ -1,0 +1,2 @@
+//! The ari operator.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Guest SDK for writing ari agents in Rust.
