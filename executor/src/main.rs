@@ -1,0 +1,2 @@
+//! `ari`: run, verify and inspect agent components.
+fn main() {}
