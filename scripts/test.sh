@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite, as a newcomer and CI run it: set-up, lint, unit and runtime tests,
+# then the end-to-end suite on a real control plane built from Go modules.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+step "set-up"
+scripts/setup.sh
+
+step "control plane (Go modules, cached)"
+# Started first: it is the longest build and runs beside the Rust build.
+cp_log="$(mktemp)"
+scripts/control-plane.sh >"$cp_log" 2>&1 &
+cp_pid=$!
+
+step "guest agents (wasm32-wasip2)"
+scripts/build-agents.sh
+
+step "format and lints"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "binaries for the e2e suite"
+cargo build --locked --bins
+
+step "waiting for the control plane build"
+if ! wait "$cp_pid"; then
+  cat "$cp_log" >&2
+  echo "control plane build failed" >&2
+  exit 1
+fi
+ARI_CONTROL_PLANE_BIN="$(tail -n 1 "$cp_log")"
+export ARI_CONTROL_PLANE_BIN
+echo "control plane: $ARI_CONTROL_PLANE_BIN"
+
+step "tests"
+cargo test --workspace --locked
