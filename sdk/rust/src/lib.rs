@@ -1,1 +1,78 @@
-//! Guest SDK for writing ari agents in Rust.
+//! Guest SDK for writing [ari](https://example.invalid/ari) agents in Rust.
+//!
+//! An ari agent is a WebAssembly component that exports the `ainur:ari/agent@2.0.0`
+//! interface and may import `ainur:ari/host@2.0.0` (see `wit/ari.wit`). This crate hides
+//! the `wit-bindgen` glue: implement [`Agent`] (only [`Agent::execute`] is required) and
+//! call [`export_agent!`] once.
+//!
+//! ```
+//! use ari_sdk::{Agent, Output, Task};
+//!
+//! struct Echo;
+//!
+//! impl Agent for Echo {
+//!     fn execute(task: Task) -> Result<Output, String> {
+//!         Ok(Output::from(task.input))
+//!     }
+//! }
+//!
+//! ari_sdk::export_agent!(Echo);
+//! ```
+//!
+//! Build it as a `cdylib` for `wasm32-wasip2`
+//! (`cargo build --release --target wasm32-wasip2`); rustc's linker then emits a component.
+//!
+//! # Host functions
+//!
+//! The [`host`] module wraps every host function with plain Rust types:
+//!
+//! | module | functions | capability |
+//! |---|---|---|
+//! | [`host::log`] | `trace` `debug` `info` `warn` `error` `log` | always |
+//! | [`host::storage`] | `get` `set` `delete`, `get_string` `set_string` `get_u64` `set_u64` | `storage` |
+//! | [`host::random`] | `bytes` `u64` `below` | `randomness` |
+//! | [`host::crypto`] | `hash` `hash_hex` `verify` (always), `sign` (`signing`) | see left |
+//! | [`host::http`] | `get` `request`, [`host::http::Request`] / [`host::http::Response`] | `network` |
+//! | [`host::clock`] | `now` `now_system_time` | `time` |
+//!
+//! A capability the agent was not granted makes the call return [`Error::Host`]; the host
+//! never traps for it. [`Error`] converts into `String`, so `?` works inside
+//! [`Agent::execute`].
+//!
+//! # Native builds
+//!
+//! The crate also compiles for the build machine so workspaces can lint and unit-test agent
+//! logic natively, but host functions exist only inside the ari executor: calling one from a
+//! native binary panics.
+
+mod agent;
+mod error;
+pub mod hex;
+pub mod host;
+
+#[doc(hidden)]
+pub mod bindings;
+
+pub use agent::{Agent, Output, Task, Usage};
+pub use error::Error;
+
+/// Items the [`export_agent!`] macro expands to; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::agent::Adapter;
+}
+
+/// Exports a type implementing [`Agent`] as this component's `ainur:ari/agent@2.0.0`.
+///
+/// Call it exactly once per component, at module level.
+#[macro_export]
+macro_rules! export_agent {
+    ($agent:ty) => {
+        const _: () = {
+            type __AriAgentAdapter = $crate::__private::Adapter<$agent>;
+            $crate::bindings::__export_ari_agent!(
+                __AriAgentAdapter with_types_in $crate::bindings
+            );
+        };
+    };
+}

@@ -1,0 +1,10 @@
+//! Raw bindings generated from `wit/ari.wit`. Agents use the safe API instead; this module is
+//! public only because the [`crate::export_agent!`] macro expands to paths inside it.
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "ari-agent",
+    pub_export_macro: true,
+    export_macro_name: "__export_ari_agent",
+    default_bindings_module: "ari_sdk::bindings",
+});
