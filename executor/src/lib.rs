@@ -1,1 +1,41 @@
-//! The Wasmtime runtime that runs ari agents.
+//! The ari runtime: runs agent components under Wasmtime with every limit metered and every
+//! run attested. See `docs/runtime.md` for the rules this crate implements.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use ari_executor::{Runtime, RuntimeConfig, TaskRequest};
+//! let runtime = Runtime::new(RuntimeConfig::default())?;
+//! let agent = runtime.load(&std::fs::read("echo.wasm")?)?;
+//! let key = Arc::new(ari_executor::attestation::generate_signing_key());
+//! let outcome = agent.run(TaskRequest::new("t1", b"hello".to_vec(), key));
+//! assert!(outcome.succeeded());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod attestation;
+pub mod bindings;
+pub mod cache;
+pub mod capability;
+pub mod engine;
+pub mod failure;
+pub mod fuel_costs;
+mod host;
+pub mod limits;
+pub mod metering;
+mod runtime;
+mod state;
+mod task;
+pub mod trace;
+mod validate;
+mod wasi;
+
+pub use attestation::Attestation;
+pub use cache::LoadSource;
+pub use capability::Grants;
+pub use engine::{AllocatorChoice, AllocatorKind, EngineOptions, PoolConfig};
+pub use failure::{Failure, FailureKind};
+pub use limits::{Limits, LimitsApplied};
+pub use metering::ResourcesUsed;
+pub use runtime::{Agent, Runtime, RuntimeConfig, RuntimeError, RuntimeStats};
+pub use task::{TaskOutcome, TaskRequest, default_executor_name};
+pub use trace::Trace;

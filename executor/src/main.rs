@@ -1,2 +1,1 @@
-//! `ari`: run, verify and inspect agent components.
 fn main() {}

@@ -1,0 +1,17 @@
+//! Host-side types generated from `wit/ari.wit` (world `ari-agent`).
+//!
+//! Only the types and the `agent` export are used: the `host` imports are registered by hand in
+//! [`crate::host`] so that each call can reach the `Store` and charge fuel.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "ari-agent",
+});
+
+pub use ainur::ari::host::{HttpHeader, IncomingResponse, LogLevel, OutgoingRequest};
+pub use exports::ainur::ari::agent::{ExecutionResult, ResourceUsage, TaskSpec};
+
+/// The fully qualified name of the interface every agent must export.
+pub const AGENT_EXPORT: &str = "ainur:ari/agent@2.0.0";
+/// The fully qualified name of the host interface agents import.
+pub const HOST_IMPORT: &str = "ainur:ari/host@2.0.0";

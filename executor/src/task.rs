@@ -1,0 +1,446 @@
+//! One task: its request, its outcome, and running it in a fresh `Store`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ed25519_dalek::SigningKey;
+use serde::{Deserialize, Serialize};
+use wasmtime::Store;
+use wasmtime::component::ResourceTable;
+
+use crate::attestation::{Attestation, Claims, sha256_hex};
+use crate::bindings::{ExecutionResult, TaskSpec};
+use crate::capability::storage::StorageBackend;
+use crate::capability::{CapError, Grants, Mode, TaskCapabilities};
+use crate::engine::deadline_ticks;
+use crate::failure::{Failure, FailureKind, classify_call_error};
+use crate::limits::{Limits, LimitsApplied, MemoryLimiter};
+use crate::metering::{ResourcesUsed, thread_cpu_nanos};
+use crate::runtime::{Agent, error_chain};
+use crate::state::{SharedCaps, TaskState};
+use crate::trace::Trace;
+use crate::wasi;
+
+/// Everything needed to run one task. Build with [`TaskRequest::new`] and set what differs.
+pub struct TaskRequest {
+    /// Task name (passed to the guest as `task-spec.id`).
+    pub id: String,
+    pub input: Vec<u8>,
+    /// Capability names the task needs; each must be granted or the task fails
+    /// `CapabilityDenied` before any instance is created.
+    pub requirements: Vec<String>,
+    pub grants: Grants,
+    pub limits: Limits,
+    /// PRNG seed; generated (and recorded in the attestation) when `None`.
+    pub seed: Option<[u8; 32]>,
+    /// The agent's storage; `None` gives a storage grant an empty in-memory store.
+    pub storage: Option<Box<dyn StorageBackend>>,
+    /// Who runs it (pod or host name), recorded in the attestation.
+    pub executor: String,
+    /// The executor's attestation key.
+    pub attestation_key: Arc<SigningKey>,
+    /// Start of the logical clock, ns since the Unix epoch; `None` = now.
+    pub start_unix_nanos: Option<u64>,
+    /// Re-execute from this recorded trace instead of touching storage, network or time.
+    pub replay: Option<Trace>,
+}
+
+impl TaskRequest {
+    /// A request with no grants, default limits and a generated seed.
+    pub fn new(id: impl Into<String>, input: impl Into<Vec<u8>>, key: Arc<SigningKey>) -> Self {
+        Self {
+            id: id.into(),
+            input: input.into(),
+            requirements: Vec::new(),
+            grants: Grants::default(),
+            limits: Limits::default(),
+            seed: None,
+            storage: None,
+            executor: default_executor_name(),
+            attestation_key: key,
+            start_unix_nanos: None,
+            replay: None,
+        }
+    }
+}
+
+/// The host name, else `"ari"`.
+pub fn default_executor_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "ari".to_string())
+}
+
+/// What came of a task. Serialized camelCase; the fields map onto `Task.status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskOutcome {
+    pub task_id: String,
+    /// The output (empty on failure), base64 in JSON.
+    #[serde(with = "b64")]
+    pub output: Vec<u8>,
+    pub output_sha256: String,
+    pub resources_used: ResourcesUsed,
+    pub limits_applied: LimitsApplied,
+    /// Signed statement of this run (present for every task that reached the runtime).
+    pub attestation: Attestation,
+    /// `None` when the task succeeded.
+    pub failure: Option<Failure>,
+    /// The recorded host-call trace (its digest is `attestation.traceSha256`).
+    pub trace: Trace,
+    /// What the guest logged (host `log`, stdout as INFO, stderr as WARN), as `LEVEL message`,
+    /// bounded to 64 KiB.
+    pub logs: Vec<String>,
+}
+
+impl TaskOutcome {
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+    }
+
+    pub fn failure_kind(&self) -> Option<FailureKind> {
+        self.failure.as_ref().map(|f| f.kind)
+    }
+}
+
+/// What the guest calls produced, before classification.
+enum GuestEnd {
+    Done(ExecutionResult),
+    Failed(Failure),
+}
+
+impl Agent {
+    /// Runs one task to completion on the calling thread (blocking; pick the thread — CPU
+    /// time is measured on it). Never panics on guest behaviour; every failure is classified.
+    pub fn run(&self, req: TaskRequest) -> TaskOutcome {
+        let started = Instant::now();
+        let cpu_start = thread_cpu_nanos();
+        let seed = req.seed.unwrap_or_else(random_seed);
+        let applied = self.applied_limits(&req);
+        let start_nanos = req.start_unix_nanos.unwrap_or_else(now_unix_nanos);
+
+        let pre_failure = precheck(&req, &applied);
+        let mode = match req.replay.clone() {
+            Some(trace) => Mode::Replay(trace),
+            None => Mode::Live,
+        };
+        let caps = TaskCapabilities::new(&req.grants, req.storage, seed, start_nanos, mode);
+        let caps: SharedCaps = Arc::new(Mutex::new(caps));
+
+        let (end, meter) = match pre_failure {
+            Some(f) => (GuestEnd::Failed(f), StoreMeter::default()),
+            None => self.execute(
+                &req.id,
+                &req.input,
+                &req.requirements,
+                &req.grants,
+                &applied,
+                seed,
+                &caps,
+            ),
+        };
+
+        // The store (and with it every WASI adapter) is gone: the state is ours again.
+        // (Should a clone survive, the lock still gives exclusive access.)
+        let mut caps = crate::state::lock(&caps);
+        let denials: Vec<String> = caps.denials().to_vec();
+        let logs = caps.logs().to_vec();
+
+        let mut failure = match end {
+            GuestEnd::Failed(ref f) => Some(f.clone()),
+            GuestEnd::Done(ref result) if result.output.len() as u64 > applied.max_output_bytes => {
+                Some(Failure::new(
+                    FailureKind::OutputTooLarge,
+                    format!(
+                        "output is {} bytes, over the limit of {} bytes",
+                        result.output.len(),
+                        applied.max_output_bytes
+                    ),
+                ))
+            }
+            GuestEnd::Done(_) => None,
+        };
+        if let Some(first) = denials.first()
+            && failure
+                .as_ref()
+                .is_none_or(|f| f.kind != FailureKind::CapabilityDenied)
+        {
+            let then = failure
+                .as_ref()
+                .map(|f| format!(" (then: {f})"))
+                .unwrap_or_default();
+            failure = Some(Failure::new(
+                FailureKind::CapabilityDenied,
+                format!("capability denied: {first}{then}"),
+            ));
+        }
+
+        let commit = if failure.is_none() {
+            caps.commit()
+        } else {
+            Ok(())
+        };
+        if let Err(err) = commit {
+            failure = Some(match err {
+                CapError::Denied(msg) => Failure::new(FailureKind::CapabilityDenied, msg),
+                CapError::Failed(msg) => Failure::new(
+                    FailureKind::HostError,
+                    format!("storage commit failed: {msg}"),
+                ),
+            });
+        }
+
+        let usage = caps.usage();
+        let replay_left = caps.replay_remaining();
+        let trace = caps.take_trace();
+        drop(caps);
+        if replay_left > 0 && failure.is_none() {
+            failure = Some(Failure::new(
+                FailureKind::HostError,
+                format!("replay diverged: {replay_left} recorded events were not consumed"),
+            ));
+        }
+        let output = match (&failure, end) {
+            (None, GuestEnd::Done(result)) => result.output,
+            _ => Vec::new(),
+        };
+        let resources = ResourcesUsed {
+            fuel: meter.fuel,
+            cpu_millis: (thread_cpu_nanos().saturating_sub(cpu_start)) / 1_000_000,
+            memory_bytes: meter.peak_memory,
+            storage_bytes: usage.storage_bytes_written,
+            network_bytes: usage.network_bytes,
+            wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        let output_sha256 = sha256_hex(&output);
+        let attestation = Attestation::sign(
+            Claims {
+                module_sha256: self.module_sha256.clone(),
+                input_sha256: sha256_hex(&req.input),
+                output_sha256: output_sha256.clone(),
+                seed,
+                resources_used: resources,
+                trace_sha256: trace.sha256(),
+                executor: req.executor.clone(),
+            },
+            &req.attestation_key,
+        );
+        TaskOutcome {
+            task_id: req.id,
+            output,
+            output_sha256,
+            resources_used: resources,
+            limits_applied: applied,
+            attestation,
+            failure,
+            trace,
+            logs,
+        }
+    }
+
+    /// The limits really enforced: the request's, with memory clamped to the pool slot.
+    fn applied_limits(&self, req: &TaskRequest) -> LimitsApplied {
+        let inner = &self.runtime.inner;
+        let memory = match inner.max_memory_bytes {
+            Some(max) => req.limits.memory_bytes.min(max),
+            None => req.limits.memory_bytes,
+        };
+        LimitsApplied {
+            fuel: if inner.consume_fuel {
+                req.limits.fuel
+            } else {
+                0
+            },
+            memory_bytes: memory,
+            timeout_millis: u64::try_from(req.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+            max_output_bytes: req.limits.max_output_bytes,
+            max_input_bytes: req.limits.max_input_bytes,
+            capabilities: req.grants.names().iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Instantiates in a fresh store and calls `initialize`, `can-execute`, `execute`.
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &self,
+        id: &str,
+        input: &[u8],
+        requirements: &[String],
+        grants: &Grants,
+        applied: &LimitsApplied,
+        seed: [u8; 32],
+        caps: &SharedCaps,
+    ) -> (GuestEnd, StoreMeter) {
+        let inner = &self.runtime.inner;
+        let state = TaskState {
+            wasi: wasi::build_ctx(caps, grants.time, &seed),
+            table: ResourceTable::new(),
+            caps: caps.clone(),
+            limiter: MemoryLimiter::new(applied.memory_bytes),
+            host_failures: Vec::new(),
+            host_fuel: 0,
+        };
+        let mut store = Store::new(&inner.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        if inner.consume_fuel
+            && let Err(e) = store.set_fuel(applied.fuel)
+        {
+            let f = Failure::new(
+                FailureKind::HostError,
+                format!("cannot set fuel: {}", error_chain(&e)),
+            );
+            return (GuestEnd::Failed(f), StoreMeter::default());
+        }
+        store.set_epoch_deadline(deadline_ticks(Duration::from_millis(
+            applied.timeout_millis,
+        )));
+
+        let spec = TaskSpec {
+            id: id.to_string(),
+            input: input.to_vec(),
+            requirements: requirements.to_vec(),
+            deadline_seconds: applied.timeout_millis.div_ceil(1000),
+        };
+        let end = call_guest(&self.pre, &mut store, &spec);
+
+        let meter = StoreMeter {
+            fuel: if inner.consume_fuel {
+                applied.fuel.saturating_sub(store.get_fuel().unwrap_or(0))
+            } else {
+                0
+            },
+            peak_memory: store.data().limiter.peak(),
+        };
+        drop(store);
+        (end, meter)
+    }
+}
+
+/// Read off the store before it is dropped.
+#[derive(Default)]
+struct StoreMeter {
+    fuel: u64,
+    peak_memory: u64,
+}
+
+fn call_guest(
+    pre: &crate::bindings::AriAgentPre<TaskState>,
+    store: &mut Store<TaskState>,
+    spec: &TaskSpec,
+) -> GuestEnd {
+    let classify = |store: &Store<TaskState>, e: wasmtime::Error| {
+        GuestEnd::Failed(classify_call_error(&e, store.data().limiter.limit_hit()))
+    };
+    let agent = match pre.instantiate(&mut *store) {
+        Ok(a) => a,
+        Err(e)
+            if e.downcast_ref::<wasmtime::Trap>().is_some()
+                || store.data().limiter.limit_hit().is_some() =>
+        {
+            return classify(store, e);
+        }
+        Err(e) => {
+            return GuestEnd::Failed(Failure::new(
+                FailureKind::HostError,
+                format!("cannot instantiate: {}", error_chain(&e)),
+            ));
+        }
+    };
+    let guest = agent.ainur_ari_agent();
+    match guest.call_initialize(&mut *store, &[]) {
+        Ok(Ok(())) => {}
+        Ok(Err(msg)) => return guest_error(store, "initialize", msg),
+        Err(e) => return classify(store, e),
+    }
+    match guest.call_can_execute(&mut *store, spec) {
+        Ok(true) => {}
+        Ok(false) => {
+            return GuestEnd::Failed(Failure::new(
+                FailureKind::Trap,
+                "the agent declined the task (can-execute returned false)",
+            ));
+        }
+        Err(e) => return classify(store, e),
+    }
+    match guest.call_execute(&mut *store, spec) {
+        Ok(Ok(result)) => GuestEnd::Done(result),
+        Ok(Err(msg)) => guest_error(store, "execute", msg),
+        Err(e) => classify(store, e),
+    }
+}
+
+/// The guest returned `err(msg)`: a host failure it passed on is `HostError`, else `Trap`.
+fn guest_error(store: &Store<TaskState>, call: &str, msg: String) -> GuestEnd {
+    let failure = match store.data().host_failures.first() {
+        Some(host) => Failure::new(
+            FailureKind::HostError,
+            format!("{call} returned an error: {msg} (after host failure: {host})"),
+        ),
+        None => Failure::new(
+            FailureKind::Trap,
+            format!("{call} returned an error: {msg}"),
+        ),
+    };
+    GuestEnd::Failed(failure)
+}
+
+/// Checks that need no instance: input size and requirements.
+fn precheck(req: &TaskRequest, applied: &LimitsApplied) -> Option<Failure> {
+    if req.input.len() as u64 > applied.max_input_bytes {
+        return Some(Failure::new(
+            FailureKind::HostError,
+            format!(
+                "input is {} bytes, over the limit of {} bytes",
+                req.input.len(),
+                applied.max_input_bytes
+            ),
+        ));
+    }
+    let missing: Vec<&str> = req
+        .requirements
+        .iter()
+        .filter(|r| !req.grants.covers(r))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Some(Failure::new(
+            FailureKind::CapabilityDenied,
+            format!(
+                "task requires {} but the agent is granted only [{}]",
+                missing.join(", "),
+                req.grants.names().join(", ")
+            ),
+        ));
+    }
+    None
+}
+
+fn random_seed() -> [u8; 32] {
+    use rand_core::RngCore;
+    let mut seed = [0u8; 32];
+    rand_core::OsRng.fill_bytes(&mut seed);
+    seed
+}
+
+fn now_unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+mod b64 {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
