@@ -1,0 +1,73 @@
+//! The task's logical clock: starts at the recorded start time and advances
+//! one microsecond per read, so a task cannot measure real time (no timing
+//! side channels) and a replay sees exactly the same values.
+
+use super::CapError;
+use crate::trace::{Recorder, TraceEvent};
+
+pub const TICK_NANOS: u64 = 1_000;
+
+pub struct ClockCapability {
+    granted: bool,
+    start: u64,
+    reads: u64,
+}
+
+impl ClockCapability {
+    pub fn new(granted: bool, start_unix_nanos: u64) -> Self {
+        Self {
+            granted,
+            start: start_unix_nanos,
+            reads: 0,
+        }
+    }
+
+    /// `now`: needs `time`; every read is recorded.
+    pub fn now(&mut self, rec: &mut Recorder) -> Result<u64, CapError> {
+        if !self.granted {
+            return Err(CapError::not_granted("time"));
+        }
+        self.tick(rec)
+    }
+
+    /// WASI clocks: the logical clock when `time` is granted, else always 0.
+    pub fn wasi_now(&mut self, rec: &mut Recorder) -> Result<u64, CapError> {
+        if !self.granted {
+            return Ok(0);
+        }
+        self.tick(rec)
+    }
+
+    fn tick(&mut self, rec: &mut Recorder) -> Result<u64, CapError> {
+        self.reads += 1;
+        if rec.is_replay() {
+            let TraceEvent::Time { nanos } = rec.replay_next("time")? else {
+                return Err(CapError::Failed("replay: internal kind mismatch".into()))
+            };
+            return Ok(nanos);
+        }
+        let nanos = self
+            .start
+            .saturating_add(self.reads.saturating_mul(TICK_NANOS));
+        rec.record(TraceEvent::Time { nanos });
+        Ok(nanos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_is_logical_and_gated() {
+        let mut rec = Recorder::live();
+        let mut c = ClockCapability::new(true, 1_000_000);
+        assert_eq!(c.now(&mut rec).unwrap(), 1_001_000);
+        assert_eq!(c.wasi_now(&mut rec).unwrap(), 1_002_000);
+        assert_eq!(rec.take().events.len(), 2);
+        let mut off = ClockCapability::new(false, 1_000_000);
+        assert!(matches!(off.now(&mut rec), Err(CapError::Denied(_))));
+        assert_eq!(off.wasi_now(&mut rec).unwrap(), 0);
+        assert!(rec.take().events.is_empty());
+    }
+}

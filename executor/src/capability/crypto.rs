@@ -1,0 +1,79 @@
+//! Hashing (always), Ed25519 signing with the granted key, verification (always).
+
+use ed25519_dalek::{Signature, Signer, VerifyingKey};
+use sha2::{Digest, Sha256};
+
+use super::{CapError, SigningGrant};
+
+pub struct CryptoCapability {
+    signing: Option<SigningGrant>,
+}
+
+impl CryptoCapability {
+    pub fn new(signing: Option<SigningGrant>) -> Self {
+        Self { signing }
+    }
+
+    pub fn hash(&self, data: &[u8]) -> Vec<u8> {
+        Sha256::digest(data).to_vec()
+    }
+
+    pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, CapError> {
+        let grant = self
+            .signing
+            .as_ref()
+            .ok_or_else(|| CapError::not_granted("signing"))?;
+        Ok(grant.key.sign(data).to_bytes().to_vec())
+    }
+
+    /// Strict Ed25519 verification; malformed keys or signatures are simply `false`.
+    pub fn verify(&self, data: &[u8], sig: &[u8], pk: &[u8]) -> bool {
+        let (Ok(pk), Ok(sig)) = (<[u8; 32]>::try_from(pk), <[u8; 64]>::try_from(sig)) else {
+            return false;
+        };
+        let Ok(key) = VerifyingKey::from_bytes(&pk) else {
+            return false;
+        };
+        key.verify_strict(data, &Signature::from_bytes(&sig)).is_ok()
+    }
+
+    /// The public key of the granted signing key, if any.
+    pub fn public_key(&self) -> Option<[u8; 32]> {
+        self.signing
+            .as_ref()
+            .map(|g| g.key.verifying_key().to_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::SigningKey;
+
+    #[test]
+    fn crypto_hash_is_sha256() {
+        let c = CryptoCapability::new(None);
+        assert_eq!(
+            hex::encode(c.hash(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn crypto_sign_needs_grant_and_verifies() {
+        assert!(matches!(
+            CryptoCapability::new(None).sign(b"x"),
+            Err(CapError::Denied(_))
+        ));
+        let c = CryptoCapability::new(Some(SigningGrant::from_key(SigningKey::from_bytes(
+            &[3; 32],
+        ))));
+        let sig = c.sign(b"hello").unwrap();
+        let pk = c.public_key().unwrap();
+        assert!(c.verify(b"hello", &sig, &pk));
+        assert!(!c.verify(b"hellO", &sig, &pk));
+        assert!(!c.verify(b"hello", &sig[..63], &pk));
+        assert!(!c.verify(b"hello", &sig, &pk[..31]));
+        assert!(!c.verify(b"hello", &sig, &[0u8; 32]));
+    }
+}

@@ -1,0 +1,279 @@
+//! What an agent is allowed to do: parsed once, deny by default.
+
+use std::path::Path;
+
+use ed25519_dalek::SigningKey;
+use ed25519_dalek::pkcs8::DecodePrivateKey;
+use sha2::{Digest, Sha256};
+
+use super::GrantError;
+use super::allowlist::AllowList;
+
+/// The capabilities granted to one agent; `None`/`false` means denied.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    pub storage: Option<StorageGrant>,
+    pub network: Option<NetworkGrant>,
+    pub randomness: bool,
+    pub signing: Option<SigningGrant>,
+    pub time: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageGrant {
+    /// Quota on committed key + value bytes of the agent's namespace.
+    pub max_bytes: u64,
+}
+
+/// Allowed `scheme://host[:port]` entries; only constructible validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkGrant {
+    pub allowed_hosts: Vec<String>,
+    list: AllowList,
+}
+
+impl NetworkGrant {
+    /// Validates every entry (see `allowlist`), so a typo fails up front.
+    pub fn new(allowed_hosts: Vec<String>) -> Result<Self, GrantError> {
+        let list = AllowList::parse(&allowed_hosts)?;
+        Ok(Self {
+            allowed_hosts,
+            list,
+        })
+    }
+
+    pub fn allow_list(&self) -> &AllowList {
+        &self.list
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SigningGrant {
+    pub key_id: String,
+    pub key: SigningKey,
+}
+
+impl SigningGrant {
+    /// A grant whose id is derived from the public key (first 16 hex chars of its SHA-256).
+    pub fn from_key(key: SigningKey) -> Self {
+        let digest = Sha256::digest(key.verifying_key().as_bytes());
+        Self {
+            key_id: hex::encode(&digest[..8]),
+            key,
+        }
+    }
+
+    /// Parses key material: PKCS#8 PEM, or 64 hex characters (the 32-byte secret).
+    pub fn parse_key(text: &str) -> Result<SigningKey, GrantError> {
+        let text = text.trim();
+        let invalid = |reason: String| GrantError::Invalid {
+            grant: "signing",
+            reason,
+        };
+        if text.starts_with("-----BEGIN") {
+            return SigningKey::from_pkcs8_pem(text)
+                .map_err(|e| invalid(format!("bad PKCS#8 PEM: {e}")));
+        }
+        let bytes =
+            hex::decode(text).map_err(|_| invalid("expected PKCS#8 PEM or 64 hex chars".into()))?;
+        let secret: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| invalid("a hex key must be exactly 64 hex chars".into()))?;
+        Ok(SigningKey::from_bytes(&secret))
+    }
+
+    /// Reads a key file (see [`SigningGrant::parse_key`]).
+    pub fn from_file(path: &Path) -> Result<Self, GrantError> {
+        let text = std::fs::read_to_string(path).map_err(|e| GrantError::Invalid {
+            grant: "signing",
+            reason: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Ok(Self::from_key(Self::parse_key(&text)?))
+    }
+}
+
+/// Parses `1MiB`, `512KiB`, `1GiB`, `64Ki`, or plain bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "Ki" => 1 << 10,
+        "MiB" | "Mi" => 1 << 20,
+        "GiB" | "Gi" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// Capability names, in a fixed order (also the CLI and CRD vocabulary).
+pub const NAMES: [&str; 5] = ["storage", "network", "randomness", "signing", "time"];
+
+impl Grants {
+    /// Parses `--grant` values: `storage=1MiB`, `network=https://host[:port]`
+    /// (repeatable), `randomness`, `signing=KEYFILE`, `time`.
+    pub fn parse_cli(args: &[String]) -> Result<Self, GrantError> {
+        let mut grants = Grants::default();
+        let mut hosts = Vec::new();
+        for arg in args {
+            let (name, value) = match arg.split_once('=') {
+                Some((n, v)) => (n.trim(), Some(v.trim())),
+                None => (arg.trim(), None),
+            };
+            let need = |grant: &'static str| {
+                value.filter(|v| !v.is_empty()).ok_or(GrantError::Invalid {
+                    grant,
+                    reason: format!("expected {grant}=VALUE"),
+                })
+            };
+            let flag = |grant: &'static str| match value {
+                None => Ok(()),
+                Some(_) => Err(GrantError::Invalid {
+                    grant,
+                    reason: "takes no value".into(),
+                }),
+            };
+            match name {
+                "storage" => {
+                    let v = need("storage")?;
+                    let max_bytes = parse_size(v).ok_or_else(|| GrantError::Invalid {
+                        grant: "storage",
+                        reason: format!("bad size `{v}` (e.g. 1MiB, 512KiB, 1GiB, 4096)"),
+                    })?;
+                    grants.storage = Some(StorageGrant { max_bytes });
+                }
+                "network" => hosts.push(need("network")?.to_owned()),
+                "randomness" => {
+                    flag("randomness")?;
+                    grants.randomness = true;
+                }
+                "signing" => {
+                    grants.signing = Some(SigningGrant::from_file(Path::new(need("signing")?))?)
+                }
+                "time" | "timeAccess" => {
+                    flag("time")?;
+                    grants.time = true;
+                }
+                other => return Err(GrantError::Unknown(other.to_owned())),
+            }
+        }
+        if !hosts.is_empty() {
+            grants.network = Some(NetworkGrant::new(hosts)?);
+        }
+        Ok(grants)
+    }
+
+    /// Names of the granted capabilities, in [`NAMES`] order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let on = [
+            self.storage.is_some(),
+            self.network.is_some(),
+            self.randomness,
+            self.signing.is_some(),
+            self.time,
+        ];
+        NAMES
+            .iter()
+            .zip(on)
+            .filter_map(|(n, on)| on.then_some(*n))
+            .collect()
+    }
+
+    /// Whether a task requirement (a capability name) is granted; unknown names are not.
+    pub fn covers(&self, requirement: &str) -> bool {
+        let requirement = match requirement.trim() {
+            "timeAccess" => "time",
+            r => r,
+        };
+        self.names().contains(&requirement)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn grants_parse_sizes() {
+        assert_eq!(parse_size("1MiB"), Some(1 << 20));
+        assert_eq!(parse_size("512KiB"), Some(512 << 10));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("64Ki"), Some(64 << 10));
+        assert_eq!(parse_size("1MB"), None);
+        assert_eq!(parse_size("MiB"), None);
+        assert_eq!(parse_size("-1"), None);
+        assert_eq!(parse_size("99999999999999GiB"), None);
+    }
+
+    #[test]
+    fn grants_default_denies_everything() {
+        let g = Grants::parse_cli(&[]).unwrap();
+        assert!(g.names().is_empty());
+        for n in NAMES {
+            assert!(!g.covers(n));
+        }
+    }
+
+    #[test]
+    fn grants_parse_cli_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key.hex");
+        std::fs::write(&key, format!("{}\n", "07".repeat(32))).unwrap();
+        let g = Grants::parse_cli(&args(&[
+            "storage=1MiB",
+            "network=https://api.example.com",
+            "network=http://*.svc:8080",
+            "randomness",
+            &format!("signing={}", key.display()),
+            "time",
+        ]))
+        .unwrap();
+        assert_eq!(g.storage, Some(StorageGrant { max_bytes: 1 << 20 }));
+        let net = g.network.as_ref().unwrap();
+        assert_eq!(net.allowed_hosts.len(), 2);
+        assert!(net.allow_list().check("http://x.svc:8080/").is_ok());
+        assert_eq!(g.names(), NAMES.to_vec());
+        assert!(g.covers("timeAccess"));
+        assert!(!g.covers("teleport"));
+        let signing = g.signing.unwrap();
+        assert_eq!(signing.key.to_bytes(), [7u8; 32]);
+        assert_eq!(signing.key_id.len(), 16);
+    }
+
+    #[test]
+    fn grants_parse_pem_key() {
+        use ed25519_dalek::pkcs8::EncodePrivateKey;
+        let key = SigningKey::from_bytes(&[9u8; 32]);
+        let pem = key
+            .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
+            .unwrap();
+        assert_eq!(SigningGrant::parse_key(&pem).unwrap().to_bytes(), [9u8; 32]);
+        assert!(SigningGrant::parse_key("abcd").is_err());
+        assert!(SigningGrant::parse_key("-----BEGIN PRIVATE KEY-----\nxx\n").is_err());
+    }
+
+    #[test]
+    fn grants_reject_bad_cli() {
+        for bad in [
+            &["teleport"][..],
+            &["storage"],
+            &["storage=lots"],
+            &["network=example.com"],
+            &["network="],
+            &["randomness=yes"],
+            &["time=now"],
+            &["signing=/nonexistent/key"],
+        ] {
+            assert!(Grants::parse_cli(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

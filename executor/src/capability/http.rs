@@ -1,0 +1,294 @@
+//! The `network` capability: outgoing HTTP through a real client (ureq), with
+//! every hop, redirects included, checked against the allow-list.
+//!
+//! ureq's own redirect following is off; we follow up to `max_redirects`
+//! ourselves so a redirect can never reach a host the agent was not granted.
+//! No ambient proxy settings are honoured. Bytes are metered both ways per hop
+//! by a fixed formula (see `docs/capabilities.md`), and every hop's response
+//! (or transport error) is recorded, so a replay needs no network.
+
+use std::time::Duration;
+
+use url::Url;
+
+use super::{CapError, NetworkGrant};
+use crate::trace::{Recorder, TraceEvent, mismatch};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Per-request ceilings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Largest response body read, per hop.
+    pub max_response_bytes: u64,
+    /// Whole-request timeout, per hop (connect, send, receive).
+    pub timeout: Duration,
+    pub max_redirects: u32,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            max_response_bytes: 4 * 1024 * 1024,
+            timeout: Duration::from_secs(30),
+            max_redirects: 5,
+        }
+    }
+}
+
+/// Headers the client owns; a guest may not set them (framing, hop-by-hop, routing).
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-connection",
+];
+
+/// Credentials that must not follow a redirect to another origin.
+const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
+
+pub struct HttpCapability {
+    grant: Option<NetworkGrant>,
+    limits: HttpLimits,
+    agent: Option<ureq::Agent>,
+    bytes: u64,
+}
+
+/// Logical bytes of a request: `METHOD SP URL SP HTTP/1.1 CRLF`, `name: value CRLF` each, `CRLF`, body.
+pub fn request_bytes(method: &str, url: &str, headers: &[(String, String)], body: &[u8]) -> u64 {
+    let head: usize = headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    (method.len() + 1 + url.len() + 11 + head + 2 + body.len()) as u64
+}
+
+/// Logical bytes of a response: `HTTP/1.1 NNN CRLF` (14), headers as above, `CRLF`, body.
+pub fn response_bytes(resp: &HttpResponse) -> u64 {
+    let head: usize = resp.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    (14 + head + 2 + resp.body.len()) as u64
+}
+
+fn failed(msg: impl std::fmt::Display) -> CapError {
+    CapError::Failed(format!("http: {msg}"))
+}
+
+fn sanitize(headers: Vec<(String, String)>) -> Result<Vec<(String, String)>, CapError> {
+    let mut out = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let name = ureq::http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| failed(format!("invalid header name `{name}`")))?;
+        ureq::http::HeaderValue::from_str(&value)
+            .map_err(|_| failed(format!("invalid value for header `{name}`")))?;
+        if !RESERVED_HEADERS.contains(&name.as_str()) {
+            out.push((name.as_str().to_owned(), value));
+        }
+    }
+    Ok(out)
+}
+
+impl HttpCapability {
+    pub fn new(grant: Option<NetworkGrant>, limits: HttpLimits) -> Self {
+        Self {
+            grant,
+            limits,
+            agent: None,
+            bytes: 0,
+        }
+    }
+
+    pub fn set_limits(&mut self, limits: HttpLimits) {
+        self.limits = limits;
+        self.agent = None;
+    }
+
+    /// Bytes metered both ways so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn request(&mut self, req: HttpRequest, rec: &mut Recorder) -> Result<HttpResponse, CapError> {
+        let Some(grant) = self.grant.clone() else {
+            return Err(CapError::not_granted("network"));
+        };
+        let mut method = ureq::http::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| failed(format!("invalid method `{}`", req.method)))?
+            .to_string();
+        let mut url = req.url;
+        let mut headers = sanitize(req.headers)?;
+        let mut body = req.body;
+        let mut hop = 0u32;
+        loop {
+            let parsed = grant.allow_list().check(&url).map_err(|reason| {
+                if hop == 0 {
+                    CapError::Denied(reason)
+                } else {
+                    CapError::Denied(format!("redirect hop {hop}: {reason}"))
+                }
+            })?;
+            self.bytes += request_bytes(&method, parsed.as_str(), &headers, &body);
+            let resp = self.exchange(&method, &parsed, &headers, &body, rec)?;
+            self.bytes += response_bytes(&resp);
+            let location = resp
+                .headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("location"))
+                .map(|(_, v)| v.clone());
+            let (true, Some(location)) = (matches!(resp.status, 301 | 302 | 303 | 307 | 308), location)
+            else {
+                return Ok(resp);
+            };
+            if hop >= self.limits.max_redirects {
+                return Err(failed(format!(
+                    "too many redirects (more than {})",
+                    self.limits.max_redirects
+                )));
+            }
+            hop += 1;
+            let next = parsed
+                .join(&location)
+                .map_err(|e| failed(format!("bad redirect location `{location}`: {e}")))?;
+            if next.origin() != parsed.origin() {
+                headers.retain(|(n, _)| !CREDENTIAL_HEADERS.contains(&n.as_str()));
+            }
+            let to_get = resp.status == 303 && method != "HEAD"
+                || matches!(resp.status, 301 | 302) && method == "POST";
+            if to_get {
+                method = "GET".into();
+                body.clear();
+                headers.retain(|(n, _)| !n.starts_with("content-"));
+            }
+            url = next.to_string();
+        }
+    }
+
+    /// One hop: over the network (recorded) or from the trace (replay).
+    fn exchange(
+        &mut self,
+        method: &str,
+        url: &Url,
+        headers: &[(String, String)],
+        body: &[u8],
+        rec: &mut Recorder,
+    ) -> Result<HttpResponse, CapError> {
+        if rec.is_replay() {
+            let event = rec.replay_next_any(&["http", "httpError"])?;
+            let (m, u) = match &event {
+                TraceEvent::Http { method, url, .. } | TraceEvent::HttpError { method, url, .. } => {
+                    (method.as_str(), url.as_str())
+                }
+                _ => return Err(CapError::Failed("replay: internal kind mismatch".into())),
+            };
+            if m != method || u != url.as_str() {
+                return Err(mismatch("http request", &format!("{m} {u}"), &format!("{method} {url}")));
+            }
+            return match event {
+                TraceEvent::Http {
+                    status,
+                    headers,
+                    body,
+                    ..
+                } => Ok(HttpResponse {
+                    status,
+                    headers,
+                    body,
+                }),
+                TraceEvent::HttpError { error, .. } => Err(CapError::Failed(error)),
+                _ => Err(CapError::Failed("replay: internal kind mismatch".into())),
+            };
+        }
+        let result = self.send(method, url, headers, body);
+        rec.record(match &result {
+            Ok(r) => TraceEvent::Http {
+                method: method.to_owned(),
+                url: url.to_string(),
+                status: r.status,
+                headers: r.headers.clone(),
+                body: r.body.clone(),
+            },
+            Err(e) => TraceEvent::HttpError {
+                method: method.to_owned(),
+                url: url.to_string(),
+                error: e.to_string(),
+            },
+        });
+        result
+    }
+
+    fn agent(&mut self) -> &ureq::Agent {
+        let limits = self.limits;
+        self.agent.get_or_insert_with(|| {
+            ureq::Agent::config_builder()
+                .max_redirects(0)
+                .http_status_as_error(false)
+                .timeout_global(Some(limits.timeout))
+                .proxy(None)
+                .user_agent("ari-executor")
+                .build()
+                .into()
+        })
+    }
+
+    fn send(
+        &mut self,
+        method: &str,
+        url: &Url,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<HttpResponse, CapError> {
+        let max = self.limits.max_response_bytes;
+        let mut builder = ureq::http::Request::builder()
+            .method(method)
+            .uri(url.as_str());
+        for (n, v) in headers {
+            builder = builder.header(n.as_str(), v.as_str());
+        }
+        let request = builder
+            .body(body)
+            .map_err(|e| failed(format!("invalid request: {e}")))?;
+        let response = self.agent().run(request).map_err(failed)?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let body = response
+            .into_body()
+            .with_config()
+            .limit(max)
+            .read_to_vec()
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => {
+                    failed(format!("response body exceeds {max} bytes"))
+                }
+                e => failed(e),
+            })?;
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}

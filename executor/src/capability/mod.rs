@@ -1,0 +1,194 @@
+//! The capability layer: everything a guest can reach outside its sandbox.
+//!
+//! Deny by default. Each capability is its own module owning its checks,
+//! metering and recording (like Spin's factors); [`TaskCapabilities`] only
+//! composes them for one task and keeps the cross-cutting bits: the trace
+//! recorder, the list of denials and the usage summary. Nothing here knows
+//! about Wasmtime; the host functions call these methods.
+
+pub mod allowlist;
+pub mod clock;
+pub mod crypto;
+mod error;
+mod grants;
+pub mod http;
+pub mod log;
+pub mod random;
+pub mod storage;
+
+pub use error::{CapError, GrantError};
+pub use grants::{Grants, NAMES, NetworkGrant, SigningGrant, StorageGrant, parse_size};
+pub use http::{HttpLimits, HttpRequest, HttpResponse};
+pub use log::LogLevel;
+
+use crate::trace::{Recorder, Trace};
+
+/// Live runs talk to storage and the network and record; replays serve the trace.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    Live,
+    Replay(Trace),
+}
+
+/// What the capabilities measured for one task.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CapUsage {
+    /// Key + value bytes of every accepted `storage-set` (committed or not).
+    pub storage_bytes_written: u64,
+    /// HTTP bytes both ways, every hop (see `http::request_bytes`).
+    pub network_bytes: u64,
+    /// Log message bytes kept.
+    pub log_bytes: u64,
+}
+
+/// All capabilities of one task. Create one per task; never share between tasks.
+pub struct TaskCapabilities {
+    log: log::LogCapability,
+    storage: storage::StorageCapability,
+    random: random::RandomCapability,
+    crypto: crypto::CryptoCapability,
+    http: http::HttpCapability,
+    clock: clock::ClockCapability,
+    recorder: Recorder,
+    denials: Vec<String>,
+}
+
+impl TaskCapabilities {
+    /// `storage` is the agent's backend (may be `None` in replay, or when not granted).
+    pub fn new(
+        grants: &Grants,
+        storage: Option<Box<dyn storage::StorageBackend>>,
+        seed: [u8; 32],
+        start_unix_nanos: u64,
+        mode: Mode,
+    ) -> Self {
+        let recorder = match mode {
+            Mode::Live => Recorder::live(),
+            Mode::Replay(trace) => Recorder::replay(trace),
+        };
+        Self {
+            log: log::LogCapability::default(),
+            storage: storage::StorageCapability::new(grants.storage, storage),
+            random: random::RandomCapability::new(grants.randomness, seed),
+            crypto: crypto::CryptoCapability::new(grants.signing.clone()),
+            http: http::HttpCapability::new(grants.network.clone(), HttpLimits::default()),
+            clock: clock::ClockCapability::new(grants.time, start_unix_nanos),
+            recorder,
+            denials: Vec::new(),
+        }
+    }
+
+    /// Overrides the default HTTP ceilings (4 MiB body, 30 s, 5 redirects).
+    pub fn set_http_limits(&mut self, limits: HttpLimits) {
+        self.http.set_limits(limits);
+    }
+
+    /// Notes a denial so the executor can classify the task as `CapabilityDenied`.
+    fn note<T>(&mut self, result: Result<T, CapError>) -> Result<T, CapError> {
+        if let Err(CapError::Denied(reason)) = &result {
+            self.denials.push(reason.clone());
+        }
+        result
+    }
+
+    pub fn log(&mut self, level: LogLevel, msg: &str) {
+        self.log.log(level, msg);
+    }
+
+    /// Log lines kept so far, as `LEVEL message`.
+    pub fn logs(&self) -> &[String] {
+        self.log.lines()
+    }
+
+    pub fn storage_get(&mut self, key: &str) -> Result<Option<Vec<u8>>, CapError> {
+        let r = self.storage.get(key, &mut self.recorder);
+        self.note(r)
+    }
+
+    pub fn storage_set(&mut self, key: &str, value: &[u8]) -> Result<(), CapError> {
+        let r = self.storage.set(key, value, &mut self.recorder);
+        self.note(r)
+    }
+
+    pub fn storage_delete(&mut self, key: &str) -> Result<(), CapError> {
+        let r = self.storage.delete(key, &mut self.recorder);
+        self.note(r)
+    }
+
+    pub fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, CapError> {
+        let r = self.random.random_bytes(len, &mut self.recorder);
+        self.note(r)
+    }
+
+    /// WASI `random_get`: always allowed, seeded, separate from `random-bytes`.
+    pub fn fill_wasi_random(&mut self, buf: &mut [u8]) {
+        self.random.fill_wasi(buf);
+    }
+
+    pub fn hash(&mut self, data: &[u8]) -> Vec<u8> {
+        self.crypto.hash(data)
+    }
+
+    pub fn sign(&mut self, data: &[u8]) -> Result<Vec<u8>, CapError> {
+        let r = self.crypto.sign(data);
+        self.note(r)
+    }
+
+    pub fn verify(&mut self, data: &[u8], sig: &[u8], pk: &[u8]) -> bool {
+        self.crypto.verify(data, sig, pk)
+    }
+
+    pub fn http_request(&mut self, req: HttpRequest) -> Result<HttpResponse, CapError> {
+        let r = self.http.request(req, &mut self.recorder);
+        self.note(r)
+    }
+
+    pub fn now(&mut self) -> Result<u64, CapError> {
+        let r = self.clock.now(&mut self.recorder);
+        self.note(r)
+    }
+
+    /// WASI wall and monotonic clocks: the logical clock with `time`, else 0.
+    /// A replay that diverges here also yields 0; the divergence shows in the trace digest.
+    pub fn wasi_now_nanos(&mut self) -> u64 {
+        self.clock.wasi_now(&mut self.recorder).unwrap_or(0)
+    }
+
+    /// Every denial so far, in order (capability missing, host not allowed, quota).
+    pub fn denials(&self) -> &[String] {
+        &self.denials
+    }
+
+    pub fn usage(&self) -> CapUsage {
+        CapUsage {
+            storage_bytes_written: self.storage.bytes_written(),
+            network_bytes: self.http.bytes(),
+            log_bytes: self.log.bytes(),
+        }
+    }
+
+    /// Commits the storage transaction; call only when the task succeeded.
+    /// A replay commits nothing. A quota overrun by concurrent tasks is `Denied`.
+    pub fn commit(&mut self) -> Result<(), CapError> {
+        let r = self.storage.commit(self.recorder.is_replay());
+        self.note(r)
+    }
+
+    /// Recorded events not consumed by a replay (0 when faithful, or live).
+    pub fn replay_remaining(&self) -> usize {
+        self.recorder.remaining()
+    }
+
+    /// The trace recorded so far (in replay: the events consumed).
+    pub fn take_trace(&mut self) -> Trace {
+        self.recorder.take()
+    }
+
+    /// Public key of the granted signing key, for attestations that mention it.
+    pub fn signing_public_key(&self) -> Option<[u8; 32]> {
+        self.crypto.public_key()
+    }
+}
+
+#[cfg(test)]
+mod tests;

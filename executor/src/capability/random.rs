@@ -1,0 +1,105 @@
+//! Randomness from the task seed: reproducible, so replays and re-executions agree.
+//!
+//! Two ChaCha20 streams with domain-separated keys: one behind the gated
+//! `random-bytes` host call, one behind WASI `random_get` (always allowed,
+//! because language runtimes seed hash maps from it). Using separate streams
+//! means a guest's hidden WASI reads never shift its `random-bytes` values.
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use sha2::{Digest, Sha256};
+
+use super::CapError;
+use crate::trace::{Recorder, TraceEvent, mismatch};
+
+/// Largest single `random-bytes` request.
+pub const MAX_RANDOM_BYTES: u32 = 64 * 1024;
+
+const HOST_DOMAIN: &[u8] = b"ari.random.host.v1";
+const WASI_DOMAIN: &[u8] = b"ari.random.wasi.v1";
+
+fn stream(seed: &[u8; 32], domain: &[u8]) -> ChaCha20Rng {
+    let mut h = Sha256::new();
+    h.update(domain);
+    h.update(seed);
+    ChaCha20Rng::from_seed(h.finalize().into())
+}
+
+pub struct RandomCapability {
+    granted: bool,
+    host: ChaCha20Rng,
+    wasi: ChaCha20Rng,
+}
+
+impl RandomCapability {
+    pub fn new(granted: bool, seed: [u8; 32]) -> Self {
+        Self {
+            granted,
+            host: stream(&seed, HOST_DOMAIN),
+            wasi: stream(&seed, WASI_DOMAIN),
+        }
+    }
+
+    /// `random-bytes`: needs `randomness`; recorded (live) or served from the trace (replay).
+    pub fn random_bytes(&mut self, len: u32, rec: &mut Recorder) -> Result<Vec<u8>, CapError> {
+        if !self.granted {
+            return Err(CapError::not_granted("randomness"));
+        }
+        if len > MAX_RANDOM_BYTES {
+            return Err(CapError::Failed(format!(
+                "random-bytes: {len} bytes requested, at most {MAX_RANDOM_BYTES} per call"
+            )));
+        }
+        if rec.is_replay() {
+            let TraceEvent::Random { bytes } = rec.replay_next("random")? else {
+                return Err(CapError::Failed("replay: internal kind mismatch".into()))
+            };
+            if bytes.len() != len as usize {
+                return Err(mismatch(
+                    "random length",
+                    &bytes.len().to_string(),
+                    &len.to_string(),
+                ));
+            }
+            return Ok(bytes);
+        }
+        let mut bytes = vec![0u8; len as usize];
+        self.host.fill_bytes(&mut bytes);
+        rec.record(TraceEvent::Random {
+            bytes: bytes.clone(),
+        });
+        Ok(bytes)
+    }
+
+    /// WASI `random_get`: deterministic from the seed, so not recorded.
+    pub fn fill_wasi(&mut self, buf: &mut [u8]) {
+        self.wasi.fill_bytes(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_denied_without_grant() {
+        let mut r = RandomCapability::new(false, [0; 32]);
+        let mut rec = Recorder::live();
+        assert!(matches!(r.random_bytes(4, &mut rec), Err(CapError::Denied(_))));
+    }
+
+    #[test]
+    fn random_is_seeded_and_streams_are_separate() {
+        let mut rec = Recorder::live();
+        let mut a = RandomCapability::new(true, [1; 32]);
+        let mut b = RandomCapability::new(true, [1; 32]);
+        let mut c = RandomCapability::new(true, [2; 32]);
+        let mut wasi = [0u8; 16];
+        b.fill_wasi(&mut wasi); // must not shift b's host stream
+        let x = a.random_bytes(16, &mut rec).unwrap();
+        assert_eq!(x, b.random_bytes(16, &mut rec).unwrap());
+        assert_ne!(x, c.random_bytes(16, &mut rec).unwrap());
+        assert_ne!(&x[..], &wasi[..]);
+        assert!(a.random_bytes(MAX_RANDOM_BYTES + 1, &mut rec).is_err());
+    }
+}

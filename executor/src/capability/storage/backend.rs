@@ -1,0 +1,63 @@
+//! The backend trait every store implements, and the shared quota arithmetic.
+
+/// Committed writes of one task, applied all-or-nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub writes: Vec<(String, Vec<u8>)>,
+    pub deletes: Vec<String>,
+    /// When set, the batch is refused if it would grow usage past this.
+    pub max_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage quota exceeded: {would_use} bytes > {max_bytes} byte limit")]
+    QuotaExceeded { would_use: u64, max_bytes: u64 },
+    #[error("storage backend: {0}")]
+    Backend(String),
+}
+
+/// A key-value store scoped to one agent (its namespace).
+///
+/// Handles of the same store share data (a clone sees the other's commits), so
+/// the executor can hand one to each task. Implementations must make `apply`
+/// atomic, including its quota check, and keep `used_bytes` equal to the sum of
+/// [`entry_size`] over the namespace.
+pub trait StorageBackend: Send {
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
+    fn apply(&mut self, batch: &Batch) -> Result<(), StorageError>;
+    fn used_bytes(&mut self) -> Result<u64, StorageError>;
+}
+
+/// What one entry costs against the quota: key bytes plus value bytes.
+pub fn entry_size(key: &str, value_len: usize) -> u64 {
+    (key.len() + value_len) as u64
+}
+
+/// New usage after `batch`, or `QuotaExceeded`. `size_of` returns the current
+/// entry size of a key. Shrinking is always allowed, even above the limit.
+pub fn plan_usage(
+    batch: &Batch,
+    used: u64,
+    mut size_of: impl FnMut(&str) -> Result<Option<u64>, StorageError>,
+) -> Result<u64, StorageError> {
+    let mut new = i128::from(used);
+    for (key, value) in &batch.writes {
+        new -= i128::from(size_of(key)?.unwrap_or(0));
+        new += i128::from(entry_size(key, value.len()));
+    }
+    for key in &batch.deletes {
+        new -= i128::from(size_of(key)?.unwrap_or(0));
+    }
+    let new = u64::try_from(new.max(0)).unwrap_or(u64::MAX);
+    if let Some(max_bytes) = batch.max_bytes
+        && new > max_bytes
+        && new > used
+    {
+        return Err(StorageError::QuotaExceeded {
+            would_use: new,
+            max_bytes,
+        });
+    }
+    Ok(new)
+}

@@ -1,0 +1,54 @@
+//! In-memory backend: for `ari run` without `--state` and for tests.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use super::backend::{Batch, StorageBackend, StorageError, entry_size, plan_usage};
+
+#[derive(Debug, Default)]
+struct Inner {
+    map: BTreeMap<String, Vec<u8>>,
+    used: u64,
+}
+
+/// One agent's namespace in memory; clones share the data.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBackend {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl MemoryBackend {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic elsewhere cannot leave `Inner` half-updated (apply mutates after planning).
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl StorageBackend for MemoryBackend {
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.lock().map.get(key).cloned())
+    }
+
+    fn apply(&mut self, batch: &Batch) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        let new_used = plan_usage(batch, inner.used, |k| {
+            Ok(inner.map.get(k).map(|v| entry_size(k, v.len())))
+        })?;
+        for (k, v) in &batch.writes {
+            inner.map.insert(k.clone(), v.clone());
+        }
+        for k in &batch.deletes {
+            inner.map.remove(k);
+        }
+        inner.used = new_used;
+        Ok(())
+    }
+
+    fn used_bytes(&mut self) -> Result<u64, StorageError> {
+        Ok(self.lock().used)
+    }
+}

@@ -1,0 +1,23 @@
+//! The `storage` capability: a per-task transaction over a per-agent key-value backend.
+//!
+//! Reads see the committed state (each key as first read by the task) plus the
+//! task's own writes; writes stay in an overlay until [`StorageCapability::commit`],
+//! which the executor calls only when the task succeeds. The quota is counted on
+//! committed key + value bytes and checked twice: at each `set` (against the state
+//! the task saw) and again atomically in the backend at commit (against the state
+//! then, so concurrent tasks cannot jointly overrun it).
+
+mod backend;
+mod memory;
+mod redb_store;
+mod redis_store;
+mod tx;
+
+#[cfg(test)]
+mod suite;
+
+pub use backend::{Batch, StorageBackend, StorageError, entry_size, plan_usage};
+pub use memory::MemoryBackend;
+pub use redb_store::RedbBackend;
+pub use redis_store::RedisBackend;
+pub use tx::{MAX_KEY_BYTES, StorageCapability};

@@ -1,0 +1,101 @@
+//! Embedded on-disk backend on `redb` (ACID, crash-safe, pure Rust): `--state DIR`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::backend::{Batch, StorageBackend, StorageError, entry_size, plan_usage};
+
+/// (agent, key) → value.
+const KV: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("kv");
+/// agent → committed bytes.
+const USED: TableDefinition<&str, u64> = TableDefinition::new("used");
+
+/// File name inside the state directory.
+pub const DB_FILE: &str = "storage.redb";
+
+fn be(e: impl std::fmt::Display) -> StorageError {
+    StorageError::Backend(format!("redb: {e}"))
+}
+
+/// One agent's namespace in a redb file; clones (and [`RedbBackend::for_agent`]) share the database.
+#[derive(Clone)]
+pub struct RedbBackend {
+    db: Arc<Database>,
+    agent: String,
+}
+
+impl std::fmt::Debug for RedbBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbBackend")
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedbBackend {
+    /// Opens (creating) `DIR/storage.redb`. A file can be open once per process:
+    /// use [`RedbBackend::for_agent`] for further agents.
+    pub fn open(dir: &Path, agent: &str) -> Result<Self, StorageError> {
+        std::fs::create_dir_all(dir).map_err(|e| be(format!("{}: {e}", dir.display())))?;
+        let db = Database::create(dir.join(DB_FILE)).map_err(be)?;
+        let txn = db.begin_write().map_err(be)?;
+        txn.open_table(KV).map_err(be)?;
+        txn.open_table(USED).map_err(be)?;
+        txn.commit().map_err(be)?;
+        Ok(Self {
+            db: Arc::new(db),
+            agent: agent.to_owned(),
+        })
+    }
+
+    /// Another agent's namespace in the same database.
+    pub fn for_agent(&self, agent: &str) -> Self {
+        Self {
+            db: Arc::clone(&self.db),
+            agent: agent.to_owned(),
+        }
+    }
+}
+
+impl StorageBackend for RedbBackend {
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let table = txn.open_table(KV).map_err(be)?;
+        let value = table.get((self.agent.as_str(), key)).map_err(be)?;
+        Ok(value.map(|v| v.value().to_vec()))
+    }
+
+    fn apply(&mut self, batch: &Batch) -> Result<(), StorageError> {
+        let agent = self.agent.as_str();
+        let txn = self.db.begin_write().map_err(be)?;
+        {
+            let mut kv = txn.open_table(KV).map_err(be)?;
+            let mut used_t = txn.open_table(USED).map_err(be)?;
+            let used = used_t.get(agent).map_err(be)?.map_or(0, |g| g.value());
+            let new_used = plan_usage(batch, used, |k| {
+                Ok(kv
+                    .get((agent, k))
+                    .map_err(be)?
+                    .map(|v| entry_size(k, v.value().len())))
+            })?;
+            for (k, v) in &batch.writes {
+                kv.insert((agent, k.as_str()), v.as_slice()).map_err(be)?;
+            }
+            for k in &batch.deletes {
+                kv.remove((agent, k.as_str())).map_err(be)?;
+            }
+            used_t.insert(agent, new_used).map_err(be)?;
+        }
+        // On any early return above the transaction is dropped, which aborts it.
+        txn.commit().map_err(be)
+    }
+
+    fn used_bytes(&mut self) -> Result<u64, StorageError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let table = txn.open_table(USED).map_err(be)?;
+        let used = table.get(self.agent.as_str()).map_err(be)?;
+        Ok(used.map_or(0, |g| g.value()))
+    }
+}

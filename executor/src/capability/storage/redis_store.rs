@@ -1,0 +1,159 @@
+//! Redis backend: shared state for executor pools. One hash per agent
+//! (`ari:{AGENT}:kv`) plus a byte counter (`ari:{AGENT}:used`); the braces are
+//! a hash tag so both keys land in one slot. `apply` is one Lua script, which
+//! Redis runs atomically, quota check included.
+
+use std::time::Duration;
+
+use super::backend::{Batch, StorageBackend, StorageError};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// KEYS: kv hash, used counter. ARGV: max (-1 = none), number of writes,
+/// then field/value pairs, then fields to delete. Returns {ok, new_used}.
+const APPLY_SCRIPT: &str = r#"
+local used = tonumber(redis.call('GET', KEYS[2]) or '0')
+local new = used
+local nw = tonumber(ARGV[2])
+local function size(f)
+  if redis.call('HEXISTS', KEYS[1], f) == 1 then
+    return #f + redis.call('HSTRLEN', KEYS[1], f)
+  end
+  return 0
+end
+for i = 0, nw - 1 do
+  local f = ARGV[3 + 2 * i]
+  new = new - size(f) + #f + #ARGV[4 + 2 * i]
+end
+for i = 3 + 2 * nw, #ARGV do
+  new = new - size(ARGV[i])
+end
+local max = tonumber(ARGV[1])
+if max >= 0 and new > max and new > used then
+  return {0, new}
+end
+for i = 0, nw - 1 do
+  redis.call('HSET', KEYS[1], ARGV[3 + 2 * i], ARGV[4 + 2 * i])
+end
+for i = 3 + 2 * nw, #ARGV do
+  redis.call('HDEL', KEYS[1], ARGV[i])
+end
+redis.call('SET', KEYS[2], new)
+return {1, new}
+"#;
+
+fn be(e: impl std::fmt::Display) -> StorageError {
+    StorageError::Backend(format!("redis: {e}"))
+}
+
+/// One agent's namespace in Redis, over a lazily (re)opened sync connection.
+pub struct RedisBackend {
+    client: redis::Client,
+    conn: Option<redis::Connection>,
+    agent: String,
+    kv_key: String,
+    used_key: String,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clone for RedisBackend {
+    fn clone(&self) -> Self {
+        self.for_agent(&self.agent)
+    }
+}
+
+impl RedisBackend {
+    /// `url` like `redis://127.0.0.1:6379/`; connects now so a bad URL fails fast.
+    pub fn connect(url: &str, agent: &str) -> Result<Self, StorageError> {
+        let client = redis::Client::open(url).map_err(be)?;
+        let mut this = Self::with_client(client, agent);
+        this.conn()?;
+        Ok(this)
+    }
+
+    fn with_client(client: redis::Client, agent: &str) -> Self {
+        Self {
+            client,
+            conn: None,
+            agent: agent.to_owned(),
+            kv_key: format!("ari:{{{agent}}}:kv"),
+            used_key: format!("ari:{{{agent}}}:used"),
+        }
+    }
+
+    /// Another agent's namespace on the same server (connects on first use).
+    pub fn for_agent(&self, agent: &str) -> Self {
+        Self::with_client(self.client.clone(), agent)
+    }
+
+    fn conn(&mut self) -> Result<&mut redis::Connection, StorageError> {
+        if self.conn.is_none() {
+            let conn = self
+                .client
+                .get_connection_with_timeout(TIMEOUT)
+                .map_err(be)?;
+            conn.set_read_timeout(Some(TIMEOUT)).map_err(be)?;
+            conn.set_write_timeout(Some(TIMEOUT)).map_err(be)?;
+            self.conn = Some(conn);
+        }
+        self.conn
+            .as_mut()
+            .ok_or_else(|| be("no connection"))
+    }
+
+    /// Runs `cmd`, dropping the connection on error so the next call reconnects.
+    fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T, StorageError> {
+        let result = cmd.query(self.conn()?);
+        if result.is_err() {
+            self.conn = None;
+        }
+        result.map_err(be)
+    }
+}
+
+impl StorageBackend for RedisBackend {
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&self.kv_key).arg(key);
+        self.query(&cmd)
+    }
+
+    fn apply(&mut self, batch: &Batch) -> Result<(), StorageError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(APPLY_SCRIPT)
+            .arg(2)
+            .arg(&self.kv_key)
+            .arg(&self.used_key)
+            .arg(batch.max_bytes.map_or(-1i128, i128::from).to_string())
+            .arg(batch.writes.len());
+        for (k, v) in &batch.writes {
+            cmd.arg(k).arg(v.as_slice());
+        }
+        for k in &batch.deletes {
+            cmd.arg(k);
+        }
+        let (ok, new_used): (i64, i64) = self.query(&cmd)?;
+        if ok == 1 {
+            Ok(())
+        } else {
+            Err(StorageError::QuotaExceeded {
+                would_use: u64::try_from(new_used).unwrap_or(0),
+                max_bytes: batch.max_bytes.unwrap_or(0),
+            })
+        }
+    }
+
+    fn used_bytes(&mut self) -> Result<u64, StorageError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&self.used_key);
+        let used: Option<u64> = self.query(&cmd)?;
+        Ok(used.unwrap_or(0))
+    }
+}

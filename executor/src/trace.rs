@@ -1,0 +1,440 @@
+//! The host-call trace: every piece of outside data a task consumed, in order.
+//!
+//! Recording what came *in* (storage reads, HTTP responses, time, random
+//! bytes) is what makes a run replayable: a replay feeds the same values back
+//! to the guest without touching storage or the network. The trace digest
+//! (`Trace::sha256`) goes into the attestation, over a canonical byte encoding
+//! documented in `docs/capabilities.md`.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::capability::CapError;
+
+/// An ordered list of recorded host-call results.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trace {
+    pub events: Vec<TraceEvent>,
+}
+
+/// One recorded host-call result. The `kind` tag names the variant in JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum TraceEvent {
+    /// A read that reached committed storage (reads of the task's own writes are not outside data).
+    StorageGet {
+        key: String,
+        #[serde(with = "b64_opt")]
+        value: Option<Vec<u8>>,
+    },
+    /// Committed size (key + value bytes) of a key the task wrote; needed to replay quota decisions.
+    StorageSize { key: String, bytes: Option<u64> },
+    /// Committed bytes of the agent's namespace when the task first wrote.
+    StorageUsed { bytes: u64 },
+    /// One HTTP exchange (one hop; a redirect chain is several events).
+    Http {
+        method: String,
+        url: String,
+        status: u16,
+        headers: Vec<(String, String)>,
+        #[serde(with = "b64")]
+        body: Vec<u8>,
+    },
+    /// One HTTP hop that failed at transport level (refused, timed out, too large).
+    HttpError {
+        method: String,
+        url: String,
+        error: String,
+    },
+    /// One read of the logical clock.
+    Time { nanos: u64 },
+    /// Bytes handed out by `random-bytes`.
+    Random {
+        #[serde(with = "b64")]
+        bytes: Vec<u8>,
+    },
+}
+
+impl TraceEvent {
+    /// The variant name as used in JSON and in divergence messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::StorageGet { .. } => "storageGet",
+            Self::StorageSize { .. } => "storageSize",
+            Self::StorageUsed { .. } => "storageUsed",
+            Self::Http { .. } => "http",
+            Self::HttpError { .. } => "httpError",
+            Self::Time { .. } => "time",
+            Self::Random { .. } => "random",
+        }
+    }
+
+    fn tag(&self) -> u8 {
+        match self {
+            Self::StorageGet { .. } => 1,
+            Self::StorageSize { .. } => 2,
+            Self::StorageUsed { .. } => 3,
+            Self::Http { .. } => 4,
+            Self::HttpError { .. } => 5,
+            Self::Time { .. } => 6,
+            Self::Random { .. } => 7,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.tag());
+        match self {
+            Self::StorageGet { key, value } => {
+                put_bytes(out, key.as_bytes());
+                match value {
+                    None => out.push(0),
+                    Some(v) => {
+                        out.push(1);
+                        put_bytes(out, v);
+                    }
+                }
+            }
+            Self::StorageSize { key, bytes } => {
+                put_bytes(out, key.as_bytes());
+                match bytes {
+                    None => out.push(0),
+                    Some(n) => {
+                        out.push(1);
+                        out.extend_from_slice(&n.to_le_bytes());
+                    }
+                }
+            }
+            Self::StorageUsed { bytes } => out.extend_from_slice(&bytes.to_le_bytes()),
+            Self::Http {
+                method,
+                url,
+                status,
+                headers,
+                body,
+            } => {
+                put_bytes(out, method.as_bytes());
+                put_bytes(out, url.as_bytes());
+                out.extend_from_slice(&status.to_le_bytes());
+                out.extend_from_slice(&(headers.len() as u64).to_le_bytes());
+                for (name, value) in headers {
+                    put_bytes(out, name.as_bytes());
+                    put_bytes(out, value.as_bytes());
+                }
+                put_bytes(out, body);
+            }
+            Self::HttpError { method, url, error } => {
+                put_bytes(out, method.as_bytes());
+                put_bytes(out, url.as_bytes());
+                put_bytes(out, error.as_bytes());
+            }
+            Self::Time { nanos } => out.extend_from_slice(&nanos.to_le_bytes()),
+            Self::Random { bytes } => put_bytes(out, bytes),
+        }
+    }
+}
+
+/// Length-prefixed (u64 little-endian) byte string.
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Magic prefix of the canonical encoding; bump the version when the layout changes.
+pub const CANONICAL_MAGIC: &[u8] = b"ari.trace.v1\0";
+
+impl Trace {
+    /// The canonical, unambiguous byte encoding the digest is taken over.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.events.len() * 32);
+        out.extend_from_slice(CANONICAL_MAGIC);
+        out.extend_from_slice(&(self.events.len() as u64).to_le_bytes());
+        for event in &self.events {
+            event.encode(&mut out);
+        }
+        out
+    }
+
+    /// SHA-256 of [`Trace::canonical_bytes`].
+    pub fn sha256(&self) -> [u8; 32] {
+        Sha256::digest(self.canonical_bytes()).into()
+    }
+
+    /// Hex form of [`Trace::sha256`], as written into attestations.
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(self.sha256())
+    }
+}
+
+/// Hands recorded events back, in order, checking each is what the guest asks for now.
+#[derive(Debug, Clone)]
+pub struct ReplayCursor {
+    events: Vec<TraceEvent>,
+    pos: usize,
+}
+
+fn diverged(msg: String) -> CapError {
+    CapError::Failed(format!("replay diverged: {msg}"))
+}
+
+impl ReplayCursor {
+    pub fn new(trace: Trace) -> Self {
+        Self {
+            events: trace.events,
+            pos: 0,
+        }
+    }
+
+    /// Events not consumed yet; a faithful replay ends with none.
+    pub fn remaining(&self) -> usize {
+        self.events.len() - self.pos
+    }
+
+    /// The next event, which must be of `kind`.
+    pub fn next(&mut self, kind: &str) -> Result<TraceEvent, CapError> {
+        self.next_any(&[kind])
+    }
+
+    /// The next event, which must be of one of `kinds`.
+    pub fn next_any(&mut self, kinds: &[&str]) -> Result<TraceEvent, CapError> {
+        let want = kinds.join("` or `");
+        let Some(event) = self.events.get(self.pos) else {
+            return Err(diverged(format!(
+                "expected a `{want}` event at #{}, but the trace has ended",
+                self.pos
+            )));
+        };
+        if !kinds.contains(&event.kind()) {
+            return Err(diverged(format!(
+                "expected a `{want}` event at #{}, found `{}`",
+                self.pos,
+                event.kind()
+            )));
+        }
+        self.pos += 1;
+        Ok(event.clone())
+    }
+}
+
+/// Either records events (live) or serves them from a trace (replay); in both
+/// cases the events the task consumed end up in `recorded`, so a faithful
+/// replay yields the same trace digest as the original run.
+#[derive(Debug)]
+pub struct Recorder {
+    cursor: Option<ReplayCursor>,
+    recorded: Trace,
+}
+
+impl Recorder {
+    pub fn live() -> Self {
+        Self {
+            cursor: None,
+            recorded: Trace::default(),
+        }
+    }
+
+    pub fn replay(trace: Trace) -> Self {
+        Self {
+            cursor: Some(ReplayCursor::new(trace)),
+            recorded: Trace::default(),
+        }
+    }
+
+    pub fn is_replay(&self) -> bool {
+        self.cursor.is_some()
+    }
+
+    /// Records an event observed live.
+    pub fn record(&mut self, event: TraceEvent) {
+        self.recorded.events.push(event);
+    }
+
+    /// In replay: the next event of `kind` (recorded again). Live: an error,
+    /// because a capability must not ask for replay data in a live run.
+    pub fn replay_next(&mut self, kind: &str) -> Result<TraceEvent, CapError> {
+        self.replay_next_any(&[kind])
+    }
+
+    /// Like [`Recorder::replay_next`], accepting any of `kinds`.
+    pub fn replay_next_any(&mut self, kinds: &[&str]) -> Result<TraceEvent, CapError> {
+        let Some(cursor) = self.cursor.as_mut() else {
+            return Err(CapError::Failed(
+                "internal: replay data requested in a live run".into(),
+            ));
+        };
+        let event = cursor.next_any(kinds)?;
+        self.recorded.events.push(event.clone());
+        Ok(event)
+    }
+
+    /// Replay events not consumed (zero for live runs).
+    pub fn remaining(&self) -> usize {
+        self.cursor.as_ref().map_or(0, ReplayCursor::remaining)
+    }
+
+    /// The recorded trace so far; leaves an empty one behind.
+    pub fn take(&mut self) -> Trace {
+        std::mem::take(&mut self.recorded)
+    }
+}
+
+/// Diverged-replay error for a mismatching field, shared by the capabilities.
+pub(crate) fn mismatch(what: &str, expected: &str, found: &str) -> CapError {
+    diverged(format!("{what}: the guest asked for `{found}`, the trace has `{expected}`"))
+}
+
+/// Base64 (standard alphabet, padded) for byte fields in JSON.
+mod b64 {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+mod b64_opt {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(b) => s.serialize_some(&STANDARD.encode(b)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| STANDARD.decode(t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Trace {
+        Trace {
+            events: vec![
+                TraceEvent::StorageGet {
+                    key: "count".into(),
+                    value: Some(b"41".to_vec()),
+                },
+                TraceEvent::StorageGet {
+                    key: "missing".into(),
+                    value: None,
+                },
+                TraceEvent::StorageSize {
+                    key: "count".into(),
+                    bytes: Some(7),
+                },
+                TraceEvent::StorageUsed { bytes: 7 },
+                TraceEvent::Http {
+                    method: "GET".into(),
+                    url: "https://api.example.com/x".into(),
+                    status: 200,
+                    headers: vec![("content-type".into(), "text/plain".into())],
+                    body: b"hello".to_vec(),
+                },
+                TraceEvent::HttpError {
+                    method: "GET".into(),
+                    url: "https://api.example.com/y".into(),
+                    error: "connection refused".into(),
+                },
+                TraceEvent::Time {
+                    nanos: 1_700_000_000_000_000_000,
+                },
+                TraceEvent::Random {
+                    bytes: vec![0, 1, 2, 255],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn trace_digest_is_stable() {
+        // Pinned: a change here means every existing attestation stops verifying.
+        assert_eq!(
+            sample().sha256_hex(),
+            "PINNED",
+            "canonical encoding changed; bump CANONICAL_MAGIC and update docs"
+        );
+    }
+
+    #[test]
+    fn trace_digest_changes_with_any_field() {
+        let base = sample().sha256();
+        let mut t = sample();
+        if let TraceEvent::Http { body, .. } = &mut t.events[4] {
+            body.push(b'!');
+        }
+        assert_ne!(t.sha256(), base);
+        let mut t = sample();
+        t.events.swap(0, 1);
+        assert_ne!(t.sha256(), base);
+        // `Some(empty)` and `None` must not collide.
+        let a = Trace {
+            events: vec![TraceEvent::StorageGet {
+                key: "k".into(),
+                value: None,
+            }],
+        };
+        let b = Trace {
+            events: vec![TraceEvent::StorageGet {
+                key: "k".into(),
+                value: Some(vec![]),
+            }],
+        };
+        assert_ne!(a.sha256(), b.sha256());
+    }
+
+    #[test]
+    fn trace_json_round_trips_with_base64_and_camel_case() {
+        let t = sample();
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(json.contains(r#""kind":"storageGet""#), "{json}");
+        assert!(json.contains(r#""value":"NDE=""#), "{json}");
+        assert!(json.contains(r#""body":"aGVsbG8=""#), "{json}");
+        assert!(json.contains(r#""kind":"httpError""#), "{json}");
+        let back: Trace = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.sha256(), t.sha256());
+    }
+
+    #[test]
+    fn trace_cursor_returns_in_order_and_detects_divergence() {
+        let mut c = ReplayCursor::new(sample());
+        assert_eq!(c.next("storageGet").unwrap().kind(), "storageGet");
+        let err = c.next("time").unwrap_err();
+        assert!(
+            matches!(&err, CapError::Failed(m) if m.starts_with("replay diverged") && m.contains("storageGet")),
+            "{err:?}"
+        );
+        // A mismatch does not consume.
+        assert_eq!(c.next("storageGet").unwrap().kind(), "storageGet");
+        assert_eq!(c.remaining(), 6);
+        let mut end = ReplayCursor::new(Trace::default());
+        assert!(matches!(end.next("time"), Err(CapError::Failed(m)) if m.contains("ended")));
+    }
+
+    #[test]
+    fn trace_recorder_rerecords_replayed_events() {
+        let mut r = Recorder::replay(sample());
+        for e in sample().events {
+            r.replay_next(e.kind()).unwrap();
+        }
+        assert_eq!(r.remaining(), 0);
+        assert_eq!(r.take().sha256(), sample().sha256());
+        let mut live = Recorder::live();
+        assert!(live.replay_next("time").is_err());
+    }
+}
