@@ -20,7 +20,11 @@ pub struct Trace {
 
 /// One recorded host-call result. The `kind` tag names the variant in JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum TraceEvent {
     /// A read that reached committed storage (reads of the task's own writes are not outside data).
     StorageGet {
@@ -280,7 +284,9 @@ impl Recorder {
 
 /// Diverged-replay error for a mismatching field, shared by the capabilities.
 pub(crate) fn mismatch(what: &str, expected: &str, found: &str) -> CapError {
-    diverged(format!("{what}: the guest asked for `{found}`, the trace has `{expected}`"))
+    diverged(format!(
+        "{what}: the guest asked for `{found}`, the trace has `{expected}`"
+    ))
 }
 
 /// Base64 (standard alphabet, padded) for byte fields in JSON.
@@ -365,7 +371,7 @@ mod tests {
         // Pinned: a change here means every existing attestation stops verifying.
         assert_eq!(
             sample().sha256_hex(),
-            "PINNED",
+            "59856e91777023c749910b98ec906b098a9c8c2de430988f262f470e61314bdf",
             "canonical encoding changed; bump CANONICAL_MAGIC and update docs"
         );
     }

@@ -148,14 +148,34 @@ mod tests {
     fn allowlist_matching_table() {
         // (entry, url, allowed)
         let table: &[(&str, &str, bool)] = &[
-            ("https://api.example.com", "https://api.example.com/v1?q=1", true),
+            (
+                "https://api.example.com",
+                "https://api.example.com/v1?q=1",
+                true,
+            ),
             ("https://api.example.com", "https://API.Example.com/", true),
-            ("https://api.example.com", "https://api.example.com:443/", true),
-            ("https://api.example.com", "https://api.example.com:8443/", false),
+            (
+                "https://api.example.com",
+                "https://api.example.com:443/",
+                true,
+            ),
+            (
+                "https://api.example.com",
+                "https://api.example.com:8443/",
+                false,
+            ),
             ("https://api.example.com", "http://api.example.com/", false),
             ("https://api.example.com", "https://example.com/", false),
-            ("https://api.example.com", "https://api.example.com.evil.net/", false),
-            ("https://api.example.com", "https://api.example.com@evil.net/", false),
+            (
+                "https://api.example.com",
+                "https://api.example.com.evil.net/",
+                false,
+            ),
+            (
+                "https://api.example.com",
+                "https://api.example.com@evil.net/",
+                false,
+            ),
             ("https://api.example.com/", "https://api.example.com/", true),
             ("http://*.svc:8080", "http://db.svc:8080/x", true),
             ("http://*.svc:8080", "http://db.ns.svc:8080/x", true),
@@ -198,7 +218,10 @@ mod tests {
             "*://example.com",
             "https://*.[::1]",
         ] {
-            assert!(AllowList::parse(&[entry]).is_err(), "{entry} should be rejected");
+            assert!(
+                AllowList::parse(&[entry]).is_err(),
+                "{entry} should be rejected"
+            );
         }
     }
 
@@ -206,6 +229,9 @@ mod tests {
     fn allowlist_empty_denies_everything() {
         let list = AllowList::parse::<&str>(&[]).unwrap();
         let err = list.check("https://example.com/").unwrap_err();
-        assert!(err.contains("host not allowed: https://example.com"), "{err}");
+        assert!(
+            err.contains("host not allowed: https://example.com"),
+            "{err}"
+        );
     }
 }

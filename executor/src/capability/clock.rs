@@ -42,7 +42,7 @@ impl ClockCapability {
         self.reads += 1;
         if rec.is_replay() {
             let TraceEvent::Time { nanos } = rec.replay_next("time")? else {
-                return Err(CapError::Failed("replay: internal kind mismatch".into()))
+                return Err(CapError::Failed("replay: internal kind mismatch".into()));
             };
             return Ok(nanos);
         }

@@ -34,7 +34,8 @@ impl CryptoCapability {
         let Ok(key) = VerifyingKey::from_bytes(&pk) else {
             return false;
         };
-        key.verify_strict(data, &Signature::from_bytes(&sig)).is_ok()
+        key.verify_strict(data, &Signature::from_bytes(&sig))
+            .is_ok()
     }
 
     /// The public key of the granted signing key, if any.

@@ -81,7 +81,11 @@ pub fn request_bytes(method: &str, url: &str, headers: &[(String, String)], body
 
 /// Logical bytes of a response: `HTTP/1.1 NNN CRLF` (14), headers as above, `CRLF`, body.
 pub fn response_bytes(resp: &HttpResponse) -> u64 {
-    let head: usize = resp.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    let head: usize = resp
+        .headers
+        .iter()
+        .map(|(n, v)| n.len() + v.len() + 4)
+        .sum();
     (14 + head + 2 + resp.body.len()) as u64
 }
 
@@ -123,7 +127,11 @@ impl HttpCapability {
         self.bytes
     }
 
-    pub fn request(&mut self, req: HttpRequest, rec: &mut Recorder) -> Result<HttpResponse, CapError> {
+    pub fn request(
+        &mut self,
+        req: HttpRequest,
+        rec: &mut Recorder,
+    ) -> Result<HttpResponse, CapError> {
         let Some(grant) = self.grant.clone() else {
             return Err(CapError::not_granted("network"));
         };
@@ -150,7 +158,8 @@ impl HttpCapability {
                 .iter()
                 .find(|(n, _)| n.eq_ignore_ascii_case("location"))
                 .map(|(_, v)| v.clone());
-            let (true, Some(location)) = (matches!(resp.status, 301 | 302 | 303 | 307 | 308), location)
+            let (true, Some(location)) =
+                (matches!(resp.status, 301 | 302 | 303 | 307 | 308), location)
             else {
                 return Ok(resp);
             };
@@ -190,13 +199,16 @@ impl HttpCapability {
         if rec.is_replay() {
             let event = rec.replay_next_any(&["http", "httpError"])?;
             let (m, u) = match &event {
-                TraceEvent::Http { method, url, .. } | TraceEvent::HttpError { method, url, .. } => {
-                    (method.as_str(), url.as_str())
-                }
+                TraceEvent::Http { method, url, .. }
+                | TraceEvent::HttpError { method, url, .. } => (method.as_str(), url.as_str()),
                 _ => return Err(CapError::Failed("replay: internal kind mismatch".into())),
             };
             if m != method || u != url.as_str() {
-                return Err(mismatch("http request", &format!("{m} {u}"), &format!("{method} {url}")));
+                return Err(mismatch(
+                    "http request",
+                    &format!("{m} {u}"),
+                    &format!("{method} {url}"),
+                ));
             }
             return match event {
                 TraceEvent::Http {

@@ -52,7 +52,7 @@ impl RandomCapability {
         }
         if rec.is_replay() {
             let TraceEvent::Random { bytes } = rec.replay_next("random")? else {
-                return Err(CapError::Failed("replay: internal kind mismatch".into()))
+                return Err(CapError::Failed("replay: internal kind mismatch".into()));
             };
             if bytes.len() != len as usize {
                 return Err(mismatch(
@@ -85,7 +85,10 @@ mod tests {
     fn random_denied_without_grant() {
         let mut r = RandomCapability::new(false, [0; 32]);
         let mut rec = Recorder::live();
-        assert!(matches!(r.random_bytes(4, &mut rec), Err(CapError::Denied(_))));
+        assert!(matches!(
+            r.random_bytes(4, &mut rec),
+            Err(CapError::Denied(_))
+        ));
     }
 
     #[test]

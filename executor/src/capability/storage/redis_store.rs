@@ -103,9 +103,7 @@ impl RedisBackend {
             conn.set_write_timeout(Some(TIMEOUT)).map_err(be)?;
             self.conn = Some(conn);
         }
-        self.conn
-            .as_mut()
-            .ok_or_else(|| be("no connection"))
+        self.conn.as_mut().ok_or_else(|| be("no connection"))
     }
 
     /// Runs `cmd`, dropping the connection on error so the next call reconnects.

@@ -100,7 +100,11 @@ impl StorageCapability {
     }
 
     /// Committed entry size of `key`, from the snapshot if read, else looked up (and recorded).
-    fn committed_entry_size(&mut self, key: &str, rec: &mut Recorder) -> Result<Option<u64>, CapError> {
+    fn committed_entry_size(
+        &mut self,
+        key: &str,
+        rec: &mut Recorder,
+    ) -> Result<Option<u64>, CapError> {
         if let Some(v) = self.snapshot.get(key) {
             return Ok(v.as_ref().map(|v| entry_size(key, v.len())));
         }
