@@ -29,7 +29,7 @@ ari_sdk::export_agent!(WordCount);
 mod tests {
     #[test]
     fn counts_like_wc() {
-        assert_eq!(super::count(b"hello world\nfoo  bar baz\n"), (2, 5, 24));
+        assert_eq!(super::count(b"hello world\nfoo  bar baz\n"), (2, 5, 25));
         assert_eq!(super::count(b""), (0, 0, 0));
         assert_eq!(super::count(b"no newline"), (0, 2, 10));
     }
