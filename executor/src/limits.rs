@@ -41,6 +41,12 @@ pub struct LimitsApplied {
     pub max_input_bytes: u64,
     /// Granted capability names, e.g. `["storage", "time"]`.
     pub capabilities: Vec<String>,
+    /// The storage quota, when `storage` is granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_max_bytes: Option<u64>,
+    /// The network allow-list, when `network` is granted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Enforces the memory ceiling across all memories of one instance and records the peak.

@@ -1,1 +1,7 @@
-fn main() {}
+//! `ari`: run, verify and inspect agent components.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

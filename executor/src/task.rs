@@ -257,6 +257,13 @@ impl Agent {
             max_output_bytes: req.limits.max_output_bytes,
             max_input_bytes: req.limits.max_input_bytes,
             capabilities: req.grants.names().iter().map(|s| s.to_string()).collect(),
+            storage_max_bytes: req.grants.storage.map(|g| g.max_bytes),
+            allowed_hosts: req
+                .grants
+                .network
+                .as_ref()
+                .map(|n| n.allowed_hosts.clone())
+                .unwrap_or_default(),
         }
     }
 

@@ -1,0 +1,77 @@
+//! Command-line interface: one module per subcommand.
+
+mod inspect;
+mod run;
+mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code when the command itself failed (unreadable file, bad flag value, ...).
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code of `ari verify` when a check failed.
+pub const EXIT_VERIFY_FAILED: u8 = 3;
+
+#[derive(Parser)]
+#[command(
+    name = "ari",
+    version,
+    about = "Run WebAssembly agents under every limit, metered and attested"
+)]
+struct Cli {
+    /// Directory of the precompiled-artifact cache (default: $XDG_CACHE_HOME/ari/modules).
+    #[arg(long, global = true, env = "ARI_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Do not read or write the artifact cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Run(run::RunArgs),
+    Inspect(inspect::InspectArgs),
+    Verify(verify::VerifyArgs),
+}
+
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ARI_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime_config = ari_executor::RuntimeConfig {
+        cache_dir: if cli.no_cache {
+            None
+        } else {
+            cli.cache_dir
+                .or_else(ari_executor::cache::ArtifactCache::default_dir)
+        },
+        ..Default::default()
+    };
+    let result = match cli.command {
+        Command::Run(args) => run::run(args, runtime_config),
+        Command::Inspect(args) => inspect::inspect(args, runtime_config),
+        Command::Verify(args) => verify::verify(args, runtime_config),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("ari: error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// Reads a component file with a message that names it.
+fn read_module(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context;
+    std::fs::read(path).with_context(|| format!("cannot read component {}", path.display()))
+}

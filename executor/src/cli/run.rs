@@ -1,0 +1,167 @@
+//! `ari run`: one task, printed as output or as a JSON report.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use ari_executor::capability::storage::{MemoryBackend, RedbBackend, StorageBackend};
+use ari_executor::capability::{Grants, parse_size};
+use ari_executor::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   the task succeeded
+  1   ari itself failed (unreadable file, bad value)
+  2   usage error
+  10  Trap              (guest trap, panic, memory limit, stack overflow, guest error)
+  11  FuelExhausted
+  12  DeadlineExceeded
+  13  CapabilityDenied
+  14  HostError
+  15  InvalidModule
+  16  OutputTooLarge";
+
+/// Run an agent component on one input, under limits, and print its output.
+#[derive(Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct RunArgs {
+    /// The agent component (.wasm, built for wasm32-wasip2).
+    component: PathBuf,
+    /// The input, as text.
+    #[arg(long, conflicts_with = "input_file")]
+    input: Option<String>,
+    /// Read the input from a file.
+    #[arg(long)]
+    input_file: Option<PathBuf>,
+    /// Grant a capability: storage=1MiB, network=https://host, randomness, signing=KEYFILE, time.
+    #[arg(long = "grant", value_name = "CAP[=VALUE]")]
+    grants: Vec<String>,
+    /// Capabilities the task requires (fails CapabilityDenied unless granted).
+    #[arg(long = "require", value_name = "CAP")]
+    requirements: Vec<String>,
+    /// Fuel budget (about one unit per Wasm instruction).
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    fuel: u64,
+    /// Memory limit (total of all linear memories), e.g. 64MiB.
+    #[arg(long, default_value = "64MiB")]
+    memory: String,
+    /// Wall-clock deadline in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Largest output accepted, e.g. 1MiB.
+    #[arg(long, default_value = "1MiB")]
+    max_output: String,
+    /// Largest input accepted, e.g. 1MiB.
+    #[arg(long, default_value = "1MiB")]
+    max_input: String,
+    /// PRNG seed, 64 hex digits (generated and recorded when absent).
+    #[arg(long)]
+    seed: Option<String>,
+    /// Keep storage in an embedded database in this directory (else in memory, lost on exit).
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Attestation key (PKCS#8 PEM, 64 hex digits or 32 raw bytes); generated when absent.
+    #[arg(long, env = "ARI_ATTESTATION_KEY")]
+    key: Option<PathBuf>,
+    /// Task id passed to the agent.
+    #[arg(long, default_value = "local")]
+    id: String,
+    /// Print one JSON report instead of the output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
+    let bytes = super::read_module(&args.component)?;
+    let input = match (&args.input, &args.input_file) {
+        (Some(text), _) => text.clone().into_bytes(),
+        (None, Some(path)) => std::fs::read(path)
+            .with_context(|| format!("cannot read input file {}", path.display()))?,
+        (None, None) => Vec::new(),
+    };
+    let grants = Grants::parse_cli(&args.grants)?;
+    let limits = Limits {
+        fuel: args.fuel,
+        memory_bytes: size("--memory", &args.memory)?,
+        timeout: Duration::try_from_secs_f64(args.timeout)
+            .context("--timeout must be a positive number of seconds")?,
+        max_output_bytes: size("--max-output", &args.max_output)?,
+        max_input_bytes: size("--max-input", &args.max_input)?,
+    };
+    let seed = args.seed.as_deref().map(parse_seed).transpose()?;
+    let key = match &args.key {
+        Some(path) => ari_executor::attestation::load_signing_key(path)?,
+        None => ari_executor::attestation::generate_signing_key(),
+    };
+    let storage: Box<dyn StorageBackend> = match &args.state {
+        Some(dir) => Box::new(
+            RedbBackend::open(dir, "local")
+                .map_err(|e| anyhow::anyhow!("cannot open state in {}: {e}", dir.display()))?,
+        ),
+        None => Box::new(MemoryBackend::new()),
+    };
+
+    let runtime = Runtime::new(config)?;
+    let mut req = TaskRequest::new(args.id, input.clone(), Arc::new(key));
+    req.requirements = args.requirements.clone();
+    req.grants = grants;
+    req.limits = limits;
+    req.seed = seed;
+    req.storage = Some(storage);
+    let (outcome, code) = match runtime.load(&bytes) {
+        Ok(agent) => {
+            let outcome = agent.run(req);
+            let code = outcome.failure_kind().map_or(0, |k| k.exit_code());
+            (Some(outcome), code)
+        }
+        Err(err) => {
+            if args.json {
+                let report = serde_json::json!({
+                    "error": {"kind": err.kind(), "message": err.to_string()}
+                });
+                println!("{report:#}");
+            } else {
+                eprintln!("ari: {}: {err}", err.kind());
+            }
+            (None, err.kind().exit_code())
+        }
+    };
+    let Some(outcome) = outcome else {
+        return Ok(code);
+    };
+    if args.json {
+        let report = RunReport::new(outcome, &input, &args.requirements);
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(code);
+    }
+    for line in &outcome.logs {
+        eprintln!("[agent] {line}");
+    }
+    match &outcome.failure {
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&outcome.output)?;
+            out.flush()?;
+        }
+        Some(f) => eprintln!("ari: {}: {}", f.kind, f.message),
+    }
+    Ok(code)
+}
+
+fn size(flag: &str, text: &str) -> anyhow::Result<u64> {
+    match parse_size(text) {
+        Some(n) => Ok(n),
+        None => bail!("{flag}: `{text}` is not a size (e.g. 65536, 64KiB, 64MiB, 1GiB)"),
+    }
+}
+
+fn parse_seed(text: &str) -> anyhow::Result<[u8; 32]> {
+    let bytes = hex::decode(text.trim()).context("--seed must be hex")?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("--seed must be 32 bytes (64 hex digits)"))
+}

@@ -1,0 +1,69 @@
+//! `ari verify`: check a run report offline and replay it.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use ari_executor::capability::SigningGrant;
+use ari_executor::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_report};
+
+/// Verify a report of `ari run --json`: the Ed25519 signature, the module, input, output and
+/// trace digests, then re-execute from the recorded trace to the same output and trace digests.
+/// Exits 0 when every check passes, 3 when one fails (the message names it).
+#[derive(Args)]
+pub struct VerifyArgs {
+    /// The JSON report written by `ari run --json`.
+    report: PathBuf,
+    /// The component the report claims to be about.
+    #[arg(long)]
+    module: PathBuf,
+    /// Require the attestation to be signed by this public key (64 hex digits).
+    #[arg(long)]
+    public_key: Option<String>,
+    /// The agent's signing key, to replay a task that used `signing`.
+    #[arg(long)]
+    signing_key: Option<PathBuf>,
+}
+
+pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
+    let text = std::fs::read_to_string(&args.report)
+        .with_context(|| format!("cannot read report {}", args.report.display()))?;
+    let report: RunReport = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ari verify: FAILED: report is malformed: {e}");
+            return Ok(super::EXIT_VERIFY_FAILED);
+        }
+    };
+    let module = super::read_module(&args.module)?;
+    let opts = VerifyOptions {
+        trusted_key: args
+            .public_key
+            .as_deref()
+            .map(ari_executor::attestation::parse_public_key)
+            .transpose()?,
+        signing: args
+            .signing_key
+            .as_deref()
+            .map(SigningGrant::from_file)
+            .transpose()?,
+    };
+    let runtime = Runtime::new(config)?;
+    match verify_report(&runtime, &report, &module, &opts) {
+        Ok(_) => {
+            println!(
+                "ari verify: OK: signature by {}, module {}, replay reproduced output {} and trace {}",
+                report.attestation.public_key,
+                report.attestation.module_sha256,
+                report.attestation.output_sha256,
+                report.attestation.trace_sha256
+            );
+            Ok(0)
+        }
+        Err(err) => {
+            eprintln!("ari verify: FAILED: {err}");
+            Ok(super::EXIT_VERIFY_FAILED)
+        }
+    }
+}

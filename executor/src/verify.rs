@@ -1,0 +1,199 @@
+//! Offline verification of a run report: signature, digests, and re-execution from the trace.
+
+use std::sync::Arc;
+
+use ed25519_dalek::VerifyingKey;
+
+use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
+use crate::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
+use crate::limits::Limits;
+use crate::report::RunReport;
+use crate::runtime::{Runtime, RuntimeError};
+use crate::task::{TaskOutcome, TaskRequest};
+
+/// What the verifier brings besides the report and the module.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// Require the attestation to be signed by this key (else any valid signature passes and
+    /// the caller must judge the embedded `publicKey`).
+    pub trusted_key: Option<VerifyingKey>,
+    /// The agent's signing key, needed to replay a task that used `signing` (signatures are
+    /// recomputed, not recorded).
+    pub signing: Option<SigningGrant>,
+}
+
+/// Which check failed. The `Display` text names the check first.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("signature check failed: {0}")]
+    Signature(#[from] AttestationError),
+    #[error(
+        "module digest check failed: the attestation is for module {attested}, the given module is {actual}"
+    )]
+    ModuleDigest { attested: String, actual: String },
+    #[error(
+        "{what} digest check failed: the attestation says {attested}, the report's {what} hashes to {actual}"
+    )]
+    Digest {
+        what: &'static str,
+        attested: String,
+        actual: String,
+    },
+    #[error("report is malformed: {0}")]
+    Malformed(String),
+    #[error("module cannot be loaded: {0}")]
+    Load(#[from] RuntimeError),
+    #[error("replay check failed: {0}")]
+    Replay(String),
+}
+
+/// Runs every check, cheapest first; returns the replay outcome when all pass.
+pub fn verify_report(
+    runtime: &Runtime,
+    report: &RunReport,
+    module: &[u8],
+    opts: &VerifyOptions,
+) -> Result<TaskOutcome, VerifyError> {
+    let att = &report.attestation;
+    att.verify_signature(opts.trusted_key.as_ref())?;
+
+    let module_sha = sha256_hex(module);
+    if module_sha != att.module_sha256 {
+        return Err(VerifyError::ModuleDigest {
+            attested: att.module_sha256.clone(),
+            actual: module_sha,
+        });
+    }
+    let input = report
+        .input_bytes()
+        .map_err(|e| VerifyError::Malformed(e.to_string()))?;
+    check_digest("input", &att.input_sha256, &sha256_hex(&input))?;
+    let output = report
+        .output_bytes()
+        .map_err(|e| VerifyError::Malformed(e.to_string()))?;
+    check_digest("output", &att.output_sha256, &sha256_hex(&output))?;
+    check_digest("trace", &att.trace_sha256, &report.trace.sha256_hex())?;
+    if report.resources_used != att.resources_used {
+        return Err(VerifyError::Digest {
+            what: "resourcesUsed",
+            attested: format!("{:?}", att.resources_used),
+            actual: format!("{:?}", report.resources_used),
+        });
+    }
+
+    let seed = parse_seed(&att.seed)?;
+    let agent = runtime.load(module)?;
+    let mut req = TaskRequest::new(
+        report.task_id.clone(),
+        input,
+        Arc::new(generate_signing_key()),
+    );
+    req.requirements = report.requirements.clone();
+    req.grants = replay_grants(report, opts)?;
+    req.limits = replay_limits(report);
+    req.seed = Some(seed);
+    req.executor = att.executor.clone();
+    req.replay = Some(report.trace.clone());
+    let replay = agent.run(req);
+
+    let expected_kind = report.error.as_ref().map(|f| f.kind);
+    if replay.failure_kind() != expected_kind {
+        return Err(VerifyError::Replay(format!(
+            "the original run ended {}, the replay ended {}",
+            ending(
+                expected_kind,
+                report.error.as_ref().map(|f| f.message.as_str())
+            ),
+            ending(
+                replay.failure_kind(),
+                replay.failure.as_ref().map(|f| f.message.as_str())
+            ),
+        )));
+    }
+    if replay.output_sha256 != att.output_sha256 {
+        return Err(VerifyError::Replay(format!(
+            "the replay produced output {}, the attestation says {}",
+            replay.output_sha256, att.output_sha256
+        )));
+    }
+    let replay_trace = replay.trace.sha256_hex();
+    if replay_trace != att.trace_sha256 {
+        return Err(VerifyError::Replay(format!(
+            "the replay consumed trace {replay_trace}, the attestation says {}",
+            att.trace_sha256
+        )));
+    }
+    if replay.resources_used.fuel != att.resources_used.fuel {
+        return Err(VerifyError::Replay(format!(
+            "the replay used {} fuel, the attestation says {}",
+            replay.resources_used.fuel, att.resources_used.fuel
+        )));
+    }
+    Ok(replay)
+}
+
+fn ending(kind: Option<crate::FailureKind>, message: Option<&str>) -> String {
+    match (kind, message) {
+        (None, _) => "successfully".to_string(),
+        (Some(k), Some(m)) => format!("with {k} ({m})"),
+        (Some(k), None) => format!("with {k}"),
+    }
+}
+
+fn check_digest(what: &'static str, attested: &str, actual: &str) -> Result<(), VerifyError> {
+    if attested == actual {
+        Ok(())
+    } else {
+        Err(VerifyError::Digest {
+            what,
+            attested: attested.to_string(),
+            actual: actual.to_string(),
+        })
+    }
+}
+
+fn parse_seed(hex_seed: &str) -> Result<[u8; 32], VerifyError> {
+    let bytes = hex::decode(hex_seed).map_err(|e| VerifyError::Malformed(format!("seed: {e}")))?;
+    bytes
+        .try_into()
+        .map_err(|_| VerifyError::Malformed("seed: expected 32 bytes".into()))
+}
+
+/// The grants the original run had, rebuilt from `limitsApplied`.
+fn replay_grants(report: &RunReport, opts: &VerifyOptions) -> Result<Grants, VerifyError> {
+    let applied = &report.limits_applied;
+    let has = |name: &str| applied.capabilities.iter().any(|c| c == name);
+    let mut grants = Grants::default();
+    if has("storage") {
+        grants.storage = Some(StorageGrant {
+            max_bytes: applied.storage_max_bytes.unwrap_or(u64::MAX),
+        });
+    }
+    if has("network") {
+        grants.network = Some(
+            NetworkGrant::new(applied.allowed_hosts.clone())
+                .map_err(|e| VerifyError::Malformed(format!("allowedHosts: {e}")))?,
+        );
+    }
+    grants.randomness = has("randomness");
+    grants.time = has("time");
+    if has("signing") {
+        grants.signing = Some(opts.signing.clone().ok_or_else(|| {
+            VerifyError::Replay(
+                "the task used `signing`; pass the agent's signing key to replay it".into(),
+            )
+        })?);
+    }
+    Ok(grants)
+}
+
+fn replay_limits(report: &RunReport) -> Limits {
+    let a = &report.limits_applied;
+    Limits {
+        fuel: a.fuel,
+        memory_bytes: a.memory_bytes,
+        timeout: std::time::Duration::from_millis(a.timeout_millis),
+        max_output_bytes: a.max_output_bytes,
+        max_input_bytes: a.max_input_bytes,
+    }
+}
