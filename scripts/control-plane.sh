@@ -4,7 +4,8 @@
 # repository. The cache directory name covers the versions and a hash of the wrapper modules, so
 # a current cache is reused without running the Go toolchain at all.
 #
-# Usage: scripts/control-plane.sh        # prints the bin directory on its last line
+# Usage: scripts/control-plane.sh          # builds if needed; prints the bin directory last
+#        scripts/control-plane.sh --print  # only prints it; fails (exit 3) if not built yet
 # Env:   ARI_CACHE (default ~/.cache/ari), GOMODCACHE/GOCACHE (Go defaults, reused between runs)
 set -euo pipefail
 
@@ -44,6 +45,10 @@ if complete; then
   log "cached: $out/bin"
   echo "$out/bin"
   exit 0
+fi
+if [ "${1:-}" = "--print" ]; then
+  log "not built yet ($out); run scripts/control-plane.sh"
+  exit 3
 fi
 
 mkdir -p "$cache"

@@ -1,1 +1,51 @@
-//! End-to-end harness: a real control plane, a node agent, and scenarios.
+//! End-to-end harness: a real Kubernetes control plane built from Go modules
+//! (`scripts/control-plane.sh`), a node agent that runs pods as host processes, and helpers
+//! for the scenarios in `tests/`. See docs/e2e.md.
+
+mod binaries;
+mod certs;
+mod cluster;
+mod error;
+mod http;
+mod kubeconfig;
+mod node;
+mod process;
+pub mod wait;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+pub use binaries::{build_bin_dir, find_bin_dir, repo_root};
+pub use cluster::{Cluster, new_namespace};
+pub use error::{Error, Result};
+pub use node::{ImageMap, NodeAgent};
+pub use process::log_tail;
+
+/// Image prefix of the executor; maps to the `ari` binary.
+pub const EXECUTOR_IMAGE: &str = "ari-executor";
+/// Image prefix of the operator; maps to the `ari-operator` binary.
+pub const OPERATOR_IMAGE: &str = "ari-operator";
+
+/// The cargo target directory (`$CARGO_TARGET_DIR` or `<repo>/target`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+/// The image map for ari's own binaries: `ari-executor*` → `ari`, `ari-operator*` →
+/// `ari-operator`, taken from `target/debug` (or `target/release` if only that exists).
+/// Binaries that are not built are left out, so pods using them report the missing mapping.
+pub fn ari_images() -> HashMap<String, PathBuf> {
+    let mut images = HashMap::new();
+    for (image, bin) in [(EXECUTOR_IMAGE, "ari"), (OPERATOR_IMAGE, "ari-operator")] {
+        let found = ["debug", "release"]
+            .iter()
+            .map(|p| target_dir().join(p).join(bin))
+            .find(|p| p.is_file());
+        if let Some(path) = found {
+            images.insert(image.to_string(), path);
+        }
+    }
+    images
+}
