@@ -10,7 +10,7 @@ use wasmtime::component::ResourceTable;
 
 use crate::attestation::{Attestation, Claims, sha256_hex};
 use crate::bindings::{ExecutionResult, TaskSpec};
-use crate::capability::storage::StorageBackend;
+use crate::capability::storage::{MemoryBackend, StorageBackend};
 use crate::capability::{CapError, Grants, Mode, TaskCapabilities};
 use crate::engine::deadline_ticks;
 use crate::failure::{Failure, FailureKind, classify_call_error};
@@ -125,7 +125,13 @@ impl Agent {
             Some(trace) => Mode::Replay(trace),
             None => Mode::Live,
         };
-        let caps = TaskCapabilities::new(&req.grants, req.storage, seed, start_nanos, mode);
+        let storage = match (&mode, req.storage, &req.grants.storage) {
+            (Mode::Live, None, Some(_)) => {
+                Some(Box::new(MemoryBackend::new()) as Box<dyn StorageBackend>)
+            }
+            (_, storage, _) => storage,
+        };
+        let caps = TaskCapabilities::new(&req.grants, storage, seed, start_nanos, mode);
         let caps: SharedCaps = Arc::new(Mutex::new(caps));
 
         let (end, meter) = match pre_failure {

@@ -2,6 +2,8 @@
 //! test binary (so hostile tasks and normal tasks share it, as in a worker).
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};

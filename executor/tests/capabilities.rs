@@ -1,0 +1,159 @@
+//! Every capability, granted and denied, through real example components.
+mod common;
+
+use ari_executor::FailureKind;
+use ari_executor::capability::storage::MemoryBackend;
+use common::*;
+
+#[test]
+fn echo_needs_no_capability() {
+    let o = run("echo", "hello", grants(&[]));
+    assert_eq!(o.failure, None);
+    assert_eq!(output(&o), "hello");
+    assert!(o.resources_used.fuel > 0);
+    assert!(o.resources_used.memory_bytes > 0);
+    assert!(o.attestation.verify_signature(None).is_ok());
+}
+
+#[test]
+fn storage_granted_persists_across_tasks_and_is_metered() {
+    let backend = MemoryBackend::new();
+    let agent = agent("counter");
+    for expected in ["1", "2", "3"] {
+        let mut req = request("", grants(&["storage=1MiB"]));
+        req.storage = Some(Box::new(backend.clone()));
+        let o = agent.run(req);
+        assert_eq!(o.failure, None);
+        assert_eq!(output(&o), expected);
+        assert!(o.resources_used.storage_bytes > 0);
+    }
+}
+
+#[test]
+fn storage_denied_without_grant() {
+    let o = run("counter", "", grants(&[]));
+    assert_eq!(
+        o.failure_kind(),
+        Some(FailureKind::CapabilityDenied),
+        "{o:?}"
+    );
+    assert!(o.output.is_empty());
+}
+
+#[test]
+fn storage_is_not_committed_when_the_task_fails() {
+    // hoarder writes until the quota refuses: the denial fails the task, nothing is committed.
+    let backend = MemoryBackend::new();
+    let mut req = request("100", grants(&["storage=1KiB"]));
+    req.storage = Some(Box::new(backend.clone()));
+    let o = agent("hoarder").run(req);
+    assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
+    let mut req = request("hoard/0", grants(&["storage=1MiB"]));
+    req.storage = Some(Box::new(backend));
+    // counter reads hoard/0: absent, because the failed task committed nothing.
+    let o = agent("counter").run(req);
+    assert_eq!(output(&o), "1");
+}
+
+#[test]
+fn randomness_granted_and_denied() {
+    let o = run("dice", "5", grants(&["randomness"]));
+    assert_eq!(o.failure, None);
+    let rolls: Vec<u8> = output(&o)
+        .split(' ')
+        .map(|r| r.parse().expect("roll"))
+        .collect();
+    assert_eq!(rolls.len(), 5);
+    assert!(rolls.iter().all(|r| (1..=6).contains(r)));
+    let o = run("dice", "5", grants(&[]));
+    assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
+}
+
+#[test]
+fn signing_granted_and_denied() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let key_path = dir.path().join("agent.key");
+    let agent_key = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
+    std::fs::write(&key_path, hex::encode(agent_key.to_bytes())).expect("write key");
+    let grant = format!("signing={}", key_path.display());
+    let o = run("signer", "message", grants(&[&grant]));
+    assert_eq!(o.failure, None, "{o:?}");
+    let sig = hex::decode(output(&o)).expect("hex signature");
+    let sig = ed25519_dalek::Signature::from_slice(&sig).expect("signature");
+    use ed25519_dalek::Verifier;
+    assert!(agent_key.verifying_key().verify(b"message", &sig).is_ok());
+    let o = run("signer", "message", grants(&[]));
+    assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
+}
+
+#[test]
+fn time_granted_is_the_logical_clock_via_host_and_wasi() {
+    let start = 1_700_000_000_000_000_000u64;
+    for input in ["host", "wasi"] {
+        let o = run("clock", input, grants(&["time"]));
+        assert_eq!(o.failure, None, "{input}: {o:?}");
+        let nanos: u64 = output(&o).parse().expect("nanos");
+        assert!(
+            (start..start + 1_000_000_000).contains(&nanos),
+            "{input}: {nanos} is not the logical clock"
+        );
+    }
+}
+
+#[test]
+fn time_denied_without_grant_and_wasi_clock_stands_at_epoch() {
+    let o = run("clock", "host", grants(&[]));
+    assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
+    let o = run("clock", "wasi", grants(&[]));
+    assert_eq!(o.failure, None);
+    assert_eq!(output(&o), "0");
+}
+
+#[test]
+fn network_granted_fetches_and_meters_bytes() {
+    let server = http::Server::start();
+    let url = format!("{}/hello", server.base);
+    let o = run(
+        "fetch",
+        &url,
+        grants(&[&format!("network={}", server.base)]),
+    );
+    assert_eq!(o.failure, None, "{o:?}");
+    assert_eq!(output(&o), "200\nhello from the test server");
+    assert!(o.resources_used.network_bytes > 0);
+    assert_eq!(o.trace.events.len(), 1);
+}
+
+#[test]
+fn network_denied_without_grant() {
+    let server = http::Server::start();
+    let o = run("fetch", &format!("{}/hello", server.base), grants(&[]));
+    assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
+    assert_eq!(
+        server.hits(),
+        0,
+        "a denied request must not reach the server"
+    );
+}
+
+#[test]
+fn requirement_beyond_grants_fails_before_instantiation() {
+    let mut req = request("x", grants(&["time"]));
+    req.requirements = vec!["network".into()];
+    let o = agent("echo").run(req);
+    assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
+    assert_eq!(o.resources_used.fuel, 0, "no instance may run");
+}
+
+#[test]
+fn input_over_the_limit_is_refused() {
+    let mut req = request("0123456789", grants(&[]));
+    req.limits.max_input_bytes = 4;
+    let o = agent("echo").run(req);
+    assert_eq!(o.failure_kind(), Some(FailureKind::HostError));
+    assert!(
+        o.failure
+            .as_ref()
+            .is_some_and(|f| f.message.contains("input"))
+    );
+}

@@ -1,0 +1,140 @@
+//! The `ari` binary: output, JSON report, exit codes, verify and inspect.
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn ari(args: &[&str]) -> std::process::Output {
+    let cache = std::env::temp_dir().join("ari-cli-test-cache");
+    Command::new(env!("CARGO_BIN_EXE_ari"))
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .output()
+        .expect("run ari")
+}
+
+fn path(name: &str) -> String {
+    agent_path(name).display().to_string()
+}
+
+#[test]
+fn run_prints_the_output() {
+    let out = ari(&["run", &path("echo"), "--input", "hi there"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"hi there");
+}
+
+#[test]
+fn each_failure_class_has_its_exit_code() {
+    let (trap, spin, dice, echo, flood) = (
+        path("trap"),
+        path("spin"),
+        path("dice"),
+        path("echo"),
+        path("flood"),
+    );
+    let cases = [
+        (vec!["run", &trap[..]], 10),
+        (vec!["run", &spin[..], "--fuel", "100000"], 11),
+        (
+            vec![
+                "run",
+                &spin[..],
+                "--fuel",
+                "100000000000000",
+                "--timeout",
+                "0.5",
+            ],
+            12,
+        ),
+        (vec!["run", &dice[..]], 13),
+        (
+            vec!["run", &echo[..], "--input", "toolong", "--max-input", "2"],
+            14,
+        ),
+        (
+            vec!["run", &flood[..], "--input", "2", "--max-output", "1KiB"],
+            16,
+        ),
+    ];
+    for (args, code) in cases {
+        let out = ari(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let bad = dir.path().join("core.wasm");
+    std::fs::write(&bad, wat::parse_str("(module)").expect("wat")).expect("write");
+    let out = ari(&["run", &bad.display().to_string()]);
+    assert_eq!(out.status.code(), Some(15));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a component"));
+}
+
+#[test]
+fn json_report_verifies_and_tampering_fails() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = dir.path().join("state");
+    let state = state.display().to_string();
+    let out = ari(&[
+        "run",
+        &path("counter"),
+        "--grant",
+        "storage=1MiB",
+        "--state",
+        &state,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = ari(&[
+        "run",
+        &path("counter"),
+        "--grant",
+        "storage=1MiB",
+        "--state",
+        &state,
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
+    assert_eq!(report["output"], "2", "--state persists between runs");
+    for key in ["resourcesUsed", "limitsApplied", "attestation", "trace"] {
+        assert!(report.get(key).is_some(), "{key}");
+    }
+    let file = dir.path().join("report.json");
+    std::fs::write(&file, &out.stdout).expect("write");
+    let file = file.display().to_string();
+    let ok = ari(&["verify", &file, "--module", &path("counter")]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+
+    let tampered =
+        String::from_utf8_lossy(&out.stdout).replace("\"output\": \"2\"", "\"output\": \"3\"");
+    std::fs::write(&file, tampered).expect("write");
+    let bad = ari(&["verify", &file, "--module", &path("counter")]);
+    assert_eq!(bad.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("output digest check failed"));
+
+    let failed = ari(&["run", &path("trap"), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&failed.stdout).expect("json");
+    assert_eq!(report["error"]["kind"], "Trap");
+}
+
+#[test]
+fn inspect_lists_imports_and_exports() {
+    let out = ari(&["inspect", &path("fetch")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("valid ari agent"), "{text}");
+    assert!(text.contains("instance ainur:ari/host@2.0.0"), "{text}");
+    assert!(text.contains("func http-request("), "{text}");
+    assert!(text.contains("instance ainur:ari/agent@2.0.0"), "{text}");
+}

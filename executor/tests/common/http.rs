@@ -1,0 +1,57 @@
+//! Real HTTP servers on 127.0.0.1 for the network tests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub struct Server {
+    pub base: String,
+    hits: Arc<AtomicUsize>,
+    server: Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// `/hello` → 200; `/redirect?to=URL` → 302 to URL; anything else → 200 `got it`.
+    pub fn start() -> Self {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind"));
+        let port = server.server_addr().to_ip().expect("ip").port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (s, h) = (server.clone(), hits.clone());
+        let thread = std::thread::spawn(move || {
+            for req in s.incoming_requests() {
+                h.fetch_add(1, Ordering::SeqCst);
+                let url = req.url().to_string();
+                let resp = if url == "/hello" {
+                    tiny_http::Response::from_string("hello from the test server")
+                } else if let Some(to) = url.strip_prefix("/redirect?to=") {
+                    let header = tiny_http::Header::from_bytes("Location", to).expect("header");
+                    tiny_http::Response::from_string("moved")
+                        .with_status_code(302)
+                        .with_header(header)
+                } else {
+                    tiny_http::Response::from_string("got it")
+                };
+                let _ = req.respond(resp);
+            }
+        });
+        Self {
+            base: format!("http://127.0.0.1:{port}"),
+            hits,
+            server,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Determinism, replay and verification of real runs.
+mod common;
+
+use ari_executor::capability::storage::MemoryBackend;
+use ari_executor::{FailureKind, RunReport, VerifyError, VerifyOptions, verify_report};
+use common::*;
+
+fn counter_run(backend: &MemoryBackend, seed: [u8; 32]) -> ari_executor::TaskOutcome {
+    let mut req = request("", grants(&["storage=1MiB", "randomness", "time"]));
+    req.storage = Some(Box::new(backend.clone()));
+    req.seed = Some(seed);
+    agent("counter").run(req)
+}
+
+#[test]
+fn same_input_seed_and_state_give_identical_output_and_trace() {
+    let (a, b) = (MemoryBackend::new(), MemoryBackend::new());
+    let first = counter_run(&a, [1; 32]);
+    let second = counter_run(&b, [1; 32]);
+    assert_eq!(first.failure, None);
+    assert_eq!(first.output, second.output);
+    assert_eq!(first.trace, second.trace);
+    assert_eq!(
+        first.attestation.trace_sha256,
+        second.attestation.trace_sha256
+    );
+    assert_eq!(first.resources_used.fuel, second.resources_used.fuel);
+
+    let d1 = run("dice", "20", grants(&["randomness"]));
+    let d2 = run("dice", "20", grants(&["randomness"]));
+    assert_eq!(d1.output, d2.output);
+    assert_eq!(d1.attestation.trace_sha256, d2.attestation.trace_sha256);
+}
+
+#[test]
+fn another_seed_changes_dice() {
+    let mut req = request("20", grants(&["randomness"]));
+    req.seed = Some([1; 32]);
+    let a = agent("dice").run(req);
+    let mut req = request("20", grants(&["randomness"]));
+    req.seed = Some([2; 32]);
+    let b = agent("dice").run(req);
+    assert_eq!(a.failure, None);
+    assert_ne!(a.output, b.output);
+    assert_ne!(a.attestation.seed, b.attestation.seed);
+}
+
+#[test]
+fn a_missing_seed_is_generated_and_recorded() {
+    let mut req = request("3", grants(&["randomness"]));
+    req.seed = None;
+    let o = agent("dice").run(req);
+    assert_eq!(o.attestation.seed.len(), 64);
+    assert_ne!(o.attestation.seed, hex::encode([7u8; 32]));
+}
+
+fn report_of(name: &str, input: &str, g: &[&str]) -> (RunReport, Vec<u8>) {
+    let o = run(name, input, grants(g));
+    (RunReport::new(o, input.as_bytes(), &[]), agent_bytes(name))
+}
+
+#[test]
+fn replay_reproduces_storage_randomness_time_and_network_runs() {
+    let server = http::Server::start();
+    let url = format!("{}/hello", server.base);
+    let net = format!("network={}", server.base);
+    let cases: Vec<(&str, &str, Vec<&str>)> = vec![
+        ("counter", "", vec!["storage=1MiB"]),
+        ("dice", "7", vec!["randomness"]),
+        ("clock", "wasi", vec!["time"]),
+        ("fetch", &url, vec![&net]),
+        ("trap", "", vec![]),
+    ];
+    for (name, input, g) in cases {
+        let (report, module) = report_of(name, input, &g);
+        let hits = server.hits();
+        let replay = verify_report(runtime(), &report, &module, &VerifyOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            replay.output_sha256, report.attestation.output_sha256,
+            "{name}"
+        );
+        assert_eq!(
+            server.hits(),
+            hits,
+            "{name}: a replay must not touch the network"
+        );
+    }
+}
+
+#[test]
+fn tampering_fails_verification_naming_the_check() {
+    let (report, module) = report_of("dice", "7", &["randomness"]);
+    let opts = VerifyOptions::default();
+
+    let mut t = report.clone();
+    t.output = Some("6 6 6 6 6 6 6".into());
+    let e = verify_report(runtime(), &t, &module, &opts).expect_err("output tampered");
+    assert!(
+        e.to_string().starts_with("output digest check failed"),
+        "{e}"
+    );
+
+    let mut t = report.clone();
+    t.attestation.output_sha256 = ari_executor::attestation::sha256_hex(b"6 6 6");
+    let e = verify_report(runtime(), &t, &module, &opts).expect_err("attestation tampered");
+    assert!(matches!(e, VerifyError::Signature(_)), "{e}");
+
+    let e = verify_report(runtime(), &report, &agent_bytes("echo"), &opts).expect_err("module");
+    assert!(
+        e.to_string().starts_with("module digest check failed"),
+        "{e}"
+    );
+
+    let mut t = report.clone();
+    if let Some(ari_executor::trace::TraceEvent::Random { bytes }) = t.trace.events.first_mut() {
+        bytes[0] ^= 1;
+    }
+    let e = verify_report(runtime(), &t, &module, &opts).expect_err("trace tampered");
+    assert!(
+        e.to_string().starts_with("trace digest check failed"),
+        "{e}"
+    );
+
+    let other = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let trusted = VerifyOptions {
+        trusted_key: Some(other.verifying_key()),
+        ..Default::default()
+    };
+    let e = verify_report(runtime(), &report, &module, &trusted).expect_err("untrusted key");
+    assert!(matches!(e, VerifyError::Signature(_)), "{e}");
+}
+
+#[test]
+fn a_failed_run_replays_to_the_same_failure() {
+    let o = run_with_limits(
+        "spin",
+        "",
+        ari_executor::Limits {
+            fuel: 1_000_000,
+            ..Default::default()
+        },
+    );
+    assert_eq!(o.failure_kind(), Some(FailureKind::FuelExhausted));
+    let report = RunReport::new(o, b"", &[]);
+    verify_report(
+        runtime(),
+        &report,
+        &agent_bytes("spin"),
+        &VerifyOptions::default(),
+    )
+    .expect("replay of a fuel-exhausted run");
+}
