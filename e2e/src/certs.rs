@@ -20,6 +20,8 @@ pub struct Pki {
     pub admin_key: String,
     /// Private key that signs service-account tokens (its public half verifies them).
     pub service_account_key: String,
+    /// Public half of the service-account key (the API server wants it as a separate PEM).
+    pub service_account_pub: String,
 }
 
 impl Pki {
@@ -81,6 +83,7 @@ impl Pki {
             serving_key: serving_key.serialize_pem(),
             admin_cert: admin_cert.pem(),
             admin_key: admin_key.serialize_pem(),
+            service_account_pub: service_account_key.public_key_pem(),
             service_account_key: service_account_key.serialize_pem(),
         })
     }

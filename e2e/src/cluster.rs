@@ -61,6 +61,7 @@ impl Cluster {
         let serving_cert = write("apiserver.crt", &pki.serving_cert)?;
         let serving_key = write("apiserver.key", &pki.serving_key)?;
         let sa_key = write("service-account.key", &pki.service_account_key)?;
+        let sa_pub = write("service-account.pub", &pki.service_account_pub)?;
 
         let (etcd_port, peer_port, api_port, kcm_port, sched_port) = (
             free_port()?,
@@ -136,7 +137,7 @@ impl Cluster {
                 format!("--tls-cert-file={}", s(&serving_cert)),
                 format!("--tls-private-key-file={}", s(&serving_key)),
                 format!("--service-account-issuer={server}"),
-                format!("--service-account-key-file={}", s(&sa_key)),
+                format!("--service-account-key-file={}", s(&sa_pub)),
                 format!("--service-account-signing-key-file={}", s(&sa_key)),
                 "--enable-admission-plugins=ServiceAccount,NamespaceLifecycle,LimitRanger,ResourceQuota,DefaultStorageClass".into(),
                 "--endpoint-reconciler-type=none".into(),
