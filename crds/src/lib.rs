@@ -1,1 +1,36 @@
-//! Agent and Task custom resources.
+//! Agent and Task custom resources of ari (group `ari.dev`, version `v1alpha1`).
+//!
+//! The types are the contract between the operator and the executor; the CRD YAML in this
+//! crate's directory is generated from them (`cargo run -p ari-crds --bin crdgen`).
+
+pub mod agent;
+pub mod capability;
+pub mod conditions;
+pub mod hosts;
+pub mod names;
+pub mod task;
+
+pub use agent::{
+    Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, EffectiveLimits,
+    EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability, SecretKeyRef,
+    SigningCapability, StorageCapability,
+};
+pub use capability::{
+    CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
+};
+pub use task::{
+    AgentRef, Attestation, InputError, InputFrom, InputSource, KeyRef, LimitsApplied, OutputRef,
+    ResourcesUsed, Task, TaskPhase, TaskReason, TaskSpec, TaskStatus, format_duration_millis,
+};
+
+use kube::CustomResourceExt;
+
+/// The CRD YAML for `Agent`, as checked in at `crds/ari.dev_agents.yaml`.
+pub fn agent_crd_yaml() -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&Agent::crd())
+}
+
+/// The CRD YAML for `Task`, as checked in at `crds/ari.dev_tasks.yaml`.
+pub fn task_crd_yaml() -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&Task::crd())
+}

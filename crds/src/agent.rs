@@ -1,0 +1,341 @@
+//! The `Agent` custom resource: a Wasm component plus what it is granted.
+
+// Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
+// duplicated attribute; they are distinct columns.
+#![allow(clippy::duplicated_attributes)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::capability::CapabilityName;
+use crate::conditions;
+
+/// Upper bound on any fuel figure (Agent limit or Task budget): about 1e12 Wasm instructions,
+/// far beyond any sane task, yet small enough that sums over a task never overflow `u64`.
+pub const MAX_FUEL: u64 = 1_000_000_000_000;
+
+/// Defaults applied when `spec.limits` leaves a field out (same values as the executor's).
+pub const DEFAULT_FUEL: u64 = 1_000_000_000;
+pub const DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
+pub const DEFAULT_TIMEOUT_SECONDS: u32 = 30;
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1 << 20;
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 20;
+pub const DEFAULT_REPLICAS: i32 = 1;
+pub const DEFAULT_CONCURRENCY: u32 = 4;
+
+/// An Agent: a Wasm component, the capabilities it is granted and the executor pool that runs it.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "ari.dev",
+    version = "v1alpha1",
+    kind = "Agent",
+    namespaced,
+    status = "AgentStatus",
+    shortname = "ag",
+    category = "ari",
+    derive = "PartialEq",
+    cel,
+    doc = "An Agent: a WebAssembly component, the capabilities it is granted and its executor pool.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".status.readyReplicas"
+    ),
+    printcolumn(
+        name = "Module digest",
+        type_ = "string",
+        json_path = ".status.moduleDigest"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// Where the component comes from; exactly one source.
+    pub module: ModuleSource,
+    /// Capabilities granted to the agent; anything absent is denied.
+    #[serde(default)]
+    pub capabilities: Capabilities,
+    /// Per-task ceilings; a Task may ask for less, never for more.
+    #[serde(default)]
+    pub limits: Limits,
+    /// The executor pool that runs this agent's tasks.
+    #[serde(default)]
+    pub executor: ExecutorSpec,
+    /// Free text for humans and for orchestrating agents choosing a subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub description: Option<String>,
+    /// How the agent may be used: as a primary agent, as a subagent of another, or both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<AgentMode>,
+}
+
+/// The component source. Exactly one of `configMap` and `url`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[x_kube(
+    validation = Rule::new("has(self.configMap) != has(self.url)").message("exactly one of module.configMap or module.url must be set"),
+    validation = Rule::new("!has(self.url) || has(self.sha256)").message("module.sha256 is required with module.url"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleSource {
+    /// A ConfigMap in the Agent's namespace holding the component under `binaryData[key]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapModule>,
+    /// An https URL the executor fetches the component from (then verifies `sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new("self.startsWith('https://')").message("module.url must be https"))]
+    pub url: Option<String>,
+    /// Lowercase hex SHA-256 of the component bytes; verified always, recorded in attestations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
+    pub sha256: Option<String>,
+}
+
+/// A module stored in a ConfigMap's `binaryData`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapModule {
+    /// ConfigMap name (same namespace as the Agent).
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key in `binaryData`.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// Capabilities granted to the agent. Deny by default: an absent field is not granted.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// Key-value storage, transactional per task, with a quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageCapability>,
+    /// Outbound HTTP to an allow-list of origins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkCapability>,
+    /// Random bytes (from the task's seeded PRNG, so runs replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub randomness: Option<EmptyCapability>,
+    /// Signing with a key held in a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing: Option<SigningCapability>,
+    /// Access to the task's logical clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_access: Option<EmptyCapability>,
+}
+
+/// A capability with no settings; its presence is the grant.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct EmptyCapability {}
+
+/// Storage grant.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageCapability {
+    /// Quota on committed bytes (keys plus values).
+    #[schemars(range(min = 1))]
+    pub max_bytes: u64,
+}
+
+/// Network grant.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkCapability {
+    /// Spin-style origins `scheme://host[:port]`; `*` allowed as the leftmost label only.
+    #[schemars(length(max = 64), inner(length(min = 1, max = 512)))]
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Signing grant: the key the guest may sign with.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SigningCapability {
+    /// The key id the guest names in `sign`.
+    #[schemars(length(min = 1, max = 253))]
+    pub key_id: String,
+    /// Secret (same namespace) and key holding the signing key.
+    pub secret_ref: SecretKeyRef,
+}
+
+/// A key in a Secret of the same namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// Per-task ceilings. Absent fields take the `DEFAULT_*` values.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Fuel per task (about one unit per Wasm instruction plus host-call charges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub fuel: Option<u64>,
+    /// Linear memory per task instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub memory_bytes: Option<u64>,
+    /// Wall-clock time per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86_400))]
+    pub timeout_seconds: Option<u32>,
+    /// Largest output a task may return.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_output_bytes: Option<u64>,
+    /// Largest input a task may carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_input_bytes: Option<u64>,
+}
+
+/// Limits with the defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectiveLimits {
+    pub fuel: u64,
+    pub memory_bytes: u64,
+    pub timeout_seconds: u32,
+    pub max_output_bytes: u64,
+    pub max_input_bytes: u64,
+}
+
+impl Limits {
+    /// The ceilings the executor enforces: declared values, else the defaults.
+    pub fn effective(&self) -> EffectiveLimits {
+        EffectiveLimits {
+            fuel: self.fuel.unwrap_or(DEFAULT_FUEL),
+            memory_bytes: self.memory_bytes.unwrap_or(DEFAULT_MEMORY_BYTES),
+            timeout_seconds: self.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS),
+            max_output_bytes: self.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
+            max_input_bytes: self.max_input_bytes.unwrap_or(DEFAULT_MAX_INPUT_BYTES),
+        }
+    }
+}
+
+/// The executor pool.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorSpec {
+    /// Executor pods (default 1). Forced to 1 when storage is granted without Redis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub replicas: Option<i32>,
+    /// Tasks run at once per pod (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub concurrency: Option<u32>,
+    /// Container resources of each executor pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Executor image override (default: the operator's `--executor-image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+/// How the agent may be used.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum AgentMode {
+    Primary,
+    Subagent,
+    #[default]
+    All,
+}
+
+/// Observed state of an Agent, written by the operator.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Valid`, `ModuleResolved`, `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// `sha256:<hex>` of the component (declared for `url`, computed for `configMap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// Hex Ed25519 public key that verifies this namespace's task attestations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation_public_key: Option<String>,
+}
+
+impl AgentSpec {
+    /// The names of the granted capabilities, in a stable order.
+    pub fn grant_names(&self) -> BTreeSet<CapabilityName> {
+        let c = &self.capabilities;
+        [
+            (c.storage.is_some(), CapabilityName::Storage),
+            (c.network.is_some(), CapabilityName::Network),
+            (c.randomness.is_some(), CapabilityName::Randomness),
+            (c.signing.is_some(), CapabilityName::Signing),
+            (c.time_access.is_some(), CapabilityName::TimeAccess),
+        ]
+        .into_iter()
+        .filter_map(|(granted, name)| granted.then_some(name))
+        .collect()
+    }
+
+    /// Executor pods wanted, before the single-replica rule for embedded storage.
+    pub fn replicas(&self) -> i32 {
+        self.executor.replicas.unwrap_or(DEFAULT_REPLICAS)
+    }
+
+    /// Tasks at once per executor pod.
+    pub fn concurrency(&self) -> u32 {
+        self.executor.concurrency.unwrap_or(DEFAULT_CONCURRENCY)
+    }
+}
+
+impl ModuleSource {
+    /// The declared lowercase hex SHA-256, if any.
+    pub fn declared_sha256(&self) -> Option<&str> {
+        self.sha256.as_deref()
+    }
+}
+
+impl Agent {
+    /// Whether the operator reports the Agent `Ready`.
+    pub fn is_ready(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| conditions::is_true(&s.conditions, conditions::READY))
+    }
+}
+
+/// `sha256:<hex>`, the form of `status.moduleDigest`.
+pub fn module_digest(sha256_hex: &str) -> String {
+    format!("sha256:{sha256_hex}")
+}
+
+/// The hex part of a `sha256:<hex>` digest (or the input, if it has no prefix).
+pub fn digest_hex(digest: &str) -> &str {
+    digest.strip_prefix("sha256:").unwrap_or(digest)
+}

@@ -1,0 +1,35 @@
+//! Names, labels and keys shared by the operator and the executor.
+
+/// Field manager of every server-side apply by the operator.
+pub const OPERATOR_FIELD_MANAGER: &str = "ari-operator";
+/// Field manager executors use for their status writes.
+pub const EXECUTOR_FIELD_MANAGER: &str = "ari-executor";
+/// ServiceAccount (and Role/RoleBinding) of the executors, one per namespace.
+pub const EXECUTOR_SERVICE_ACCOUNT: &str = "ari-executor";
+/// Secret holding the namespace's attestation signing key.
+pub const ATTESTATION_SECRET: &str = "ari-attestation-key";
+/// Key in [`ATTESTATION_SECRET`]: the 32-byte Ed25519 secret key (seed) as 64 hex digits.
+pub const ATTESTATION_PRIVATE_KEY: &str = "private-key";
+/// Key in [`ATTESTATION_SECRET`]: the Ed25519 public key as 64 hex digits.
+pub const ATTESTATION_PUBLIC_KEY: &str = "public-key";
+/// Label on executor pods and on task-output ConfigMaps: the Agent name.
+pub const LABEL_AGENT: &str = "ari.dev/agent";
+/// Label on task-output ConfigMaps: the Task name.
+pub const LABEL_TASK: &str = "ari.dev/task";
+/// Pod-template annotation: module digest (a change rolls the executors).
+pub const ANNOTATION_MODULE_DIGEST: &str = "ari.dev/module-digest";
+/// Pod-template annotation: hash of the Agent spec (a change rolls the executors).
+pub const ANNOTATION_SPEC_HASH: &str = "ari.dev/spec-hash";
+
+/// Name of an Agent's executor Deployment.
+pub fn executor_deployment_name(agent: &str) -> String {
+    format!("{agent}-executor")
+}
+
+/// Name of the ConfigMap holding a Task's large output.
+pub fn output_configmap_name(task: &str) -> String {
+    format!("{task}-output")
+}
+
+/// Key of the output in that ConfigMap's `binaryData`.
+pub const OUTPUT_KEY: &str = "output";

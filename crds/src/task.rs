@@ -1,0 +1,502 @@
+//! The `Task` custom resource: one input for one Agent, and its result.
+
+// Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
+// duplicated attribute; they are distinct columns.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::capability::TaskRequirements;
+
+/// Most retries after executor loss a Task may ask for.
+pub const MAX_RETRIES: u32 = 10;
+/// Output up to this many bytes goes inline into status; larger output goes to a ConfigMap.
+pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
+
+/// A Task: an input for an Agent; its status carries the output, usage and attestation.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "ari.dev",
+    version = "v1alpha1",
+    kind = "Task",
+    namespaced,
+    status = "TaskStatus",
+    shortname = "tk",
+    category = "ari",
+    derive = "PartialEq",
+    cel,
+    selectable = ".spec.agentRef.name",
+    doc = "A Task: one input for an Agent; status carries output, resources used and a signed attestation.",
+    printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agentRef.name"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
+    printcolumn(
+        name = "Fuel",
+        type_ = "integer",
+        json_path = ".status.resourcesUsed.fuel"
+    ),
+    printcolumn(name = "Duration", type_ = "string", json_path = ".status.duration"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("self == oldSelf").message("Task spec is immutable"),
+    validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSpec {
+    /// The Agent (same namespace) that runs this Task.
+    pub agent_ref: AgentRef,
+    /// UTF-8 input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1_048_576))]
+    pub input: Option<String>,
+    /// Binary input, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1_398_104), extend("format" = "byte"))]
+    pub input_base64: Option<String>,
+    /// Input from a ConfigMap or Secret key (same namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_from: Option<InputFrom>,
+    /// Capabilities the Task needs; beyond the Agent's grants it fails with `CapabilityDenied`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<TaskRequirements>,
+    /// Seconds after creation by which the Task must finish (`DeadlineExceeded` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604_800))]
+    pub deadline_seconds: Option<u32>,
+    /// Fuel budget; at most the Agent's `limits.fuel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub fuel: Option<u64>,
+    /// 32-byte PRNG seed as 64 hex digits; generated and recorded when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"))]
+    pub seed: Option<String>,
+    /// Re-runs after executor loss (never after a guest trap). Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10))]
+    pub retries: Option<u32>,
+    /// Delete the Task this many seconds after it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<u32>,
+}
+
+/// Reference to an Agent in the Task's namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct AgentRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// Input from a key of a ConfigMap or Secret; exactly one.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[x_kube(validation = Rule::new("has(self.configMapKeyRef) != has(self.secretKeyRef)").message("exactly one of inputFrom.configMapKeyRef or inputFrom.secretKeyRef must be set"))]
+#[serde(rename_all = "camelCase")]
+pub struct InputFrom {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<KeyRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<KeyRef>,
+}
+
+/// A key of a ConfigMap or Secret in the Task's namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct KeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// Lifecycle phase.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum TaskPhase {
+    #[default]
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl TaskPhase {
+    pub const ALL: [TaskPhase; 4] = [
+        TaskPhase::Pending,
+        TaskPhase::Running,
+        TaskPhase::Succeeded,
+        TaskPhase::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskPhase::Pending => "Pending",
+            TaskPhase::Running => "Running",
+            TaskPhase::Succeeded => "Succeeded",
+            TaskPhase::Failed => "Failed",
+        }
+    }
+
+    /// `Succeeded` or `Failed`: nothing will run any more.
+    pub fn is_finished(self) -> bool {
+        matches!(self, TaskPhase::Succeeded | TaskPhase::Failed)
+    }
+}
+
+/// The fixed reasons of the `Succeeded` condition (and `status.reason`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskReason {
+    Completed,
+    Trap,
+    FuelExhausted,
+    DeadlineExceeded,
+    CapabilityDenied,
+    HostError,
+    InvalidModule,
+    OutputTooLarge,
+    ExecutorLost,
+}
+
+impl TaskReason {
+    pub const ALL: [TaskReason; 9] = [
+        TaskReason::Completed,
+        TaskReason::Trap,
+        TaskReason::FuelExhausted,
+        TaskReason::DeadlineExceeded,
+        TaskReason::CapabilityDenied,
+        TaskReason::HostError,
+        TaskReason::InvalidModule,
+        TaskReason::OutputTooLarge,
+        TaskReason::ExecutorLost,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskReason::Completed => "Completed",
+            TaskReason::Trap => "Trap",
+            TaskReason::FuelExhausted => "FuelExhausted",
+            TaskReason::DeadlineExceeded => "DeadlineExceeded",
+            TaskReason::CapabilityDenied => "CapabilityDenied",
+            TaskReason::HostError => "HostError",
+            TaskReason::InvalidModule => "InvalidModule",
+            TaskReason::OutputTooLarge => "OutputTooLarge",
+            TaskReason::ExecutorLost => "ExecutorLost",
+        }
+    }
+
+    /// Parses one of the reason names (e.g. from the executor's failure kind).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// Observed state of a Task, written by the executor (claim, heartbeat, result) and the
+/// operator (rejection, deadline, executor loss).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatus {
+    /// Absent means `Pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<TaskPhase>,
+    /// Reason of the `Succeeded` condition once finished (mirrored for `kubectl get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<TaskReason>,
+    /// Human-readable detail of the last transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `Succeeded` (metav1.Condition shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Pod name of the executor that claimed the Task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    /// Claims so far (1 on the first run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Refreshed by the executor while the Task runs; a stale heartbeat means a lost executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_time: Option<Time>,
+    /// Human-readable wall time of the run, e.g. `12ms` (see `format_duration_millis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// Small UTF-8 output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Small binary output, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_base64: Option<String>,
+    /// Large output: a ConfigMap owned by the Task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_ref: Option<OutputRef>,
+    /// Hex SHA-256 of the output bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources_used: Option<ResourcesUsed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits_applied: Option<LimitsApplied>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<Attestation>,
+}
+
+/// Where large output lives: `binaryData[key]` of a ConfigMap owned by the Task.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputRef {
+    pub config_map: String,
+    pub key: String,
+}
+
+/// What a run really used.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesUsed {
+    pub fuel: u64,
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub storage_bytes: u64,
+    pub network_bytes: u64,
+    pub wall_millis: u64,
+}
+
+/// The limits and capabilities really enforced (same shape as the executor's `LimitsApplied`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitsApplied {
+    pub fuel: u64,
+    pub memory_bytes: u64,
+    pub timeout_millis: u64,
+    pub max_output_bytes: u64,
+    pub max_input_bytes: u64,
+    /// Granted capability names (`storage`, `network`, `randomness`, `signing`, `timeAccess`).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+}
+
+/// Signed, replayable record of a run; `signature` is Ed25519 over a canonical encoding of
+/// the other fields (defined by the executor's `verify`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Attestation {
+    pub format: String,
+    pub module_sha256: String,
+    pub input_sha256: String,
+    pub output_sha256: String,
+    pub seed: String,
+    pub resources_used: ResourcesUsed,
+    pub trace_sha256: String,
+    pub executor: String,
+    /// Hex Ed25519 public key.
+    pub public_key: String,
+    /// Hex Ed25519 signature.
+    pub signature: String,
+}
+
+/// Where a Task's input comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum InputSource<'a> {
+    Inline(&'a str),
+    Base64(&'a str),
+    ConfigMap(&'a KeyRef),
+    Secret(&'a KeyRef),
+}
+
+/// A spec the schema should have refused (e.g. the CRD was not installed with its rules).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("exactly one of input, inputBase64, inputFrom must be set (found {0})")]
+    NotExactlyOne(usize),
+    #[error("exactly one of inputFrom.configMapKeyRef, inputFrom.secretKeyRef must be set")]
+    InputFromNotExactlyOne,
+}
+
+impl TaskSpec {
+    /// The single input source, or why there is not exactly one.
+    pub fn input_source(&self) -> Result<InputSource<'_>, InputError> {
+        let mut found = Vec::with_capacity(1);
+        if let Some(s) = &self.input {
+            found.push(InputSource::Inline(s));
+        }
+        if let Some(s) = &self.input_base64 {
+            found.push(InputSource::Base64(s));
+        }
+        if let Some(from) = &self.input_from {
+            match (&from.config_map_key_ref, &from.secret_key_ref) {
+                (Some(c), None) => found.push(InputSource::ConfigMap(c)),
+                (None, Some(s)) => found.push(InputSource::Secret(s)),
+                _ => return Err(InputError::InputFromNotExactlyOne),
+            }
+        }
+        match found.as_slice() {
+            [one] => Ok(*one),
+            _ => Err(InputError::NotExactlyOne(found.len())),
+        }
+    }
+
+    /// Retries allowed after executor loss.
+    pub fn retries(&self) -> u32 {
+        self.retries.unwrap_or(0).min(MAX_RETRIES)
+    }
+}
+
+impl Task {
+    /// The single input source (see [`TaskSpec::input_source`]).
+    pub fn input_source(&self) -> Result<InputSource<'_>, InputError> {
+        self.spec.input_source()
+    }
+
+    /// The phase, `Pending` when no status was written yet.
+    pub fn phase(&self) -> TaskPhase {
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+    }
+
+    /// `Succeeded` or `Failed`.
+    pub fn is_finished(&self) -> bool {
+        self.phase().is_finished()
+    }
+
+    /// An executor may claim the Task (phase empty or `Pending`).
+    pub fn is_claimable(&self) -> bool {
+        self.phase() == TaskPhase::Pending
+    }
+
+    /// Claims so far.
+    pub fn attempts(&self) -> u32 {
+        self.status.as_ref().and_then(|s| s.attempts).unwrap_or(0)
+    }
+}
+
+/// `12ms`, `1.234s`, `2m3s`: the `status.duration` format.
+pub fn format_duration_millis(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{}.{:03}s", ms / 1_000, ms % 1_000),
+        _ => {
+            let secs = ms / 1_000;
+            if secs < 3_600 {
+                format!("{}m{}s", secs / 60, secs % 60)
+            } else {
+                format!("{}h{}m", secs / 3_600, (secs % 3_600) / 60)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> TaskSpec {
+        TaskSpec {
+            agent_ref: AgentRef {
+                name: "echo".into(),
+            },
+            input: None,
+            input_base64: None,
+            input_from: None,
+            requirements: None,
+            deadline_seconds: None,
+            fuel: None,
+            seed: None,
+            retries: None,
+            ttl_seconds_after_finished: None,
+        }
+    }
+
+    #[test]
+    fn input_source_returns_the_single_source() {
+        let s = TaskSpec {
+            input: Some("hi".into()),
+            ..spec()
+        };
+        assert_eq!(s.input_source(), Ok(InputSource::Inline("hi")));
+        let r = KeyRef {
+            name: "c".into(),
+            key: "k".into(),
+        };
+        let s = TaskSpec {
+            input_from: Some(InputFrom {
+                config_map_key_ref: Some(r.clone()),
+                secret_key_ref: None,
+            }),
+            ..spec()
+        };
+        assert_eq!(s.input_source(), Ok(InputSource::ConfigMap(&r)));
+    }
+
+    #[test]
+    fn input_source_rejects_zero_or_many() {
+        assert_eq!(spec().input_source(), Err(InputError::NotExactlyOne(0)));
+        let s = TaskSpec {
+            input: Some("a".into()),
+            input_base64: Some("YQ==".into()),
+            ..spec()
+        };
+        assert_eq!(s.input_source(), Err(InputError::NotExactlyOne(2)));
+        let s = TaskSpec {
+            input_from: Some(InputFrom::default()),
+            ..spec()
+        };
+        assert_eq!(s.input_source(), Err(InputError::InputFromNotExactlyOne));
+    }
+
+    #[test]
+    fn phase_defaults_to_pending_and_finished_means_terminal() {
+        let mut t = Task::new(
+            "t",
+            TaskSpec {
+                input: Some("x".into()),
+                ..spec()
+            },
+        );
+        assert_eq!(t.phase(), TaskPhase::Pending);
+        assert!(t.is_claimable() && !t.is_finished());
+        for (phase, finished) in [
+            (TaskPhase::Running, false),
+            (TaskPhase::Succeeded, true),
+            (TaskPhase::Failed, true),
+        ] {
+            t.status = Some(TaskStatus {
+                phase: Some(phase),
+                ..Default::default()
+            });
+            assert_eq!(t.is_finished(), finished, "{phase:?}");
+            assert!(!t.is_claimable());
+        }
+    }
+
+    #[test]
+    fn reasons_round_trip_through_their_names() {
+        for r in TaskReason::ALL {
+            assert_eq!(TaskReason::parse(r.as_str()), Some(r));
+            assert_eq!(
+                serde_json::to_value(r).ok(),
+                Some(serde_json::Value::from(r.as_str()))
+            );
+        }
+        assert_eq!(TaskReason::parse("Nope"), None);
+    }
+
+    #[test]
+    fn durations_format_compactly() {
+        assert_eq!(format_duration_millis(12), "12ms");
+        assert_eq!(format_duration_millis(1_234), "1.234s");
+        assert_eq!(format_duration_millis(123_000), "2m3s");
+        assert_eq!(format_duration_millis(3_723_000), "1h2m");
+    }
+}

@@ -1,0 +1,137 @@
+//! The CEL rules in the CRDs, evaluated client-side with kube's CEL validator, and their cost.
+
+use ari_crds::{Agent, Task};
+use kube::CustomResourceExt;
+use kube::core::cel::{WarningKind, compile_schema, estimate_rule_cost};
+use serde_json::{Value, json};
+
+fn agent(spec: Value) -> Agent {
+    serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+        "metadata": {"name": "a", "namespace": "n"}, "spec": spec
+    }))
+    .expect("agent JSON")
+}
+
+fn task(spec: Value) -> Task {
+    serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": "t", "namespace": "n"}, "spec": spec
+    }))
+    .expect("task JSON")
+}
+
+fn agent_errors(spec: Value) -> String {
+    match agent(spec).validate_cel() {
+        Ok(()) => String::new(),
+        Err(e) => format!("{e:?}"),
+    }
+}
+
+fn task_errors(spec: Value) -> String {
+    match task(spec).validate_cel() {
+        Ok(()) => String::new(),
+        Err(e) => format!("{e:?}"),
+    }
+}
+
+const SHA: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[test]
+fn agent_module_needs_exactly_one_source() {
+    assert_eq!(
+        agent_errors(json!({"module": {"configMap": {"name": "m", "key": "k"}}})),
+        ""
+    );
+    assert!(agent_errors(json!({"module": {}})).contains("exactly one of module.configMap"));
+    let both = json!({"module": {"configMap": {"name": "m", "key": "k"}, "url": "https://x/m.wasm", "sha256": SHA}});
+    assert!(agent_errors(both).contains("exactly one of module.configMap"));
+}
+
+#[test]
+fn agent_url_needs_https_and_sha256() {
+    assert_eq!(
+        agent_errors(json!({"module": {"url": "https://x/m.wasm", "sha256": SHA}})),
+        ""
+    );
+    assert!(
+        agent_errors(json!({"module": {"url": "https://x/m.wasm"}})).contains("sha256 is required")
+    );
+    assert!(
+        agent_errors(json!({"module": {"url": "http://x/m.wasm", "sha256": SHA}}))
+            .contains("must be https")
+    );
+}
+
+#[test]
+fn task_needs_exactly_one_input_source() {
+    let r = json!({"name": "echo"});
+    assert_eq!(task_errors(json!({"agentRef": r, "input": "hi"})), "");
+    assert_eq!(
+        task_errors(json!({"agentRef": r, "inputBase64": "aGk="})),
+        ""
+    );
+    assert!(task_errors(json!({"agentRef": r})).contains("exactly one of input"));
+    assert!(
+        task_errors(json!({"agentRef": r, "input": "x", "inputBase64": "eA=="}))
+            .contains("exactly one of input")
+    );
+    let both_refs = json!({"agentRef": r, "inputFrom": {
+        "configMapKeyRef": {"name": "c", "key": "k"}, "secretKeyRef": {"name": "s", "key": "k"}}});
+    assert!(task_errors(both_refs).contains("exactly one of inputFrom"));
+}
+
+#[test]
+fn task_spec_is_immutable() {
+    let old = task(json!({"agentRef": {"name": "echo"}, "input": "a"}));
+    let new = task(json!({"agentRef": {"name": "echo"}, "input": "b"}));
+    let err = new
+        .validate_cel_update(&old)
+        .expect_err("spec change must be refused");
+    assert!(format!("{err:?}").contains("immutable"));
+    assert!(old.validate_cel_update(&old).is_ok());
+}
+
+/// Every rule compiles and stays within the apiserver's estimated cost budget, which it
+/// enforces when the CRD is created (unbounded strings or lists inflate the estimate).
+#[test]
+fn every_rule_compiles_within_cost_budget() {
+    fn walk(node: &Value, path: &str, found: &mut Vec<String>) {
+        if let Some(rules) = node
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        {
+            let compiled = compile_schema(node);
+            assert!(
+                compiled.compilation_errors().is_empty(),
+                "{path}: {:?}",
+                compiled.compilation_errors()
+            );
+            for rule in rules
+                .iter()
+                .filter_map(|r| r.get("rule").and_then(Value::as_str))
+            {
+                let warnings: Vec<_> = estimate_rule_cost(rule, &compiled)
+                    .into_iter()
+                    .filter(|w| matches!(w.kind, WarningKind::CostExceeded))
+                    .collect();
+                assert!(warnings.is_empty(), "{path}: {rule}: {warnings:?}");
+                found.push(rule.to_owned());
+            }
+        }
+        if let Some(props) = node.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                walk(v, &format!("{path}.{k}"), found);
+            }
+        }
+        if let Some(items) = node.get("items") {
+            walk(items, &format!("{path}[]"), found);
+        }
+    }
+    let mut found = Vec::new();
+    for crd in [Agent::crd(), Task::crd()] {
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema JSON");
+        walk(&schema["openAPIV3Schema"], &crd.spec.names.kind, &mut found);
+    }
+    assert_eq!(found.len(), 6, "{found:?}");
+}
