@@ -369,10 +369,10 @@ impl Drop for Cluster {
         }
         procs.clear();
         drop(procs);
-        if std::env::var_os("ARI_E2E_KEEP").is_some_and(|v| !v.is_empty() && v != "0") {
-            if let Some(dir) = self.dir.take() {
-                eprintln!("ari-e2e: kept cluster files in {}", dir.keep().display());
-            }
+        if std::env::var_os("ARI_E2E_KEEP").is_some_and(|v| !v.is_empty() && v != "0")
+            && let Some(dir) = self.dir.take()
+        {
+            eprintln!("ari-e2e: kept cluster files in {}", dir.keep().display());
         }
     }
 }

@@ -509,7 +509,7 @@ fn killed_process_restarts(ctx: &Ctx) -> Result<()> {
         .await?;
         let after = ctx.node.pod_pids(&ns, &name);
         ensure!(
-            after.get("main").is_some() && after.get("main") != before.get("main"),
+            after.contains_key("main") && after.get("main") != before.get("main"),
             "pids {before:?} -> {after:?}"
         );
         let log = ctx.node.logs(&ns, &name, "main");

@@ -100,13 +100,13 @@ impl PodRun {
 
     fn set_pid(&self, container: &str, pid: Option<u32>) {
         let mut pods = self.ctx.shared.lock();
-        if let Some(e) = pods.get_mut(&(self.ns.clone(), self.name.clone())) {
-            if e.uid == self.uid {
-                match pid {
-                    Some(p) => e.pids.insert(container.to_string(), p),
-                    None => e.pids.remove(container),
-                };
-            }
+        if let Some(e) = pods.get_mut(&(self.ns.clone(), self.name.clone()))
+            && e.uid == self.uid
+        {
+            match pid {
+                Some(p) => e.pids.insert(container.to_string(), p),
+                None => e.pids.remove(container),
+            };
         }
     }
 }
@@ -284,21 +284,19 @@ pub(crate) async fn run(ctx: Arc<NodeCtx>, pod: Pod, mut stop: watch::Receiver<O
             }),
             ..DeleteParams::default()
         };
-        if let Err(e) = api.delete(&name, &dp).await {
-            if !is_not_found(&e) {
-                tracing::warn!(%ns, %name, "final pod delete: {e}");
-            }
+        if let Err(e) = api.delete(&name, &dp).await
+            && !is_not_found(&e)
+        {
+            tracing::warn!(%ns, %name, "final pod delete: {e}");
         }
     }
     writer.abort();
     let mut pods = ctx.shared.lock();
-    if pods
-        .get(&(ns.clone(), name.clone()))
-        .is_some_and(|e| e.uid == uid)
+    // The entry (pod dir for logs) stays; only the pids go, and only if it is still ours.
+    if let Some(e) = pods.get_mut(&(ns, name))
+        && e.uid == uid
     {
-        if let Some(e) = pods.get_mut(&(ns, name)) {
-            e.pids.clear();
-        }
+        e.pids.clear();
     }
 }
 

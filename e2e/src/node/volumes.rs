@@ -129,7 +129,7 @@ pub(crate) fn mounts_for(
         };
         mounts.push((m.mount_path.clone(), host.to_string_lossy().into_owned()));
     }
-    mounts.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.0.len()));
     Ok(mounts)
 }
 
