@@ -3,6 +3,7 @@
 mod inspect;
 mod run;
 mod verify;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,22 +32,19 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process; boxing the big variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     Run(run::RunArgs),
     Inspect(inspect::InspectArgs),
     Verify(verify::VerifyArgs),
+    Worker(worker::WorkerArgs),
 }
 
 pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ARI_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logging(matches!(cli.command, Command::Worker(_)));
     let runtime_config = ari_executor::RuntimeConfig {
         cache_dir: if cli.no_cache {
             None
@@ -60,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args, runtime_config),
         Command::Inspect(args) => inspect::inspect(args, runtime_config),
         Command::Verify(args) => verify::verify(args, runtime_config),
+        Command::Worker(args) => worker::worker(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -67,6 +66,21 @@ pub fn main() -> ExitCode {
             eprintln!("ari: error: {err:#}");
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// Plain warnings for people at a terminal; JSON at info level for the in-cluster worker.
+fn init_logging(worker: bool) {
+    let default = if worker { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ARI_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if worker {
+        builder.json().init();
+    } else {
+        builder.init();
     }
 }
 

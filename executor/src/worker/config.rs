@@ -1,0 +1,165 @@
+//! Worker settings, read from the environment the operator's Deployment sets.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ed25519_dalek::SigningKey;
+
+use super::WorkerError;
+
+/// What one executor pod needs to know about itself.
+pub struct WorkerConfig {
+    pub agent: String,
+    pub namespace: String,
+    pub pod_name: String,
+    /// Tasks run at once in this pod.
+    pub concurrency: usize,
+    pub metrics_addr: SocketAddr,
+    /// Agent storage in Redis when set; else an embedded store under `state_dir`.
+    pub redis_url: Option<String>,
+    pub state_dir: PathBuf,
+    pub cache_dir: Option<PathBuf>,
+    pub attestation_key: SigningKey,
+    /// How often a running task's `lastHeartbeatTime` is refreshed.
+    pub heartbeat: Duration,
+}
+
+impl std::fmt::Debug for WorkerConfig {
+    // Hand-written so the signing key can never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerConfig")
+            .field("agent", &self.agent)
+            .field("namespace", &self.namespace)
+            .field("pod_name", &self.pod_name)
+            .field("concurrency", &self.concurrency)
+            .field("metrics_addr", &self.metrics_addr)
+            .field("redis", &self.redis_url.is_some())
+            .field("state_dir", &self.state_dir)
+            .field("cache_dir", &self.cache_dir)
+            .field("heartbeat", &self.heartbeat)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerConfig {
+    /// Reads `ARI_AGENT_NAME`, `POD_NAME`, `POD_NAMESPACE`, `ARI_ATTESTATION_KEY` (required) and
+    /// `ARI_CONCURRENCY`, `ARI_METRICS_ADDR`, `ARI_REDIS_URL`, `ARI_STATE_DIR`, `ARI_CACHE_DIR`,
+    /// `ARI_HEARTBEAT_SECONDS` (optional).
+    pub fn from_env() -> Result<Self, WorkerError> {
+        Self::from_lookup(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// As [`Self::from_env`], from any lookup (tests pass a map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, WorkerError> {
+        let required =
+            |k: &str| get(k).ok_or_else(|| WorkerError::Config(format!("{k} is not set")));
+        let agent = required("ARI_AGENT_NAME")?;
+        let namespace = required("POD_NAMESPACE")?;
+        let pod_name = required("POD_NAME")?;
+        let key_text = required("ARI_ATTESTATION_KEY")?;
+        let attestation_key = crate::attestation::parse_signing_key(key_text.as_bytes())
+            .ok_or_else(|| {
+                WorkerError::Config(
+                    "ARI_ATTESTATION_KEY is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"
+                        .into(),
+                )
+            })?;
+        let concurrency = match get("ARI_CONCURRENCY") {
+            None => 4,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=1024).contains(n))
+                .ok_or_else(|| {
+                    WorkerError::Config(format!("ARI_CONCURRENCY={v}: want 1..=1024"))
+                })?,
+        };
+        let metrics_addr = get("ARI_METRICS_ADDR")
+            .unwrap_or_else(|| "0.0.0.0:8080".into())
+            .parse::<SocketAddr>()
+            .map_err(|e| WorkerError::Config(format!("ARI_METRICS_ADDR: {e}")))?;
+        let heartbeat = match get("ARI_HEARTBEAT_SECONDS") {
+            None => Duration::from_secs(10),
+            Some(v) => Duration::from_secs(
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| WorkerError::Config(format!("ARI_HEARTBEAT_SECONDS={v}")))?,
+            ),
+        };
+        Ok(Self {
+            agent,
+            namespace,
+            pod_name,
+            concurrency,
+            metrics_addr,
+            redis_url: get("ARI_REDIS_URL"),
+            state_dir: get("ARI_STATE_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/var/lib/ari")),
+            cache_dir: get("ARI_CACHE_DIR").map(PathBuf::from),
+            attestation_key,
+            heartbeat,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    const KEY: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+    #[test]
+    fn reads_required_and_defaults() {
+        let c = WorkerConfig::from_lookup(env(&[
+            ("ARI_AGENT_NAME", "echo"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "echo-executor-1"),
+            ("ARI_ATTESTATION_KEY", KEY),
+        ]))
+        .expect("valid config");
+        assert_eq!(c.agent, "echo");
+        assert_eq!(c.concurrency, 4);
+        assert_eq!(c.heartbeat, Duration::from_secs(10));
+        assert!(
+            !format!("{c:?}").contains(KEY),
+            "the key must never be printed"
+        );
+    }
+
+    #[test]
+    fn rejects_missing_and_bad_values() {
+        let err = WorkerConfig::from_lookup(env(&[("ARI_AGENT_NAME", "echo")]))
+            .expect_err("namespace missing");
+        assert!(err.to_string().contains("POD_NAMESPACE"), "{err}");
+        let err = WorkerConfig::from_lookup(env(&[
+            ("ARI_AGENT_NAME", "echo"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "p"),
+            ("ARI_ATTESTATION_KEY", "nope"),
+        ]))
+        .expect_err("bad key");
+        assert!(err.to_string().contains("ARI_ATTESTATION_KEY"), "{err}");
+        let err = WorkerConfig::from_lookup(env(&[
+            ("ARI_AGENT_NAME", "echo"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "p"),
+            ("ARI_ATTESTATION_KEY", KEY),
+            ("ARI_CONCURRENCY", "0"),
+        ]))
+        .expect_err("zero concurrency");
+        assert!(err.to_string().contains("ARI_CONCURRENCY"), "{err}");
+    }
+}

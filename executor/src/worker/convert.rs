@@ -1,0 +1,300 @@
+//! Mapping between the Kubernetes types (`ari-crds`) and the runtime's own types.
+
+use std::time::Duration;
+
+use ari_crds::conditions::{self, ConditionStatus};
+use ari_crds::task::INLINE_OUTPUT_MAX_BYTES;
+use ari_crds::{AgentSpec, Task, TaskPhase, TaskReason, TaskStatus};
+use base64::Engine as _;
+use ed25519_dalek::SigningKey;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use sha2::{Digest, Sha256};
+
+use crate::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
+use crate::{FailureKind, Limits, TaskOutcome};
+
+/// The runtime grants of an Agent. `signing_key` is the Secret-held key when signing is granted.
+pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grants, String> {
+    let caps = &spec.capabilities;
+    let network = match &caps.network {
+        Some(n) => Some(NetworkGrant::new(n.allowed_hosts.clone()).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let signing = match (&caps.signing, signing_key) {
+        (Some(s), Some(key)) => Some(SigningGrant {
+            key_id: s.key_id.clone(),
+            key,
+        }),
+        (Some(_), None) => return Err("signing is granted but its key could not be read".into()),
+        (None, _) => None,
+    };
+    Ok(Grants {
+        storage: caps.storage.as_ref().map(|s| StorageGrant {
+            max_bytes: s.max_bytes,
+        }),
+        network,
+        randomness: caps.randomness.is_some(),
+        signing,
+        time: caps.time_access.is_some(),
+    })
+}
+
+/// The limits one task runs under: the Agent's ceilings, lowered by the Task's fuel budget and
+/// by what is left of its deadline (`elapsed` = time since the Task was created).
+pub fn limits(spec: &AgentSpec, task: &Task, elapsed: Duration) -> Limits {
+    let agent = spec.limits.effective();
+    let fuel = task.spec.fuel.map_or(agent.fuel, |f| f.min(agent.fuel));
+    let mut timeout = Duration::from_secs(u64::from(agent.timeout_seconds));
+    if let Some(deadline) = task.spec.deadline_seconds {
+        let left = Duration::from_secs(u64::from(deadline)).saturating_sub(elapsed);
+        timeout = timeout.min(left.max(Duration::from_millis(1)));
+    }
+    Limits {
+        fuel,
+        memory_bytes: agent.memory_bytes,
+        timeout,
+        max_output_bytes: agent.max_output_bytes,
+        max_input_bytes: agent.max_input_bytes,
+    }
+}
+
+/// Capability names a task requires, in the runtime's vocabulary.
+pub fn requirements(task: &Task) -> Vec<String> {
+    let Some(req) = &task.spec.requirements else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = req
+        .capabilities
+        .iter()
+        .map(|c| c.as_str().to_string())
+        .collect();
+    if !req.hosts.is_empty() {
+        names.push("network".into());
+    }
+    if req.storage_bytes.is_some() {
+        names.push("storage".into());
+    }
+    if req.signing_key_id.is_some() {
+        names.push("signing".into());
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The task's seed: `spec.seed` (hex) when given — 32 bytes as is, other lengths hashed to 32 —
+/// else `None` so the runtime generates one and records it in the attestation.
+pub fn seed(task: &Task) -> Result<Option<[u8; 32]>, String> {
+    let Some(text) = task.spec.seed.as_deref() else {
+        return Ok(None);
+    };
+    let bytes = hex::decode(text.trim()).map_err(|e| format!("spec.seed is not hex: {e}"))?;
+    if bytes.is_empty() {
+        return Err("spec.seed is empty".into());
+    }
+    Ok(Some(match <[u8; 32]>::try_from(bytes.as_slice()) {
+        Ok(exact) => exact,
+        Err(_) => Sha256::digest(&bytes).into(),
+    }))
+}
+
+pub fn reason_of(kind: FailureKind) -> TaskReason {
+    match kind {
+        FailureKind::Trap => TaskReason::Trap,
+        FailureKind::FuelExhausted => TaskReason::FuelExhausted,
+        FailureKind::DeadlineExceeded => TaskReason::DeadlineExceeded,
+        FailureKind::CapabilityDenied => TaskReason::CapabilityDenied,
+        FailureKind::HostError => TaskReason::HostError,
+        FailureKind::InvalidModule => TaskReason::InvalidModule,
+        FailureKind::OutputTooLarge => TaskReason::OutputTooLarge,
+    }
+}
+
+pub fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// Where a finished task's output goes.
+pub enum OutputPlacement {
+    /// Small enough for status: `output` (UTF-8) or `outputBase64`.
+    Inline,
+    /// Too large for status: a ConfigMap owned by the Task.
+    ConfigMap,
+}
+
+pub fn placement(output: &[u8]) -> OutputPlacement {
+    if output.len() <= INLINE_OUTPUT_MAX_BYTES {
+        OutputPlacement::Inline
+    } else {
+        OutputPlacement::ConfigMap
+    }
+}
+
+/// Marks `status` finished with `reason` (and no run): used for failures before any instance.
+pub fn finish_without_run(
+    status: &mut TaskStatus,
+    generation: Option<i64>,
+    reason: TaskReason,
+    message: String,
+) {
+    let end = now();
+    status.phase = Some(TaskPhase::Failed);
+    status.reason = Some(reason);
+    status.message = Some(message.clone());
+    status.completion_time = Some(end.clone());
+    conditions::set(
+        &mut status.conditions,
+        conditions::SUCCEEDED,
+        ConditionStatus::False,
+        reason.as_str(),
+        &message,
+        generation,
+        end,
+    );
+}
+
+/// Writes a run's outcome into `status` (one final write carries all of it). The output goes
+/// inline when `output_ref` is `None`; otherwise the caller stored it in that ConfigMap.
+pub fn finish_with_outcome(
+    status: &mut TaskStatus,
+    generation: Option<i64>,
+    outcome: &TaskOutcome,
+    output_ref: Option<ari_crds::OutputRef>,
+) -> Result<(), serde_json::Error> {
+    let end = now();
+    let (phase, reason, message) = match &outcome.failure {
+        None => (
+            TaskPhase::Succeeded,
+            TaskReason::Completed,
+            "completed".to_string(),
+        ),
+        Some(f) => (TaskPhase::Failed, reason_of(f.kind), f.message.clone()),
+    };
+    status.phase = Some(phase);
+    status.reason = Some(reason);
+    status.message = Some(truncate(&message, 1024));
+    conditions::set(
+        &mut status.conditions,
+        conditions::SUCCEEDED,
+        ConditionStatus::from(outcome.succeeded()),
+        reason.as_str(),
+        truncate(&message, 1024),
+        generation,
+        end.clone(),
+    );
+    status.completion_time = Some(end);
+    status.duration = Some(ari_crds::format_duration_millis(
+        outcome.resources_used.wall_millis,
+    ));
+    status.output = None;
+    status.output_base64 = None;
+    status.output_ref = None;
+    match output_ref {
+        Some(r) => status.output_ref = Some(r),
+        None if outcome.output.is_empty() => {}
+        None => match std::str::from_utf8(&outcome.output) {
+            Ok(text) => status.output = Some(text.to_string()),
+            Err(_) => {
+                status.output_base64 =
+                    Some(base64::engine::general_purpose::STANDARD.encode(&outcome.output));
+            }
+        },
+    }
+    status.output_sha256 = Some(outcome.output_sha256.clone());
+    // Same field names on both sides; a JSON round trip keeps them in step without a hand copy.
+    status.resources_used = Some(serde_json::from_value(serde_json::to_value(
+        outcome.resources_used,
+    )?)?);
+    status.limits_applied = Some(serde_json::from_value(serde_json::to_value(
+        &outcome.limits_applied,
+    )?)?);
+    status.attestation = Some(serde_json::from_value(serde_json::to_value(
+        &outcome.attestation,
+    )?)?);
+    Ok(())
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ari_crds::{
+        AgentRef, Capabilities, EmptyCapability, ModuleSource, StorageCapability, TaskSpec,
+    };
+
+    fn agent() -> AgentSpec {
+        AgentSpec {
+            module: ModuleSource::default(),
+            capabilities: Capabilities {
+                storage: Some(StorageCapability { max_bytes: 1024 }),
+                randomness: Some(EmptyCapability {}),
+                ..Capabilities::default()
+            },
+            limits: Default::default(),
+            executor: Default::default(),
+            description: None,
+            mode: None,
+        }
+    }
+
+    fn task(fuel: Option<u64>, deadline: Option<u32>, seed: Option<&str>) -> Task {
+        Task::new(
+            "t",
+            TaskSpec {
+                agent_ref: AgentRef { name: "a".into() },
+                input: Some("x".into()),
+                fuel,
+                deadline_seconds: deadline,
+                seed: seed.map(str::to_string),
+                input_base64: None,
+                input_from: None,
+                requirements: None,
+                retries: None,
+                ttl_seconds_after_finished: None,
+            },
+        )
+    }
+
+    #[test]
+    fn grants_follow_the_agent() {
+        let g = grants(&agent(), None).expect("grants");
+        assert_eq!(g.storage.as_ref().map(|s| s.max_bytes), Some(1024));
+        assert!(g.randomness);
+        assert!(!g.time);
+        assert!(g.network.is_none() && g.signing.is_none());
+    }
+
+    #[test]
+    fn task_fuel_and_deadline_only_lower_the_limits() {
+        let spec = agent();
+        let l = limits(&spec, &task(Some(10), None, None), Duration::ZERO);
+        assert_eq!(l.fuel, 10);
+        let l = limits(&spec, &task(Some(u64::MAX), None, None), Duration::ZERO);
+        assert_eq!(l.fuel, spec.limits.effective().fuel);
+        let l = limits(&spec, &task(None, Some(5), None), Duration::from_secs(2));
+        assert_eq!(l.timeout, Duration::from_secs(3));
+        let l = limits(&spec, &task(None, Some(5), None), Duration::from_secs(9));
+        assert_eq!(l.timeout, Duration::from_millis(1));
+    }
+
+    #[test]
+    fn seeds_parse_or_hash() {
+        assert_eq!(seed(&task(None, None, None)), Ok(None));
+        let exact = "11".repeat(32);
+        assert_eq!(seed(&task(None, None, Some(&exact))), Ok(Some([0x11; 32])));
+        let short = seed(&task(None, None, Some("abcd"))).expect("short seed");
+        assert!(short.is_some());
+        assert!(seed(&task(None, None, Some("zz"))).is_err());
+    }
+}

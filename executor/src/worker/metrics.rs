@@ -1,0 +1,76 @@
+//! The executor's Prometheus metrics (served at `/metrics`).
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+/// Counters of one executor process.
+pub struct Metrics {
+    registry: Registry,
+    pub tasks: IntCounterVec,
+    pub fuel: IntCounter,
+    pub active: IntGauge,
+    pub claims_lost: IntCounter,
+    pub cache_hits: IntGauge,
+    pub compiles: IntGauge,
+    pub task_seconds: Histogram,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let tasks = IntCounterVec::new(
+            Opts::new(
+                "ari_executor_tasks_total",
+                "Tasks finished by this executor",
+            ),
+            &["phase", "reason"],
+        )?;
+        let fuel = IntCounter::new("ari_executor_fuel_consumed_total", "Fuel consumed by tasks")?;
+        let active = IntGauge::new("ari_executor_active_instances", "Tasks running right now")?;
+        let claims_lost = IntCounter::new(
+            "ari_executor_claims_lost_total",
+            "Claims lost to another executor (resourceVersion conflicts)",
+        )?;
+        let cache_hits = IntGauge::new(
+            "ari_executor_module_cache_hits",
+            "Modules loaded from the precompiled artifact cache",
+        )?;
+        let compiles = IntGauge::new("ari_executor_module_compiles", "Modules compiled")?;
+        let task_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "ari_executor_task_duration_seconds",
+                "Wall time of a task run",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0,
+            ]),
+        )?;
+        registry.register(Box::new(tasks.clone()))?;
+        registry.register(Box::new(fuel.clone()))?;
+        registry.register(Box::new(active.clone()))?;
+        registry.register(Box::new(claims_lost.clone()))?;
+        registry.register(Box::new(cache_hits.clone()))?;
+        registry.register(Box::new(compiles.clone()))?;
+        registry.register(Box::new(task_seconds.clone()))?;
+        Ok(Self {
+            registry,
+            tasks,
+            fuel,
+            active,
+            claims_lost,
+            cache_hits,
+            compiles,
+            task_seconds,
+        })
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        // Encoding our own registered metrics cannot fail; an empty page is the fallback.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}

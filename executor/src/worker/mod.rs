@@ -1,0 +1,232 @@
+//! `ari worker`: what an Agent's executor pod runs.
+//!
+//! Loads its Agent's component once (compile or artifact cache), then watches only its
+//! Agent's Tasks (field selector on `spec.agentRef.name`), claims each with a
+//! resourceVersion-guarded status write, runs up to `concurrency` at once on blocking threads,
+//! and writes each final status in one write. On SIGTERM it stops claiming and finishes what it
+//! runs. The operator is not on this path. See docs/operator.md for the claim protocol.
+
+mod config;
+mod convert;
+mod error;
+mod lifecycle;
+mod metrics;
+mod module;
+mod serve;
+mod storage;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ari_crds::Task;
+use ed25519_dalek::SigningKey;
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::sync::Semaphore;
+use tracing::{error, info, warn};
+
+pub use config::WorkerConfig;
+pub use error::WorkerError;
+pub use lifecycle::claimable;
+
+use crate::capability::Grants;
+use crate::{Runtime, RuntimeConfig};
+use metrics::Metrics;
+use storage::AgentStorage;
+
+/// Shared by every task this executor handles.
+pub struct Worker {
+    client: Client,
+    tasks: Api<Task>,
+    config: WorkerConfig,
+    agent: ari_crds::Agent,
+    runtime_agent: crate::Agent,
+    grants: Grants,
+    storage: AgentStorage,
+    attestation_key: Arc<SigningKey>,
+    metrics: Arc<Metrics>,
+}
+
+/// Runs the worker until SIGTERM/SIGINT.
+pub async fn run(config: WorkerConfig) -> Result<(), WorkerError> {
+    let client = Client::try_default().await?;
+    let metrics = Arc::new(Metrics::new().map_err(|e| WorkerError::Config(e.to_string()))?);
+    let ready = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+
+    let server = {
+        let mut rx = stop_rx.clone();
+        tokio::spawn(serve::serve(
+            config.metrics_addr,
+            ready.clone(),
+            metrics.clone(),
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            },
+        ))
+    };
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        info!("shutdown requested: no new claims; finishing running tasks");
+        let _ = stop_tx.send(true);
+    });
+
+    let worker = Arc::new(prepare(client, config, metrics).await?);
+    ready.store(true, Ordering::Release);
+    info!(agent = %worker.config.agent, digest = %worker.runtime_agent.module_sha256(), "ready");
+
+    let result = worker.clone().serve_tasks(stop_rx).await;
+    let _ = server.await;
+    result
+}
+
+/// Everything before Ready: the Agent, its module (verified, compiled or cached), grants, storage.
+async fn prepare(
+    client: Client,
+    config: WorkerConfig,
+    metrics: Arc<Metrics>,
+) -> Result<Worker, WorkerError> {
+    let agents: Api<ari_crds::Agent> = Api::namespaced(client.clone(), &config.namespace);
+    let agent = agents.get(&config.agent).await?;
+    let bytes = module::fetch(&client, &agent).await?;
+
+    let mut runtime_config = RuntimeConfig::default();
+    if let Some(dir) = &config.cache_dir {
+        runtime_config.cache_dir = Some(dir.clone());
+    }
+    let runtime_agent = tokio::task::spawn_blocking(move || {
+        let runtime = Runtime::new(runtime_config)?;
+        runtime.load(&bytes)
+    })
+    .await
+    .map_err(|e| WorkerError::Module(format!("loading task failed: {e}")))??;
+    let stats = runtime_agent.runtime().stats();
+    metrics
+        .cache_hits
+        .set(i64::try_from(stats.cache_hits).unwrap_or(i64::MAX));
+    metrics
+        .compiles
+        .set(i64::try_from(stats.compiles).unwrap_or(i64::MAX));
+
+    let signing_key = match &agent.spec.capabilities.signing {
+        Some(s) => Some(
+            read_signing_key(
+                &client,
+                &config.namespace,
+                &s.secret_ref.name,
+                &s.secret_ref.key,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let grants = convert::grants(&agent.spec, signing_key).map_err(WorkerError::Config)?;
+    let storage = AgentStorage::open(
+        agent.spec.capabilities.storage.is_some(),
+        config.redis_url.as_deref(),
+        &config.state_dir,
+        &config.namespace,
+        &config.agent,
+    )
+    .map_err(|e| WorkerError::Config(format!("agent storage: {e}")))?;
+
+    Ok(Worker {
+        tasks: Api::namespaced(client.clone(), &config.namespace),
+        client,
+        attestation_key: Arc::new(config.attestation_key.clone()),
+        config,
+        agent,
+        runtime_agent,
+        grants,
+        storage,
+        metrics,
+    })
+}
+
+async fn read_signing_key(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+) -> Result<SigningKey, WorkerError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = secrets.get(name).await?;
+    let bytes = secret.data.and_then(|mut d| d.remove(key)).ok_or_else(|| {
+        WorkerError::Config(format!("signing Secret {ns}/{name} has no key {key:?}"))
+    })?;
+    crate::attestation::parse_signing_key(&bytes.0).ok_or_else(|| {
+        WorkerError::Config(format!(
+            "signing Secret {ns}/{name} key {key:?} is not an Ed25519 key"
+        ))
+    })
+}
+
+impl Worker {
+    async fn serve_tasks(
+        self: Arc<Self>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), WorkerError> {
+        let slots = Arc::new(Semaphore::new(self.config.concurrency));
+        let selector = format!("spec.agentRef.name={}", self.config.agent);
+        let stream = watcher(
+            self.tasks.clone(),
+            watcher::Config::default().fields(&selector),
+        )
+        .default_backoff()
+        .applied_objects();
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            // Wait for a free slot first, so a busy executor leaves tasks to its peers.
+            let permit = tokio::select! {
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = stop.wait_for(|s| *s) => break,
+            };
+            let next = tokio::select! {
+                n = stream.try_next() => n,
+                _ = stop.wait_for(|s| *s) => break,
+            };
+            match next {
+                Ok(Some(task)) if claimable(&task) => {
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        me.handle(task).await;
+                        drop(permit);
+                    });
+                }
+                Ok(Some(_)) => drop(permit),
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(error = %e, "task watch error");
+                    drop(permit);
+                }
+            }
+        }
+        // Drain: every slot back means every running task wrote its status.
+        let all = u32::try_from(self.config.concurrency).unwrap_or(u32::MAX);
+        if slots.acquire_many(all).await.is_err() {
+            error!("semaphore closed while draining");
+        }
+        info!("all running tasks finished; exiting");
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = tokio::signal::ctrl_c() => {},
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
