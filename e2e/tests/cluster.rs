@@ -42,6 +42,8 @@ fn main() -> std::process::ExitCode {
             deletion_gc,
         ),
         ("killed_process_restarts", killed_process_restarts),
+        ("deleted_pod_gets_sigterm_first", graceful_termination),
+        ("unknown_image_is_reported", unknown_image),
     ];
     let ctx: Option<Arc<Ctx>> = if args.list {
         None
@@ -518,6 +520,80 @@ fn killed_process_restarts(ctx: &Ctx) -> Result<()> {
             "{}",
             ctx.logs(&ns, &name, "main")
         );
+        Ok(())
+    })
+}
+
+fn graceful_termination(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("term", |client, ns| async move {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "graceful" },
+            "spec": {
+                "terminationGracePeriodSeconds": 30,
+                "volumes": [{ "name": "data", "emptyDir": {} }],
+                "containers": [{
+                    "name": "main",
+                    "image": "ari-test-shell",
+                    "command": ["sh", "-c"],
+                    "args": ["trap 'echo got-term > /data/term; exit 0' TERM; echo up; while true; do sleep 0.1; done"],
+                    "volumeMounts": [{ "name": "data", "mountPath": "/data" }],
+                }],
+            },
+        }))?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        pods.create(&PostParams::default(), &pod).await?;
+        wait::until("shell trap installed", wait::DEFAULT, || async {
+            let l = ctx.node.logs(&ns, "graceful", "main");
+            if l.contains("up") { Ok(()) } else { Err(l) }
+        })
+        .await?;
+        pods.delete("graceful", &DeleteParams::default()).await?;
+        wait::until("pod gone", wait::DEFAULT, || async {
+            match pods.get_opt("graceful").await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(_) => Err("still there".to_string()),
+            }
+        })
+        .await?;
+        let data = ctx.node.volume_path(&ns, "graceful", "data").context("no pod dir")?;
+        let term = std::fs::read_to_string(data.join("term")).unwrap_or_default();
+        ensure!(term.trim() == "got-term", "no SIGTERM seen; {}", ctx.logs(&ns, "graceful", "main"));
+        Ok(())
+    })
+}
+
+fn unknown_image(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("image", |client, ns| async move {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "nginx" },
+            "spec": { "containers": [{ "name": "web", "image": "docker.io/library/nginx:1.27" }] },
+        }))?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        pods.create(&PostParams::default(), &pod).await?;
+        wait::until(
+            "ErrImagePull with a readable message",
+            wait::DEFAULT,
+            || async {
+                let p = pods.get("nginx").await.map_err(|e| e.to_string())?;
+                let waiting = p
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .and_then(|c| c.into_iter().next())
+                    .and_then(|c| c.state?.waiting);
+                match waiting {
+                    Some(w)
+                        if w.reason.as_deref() == Some("ErrImagePull")
+                            && w.message.as_deref().is_some_and(|m| {
+                                m.contains("nginx:1.27") && m.contains("ari-test-shell")
+                            }) =>
+                    {
+                        Ok(())
+                    }
+                    other => Err(format!("waiting state {other:?}")),
+                }
+            },
+        )
+        .await?;
         Ok(())
     })
 }
