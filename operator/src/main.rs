@@ -1,2 +1,227 @@
-//! The ari operator.
-fn main() {}
+//! The ari operator: Agent and Task controllers behind leader election, with metrics and
+//! health endpoints.
+
+mod agent;
+mod config;
+mod context;
+mod health;
+mod leader;
+mod metrics;
+mod task;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ari_crds::{Agent, Task};
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::{Controller, reflector::Store, watcher};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tracing::{error, info};
+
+use crate::config::Config;
+use crate::context::Context;
+use crate::health::Health;
+use crate::leader::{LeaderElector, LeaseConfig};
+use crate::metrics::Metrics;
+use crate::task::controller::{Seen, TaskContext};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .init();
+    let cfg = Config::parse();
+    let client = Client::try_default().await.context("kubernetes client")?;
+    let metrics = Arc::new(Metrics::new().context("metrics")?);
+    let health = Arc::new(Health::default());
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        info!("shutdown requested");
+        let _ = stop_tx.send(true);
+    });
+
+    let server = tokio::spawn(health::serve(
+        cfg.metrics_addr,
+        health::router(metrics.clone(), health.clone()),
+        wait_true(stop_rx.clone()),
+    ));
+
+    let identity = cfg
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "ari-operator".into());
+    let elector = LeaderElector::new(
+        Api::<Lease>::namespaced(client.clone(), &cfg.lease_namespace),
+        LeaseConfig {
+            name: cfg.lease_name.clone(),
+            identity: identity.clone(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+        },
+    );
+    let (lead_tx, lead_rx) = watch::channel(false);
+    let release = LeaderElector::new(
+        Api::<Lease>::namespaced(client.clone(), &cfg.lease_namespace),
+        LeaseConfig {
+            name: cfg.lease_name.clone(),
+            identity: identity.clone(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+        },
+    );
+    let election = tokio::spawn(elector.run(lead_tx));
+    // A standby is healthy and ready to take over.
+    health.set_ready(true);
+
+    let mut stop = stop_rx.clone();
+    tokio::select! {
+        _ = wait_true(lead_rx.clone()) => {}
+        _ = stop.wait_for(|s| *s) => {}
+    }
+    if *stop_rx.borrow() {
+        election.abort();
+        return finish(server, &release, false).await;
+    }
+    info!(%identity, "leading: starting controllers");
+
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        cfg.settings(),
+        metrics.clone(),
+        Some(identity),
+    ));
+    // Stop controllers on SIGTERM or when leadership is lost.
+    let lost = {
+        let mut lead_rx = lead_rx.clone();
+        async move {
+            let _ = lead_rx.wait_for(|l| !*l).await;
+        }
+    };
+    let (ctl_stop_tx, ctl_stop_rx) = watch::channel(false);
+    let mut stop2 = stop_rx.clone();
+    let lost_leadership = tokio::spawn(async move {
+        let lost_it = tokio::select! {
+            _ = lost => true,
+            _ = stop2.wait_for(|s| *s) => false,
+        };
+        let _ = ctl_stop_tx.send(true);
+        lost_it
+    });
+
+    let (agents, tasks) = match &cfg.namespace {
+        Some(ns) => (
+            Api::<Agent>::namespaced(client.clone(), ns),
+            Api::<Task>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::<Agent>::all(client.clone()),
+            Api::<Task>::all(client.clone()),
+        ),
+    };
+    let deployments = match &cfg.namespace {
+        Some(ns) => Api::<Deployment>::namespaced(client.clone(), ns),
+        None => Api::<Deployment>::all(client.clone()),
+    };
+    let agent_ctl = Controller::new(agents, watcher::Config::default())
+        .owns(
+            deployments,
+            watcher::Config::default().labels("app.kubernetes.io/name=ari-executor"),
+        )
+        .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()))
+        .run(
+            agent::controller::reconcile,
+            agent::controller::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+    let task_controller = Controller::new(tasks, watcher::Config::default())
+        .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
+    let task_store = task_controller.store();
+    let task_ctx = Arc::new(TaskContext {
+        base: ctx.clone(),
+        seen: Seen::default(),
+    });
+    let task_ctl = task_controller
+        .run(
+            task::controller::reconcile,
+            task::controller::error_policy,
+            task_ctx,
+        )
+        .for_each(|_| async {});
+    let gauges = tokio::spawn(task_gauges(task_store, metrics.clone()));
+
+    tokio::join!(agent_ctl, task_ctl);
+    gauges.abort();
+    let lost_it = lost_leadership.await.unwrap_or(false);
+    election.abort();
+    finish(server, &release, lost_it).await
+}
+
+/// Releases the lease, stops the HTTP server; exits non-zero after lost leadership so the
+/// pod restarts as a fresh candidate.
+async fn finish(
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    elector: &LeaderElector,
+    lost_leadership: bool,
+) -> anyhow::Result<()> {
+    if let Err(e) = elector.release().await {
+        error!(error = %e, "releasing the lease failed");
+    }
+    server.abort();
+    if lost_leadership {
+        anyhow::bail!("lost leadership");
+    }
+    info!("stopped");
+    Ok(())
+}
+
+/// Refreshes the tasks-by-phase-and-reason gauge from the controller's cache.
+async fn task_gauges(store: Store<Task>, metrics: Arc<Metrics>) {
+    loop {
+        metrics.tasks.reset();
+        for t in store.state() {
+            let reason = t
+                .status
+                .as_ref()
+                .and_then(|s| s.reason)
+                .map(|r| r.as_str())
+                .unwrap_or("");
+            metrics
+                .tasks
+                .with_label_values(&[t.phase().as_str(), reason])
+                .inc();
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+}
+
+async fn wait_true(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

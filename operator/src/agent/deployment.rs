@@ -1,0 +1,201 @@
+//! The executor Deployment of an Agent (a pure builder, applied by the controller).
+
+use std::collections::BTreeMap;
+
+use ari_crds::Agent;
+use ari_crds::capability::CapabilityName;
+use ari_crds::names;
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector,
+    SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{Resource, ResourceExt};
+use sha2::{Digest, Sha256};
+
+use crate::config::Settings;
+
+/// Port of the executor's `/metrics` and `/readyz`.
+pub const EXECUTOR_HTTP_PORT: i32 = 8080;
+/// Non-root user the executor runs as (distroless `nonroot`).
+pub const EXECUTOR_UID: i64 = 65532;
+
+/// Labels selecting an Agent's executor pods.
+pub fn selector_labels(agent: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_owned(),
+            "ari-executor".to_owned(),
+        ),
+        (names::LABEL_AGENT.to_owned(), agent.to_owned()),
+    ])
+}
+
+/// First 16 hex digits of SHA-256 over the spec JSON: a spec change rolls the pods.
+pub fn spec_hash(agent: &Agent) -> String {
+    let bytes = serde_json::to_vec(&agent.spec).unwrap_or_default();
+    hex::encode(&Sha256::digest(bytes)[..8])
+}
+
+/// Replicas after the embedded-store rule: storage without Redis means one writer.
+pub fn effective_replicas(agent: &Agent, settings: &Settings) -> i32 {
+    let wanted = agent.spec.replicas().max(0);
+    let storage = agent.spec.grant_names().contains(&CapabilityName::Storage);
+    if storage && settings.redis_url.is_none() {
+        wanted.min(1)
+    } else {
+        wanted
+    }
+}
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The Deployment for `agent`, owned by it, with the module digest in the pod template.
+pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deployment {
+    let name = agent.name_any();
+    let labels = selector_labels(&name);
+    let image = agent
+        .spec
+        .executor
+        .image
+        .clone()
+        .unwrap_or_else(|| settings.executor_image.clone());
+    let mut env_vars = vec![
+        env("ARI_AGENT_NAME", &name),
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_IP", "status.podIP"),
+        env(
+            "ARI_METRICS_ADDR",
+            format!("$(POD_IP):{EXECUTOR_HTTP_PORT}"),
+        ),
+        env("ARI_CONCURRENCY", agent.spec.concurrency().to_string()),
+        env("ARI_MODULE_DIGEST", module_digest),
+    ];
+    if let Some(url) = &settings.redis_url {
+        env_vars.push(env("ARI_REDIS_URL", url));
+    }
+    env_vars.push(EnvVar {
+        name: "ARI_ATTESTATION_KEY".to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: names::ATTESTATION_SECRET.to_owned(),
+                key: names::ATTESTATION_PRIVATE_KEY.to_owned(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let container = Container {
+        name: "executor".to_owned(),
+        image: Some(image),
+        args: Some(vec!["worker".to_owned()]),
+        env: Some(env_vars),
+        ports: Some(vec![ContainerPort {
+            name: Some("http".to_owned()),
+            container_port: EXECUTOR_HTTP_PORT,
+            ..Default::default()
+        }]),
+        readiness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/readyz".to_owned()),
+                port: IntOrString::Int(EXECUTOR_HTTP_PORT),
+                ..Default::default()
+            }),
+            period_seconds: Some(2),
+            ..Default::default()
+        }),
+        resources: agent.spec.executor.resources.clone(),
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(EXECUTOR_UID),
+            read_only_root_filesystem: Some(true),
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                ..Default::default()
+            }),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let annotations = BTreeMap::from([
+        (
+            names::ANNOTATION_MODULE_DIGEST.to_owned(),
+            module_digest.to_owned(),
+        ),
+        (names::ANNOTATION_SPEC_HASH.to_owned(), spec_hash(agent)),
+    ]);
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(names::executor_deployment_name(&name)),
+            namespace: agent.namespace(),
+            labels: Some(labels.clone()),
+            owner_references: agent.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(effective_replicas(agent, settings)),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            // One writer at a time for the embedded store: never surge a second pod.
+            strategy: (effective_replicas(agent, settings) <= 1).then(|| DeploymentStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(0)),
+                    max_unavailable: Some(IntOrString::Int(1)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    annotations: Some(annotations),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(names::EXECUTOR_SERVICE_ACCOUNT.to_owned()),
+                    automount_service_account_token: Some(true),
+                    containers: vec![container],
+                    node_selector: agent.spec.executor.node_selector.clone(),
+                    tolerations: agent.spec.executor.tolerations.clone(),
+                    termination_grace_period_seconds: Some(60),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}

@@ -1,0 +1,7 @@
+//! The Agent controller and the objects it keeps in sync.
+
+pub mod controller;
+pub mod deployment;
+pub mod key;
+pub mod module;
+pub mod rbac;

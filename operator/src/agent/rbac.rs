@@ -1,0 +1,113 @@
+//! The namespace's executor ServiceAccount, Role and RoleBinding (least privilege).
+//!
+//! Shared by every Agent of the namespace, so no single Agent owns them (no owner references):
+//! deleting one Agent must not revoke the others' executors. They are labelled as managed by
+//! the operator and left in place when the last Agent goes (they grant nothing on their own).
+
+use std::collections::BTreeMap;
+
+use ari_crds::names;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+fn meta(namespace: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(names::EXECUTOR_SERVICE_ACCOUNT.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(BTreeMap::from([(
+            "app.kubernetes.io/managed-by".to_owned(),
+            "ari-operator".to_owned(),
+        )])),
+        ..Default::default()
+    }
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    let v = |xs: &[&str]| xs.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    PolicyRule {
+        api_groups: Some(v(groups)),
+        resources: Some(v(resources)),
+        verbs: v(verbs),
+        ..Default::default()
+    }
+}
+
+pub fn service_account(namespace: &str) -> ServiceAccount {
+    ServiceAccount {
+        metadata: meta(namespace),
+        ..Default::default()
+    }
+}
+
+/// Exactly what `ari worker` needs: read its Agent and Tasks, write Task status, create
+/// output ConfigMaps, read module ConfigMaps, emit Events.
+pub fn role(namespace: &str) -> Role {
+    Role {
+        metadata: meta(namespace),
+        rules: Some(vec![
+            rule(&["ari.dev"], &["agents"], &["get", "list", "watch"]),
+            rule(&["ari.dev"], &["tasks"], &["get", "list", "watch"]),
+            rule(&["ari.dev"], &["tasks/status"], &["get", "update", "patch"]),
+            rule(&[""], &["configmaps"], &["get", "create"]),
+            rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
+        ]),
+    }
+}
+
+pub fn role_binding(namespace: &str) -> RoleBinding {
+    RoleBinding {
+        metadata: meta(namespace),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".to_owned(),
+            kind: "Role".to_owned(),
+            name: names::EXECUTOR_SERVICE_ACCOUNT.to_owned(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: names::EXECUTOR_SERVICE_ACCOUNT.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            ..Default::default()
+        }]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_grants_nothing_beyond_the_worker_needs() {
+        let r = role("ns");
+        let rules = r.rules.unwrap_or_default();
+        let flat: Vec<(String, String)> = rules
+            .iter()
+            .flat_map(|r| {
+                let res = r.resources.clone().unwrap_or_default();
+                r.verbs.iter().flat_map(move |v| {
+                    res.iter()
+                        .map(move |x| (x.clone(), v.clone()))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        assert!(flat.contains(&("tasks/status".into(), "update".into())));
+        assert!(
+            !flat
+                .iter()
+                .any(|(_, v)| v == "delete" || v == "*" || v == "deletecollection")
+        );
+        assert!(
+            !flat
+                .iter()
+                .any(|(r, _)| r == "secrets" || r == "pods" || r == "*")
+        );
+        assert!(!flat.contains(&("tasks".into(), "update".into())));
+        assert!(!flat.contains(&("configmaps".into(), "list".into())));
+        let rb = role_binding("ns");
+        assert_eq!(
+            rb.subjects.unwrap_or_default()[0].namespace.as_deref(),
+            Some("ns")
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! Task reconcile: act on the [`decide`](super::decide::decide) verdict with guarded writes.
+//!
+//! Every status write is a `replace_status` carrying the resourceVersion the decision was made
+//! on, so the operator never overwrites an executor's concurrent claim or result: on a 409 it
+//! simply looks again.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ari_crds::conditions::{self, ConditionStatus};
+use ari_crds::{Agent, Task, TaskPhase, TaskStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use tracing::info;
+
+use super::decide::{Decision, ExecutorPod, Timing, decide};
+use crate::context::Context;
+
+/// Reconcile failures (retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("object has no namespace")]
+    NoNamespace,
+}
+
+/// Task UIDs whose completion was already counted in the metrics (bounded; cleared when full).
+#[derive(Default)]
+pub struct Seen(Mutex<HashSet<String>>);
+
+const SEEN_CAP: usize = 100_000;
+
+impl Seen {
+    fn first_time(&self, uid: &str) -> bool {
+        let Ok(mut set) = self.0.lock() else {
+            return false;
+        };
+        if set.len() >= SEEN_CAP {
+            set.clear();
+        }
+        set.insert(uid.to_owned())
+    }
+}
+
+/// Context of the Task controller.
+pub struct TaskContext {
+    pub base: Arc<Context>,
+    pub seen: Seen,
+}
+
+fn pod_state(pod: Option<&Pod>) -> ExecutorPod {
+    match pod {
+        None => ExecutorPod::Gone,
+        Some(p) if p.metadata.deletion_timestamp.is_some() => ExecutorPod::Stopped,
+        Some(p) => match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+            Some("Running") | Some("Pending") => ExecutorPod::Running,
+            _ => ExecutorPod::Stopped,
+        },
+    }
+}
+
+/// The status after a decision (None when the decision writes no status).
+pub fn next_status(task: &Task, decision: &Decision, now: Timestamp) -> Option<TaskStatus> {
+    let mut s = task.status.clone().unwrap_or_default();
+    let gen_ = task.metadata.generation;
+    s.observed_generation = gen_;
+    match decision {
+        Decision::Fail { reason, message } => {
+            s.phase = Some(TaskPhase::Failed);
+            s.reason = Some(*reason);
+            s.message = Some(message.clone());
+            s.completion_time = Some(Time(now));
+            conditions::set(
+                &mut s.conditions,
+                conditions::SUCCEEDED,
+                ConditionStatus::False,
+                reason.as_str(),
+                message.clone(),
+                gen_,
+                Time(now),
+            );
+            Some(s)
+        }
+        Decision::Requeue { message } => {
+            s.phase = Some(TaskPhase::Pending);
+            s.executor = None;
+            s.last_heartbeat_time = None;
+            s.message = Some(message.clone());
+            conditions::set(
+                &mut s.conditions,
+                conditions::SUCCEEDED,
+                ConditionStatus::Unknown,
+                "Requeued",
+                message.clone(),
+                gen_,
+                Time(now),
+            );
+            Some(s)
+        }
+        Decision::Wait(_) | Decision::Delete => None,
+    }
+}
+
+fn observe_finished(ctx: &TaskContext, task: &Task) {
+    let Some(uid) = task.uid() else { return };
+    let Some(status) = &task.status else { return };
+    if !task.is_finished() || !ctx.seen.first_time(&uid) {
+        return;
+    }
+    let m = &ctx.base.metrics;
+    let phase = task.phase().as_str();
+    let reason = status.reason.map(|r| r.as_str()).unwrap_or("");
+    m.task_finished.with_label_values(&[phase, reason]).inc();
+    if let Some(used) = &status.resources_used {
+        m.task_duration
+            .with_label_values(&[reason])
+            .observe(used.wall_millis as f64 / 1000.0);
+        m.fuel_used
+            .with_label_values(&[task.spec.agent_ref.name.as_str()])
+            .inc_by(used.fuel);
+    }
+}
+
+/// Reconciles one Task.
+pub async fn reconcile(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Error> {
+    let base = &ctx.base;
+    base.metrics.reconciles.with_label_values(&["task"]).inc();
+    observe_finished(&ctx, &task);
+    let ns = task.namespace().ok_or(Error::NoNamespace)?;
+    let name = task.name_any();
+    let client = base.client.clone();
+
+    let agent = match task.phase() {
+        TaskPhase::Pending => {
+            Api::<Agent>::namespaced(client.clone(), &ns)
+                .get_opt(&task.spec.agent_ref.name)
+                .await?
+        }
+        _ => None,
+    };
+    let pod = match (
+        task.phase(),
+        task.status.as_ref().and_then(|s| s.executor.as_deref()),
+    ) {
+        (TaskPhase::Running, Some(exec)) => pod_state(
+            Api::<Pod>::namespaced(client.clone(), &ns)
+                .get_opt(exec)
+                .await?
+                .as_ref(),
+        ),
+        (TaskPhase::Running, None) => ExecutorPod::Gone,
+        _ => ExecutorPod::NotChecked,
+    };
+    let timing = Timing {
+        heartbeat_timeout: base.settings.heartbeat_timeout,
+        agent_grace: base.settings.agent_grace,
+    };
+    let now = Timestamp::now();
+    let decision = decide(&task, agent.as_ref(), pod, now, timing);
+    let tasks = Api::<Task>::namespaced(client, &ns);
+
+    match &decision {
+        Decision::Wait(after) => {
+            return Ok(after.map_or_else(Action::await_change, Action::requeue));
+        }
+        Decision::Delete => {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: task.uid(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            match tasks.delete(&name, &dp).await {
+                Ok(_) => {
+                    info!(task = %name, namespace = %ns, "deleted after ttlSecondsAfterFinished")
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(Action::await_change());
+        }
+        Decision::Fail { .. } | Decision::Requeue { .. } => {}
+    }
+    let Some(status) = next_status(&task, &decision, now) else {
+        return Ok(Action::await_change());
+    };
+    let mut updated = (*task).clone();
+    updated.status = Some(status);
+    match tasks
+        .replace_status(&name, &PostParams::default(), &updated)
+        .await
+    {
+        Ok(_) => {}
+        // The executor (or another write) got there first: decide again on the new state.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            return Ok(Action::requeue(Duration::from_millis(500)));
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+        Err(e) => return Err(e.into()),
+    }
+    let (warning, reason, note, action) = match &decision {
+        Decision::Fail { reason, message } => (true, reason.as_str(), message.clone(), "Fail"),
+        Decision::Requeue { message } => (true, "Requeued", message.clone(), "Requeue"),
+        _ => (false, "", String::new(), ""),
+    };
+    info!(task = %name, namespace = %ns, reason, "{note}");
+    base.event(&*task, warning, reason, action, note).await;
+    Ok(Action::await_change())
+}
+
+/// Backoff on errors.
+pub fn error_policy(_task: Arc<Task>, err: &Error, ctx: Arc<TaskContext>) -> Action {
+    ctx.base
+        .metrics
+        .reconcile_errors
+        .with_label_values(&["task"])
+        .inc();
+    tracing::warn!(error = %err, "task reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}

@@ -1,0 +1,397 @@
+//! What the operator should do with a Task, as a pure function of what it observed.
+
+use std::time::Duration;
+
+use ari_crds::{Agent, Task, TaskPhase, TaskReason, fuel_within_limit, requirements_within_grants};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// What is known about the pod named in `status.executor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorPod {
+    /// Exists, phase Running, not being deleted.
+    Running,
+    /// Not found.
+    Gone,
+    /// Exists but terminated, failed or being deleted.
+    Stopped,
+    /// Not looked up (the Task is not Running).
+    NotChecked,
+}
+
+/// Timing knobs of the decisions.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub heartbeat_timeout: Duration,
+    pub agent_grace: Duration,
+}
+
+/// The operator's move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to do now; look again after the duration, if any.
+    Wait(Option<Duration>),
+    /// Finish the Task as Failed with this reason.
+    Fail { reason: TaskReason, message: String },
+    /// Executor lost with retries left: back to Pending for another claim.
+    Requeue { message: String },
+    /// TTL after finish elapsed.
+    Delete,
+}
+
+fn at(t: Timestamp, secs: u64) -> Option<Timestamp> {
+    t.checked_add(SignedDuration::from_secs(i64::try_from(secs).ok()?))
+        .ok()
+}
+
+fn until(now: Timestamp, then: Timestamp) -> Duration {
+    let d = then.duration_since(now);
+    Duration::from_secs_f64(d.as_secs_f64().max(0.0)) + Duration::from_millis(100)
+}
+
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// Decides; `agent` is `None` when the Agent does not exist.
+pub fn decide(
+    task: &Task,
+    agent: Option<&Agent>,
+    pod: ExecutorPod,
+    now: Timestamp,
+    timing: Timing,
+) -> Decision {
+    let status = task.status.clone().unwrap_or_default();
+    let created = task
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(now);
+
+    if task.is_finished() {
+        let Some(ttl) = task.spec.ttl_seconds_after_finished else {
+            return Decision::Wait(None);
+        };
+        let done = status
+            .completion_time
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or(created);
+        return match at(done, u64::from(ttl)) {
+            Some(expiry) if expiry > now => Decision::Wait(Some(until(now, expiry))),
+            _ => Decision::Delete,
+        };
+    }
+
+    let mut wake = None;
+    if let Some(deadline) = task.spec.deadline_seconds {
+        match at(created, u64::from(deadline)) {
+            Some(end) if end > now => wake = Some(until(now, end)),
+            _ => {
+                return Decision::Fail {
+                    reason: TaskReason::DeadlineExceeded,
+                    message: format!("not finished within deadlineSeconds={deadline}"),
+                };
+            }
+        }
+    }
+
+    match task.phase() {
+        TaskPhase::Pending => {
+            let Some(agent) = agent else {
+                let grace_end = created
+                    .checked_add(SignedDuration::try_from(timing.agent_grace).unwrap_or_default())
+                    .unwrap_or(created);
+                if grace_end > now {
+                    return Decision::Wait(earliest(wake, Some(until(now, grace_end))));
+                }
+                return Decision::Fail {
+                    reason: TaskReason::CapabilityDenied,
+                    message: format!("agent {} not found", task.spec.agent_ref.name),
+                };
+            };
+            let checked = task
+                .spec
+                .requirements
+                .as_ref()
+                .map_or(Ok(()), |r| requirements_within_grants(r, &agent.spec))
+                .and_then(|()| fuel_within_limit(task.spec.fuel, &agent.spec).map(|_| ()));
+            if let Err(denied) = checked {
+                return Decision::Fail {
+                    reason: TaskReason::CapabilityDenied,
+                    message: denied.to_string(),
+                };
+            }
+            Decision::Wait(wake)
+        }
+        TaskPhase::Running => {
+            let beat = status
+                .last_heartbeat_time
+                .or(status.start_time)
+                .map(|t| t.0)
+                .unwrap_or(created);
+            let stale_at = beat
+                .checked_add(SignedDuration::try_from(timing.heartbeat_timeout).unwrap_or_default())
+                .unwrap_or(beat);
+            let executor = status.executor.clone().unwrap_or_default();
+            let lost = match pod {
+                ExecutorPod::Gone => Some(format!("executor pod {executor} is gone")),
+                ExecutorPod::Stopped => Some(format!("executor pod {executor} is not running")),
+                _ if stale_at <= now => Some(format!(
+                    "no heartbeat from executor {executor} for {}s",
+                    timing.heartbeat_timeout.as_secs()
+                )),
+                _ => None,
+            };
+            match lost {
+                None => Decision::Wait(earliest(wake, Some(until(now, stale_at)))),
+                Some(why) if task.attempts() > task.spec.retries() => Decision::Fail {
+                    reason: TaskReason::ExecutorLost,
+                    message: format!(
+                        "{why}; {} attempt(s), retries={}",
+                        task.attempts(),
+                        task.spec.retries()
+                    ),
+                },
+                Some(why) => Decision::Requeue {
+                    message: format!("{why}; requeued"),
+                },
+            }
+        }
+        TaskPhase::Succeeded | TaskPhase::Failed => Decision::Wait(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ari_crds::agent::ConfigMapModule;
+    use ari_crds::{
+        AgentRef, AgentSpec, CapabilityName, ModuleSource, TaskRequirements, TaskSpec, TaskStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn ts(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+    const TIMING: Timing = Timing {
+        heartbeat_timeout: Duration::from_secs(30),
+        agent_grace: Duration::from_secs(5),
+    };
+
+    fn task(status: Option<TaskStatus>) -> Task {
+        let mut t = Task::new(
+            "t",
+            TaskSpec {
+                agent_ref: AgentRef {
+                    name: "echo".into(),
+                },
+                input: Some("x".into()),
+                input_base64: None,
+                input_from: None,
+                requirements: None,
+                deadline_seconds: None,
+                fuel: None,
+                seed: None,
+                retries: None,
+                ttl_seconds_after_finished: None,
+            },
+        );
+        t.metadata.creation_timestamp = Some(Time(ts(1_000)));
+        t.status = status;
+        t
+    }
+
+    fn agent() -> Agent {
+        Agent::new(
+            "echo",
+            AgentSpec {
+                module: ModuleSource {
+                    config_map: Some(ConfigMapModule {
+                        name: "m".into(),
+                        key: "k".into(),
+                    }),
+                    ..Default::default()
+                },
+                capabilities: Default::default(),
+                limits: Default::default(),
+                executor: Default::default(),
+                description: None,
+                mode: None,
+            },
+        )
+    }
+
+    fn running(attempts: u32, beat: i64) -> TaskStatus {
+        TaskStatus {
+            phase: Some(TaskPhase::Running),
+            executor: Some("echo-executor-abc".into()),
+            attempts: Some(attempts),
+            start_time: Some(Time(ts(1_001))),
+            last_heartbeat_time: Some(Time(ts(beat))),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pending_task_with_granted_needs_waits() {
+        assert_eq!(
+            decide(
+                &task(None),
+                Some(&agent()),
+                ExecutorPod::NotChecked,
+                ts(1_010),
+                TIMING
+            ),
+            Decision::Wait(None)
+        );
+    }
+
+    #[test]
+    fn missing_agent_is_denied_after_grace() {
+        let t = task(None);
+        assert!(matches!(
+            decide(&t, None, ExecutorPod::NotChecked, ts(1_002), TIMING),
+            Decision::Wait(Some(_))
+        ));
+        match decide(&t, None, ExecutorPod::NotChecked, ts(1_010), TIMING) {
+            Decision::Fail { reason, message } => {
+                assert_eq!(reason, TaskReason::CapabilityDenied);
+                assert!(message.contains("agent echo not found"), "{message}");
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn requirement_beyond_grants_is_denied() {
+        let mut t = task(None);
+        t.spec.requirements = Some(TaskRequirements {
+            capabilities: vec![CapabilityName::Network],
+            ..Default::default()
+        });
+        assert!(matches!(
+            decide(
+                &t,
+                Some(&agent()),
+                ExecutorPod::NotChecked,
+                ts(1_001),
+                TIMING
+            ),
+            Decision::Fail {
+                reason: TaskReason::CapabilityDenied,
+                ..
+            }
+        ));
+        let mut t = task(None);
+        t.spec.fuel = Some(ari_crds::agent::DEFAULT_FUEL + 1);
+        assert!(matches!(
+            decide(
+                &t,
+                Some(&agent()),
+                ExecutorPod::NotChecked,
+                ts(1_001),
+                TIMING
+            ),
+            Decision::Fail {
+                reason: TaskReason::CapabilityDenied,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn deadline_fails_pending_and_running_tasks_and_sets_a_timer_before() {
+        let mut t = task(None);
+        t.spec.deadline_seconds = Some(60);
+        assert_eq!(
+            decide(
+                &t,
+                Some(&agent()),
+                ExecutorPod::NotChecked,
+                ts(1_030),
+                TIMING
+            ),
+            Decision::Wait(Some(Duration::from_millis(30_100)))
+        );
+        assert!(matches!(
+            decide(
+                &t,
+                Some(&agent()),
+                ExecutorPod::NotChecked,
+                ts(1_060),
+                TIMING
+            ),
+            Decision::Fail {
+                reason: TaskReason::DeadlineExceeded,
+                ..
+            }
+        ));
+        t.status = Some(running(1, 1_059));
+        assert!(matches!(
+            decide(&t, Some(&agent()), ExecutorPod::Running, ts(1_061), TIMING),
+            Decision::Fail {
+                reason: TaskReason::DeadlineExceeded,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn lost_executor_requeues_while_retries_remain_then_fails() {
+        let mut t = task(Some(running(1, 1_001)));
+        t.spec.retries = Some(1);
+        assert!(matches!(
+            decide(&t, Some(&agent()), ExecutorPod::Gone, ts(1_005), TIMING),
+            Decision::Requeue { .. }
+        ));
+        assert!(matches!(
+            decide(&t, Some(&agent()), ExecutorPod::Stopped, ts(1_005), TIMING),
+            Decision::Requeue { .. }
+        ));
+        // Stale heartbeat with a live pod counts as lost too.
+        assert!(matches!(
+            decide(&t, Some(&agent()), ExecutorPod::Running, ts(1_032), TIMING),
+            Decision::Requeue { .. }
+        ));
+        assert_eq!(
+            decide(&t, Some(&agent()), ExecutorPod::Running, ts(1_011), TIMING),
+            Decision::Wait(Some(Duration::from_millis(20_100)))
+        );
+        t.status = Some(running(2, 1_001));
+        assert!(matches!(
+            decide(&t, Some(&agent()), ExecutorPod::Gone, ts(1_005), TIMING),
+            Decision::Fail {
+                reason: TaskReason::ExecutorLost,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn finished_task_is_deleted_after_ttl() {
+        let done = TaskStatus {
+            phase: Some(TaskPhase::Succeeded),
+            completion_time: Some(Time(ts(1_010))),
+            ..Default::default()
+        };
+        let mut t = task(Some(done));
+        assert_eq!(
+            decide(&t, None, ExecutorPod::NotChecked, ts(5_000), TIMING),
+            Decision::Wait(None)
+        );
+        t.spec.ttl_seconds_after_finished = Some(60);
+        assert!(matches!(
+            decide(&t, None, ExecutorPod::NotChecked, ts(1_020), TIMING),
+            Decision::Wait(Some(_))
+        ));
+        assert_eq!(
+            decide(&t, None, ExecutorPod::NotChecked, ts(1_070), TIMING),
+            Decision::Delete
+        );
+    }
+}
