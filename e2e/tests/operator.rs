@@ -1,0 +1,848 @@
+//! The operator and its executors on a real control plane: CRDs installed with kubectl, the
+//! operator deployed from `deploy/operator.yaml` and run (like the executors) as a pod by the
+//! node agent, real example components. One cluster per binary; one namespace per trial.
+//! Run: `cargo build --bins && cargo test -p ari-e2e --test operator`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use ari_crds::{Agent, Task, TaskPhase, TaskReason};
+use ari_e2e::{Cluster, NodeAgent, wait};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams};
+use kube::{Api, Client, ResourceExt};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+struct Ctx {
+    rt: tokio::runtime::Runtime,
+    // Dropped in field order: node agent before the cluster it talks to.
+    node: NodeAgent,
+    cluster: Cluster,
+    work: tempfile::TempDir,
+}
+
+type TrialFn = fn(&Ctx) -> Result<()>;
+
+const OPERATOR_NS: &str = "ari-system";
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let trials: Vec<(&str, TrialFn)> = vec![
+        (
+            "agent_ready_task_succeeds_with_verified_attestation",
+            task_succeeds,
+        ),
+        (
+            "failures_end_with_their_reason_while_others_succeed",
+            failure_reasons,
+        ),
+        ("schema_rejects_invalid_agent_and_task", schema_rejects),
+        ("large_output_goes_to_an_owned_configmap", large_output),
+        (
+            "killed_executor_task_reruns_and_completes_once",
+            killed_executor,
+        ),
+        ("operator_restart_loses_nothing", operator_restart),
+        (
+            "module_change_rolls_executors_and_new_tasks_use_it",
+            module_change,
+        ),
+        ("finished_tasks_disappear_after_ttl", ttl_expiry),
+        ("deleting_agent_collects_its_deployment", agent_deletion_gc),
+    ];
+    let ctx: Option<Arc<Ctx>> = if args.list {
+        None
+    } else {
+        match start() {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                eprintln!("cannot start the e2e cluster with the operator: {e:#}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    };
+    let tests = trials
+        .into_iter()
+        .map(|(name, f)| {
+            let ctx = ctx.clone();
+            Trial::test(name, move || {
+                let Some(ctx) = ctx else {
+                    return Err(Failed::from("no cluster"));
+                };
+                f(&ctx).map_err(|e| Failed::from(format!("{e:#}\n{}", ctx.operator_logs())))
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, tests);
+    drop(ctx);
+    if conclusion.has_failed() {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+fn repo() -> PathBuf {
+    ari_e2e::repo_root()
+}
+
+fn agent_wasm(name: &str) -> PathBuf {
+    ari_e2e::target_dir()
+        .join("agents")
+        .join(format!("{name}.wasm"))
+}
+
+fn start() -> Result<Ctx> {
+    for bin in ["ari", "ari-operator"] {
+        ensure!(
+            ari_e2e::target_dir().join("debug").join(bin).is_file(),
+            "target/debug/{bin} is missing: run `cargo build --bins` first"
+        );
+    }
+    ensure!(
+        agent_wasm("echo").is_file(),
+        "example agents are missing: run scripts/build-agents.sh first"
+    );
+    let rt = tokio::runtime::Runtime::new()?;
+    let cluster = rt.block_on(Cluster::start())?;
+    let node = NodeAgent::start(&cluster, ari_e2e::ari_images())?;
+    let ctx = Ctx {
+        rt,
+        node,
+        cluster,
+        work: tempfile::tempdir()?,
+    };
+
+    ctx.kubectl_ok(["apply", "-f", &repo().join("crds").display().to_string()])?;
+    ctx.kubectl_ok([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/agents.ari.dev",
+        "crd/tasks.ari.dev",
+    ])?;
+    ctx.kubectl_ok([
+        "apply",
+        "-f",
+        &repo().join("deploy/operator.yaml").display().to_string(),
+    ])?;
+    // Short heartbeat timeout so executor loss is noticed within the test's patience.
+    ctx.kubectl_ok([
+        "set",
+        "env",
+        "-n",
+        OPERATOR_NS,
+        "deployment/ari-operator",
+        "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
+    ])?;
+    ctx.rt.block_on(async {
+        let client = ctx.cluster.client();
+        wait::until("operator pod Ready", wait::DEFAULT, || {
+            ready_pods(
+                &client,
+                OPERATOR_NS,
+                "app.kubernetes.io/name=ari-operator",
+                1,
+            )
+        })
+        .await
+    })?;
+    Ok(ctx)
+}
+
+impl Ctx {
+    fn kubectl(&self, args: &[&str]) -> Result<std::process::Output> {
+        Ok(self.cluster.kubectl(args)?)
+    }
+
+    fn kubectl_ok<const N: usize>(&self, args: [&str; N]) -> Result<String> {
+        let out = self.kubectl(&args)?;
+        ensure!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `kubectl apply -n NS -f -` of a YAML document, as a user would.
+    fn apply(&self, ns: &str, yaml: &str) -> Result<std::process::Output> {
+        let file = self.work.path().join(format!("{}.yaml", unique()));
+        std::fs::write(&file, yaml)?;
+        self.kubectl(&["apply", "-n", ns, "-f", &file.display().to_string()])
+    }
+
+    fn apply_ok(&self, ns: &str, yaml: &str) -> Result<()> {
+        let out = self.apply(ns, yaml)?;
+        ensure!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    }
+
+    /// The component of an example agent as a ConfigMap (binaryData), as docs/operator.md shows.
+    fn module_configmap(&self, ns: &str, name: &str, agent: &str) -> Result<()> {
+        let from = format!("--from-file=module.wasm={}", agent_wasm(agent).display());
+        self.kubectl_ok(["create", "configmap", name, "-n", ns, &from])?;
+        Ok(())
+    }
+
+    fn in_namespace<F, Fut>(&self, prefix: &str, f: F) -> Result<()>
+    where
+        F: FnOnce(Client, String) -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
+        self.rt.block_on(async {
+            let client = self.cluster.client();
+            let ns = self.cluster.new_namespace(prefix).await?;
+            let result = f(client.clone(), ns.clone()).await;
+            if result.is_err() {
+                eprintln!("{}", self.executor_logs(&client, &ns).await);
+            }
+            result
+        })
+    }
+
+    fn operator_logs(&self) -> String {
+        let client = self.cluster.client();
+        let pods: Vec<String> = self.rt.block_on(async {
+            Api::<Pod>::namespaced(client, OPERATOR_NS)
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.iter().map(|p| p.name_any()).collect())
+                .unwrap_or_default()
+        });
+        pods.iter()
+            .map(|p| {
+                format!(
+                    "--- operator {p}:\n{}",
+                    tail(&self.node.logs(OPERATOR_NS, p, "operator"), 30)
+                )
+            })
+            .collect()
+    }
+
+    async fn executor_logs(&self, client: &Client, ns: &str) -> String {
+        let pods = Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        pods.iter()
+            .map(|p| {
+                let name = p.name_any();
+                format!(
+                    "--- executor {name}:\n{}",
+                    tail(&self.node.logs(ns, &name, "executor"), 30)
+                )
+            })
+            .collect()
+    }
+}
+
+fn tail(s: &str, lines: usize) -> String {
+    let all: Vec<&str> = s.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("doc-{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn agent_yaml(name: &str, configmap: &str, replicas: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: {name}
+spec:
+  module:
+    configMap:
+      name: {configmap}
+      key: module.wasm
+  executor:
+    replicas: {replicas}
+    concurrency: 4
+{extra}"
+    )
+}
+
+fn task_yaml(name: &str, agent: &str, input: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Task
+metadata:
+  name: {name}
+spec:
+  agentRef:
+    name: {agent}
+  input: {input:?}
+{extra}"
+    )
+}
+
+async fn ready_pods(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+    want: usize,
+) -> std::result::Result<Vec<Pod>, String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| e.to_string())?;
+    let ready: Vec<Pod> = pods
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .collect();
+    if ready.len() >= want {
+        Ok(ready)
+    } else {
+        Err(format!("{} of {want} pods Ready ({selector})", ready.len()))
+    }
+}
+
+async fn agent_ready(client: &Client, ns: &str, name: &str) -> Result<Agent> {
+    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
+    Ok(
+        wait::until(&format!("Agent {name} Ready"), wait::DEFAULT, || async {
+            let a = api.get(name).await.map_err(|e| e.to_string())?;
+            let ready = a.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            if ready {
+                Ok(a)
+            } else {
+                Err(format!("status: {:?}", a.status))
+            }
+        })
+        .await?,
+    )
+}
+
+async fn task_finished(client: &Client, ns: &str, name: &str, timeout: Duration) -> Result<Task> {
+    let api: Api<Task> = Api::namespaced(client.clone(), ns);
+    Ok(
+        wait::until(&format!("Task {name} finished"), timeout, || async {
+            let t = api.get(name).await.map_err(|e| e.to_string())?;
+            if t.status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(|p| p.is_finished())
+            {
+                Ok(t)
+            } else {
+                Err(format!("status: {:?}", t.status))
+            }
+        })
+        .await?,
+    )
+}
+
+fn phase_reason(t: &Task) -> (Option<TaskPhase>, Option<TaskReason>) {
+    let s = t.status.clone().unwrap_or_default();
+    (s.phase, s.reason)
+}
+
+fn expect_reason(t: &Task, phase: TaskPhase, reason: TaskReason) -> Result<()> {
+    ensure!(
+        phase_reason(t) == (Some(phase), Some(reason)),
+        "task {} ended {:?}, want {phase:?}/{reason:?}; message: {:?}",
+        t.name_any(),
+        phase_reason(t),
+        t.status.as_ref().and_then(|s| s.message.clone())
+    );
+    Ok(())
+}
+
+/// Verifies the Task's attestation against the key the Agent publishes in its status.
+fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
+    let status = task.status.as_ref().context("no status")?;
+    let att = status.attestation.as_ref().context("no attestation")?;
+    let att: ari_executor::Attestation = serde_json::from_value(serde_json::to_value(att)?)?;
+    let published = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.attestation_public_key.clone())
+        .context("Agent publishes no attestationPublicKey")?;
+    let key = ari_executor::attestation::parse_public_key(&published)?;
+    att.verify_signature(Some(&key))
+        .context("attestation does not verify against the Agent's published key")?;
+    ensure!(
+        Some(&att.output_sha256) == status.output_sha256.as_ref(),
+        "attestation outputSha256 differs from status.outputSha256"
+    );
+    let digest = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.module_digest.clone())
+        .unwrap_or_default();
+    ensure!(
+        digest.ends_with(&att.module_sha256),
+        "attestation module {} is not the Agent's digest {digest}",
+        att.module_sha256
+    );
+    Ok(())
+}
+
+fn task_succeeds(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("succeeds", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 2, ""))?;
+        let agent = agent_ready(&client, &ns, "echo").await?;
+        wait::until("two executor pods Ready", wait::DEFAULT, || {
+            ready_pods(&client, &ns, "ari.dev/agent=echo", 2)
+        })
+        .await?;
+        let status = agent.status.clone().unwrap_or_default();
+        let echo_sha = sha256_file(&agent_wasm("echo"))?;
+        ensure!(
+            status
+                .module_digest
+                .as_deref()
+                .is_some_and(|d| d.contains(&echo_sha)),
+            "moduleDigest {:?} is not the echo component's sha256",
+            status.module_digest
+        );
+
+        ctx.apply_ok(&ns, &task_yaml("hello", "echo", "hello, cluster", ""))?;
+        let task = task_finished(&client, &ns, "hello", wait::DEFAULT).await?;
+        expect_reason(&task, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = task.status.clone().unwrap_or_default();
+        ensure!(
+            s.output.as_deref() == Some("hello, cluster"),
+            "output {:?}",
+            s.output
+        );
+        let used = s.resources_used.clone().context("no resourcesUsed")?;
+        ensure!(used.fuel > 0, "no fuel recorded: {used:?}");
+        let limits = s.limits_applied.clone().context("no limitsApplied")?;
+        ensure!(
+            limits.fuel == ari_crds::agent::DEFAULT_FUEL,
+            "limitsApplied.fuel {}",
+            limits.fuel
+        );
+        ensure!(
+            s.executor
+                .as_deref()
+                .is_some_and(|e| e.starts_with("echo-executor-")),
+            "executor {:?}",
+            s.executor
+        );
+        verify_attestation(&task, &agent)
+    })
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    Ok(ari_executor::attestation::sha256_hex(&std::fs::read(path)?))
+}
+
+fn failure_reasons(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("reasons", |client, ns| async move {
+        ctx.module_configmap(&ns, "spin-module", "spin")?;
+        ctx.module_configmap(&ns, "trap-module", "trap")?;
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml(
+                "spin",
+                "spin-module",
+                1,
+                "  limits:\n    fuel: 100000000000\n    timeoutSeconds: 60\n",
+            ),
+        )?;
+        ctx.apply_ok(&ns, &agent_yaml("trap", "trap-module", 1, ""))?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        for a in ["spin", "trap", "echo"] {
+            agent_ready(&client, &ns, a).await?;
+        }
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("out-of-fuel", "spin", "", "  fuel: 1000000\n"),
+        )?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("too-slow", "spin", "", "  deadlineSeconds: 2\n"),
+        )?;
+        ctx.apply_ok(&ns, &task_yaml("crash", "trap", "", ""))?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml(
+                "wants-network",
+                "echo",
+                "x",
+                "  requirements:\n    capabilities: [network]\n",
+            ),
+        )?;
+        ctx.apply_ok(&ns, &task_yaml("fine", "echo", "still fine", ""))?;
+
+        let t = task_finished(&client, &ns, "out-of-fuel", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::FuelExhausted)?;
+        let used = t
+            .status
+            .clone()
+            .unwrap_or_default()
+            .resources_used
+            .context("no resourcesUsed")?;
+        ensure!(
+            used.fuel >= 1_000_000,
+            "FuelExhausted with {} fuel used",
+            used.fuel
+        );
+        let t = task_finished(&client, &ns, "too-slow", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::DeadlineExceeded)?;
+        let t = task_finished(&client, &ns, "crash", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::Trap)?;
+        let t = task_finished(&client, &ns, "wants-network", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+        ensure!(
+            t.status
+                .as_ref()
+                .and_then(|s| s.resources_used.as_ref())
+                .is_none_or(|u| u.fuel == 0),
+            "a denied task must not run"
+        );
+        let t = task_finished(&client, &ns, "fine", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        Ok(())
+    })
+}
+
+fn schema_rejects(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("schema", |_client, ns| async move {
+        let both = "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: both-sources
+spec:
+  module:
+    configMap: {name: m, key: module.wasm}
+    url: https://example.invalid/agent.wasm
+    sha256: 0000000000000000000000000000000000000000000000000000000000000000
+";
+        let out = ctx.apply(&ns, both)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            !out.status.success(),
+            "an Agent with two module sources was accepted"
+        );
+        ensure!(
+            err.contains("exactly one of module.configMap or module.url"),
+            "unclear message: {err}"
+        );
+
+        let no_sha = "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: no-sha
+spec:
+  module:
+    url: https://example.invalid/agent.wasm
+";
+        let out = ctx.apply(&ns, no_sha)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            !out.status.success(),
+            "an url module without sha256 was accepted"
+        );
+        ensure!(err.contains("sha256"), "unclear message: {err}");
+
+        let out = ctx.apply(&ns, &task_yaml("zero-fuel", "echo", "x", "  fuel: 0\n"))?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(!out.status.success(), "a Task with fuel 0 was accepted");
+        ensure!(err.contains("fuel"), "unclear message: {err}");
+
+        let no_input = "apiVersion: ari.dev/v1alpha1
+kind: Task
+metadata:
+  name: two-inputs
+spec:
+  agentRef: {name: echo}
+  input: a
+  inputBase64: YQ==
+";
+        let out = ctx.apply(&ns, no_input)?;
+        ensure!(!out.status.success(), "a Task with two inputs was accepted");
+        Ok(())
+    })
+}
+
+fn large_output(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("large", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        agent_ready(&client, &ns, "echo").await?;
+        let big = "x".repeat(64 * 1024);
+        ctx.apply_ok(&ns, &task_yaml("big", "echo", &big, ""))?;
+        let t = task_finished(&client, &ns, "big", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = t.status.clone().unwrap_or_default();
+        ensure!(
+            s.output.is_none() && s.output_base64.is_none(),
+            "large output was inlined"
+        );
+        let r = s.output_ref.context("no outputRef")?;
+        let cm = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns)
+            .get(&r.config_map)
+            .await?;
+        let data = cm
+            .binary_data
+            .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
+            .context("no data")?;
+        ensure!(data == big.as_bytes(), "outputRef content differs");
+        ensure!(
+            cm.metadata
+                .owner_references
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.kind == "Task" && o.name == "big"),
+            "output ConfigMap is not owned by its Task"
+        );
+        Ok(())
+    })
+}
+
+fn killed_executor(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("killed", |client, ns| async move {
+        ctx.module_configmap(&ns, "loop-module", "sha256-loop")?;
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml(
+                "loop",
+                "loop-module",
+                2,
+                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "loop").await?;
+        wait::until("two executors Ready", wait::DEFAULT, || {
+            ready_pods(&client, &ns, "ari.dev/agent=loop", 2)
+        })
+        .await?;
+        // Long enough (seconds) that the kill lands mid-run.
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("long", "loop", "400000 abc", "  retries: 2\n"),
+        )?;
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let running = wait::until("task Running", wait::DEFAULT, || async {
+            let t = api.get("long").await.map_err(|e| e.to_string())?;
+            let s = t.status.clone().unwrap_or_default();
+            match (s.phase, s.executor) {
+                (Some(TaskPhase::Running), Some(pod)) => Ok(pod),
+                _ => Err(format!("status {:?}", t.status)),
+            }
+        })
+        .await?;
+        ctx.node.kill_pod_process(&ns, &running)?;
+        let t = task_finished(&client, &ns, "long", Duration::from_secs(240)).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = t.status.clone().unwrap_or_default();
+        ensure!(
+            s.attempts == Some(2),
+            "attempts {:?}, want 2 (one lost, one completed)",
+            s.attempts
+        );
+        // Exactly once: the executors' logs show one completion of this task.
+        let mut finished = 0;
+        for pod in Api::<Pod>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+        {
+            let logs = ctx.node.logs(&ns, &pod.name_any(), "executor");
+            finished += logs
+                .lines()
+                .filter(|l| l.contains("\"finished\"") && l.contains("\"long\""))
+                .count();
+        }
+        ensure!(finished == 1, "task finished {finished} times");
+        Ok(())
+    })
+}
+
+fn operator_restart(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("restart", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        agent_ready(&client, &ns, "echo").await?;
+        let op = ready_pods(
+            &client,
+            OPERATOR_NS,
+            "app.kubernetes.io/name=ari-operator",
+            1,
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
+        ctx.node.kill_pod_process(OPERATOR_NS, &op[0].name_any())?;
+        // While the operator is down or restarting: new Tasks still run, a new Agent waits.
+        ctx.apply_ok(&ns, &task_yaml("during", "echo", "during restart", ""))?;
+        ctx.module_configmap(&ns, "echo2-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo2", "echo2-module", 1, ""))?;
+        let t = task_finished(&client, &ns, "during", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        agent_ready(&client, &ns, "echo2").await?;
+        ctx.apply_ok(&ns, &task_yaml("after", "echo2", "after restart", ""))?;
+        let t = task_finished(&client, &ns, "after", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        Ok(())
+    })
+}
+
+fn module_change(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("rollout", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.module_configmap(&ns, "wc-module", "wordcount")?;
+        ctx.apply_ok(&ns, &agent_yaml("words", "echo-module", 1, ""))?;
+        let before = agent_ready(&client, &ns, "words").await?;
+        let old_digest = before
+            .status
+            .and_then(|s| s.module_digest)
+            .unwrap_or_default();
+        ctx.apply_ok(&ns, &agent_yaml("words", "wc-module", 1, ""))?;
+        let wc_sha = sha256_file(&agent_wasm("wordcount"))?;
+        let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+        wait::until("Agent reports the new digest", wait::DEFAULT, || async {
+            let a = agents.get("words").await.map_err(|e| e.to_string())?;
+            let d = a.status.and_then(|s| s.module_digest).unwrap_or_default();
+            if d.contains(&wc_sha) {
+                Ok(())
+            } else {
+                Err(format!("digest {d} (old {old_digest})"))
+            }
+        })
+        .await?;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        wait::until(
+            "executors rolled to the new module",
+            wait::DEFAULT,
+            || async {
+                let d = deployments
+                    .get("words-executor")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let s = d.status.clone().unwrap_or_default();
+                let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                let rolled = s.observed_generation == d.metadata.generation
+                    && s.updated_replicas.unwrap_or(0) == want
+                    && s.available_replicas.unwrap_or(0) == want
+                    && s.replicas.unwrap_or(0) == want;
+                if rolled {
+                    Ok(())
+                } else {
+                    Err(format!("{s:?}"))
+                }
+            },
+        )
+        .await?;
+        ctx.apply_ok(&ns, &task_yaml("count", "words", "one two three", ""))?;
+        let t = task_finished(&client, &ns, "count", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = t.status.clone().unwrap_or_default();
+        ensure!(
+            s.output
+                .as_deref()
+                .is_some_and(|o| o.contains("\"words\":3")),
+            "output {:?}",
+            s.output
+        );
+        let att = s.attestation.context("no attestation")?;
+        ensure!(
+            att.module_sha256 == wc_sha,
+            "task ran module {}, want {wc_sha}",
+            att.module_sha256
+        );
+        Ok(())
+    })
+}
+
+fn ttl_expiry(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("ttl", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        agent_ready(&client, &ns, "echo").await?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("brief", "echo", "x", "  ttlSecondsAfterFinished: 1\n"),
+        )?;
+        ctx.apply_ok(&ns, &task_yaml("kept", "echo", "y", ""))?;
+        task_finished(&client, &ns, "kept", wait::DEFAULT).await?;
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        wait::until(
+            "finished Task deleted after its TTL",
+            wait::DEFAULT,
+            || async {
+                match api.get_opt("brief").await.map_err(|e| e.to_string())? {
+                    None => Ok(()),
+                    Some(t) => Err(format!("still there: {:?}", phase_reason(&t))),
+                }
+            },
+        )
+        .await?;
+        ensure!(
+            api.get_opt("kept").await?.is_some(),
+            "a Task without TTL was deleted"
+        );
+        Ok(())
+    })
+}
+
+fn agent_deletion_gc(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("gc", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        agent_ready(&client, &ns, "echo").await?;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        ensure!(
+            deployments.get_opt("echo-executor").await?.is_some(),
+            "no executor Deployment"
+        );
+        Api::<Agent>::namespaced(client.clone(), &ns)
+            .delete("echo", &DeleteParams::default())
+            .await?;
+        wait::until("Deployment garbage-collected", wait::DEFAULT, || async {
+            match deployments
+                .get_opt("echo-executor")
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                None => Ok(()),
+                Some(_) => Err("still present".to_string()),
+            }
+        })
+        .await?;
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        wait::until("executor pods gone", wait::DEFAULT, || async {
+            let n = pods
+                .list(&ListParams::default().labels("ari.dev/agent=echo"))
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .len();
+            if n == 0 {
+                Ok(())
+            } else {
+                Err(format!("{n} pods left"))
+            }
+        })
+        .await?;
+        Ok(())
+    })
+}
