@@ -9,9 +9,9 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
-    ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector,
-    SecurityContext,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
+    SecretKeySelector, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -19,6 +19,11 @@ use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 
 use crate::config::Settings;
+
+/// Where the executor keeps the embedded agent store (an emptyDir).
+const STATE_DIR: &str = "/var/lib/ari";
+/// Where the executor caches compiled modules (an emptyDir).
+const CACHE_DIR: &str = "/var/cache/ari";
 
 /// Port of the executor's `/metrics` and `/readyz`.
 pub const EXECUTOR_HTTP_PORT: i32 = 8080;
@@ -96,6 +101,17 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
         ),
         env("ARI_CONCURRENCY", agent.spec.concurrency().to_string()),
         env("ARI_MODULE_DIGEST", module_digest),
+        // Three beats per timeout, so one late beat never looks like a lost executor.
+        env(
+            "ARI_HEARTBEAT_SECONDS",
+            (settings.heartbeat_timeout.as_secs() / 3)
+                .max(1)
+                .to_string(),
+        ),
+        // The root filesystem is read-only: state and the compiled-module cache live in
+        // emptyDirs.
+        env("ARI_STATE_DIR", STATE_DIR),
+        env("ARI_CACHE_DIR", CACHE_DIR),
     ];
     if let Some(url) = &settings.redis_url {
         env_vars.push(env("ARI_REDIS_URL", url));
@@ -132,6 +148,18 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
             ..Default::default()
         }),
         resources: agent.spec.executor.resources.clone(),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "state".to_owned(),
+                mount_path: STATE_DIR.to_owned(),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "cache".to_owned(),
+                mount_path: CACHE_DIR.to_owned(),
+                ..Default::default()
+            },
+        ]),
         security_context: Some(SecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(EXECUTOR_UID),
@@ -188,6 +216,16 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
                     service_account_name: Some(names::EXECUTOR_SERVICE_ACCOUNT.to_owned()),
                     automount_service_account_token: Some(true),
                     containers: vec![container],
+                    volumes: Some(
+                        ["state", "cache"]
+                            .into_iter()
+                            .map(|name| Volume {
+                                name: name.to_owned(),
+                                empty_dir: Some(EmptyDirVolumeSource::default()),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
                     node_selector: agent.spec.executor.node_selector.clone(),
                     tolerations: agent.spec.executor.tolerations.clone(),
                     termination_grace_period_seconds: Some(60),
