@@ -210,9 +210,8 @@ impl Ctx {
     }
 
     fn operator_logs(&self) -> String {
-        let client = self.cluster.client();
         let pods: Vec<String> = self.rt.block_on(async {
-            Api::<Pod>::namespaced(client, OPERATOR_NS)
+            Api::<Pod>::namespaced(self.cluster.client(), OPERATOR_NS)
                 .list(&ListParams::default())
                 .await
                 .map(|l| l.items.iter().map(|p| p.name_any()).collect())
@@ -535,7 +534,7 @@ spec:
   module:
     configMap: {name: m, key: module.wasm}
     url: https://example.invalid/agent.wasm
-    sha256: 0000000000000000000000000000000000000000000000000000000000000000
+    sha256: \"0000000000000000000000000000000000000000000000000000000000000000\"
 ";
         let out = ctx.apply(&ns, both)?;
         let err = String::from_utf8_lossy(&out.stderr);
