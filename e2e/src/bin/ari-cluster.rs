@@ -21,9 +21,12 @@ struct Args {
     /// Also copy the admin kubeconfig to this path.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Skip installing crds/*.yaml.
+    /// Skip installing crds/*.yaml (implies --no-operator).
     #[arg(long)]
     no_crds: bool,
+    /// Skip deploying the operator from deploy/operator.yaml.
+    #[arg(long)]
+    no_operator: bool,
 }
 
 #[tokio::main]
@@ -59,6 +62,9 @@ async fn main() -> Result<()> {
 
     if !args.no_crds {
         install_crds(&cluster)?;
+        if !args.no_operator {
+            install_operator(&cluster)?;
+        }
     }
     let kubeconfig = match &args.kubeconfig {
         Some(p) => {
@@ -91,6 +97,37 @@ fn report_images(images: &HashMap<String, PathBuf>) {
             eprintln!("ari-cluster: {image} not mapped (build it with `cargo build --bins`)");
         }
     }
+}
+
+/// Deploys the operator as a pod, as a user would, and waits until it is available.
+fn install_operator(cluster: &Cluster) -> Result<()> {
+    let manifest = repo_root().join("deploy").join("operator.yaml");
+    let steps: [Vec<std::ffi::OsString>; 2] = [
+        vec!["apply".into(), "-f".into(), manifest.into_os_string()],
+        [
+            "wait",
+            "-n",
+            "ari-system",
+            "--for=condition=Available",
+            "--timeout=120s",
+            "deployment/ari-operator",
+        ]
+        .iter()
+        .map(|s| s.into())
+        .collect(),
+    ];
+    for args in steps {
+        let out = cluster.kubectl(&args)?;
+        if !out.status.success() {
+            bail!(
+                "kubectl {}: {}",
+                args.join(std::ffi::OsStr::new(" ")).to_string_lossy(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        eprint!("ari-cluster: {}", String::from_utf8_lossy(&out.stdout));
+    }
+    Ok(())
 }
 
 fn install_crds(cluster: &Cluster) -> Result<()> {
