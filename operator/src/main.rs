@@ -225,3 +225,8 @@ async fn shutdown_signal() {
         _ = term => {}
     }
 }
+
+#[cfg(test)]
+mod reconcile_tests;
+#[cfg(test)]
+mod testutil;

@@ -1,0 +1,323 @@
+//! Reconcile logic against a mocked API server (tower-test).
+
+use std::sync::Arc;
+
+use ari_crds::{Agent, Task};
+use serde_json::{Value, json};
+
+use crate::config::Settings;
+use crate::context::Context;
+use crate::metrics::Metrics;
+use crate::task::controller::{Seen, TaskContext};
+use crate::testutil::{Log, find, mock_client, status};
+
+fn ctx(client: kube::Client) -> Arc<Context> {
+    let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
+    Arc::new(Context::new(
+        client,
+        Settings::default(),
+        metrics,
+        Some("test".into()),
+    ))
+}
+
+fn agent_json() -> Value {
+    json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+        "metadata": {"name": "echo", "namespace": "demo", "uid": "agent-uid", "generation": 3,
+                     "resourceVersion": "10"},
+        "spec": {"module": {"configMap": {"name": "echo-module", "key": "echo.wasm"}},
+                 "capabilities": {"storage": {"maxBytes": 1024}},
+                 "executor": {"replicas": 3, "concurrency": 8}}
+    })
+}
+
+fn echo_body(body: &Value) -> (u16, Value) {
+    (200, body.clone())
+}
+
+/// Routes for a healthy namespace: module present, no key yet, Deployment fully available.
+fn agent_routes(method: &str, path: &str, body: &Value) -> (u16, Value) {
+    match (method, path) {
+        ("GET", "/api/v1/namespaces/demo/configmaps/echo-module") => (
+            200,
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "echo-module"},
+                "binaryData": {"echo.wasm": "YWJj"}
+            }),
+        ),
+        ("GET", "/api/v1/namespaces/demo/secrets/ari-attestation-key") => status(404, "NotFound"),
+        ("POST", "/api/v1/namespaces/demo/secrets") => (201, body.clone()),
+        ("PATCH", "/apis/apps/v1/namespaces/demo/deployments/echo-executor") => {
+            let mut d = body.clone();
+            d["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
+            (200, d)
+        }
+        ("PATCH", "/apis/ari.dev/v1alpha1/namespaces/demo/agents/echo/status") => {
+            let mut a = agent_json();
+            a["status"] = body["status"].clone();
+            (200, a)
+        }
+        ("POST", p) if p.ends_with("/events") => (201, body.clone()),
+        ("PATCH", _) => echo_body(body),
+        _ => status(404, "NotFound"),
+    }
+}
+
+fn one(log: &Log, method: &str, path: &str) -> crate::testutil::Recorded {
+    let found = find(log, method, path);
+    assert_eq!(found.len(), 1, "{method} {path}: {found:?}");
+    found[0].clone()
+}
+
+#[tokio::test]
+async fn agent_reconcile_applies_everything_and_reports_ready() {
+    let (client, log) = mock_client(agent_routes);
+    let agent: Agent = serde_json::from_value(agent_json()).unwrap_or_else(|e| panic!("{e}"));
+    let res = crate::agent::controller::reconcile(Arc::new(agent), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+
+    for kind in [
+        "serviceaccounts/ari-executor",
+        "roles/ari-executor",
+        "rolebindings/ari-executor",
+    ] {
+        let r = one(&log, "PATCH", kind);
+        assert!(
+            r.uri.contains("fieldManager=ari-operator") && r.uri.contains("force=true"),
+            "{}",
+            r.uri
+        );
+        assert!(
+            r.body["metadata"].get("ownerReferences").is_none(),
+            "shared objects have no owner"
+        );
+    }
+    let secret = one(&log, "POST", "/secrets");
+    let priv_hex = secret.body["data"]["private-key"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!priv_hex.is_empty());
+
+    let dep = one(&log, "PATCH", "deployments/echo-executor").body;
+    assert_eq!(dep["metadata"]["ownerReferences"][0]["uid"], "agent-uid");
+    assert_eq!(dep["metadata"]["ownerReferences"][0]["controller"], true);
+    // Storage granted and no Redis configured: embedded store, one replica.
+    assert_eq!(dep["spec"]["replicas"], 1);
+    let pod = &dep["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "ari-executor");
+    let c = &pod["containers"][0];
+    assert_eq!(c["args"], json!(["worker"]));
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["runAsUser"], 65532);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let env = c["env"].as_array().cloned().unwrap_or_default();
+    let by = |n: &str| {
+        env.iter()
+            .find(|e| e["name"] == n)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(by("ARI_AGENT_NAME")["value"], "echo");
+    assert_eq!(by("ARI_CONCURRENCY")["value"], "8");
+    assert_eq!(
+        by("POD_IP")["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
+    assert_eq!(
+        by("ARI_ATTESTATION_KEY")["valueFrom"]["secretKeyRef"]["name"],
+        "ari-attestation-key"
+    );
+    assert!(by("ARI_REDIS_URL").is_null());
+    let sha_abc = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    assert_eq!(
+        dep["spec"]["template"]["metadata"]["annotations"]["ari.dev/module-digest"],
+        sha_abc
+    );
+
+    let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
+    assert_eq!(st["moduleDigest"], sha_abc);
+    assert_eq!(st["observedGeneration"], 3);
+    assert_eq!(st["readyReplicas"], 1);
+    assert_eq!(st["attestationPublicKey"].as_str().map(str::len), Some(64));
+    for ty in ["Valid", "ModuleResolved", "Ready"] {
+        let c = st["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == ty).cloned());
+        let c = c.unwrap_or_else(|| panic!("condition {ty} missing: {st}"));
+        assert_eq!(c["status"], "True", "{ty}: {c}");
+        assert_eq!(c["observedGeneration"], 3);
+    }
+    assert_eq!(
+        find(&log, "POST", "/events").len(),
+        3,
+        "one Event per condition change"
+    );
+}
+
+#[tokio::test]
+async fn agent_with_missing_configmap_is_not_resolved_and_gets_no_deployment() {
+    let (client, log) = mock_client(|m, p, b| match (m, p) {
+        ("GET", "/api/v1/namespaces/demo/configmaps/echo-module") => status(404, "NotFound"),
+        _ => agent_routes(m, p, b),
+    });
+    let agent: Agent = serde_json::from_value(agent_json()).unwrap_or_else(|e| panic!("{e}"));
+    let res = crate::agent::controller::reconcile(Arc::new(agent), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(find(&log, "PATCH", "deployments").is_empty());
+    let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
+    let cond = |ty: &str| {
+        st["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == ty).cloned())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(cond("ModuleResolved")["status"], "False");
+    assert_eq!(cond("ModuleResolved")["reason"], "ConfigMapNotFound");
+    assert_eq!(cond("Ready")["status"], "False");
+}
+
+fn task_json(status: Value, extra_spec: Value) -> Task {
+    let mut spec = json!({"agentRef": {"name": "echo"}, "input": "hi"});
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        s.extend(e.clone());
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": "t1", "namespace": "demo", "uid": "task-uid", "generation": 1,
+                     "resourceVersion": "42", "creationTimestamp": "2020-01-01T00:00:00Z"},
+        "spec": spec, "status": status
+    }))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn task_ctx(client: kube::Client) -> Arc<TaskContext> {
+    Arc::new(TaskContext {
+        base: ctx(client),
+        seen: Seen::default(),
+    })
+}
+
+fn task_routes(
+    agent: Option<Value>,
+) -> impl Fn(&str, &str, &Value) -> (u16, Value) + Send + 'static {
+    move |m, p, b| match (m, p) {
+        ("GET", "/apis/ari.dev/v1alpha1/namespaces/demo/agents/echo") => match &agent {
+            Some(a) => (200, a.clone()),
+            None => status(404, "NotFound"),
+        },
+        ("PUT", "/apis/ari.dev/v1alpha1/namespaces/demo/tasks/t1/status") => (200, b.clone()),
+        ("DELETE", "/apis/ari.dev/v1alpha1/namespaces/demo/tasks/t1") => (
+            200,
+            json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 200}),
+        ),
+        ("POST", p) if p.ends_with("/events") => (201, b.clone()),
+        _ => status(404, "NotFound"),
+    }
+}
+
+async fn run_task(task: Task, agent: Option<Value>) -> Log {
+    let (client, log) = mock_client(task_routes(agent));
+    let res = crate::task::controller::reconcile(Arc::new(task), task_ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+    log
+}
+
+fn written_status(log: &Log) -> Value {
+    let w = one(log, "PUT", "tasks/t1/status").body;
+    assert_eq!(
+        w["metadata"]["resourceVersion"], "42",
+        "status write must be guarded by resourceVersion"
+    );
+    w["status"].clone()
+}
+
+#[tokio::test]
+async fn task_with_missing_agent_is_capability_denied() {
+    let log = run_task(task_json(Value::Null, json!({})), None).await;
+    let st = written_status(&log);
+    assert_eq!(st["phase"], "Failed");
+    assert_eq!(st["reason"], "CapabilityDenied");
+    assert_eq!(st["conditions"][0]["type"], "Succeeded");
+    assert_eq!(st["conditions"][0]["status"], "False");
+    assert_eq!(find(&log, "POST", "/events").len(), 1);
+}
+
+#[tokio::test]
+async fn task_requiring_more_than_granted_is_capability_denied() {
+    let extra = json!({"requirements": {"capabilities": ["network"]}});
+    let log = run_task(task_json(Value::Null, extra), Some(agent_json())).await;
+    let st = written_status(&log);
+    assert_eq!(st["reason"], "CapabilityDenied");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("network"),
+        "{st}"
+    );
+}
+
+#[tokio::test]
+async fn task_within_grants_is_left_alone() {
+    let extra = json!({"requirements": {"capabilities": ["storage"], "storageBytes": 10}});
+    let log = run_task(task_json(Value::Null, extra), Some(agent_json())).await;
+    assert!(find(&log, "PUT", "status").is_empty());
+}
+
+#[tokio::test]
+async fn task_past_deadline_fails_with_deadline_exceeded() {
+    let log = run_task(
+        task_json(Value::Null, json!({"deadlineSeconds": 60})),
+        Some(agent_json()),
+    )
+    .await;
+    assert_eq!(written_status(&log)["reason"], "DeadlineExceeded");
+}
+
+fn running(attempts: u32) -> Value {
+    json!({"phase": "Running", "executor": "echo-executor-x", "attempts": attempts,
+           "startTime": "2020-01-01T00:00:01Z", "lastHeartbeatTime": "2020-01-01T00:00:02Z"})
+}
+
+#[tokio::test]
+async fn lost_executor_with_retries_left_goes_back_to_pending() {
+    let log = run_task(task_json(running(1), json!({"retries": 2})), None).await;
+    let st = written_status(&log);
+    assert_eq!(st["phase"], "Pending");
+    assert!(
+        st.get("executor").is_none() || st["executor"].is_null(),
+        "{st}"
+    );
+    assert_eq!(
+        st["attempts"], 1,
+        "attempts are counted by the claiming executor"
+    );
+}
+
+#[tokio::test]
+async fn lost_executor_without_retries_fails_with_executor_lost() {
+    let log = run_task(task_json(running(3), json!({"retries": 2})), None).await;
+    let st = written_status(&log);
+    assert_eq!(st["phase"], "Failed");
+    assert_eq!(st["reason"], "ExecutorLost");
+}
+
+#[tokio::test]
+async fn finished_task_past_ttl_is_deleted() {
+    let done = json!({"phase": "Succeeded", "reason": "Completed", "completionTime": "2020-01-01T00:00:05Z"});
+    let log = run_task(
+        task_json(done, json!({"ttlSecondsAfterFinished": 60})),
+        None,
+    )
+    .await;
+    let del = one(&log, "DELETE", "tasks/t1");
+    assert_eq!(del.body["preconditions"]["uid"], "task-uid");
+    assert!(find(&log, "PUT", "status").is_empty());
+}
