@@ -8,4 +8,4 @@ cd "$repo"
 scripts/setup.sh
 scripts/build-agents.sh >/dev/null
 cargo build --locked -q --bins
-exec target/debug/ari-cluster "$@"
+ARI_REPO="$repo" exec target/debug/ari-cluster "$@"

@@ -16,10 +16,20 @@ pub const REQUIRED: [&str; 5] = [
 
 /// The repository root (this crate lives in `<repo>/e2e`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+    // At run time first: build outputs are cached outside the checkout and shared between
+    // clones, so a path baked in at compile time may name another clone.
+    let runtime = std::env::var_os("ARI_REPO").map(PathBuf::from).or_else(|| {
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .and_then(|d| Path::new(&d).parent().map(Path::to_path_buf))
+    });
+    runtime
+        .filter(|r| r.join("e2e").join("Cargo.toml").is_file())
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        })
 }
 
 /// `$ARI_CONTROL_PLANE_BIN`, else what `scripts/control-plane.sh --print` reports. Never builds:

@@ -35,6 +35,7 @@ fn main() -> std::process::ExitCode {
             "agent_ready_task_succeeds_with_verified_attestation",
             task_succeeds,
         ),
+        ("example_manifests_apply_as_they_are", example_manifests),
         (
             "failures_end_with_their_reason_while_others_succeed",
             failure_reasons,
@@ -446,6 +447,82 @@ fn task_succeeds(ctx: &Ctx) -> Result<()> {
             s.executor
         );
         verify_attestation(&task, &agent)
+    })
+}
+
+/// The user's walk-through from the README: module ConfigMaps by the script, then
+/// `kubectl apply -f examples/manifests/` unchanged.
+fn example_manifests(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("examples", |client, ns| async move {
+        let path = format!(
+            "{}:{}",
+            ctx.cluster.bin_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        for agent in ["echo", "wordcount", "counter", "dice"] {
+            let out = std::process::Command::new("/bin/bash")
+                .arg(repo().join("scripts/make-agent-configmap.sh"))
+                .args([agent, &ns])
+                .current_dir(repo())
+                .env("PATH", &path)
+                .env("KUBECONFIG", ctx.cluster.kubeconfig_path())
+                .output()
+                .context("running scripts/make-agent-configmap.sh")?;
+            ensure!(
+                out.status.success(),
+                "make-agent-configmap.sh {agent}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let manifests = repo().join("examples/manifests").display().to_string();
+        ctx.kubectl_ok(["apply", "-n", &ns, "-f", &manifests])?;
+        let expect = [
+            (
+                "echo-hello",
+                TaskPhase::Succeeded,
+                TaskReason::Completed,
+                Some("hello from a Task"),
+            ),
+            (
+                "wordcount-poem",
+                TaskPhase::Succeeded,
+                TaskReason::Completed,
+                None,
+            ),
+            (
+                "counter-visits",
+                TaskPhase::Succeeded,
+                TaskReason::Completed,
+                Some("1"),
+            ),
+            (
+                "dice-seeded",
+                TaskPhase::Succeeded,
+                TaskReason::Completed,
+                None,
+            ),
+            (
+                "dice-wants-network",
+                TaskPhase::Failed,
+                TaskReason::CapabilityDenied,
+                None,
+            ),
+        ];
+        for (name, phase, reason, output) in expect {
+            let t = task_finished(&client, &ns, name, wait::DEFAULT).await?;
+            expect_reason(&t, phase, reason)?;
+            if let Some(want) = output {
+                let got = t.status.and_then(|s| s.output);
+                ensure!(
+                    got.as_deref() == Some(want),
+                    "{name}: output {got:?}, want {want:?}"
+                );
+            }
+        }
+        let t = task_finished(&client, &ns, "wordcount-poem", wait::DEFAULT).await?;
+        let out = t.status.and_then(|s| s.output).unwrap_or_default();
+        ensure!(out.contains("\"words\":8"), "wordcount output {out}");
+        Ok(())
     })
 }
 
