@@ -23,6 +23,9 @@ step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "guest agents' own unit tests (native)"
+(cd examples/agents && cargo test --locked --target-dir "$repo/target/agents-native")
+
 step "binaries for the e2e suite"
 cargo build --locked --bins
 
