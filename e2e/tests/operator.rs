@@ -46,6 +46,7 @@ fn main() -> std::process::ExitCode {
             "killed_executor_task_reruns_and_completes_once",
             killed_executor,
         ),
+        ("executor_sigterm_finishes_its_running_task", executor_drain),
         ("operator_restart_loses_nothing", operator_restart),
         (
             "module_change_rolls_executors_and_new_tasks_use_it",
@@ -750,6 +751,52 @@ fn killed_executor(ctx: &Ctx) -> Result<()> {
                 .count();
         }
         ensure!(finished == 1, "task finished {finished} times");
+        Ok(())
+    })
+}
+
+/// Deleting an executor pod sends SIGTERM: it stops claiming but finishes what it runs, so the
+/// task completes on its first attempt.
+fn executor_drain(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("drain", |client, ns| async move {
+        ctx.module_configmap(&ns, "loop-module", "sha256-loop")?;
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml(
+                "loop",
+                "loop-module",
+                1,
+                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "loop").await?;
+        ctx.apply_ok(&ns, &task_yaml("long", "loop", "400000 abc", ""))?;
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let pod = wait::until("task Running", wait::DEFAULT, || async {
+            let t = api.get("long").await.map_err(|e| e.to_string())?;
+            let s = t.status.clone().unwrap_or_default();
+            match (s.phase, s.executor) {
+                (Some(TaskPhase::Running), Some(pod)) => Ok(pod),
+                _ => Err(format!("status {:?}", t.status)),
+            }
+        })
+        .await?;
+        Api::<Pod>::namespaced(client.clone(), &ns)
+            .delete(&pod, &DeleteParams::default())
+            .await?;
+        let t = task_finished(&client, &ns, "long", Duration::from_secs(240)).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = t.status.clone().unwrap_or_default();
+        ensure!(
+            s.attempts == Some(1),
+            "attempts {:?}: the draining executor should finish it",
+            s.attempts
+        );
+        ensure!(
+            s.executor.as_deref() == Some(pod.as_str()),
+            "finished by {:?}, not the draining {pod}",
+            s.executor
+        );
         Ok(())
     })
 }
