@@ -211,3 +211,16 @@ pub(crate) fn error_chain(err: &wasmtime::Error) -> String {
         .collect::<Vec<_>>()
         .join(": ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+
+    #[test]
+    fn runtime_and_agent_can_be_shared_between_worker_threads() {
+        assert_send_sync::<Runtime>();
+        assert_send_sync::<Agent>();
+    }
+}

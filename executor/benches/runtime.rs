@@ -1,0 +1,218 @@
+//! Runtime benchmarks (a `harness = false` bench binary; results go to BENCHMARKS.md).
+//!
+//! Run: `scripts/build-agents.sh && cargo bench -p ari-executor --bench runtime`
+//! (`ARI_BENCH_TASKS=N` changes the number of timed echo tasks, default 20000).
+
+#[path = "../../examples/agents/sha256-loop/src/kernel.rs"]
+#[allow(dead_code, unused_imports)]
+mod kernel;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ari_executor::{Agent, EngineOptions, Grants, Limits, Runtime, RuntimeConfig, TaskRequest};
+use ed25519_dalek::SigningKey;
+
+fn agent_bytes(name: &str) -> Vec<u8> {
+    let dir = std::env::var_os("ARI_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = dir.join("agents").join(format!("{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build-agents.sh", path.display()))
+}
+
+fn runtime(cache: Option<PathBuf>, fuel: bool) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        cache_dir: cache,
+        engine: EngineOptions {
+            consume_fuel: fuel,
+            ..Default::default()
+        },
+    })
+    .expect("runtime")
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+fn rss_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn request(input: &[u8], key: &Arc<SigningKey>, fuel: u64) -> TaskRequest {
+    let mut req = TaskRequest::new("bench", input.to_vec(), key.clone());
+    req.grants = Grants::default();
+    req.limits = Limits {
+        fuel,
+        ..Limits::default()
+    };
+    req
+}
+
+fn run_ok(agent: &Agent, req: TaskRequest) -> ari_executor::TaskOutcome {
+    let o = agent.run(req);
+    assert!(o.failure.is_none(), "{:?}", o.failure);
+    o
+}
+
+fn main() {
+    let key = Arc::new(SigningKey::from_bytes(&[1; 32]));
+    let echo = agent_bytes("echo");
+    let big_name = "clock";
+    let big = agent_bytes(big_name);
+    let rt_nocache = runtime(None, true);
+    println!("allocator: {:?}", rt_nocache.allocator());
+
+    // Cold compile (no cache).
+    for (name, bytes) in [("echo", &echo), (big_name, &big)] {
+        let times: Vec<Duration> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                rt_nocache.load(bytes).expect("load");
+                t.elapsed()
+            })
+            .collect();
+        println!(
+            "cold compile {name} ({} KiB): median {:?}",
+            bytes.len() / 1024,
+            median(times)
+        );
+    }
+
+    // Cached load (artifact on disk, fresh Runtime does not compile).
+    let cache = tempfile::tempdir().expect("tmp");
+    runtime(Some(cache.path().into()), true)
+        .load(&echo)
+        .expect("warm cache");
+    let rt = runtime(Some(cache.path().into()), true);
+    let times: Vec<Duration> = (0..50)
+        .map(|_| {
+            let t = Instant::now();
+            rt.load(&echo).expect("load");
+            t.elapsed()
+        })
+        .collect();
+    assert_eq!(rt.stats().compiles, 0);
+    println!("cached load echo: median {:?}", median(times));
+
+    // Per-task overhead of echo.
+    let agent = rt.load(&echo).expect("load");
+    for _ in 0..500 {
+        run_ok(&agent, request(b"hello", &key, 1_000_000));
+    }
+    let n: usize = std::env::var("ARI_BENCH_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let mut times = Vec::with_capacity(n);
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        run_ok(&agent, request(b"hello", &key, 1_000_000));
+        times.push(t.elapsed());
+    }
+    let total = start.elapsed();
+    times.sort();
+    println!(
+        "echo per-task (instantiate+initialize+can-execute+execute+meter+sign): p50 {:?} p99 {:?}",
+        pct(&times, 0.50),
+        pct(&times, 0.99)
+    );
+    println!(
+        "echo tasks/s on one thread: {:.0}",
+        n as f64 / total.as_secs_f64()
+    );
+    let sign_times: Vec<Duration> = (0..2000)
+        .map(|_| {
+            use ed25519_dalek::Signer;
+            let t = Instant::now();
+            std::hint::black_box(key.sign(&[0u8; 600]));
+            t.elapsed()
+        })
+        .collect();
+    println!(
+        "  of which Ed25519 attestation signature: median {:?}",
+        median(sign_times)
+    );
+
+    // sha256-loop: wasm (fuel on) vs native, and fuel on vs off.
+    let rounds = 300_000u32;
+    let input = format!("{rounds} abc").into_bytes();
+    let sha = rt.load(&agent_bytes("sha256-loop")).expect("load sha");
+    let rt_nofuel = runtime(None, false);
+    let sha_nofuel = rt_nofuel
+        .load(&agent_bytes("sha256-loop"))
+        .expect("load sha");
+    let mut wasm = Vec::new();
+    let mut wasm_nofuel = Vec::new();
+    let mut native = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let o = run_ok(&sha, request(&input, &key, u64::MAX / 4));
+        wasm.push(t.elapsed());
+        let out = String::from_utf8_lossy(&o.output).into_owned();
+        let t = Instant::now();
+        run_ok(&sha_nofuel, request(&input, &key, 0));
+        wasm_nofuel.push(t.elapsed());
+        let t = Instant::now();
+        let h = kernel::sha256_loop(std::hint::black_box(b"abc"), rounds);
+        native.push(t.elapsed());
+        assert_eq!(hex::encode(h), out, "wasm and native disagree");
+    }
+    let (w, wn, n_) = (median(wasm), median(wasm_nofuel), median(native));
+    println!("sha256-loop {rounds} rounds: wasm+fuel {w:?}, wasm no fuel {wn:?}, native {n_:?}");
+    println!(
+        "  wasm/native {:.2}, fuel on/off {:.2}",
+        w.as_secs_f64() / n_.as_secs_f64(),
+        w.as_secs_f64() / wn.as_secs_f64()
+    );
+
+    // RSS across 1000 tasks in a row.
+    let before = rss_kib("VmRSS:");
+    for _ in 0..1000 {
+        run_ok(&agent, request(b"hello", &key, 1_000_000));
+    }
+    let after_1k = rss_kib("VmRSS:");
+    for _ in 0..1000 {
+        run_ok(&agent, request(b"hello", &key, 1_000_000));
+    }
+    let after_2k = rss_kib("VmRSS:");
+    println!(
+        "RSS: before {before} KiB, after 1000 tasks {after_1k} KiB, after 2000 {after_2k} KiB, peak (VmHWM) {} KiB",
+        rss_kib("VmHWM:")
+    );
+
+    // Memory per pooled slot: RSS growth when N instances are alive at once.
+    let slots = 32usize;
+    let before = rss_kib("VmRSS:");
+    std::thread::scope(|s| {
+        let barrier = Arc::new(std::sync::Barrier::new(slots));
+        for _ in 0..slots {
+            let (agent, key, barrier) = (agent.clone(), key.clone(), barrier.clone());
+            s.spawn(move || {
+                barrier.wait();
+                run_ok(&agent, request(b"hello", &key, 1_000_000));
+            });
+        }
+    });
+    let after = rss_kib("VmRSS:");
+    println!(
+        "pooled slots: {slots} instances used -> RSS +{} KiB ({} KiB per slot incl. thread stacks)",
+        after.saturating_sub(before),
+        after.saturating_sub(before) / slots as u64
+    );
+}
