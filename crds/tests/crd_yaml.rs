@@ -70,3 +70,18 @@ fn crds_declare_names_columns_subresources_and_selectable_field() {
         .collect();
     assert_eq!(selectable, [".spec.agentRef.name"]);
 }
+
+#[test]
+fn chart_carries_the_same_crds() {
+    for name in ["ari.dev_agents.yaml", "ari.dev_tasks.yaml"] {
+        let chart = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../charts/ari/crds")
+            .join(name);
+        let copy = std::fs::read_to_string(&chart)
+            .unwrap_or_else(|e| panic!("read {}: {e}", chart.display()));
+        assert!(
+            copy == checked_in(name),
+            "charts/ari/crds/{name} differs from crds/{name}: run `cargo run -p ari-crds --bin crdgen -- charts/ari/crds`"
+        );
+    }
+}
