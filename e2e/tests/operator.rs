@@ -742,19 +742,39 @@ fn large_output(ctx: &Ctx) -> Result<()> {
     })
 }
 
+/// A `sha256-loop` Agent with room for a task that runs for seconds.
+async fn long_task_agent(ctx: &Ctx, client: &Client, ns: &str, replicas: u32) -> Result<()> {
+    ctx.module_configmap(ns, "loop-module", "sha256-loop")?;
+    ctx.apply_ok(
+        ns,
+        &agent_yaml(
+            "loop",
+            "loop-module",
+            replicas,
+            "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n",
+        ),
+    )?;
+    agent_ready(client, ns, "loop").await?;
+    Ok(())
+}
+
+/// The executor pod that is running Task `name`, once it runs.
+async fn running_on(client: &Client, ns: &str, name: &str) -> Result<String> {
+    let api: Api<Task> = Api::namespaced(client.clone(), ns);
+    Ok(wait::until("task Running", wait::DEFAULT, || async {
+        let t = api.get(name).await.map_err(|e| e.to_string())?;
+        let s = t.status.clone().unwrap_or_default();
+        match (s.phase, s.executor) {
+            (Some(TaskPhase::Running), Some(pod)) => Ok(pod),
+            _ => Err(format!("status {:?}", t.status)),
+        }
+    })
+    .await?)
+}
+
 fn killed_executor(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("killed", |client, ns| async move {
-        ctx.module_configmap(&ns, "loop-module", "sha256-loop")?;
-        ctx.apply_ok(
-            &ns,
-            &agent_yaml(
-                "loop",
-                "loop-module",
-                2,
-                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n",
-            ),
-        )?;
-        agent_ready(&client, &ns, "loop").await?;
+        long_task_agent(ctx, &client, &ns, 2).await?;
         wait::until("two executors Ready", wait::DEFAULT, || {
             ready_pods(&client, &ns, "ari.dev/agent=loop", 2)
         })
@@ -764,16 +784,7 @@ fn killed_executor(ctx: &Ctx) -> Result<()> {
             &ns,
             &task_yaml("long", "loop", "400000 abc", "  retries: 2\n"),
         )?;
-        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
-        let running = wait::until("task Running", wait::DEFAULT, || async {
-            let t = api.get("long").await.map_err(|e| e.to_string())?;
-            let s = t.status.clone().unwrap_or_default();
-            match (s.phase, s.executor) {
-                (Some(TaskPhase::Running), Some(pod)) => Ok(pod),
-                _ => Err(format!("status {:?}", t.status)),
-            }
-        })
-        .await?;
+        let running = running_on(&client, &ns, "long").await?;
         ctx.node.kill_pod_process(&ns, &running)?;
         let t = task_finished(&client, &ns, "long", Duration::from_secs(240)).await?;
         expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
@@ -805,28 +816,9 @@ fn killed_executor(ctx: &Ctx) -> Result<()> {
 /// task completes on its first attempt.
 fn executor_drain(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("drain", |client, ns| async move {
-        ctx.module_configmap(&ns, "loop-module", "sha256-loop")?;
-        ctx.apply_ok(
-            &ns,
-            &agent_yaml(
-                "loop",
-                "loop-module",
-                1,
-                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n",
-            ),
-        )?;
-        agent_ready(&client, &ns, "loop").await?;
+        long_task_agent(ctx, &client, &ns, 1).await?;
         ctx.apply_ok(&ns, &task_yaml("long", "loop", "400000 abc", ""))?;
-        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
-        let pod = wait::until("task Running", wait::DEFAULT, || async {
-            let t = api.get("long").await.map_err(|e| e.to_string())?;
-            let s = t.status.clone().unwrap_or_default();
-            match (s.phase, s.executor) {
-                (Some(TaskPhase::Running), Some(pod)) => Ok(pod),
-                _ => Err(format!("status {:?}", t.status)),
-            }
-        })
-        .await?;
+        let pod = running_on(&client, &ns, "long").await?;
         Api::<Pod>::namespaced(client.clone(), &ns)
             .delete(&pod, &DeleteParams::default())
             .await?;
