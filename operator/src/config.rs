@@ -3,7 +3,20 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+/// Log filter when neither `--log-level` nor `RUST_LOG` is set.
+pub const DEFAULT_LOG_FILTER: &str = "info,kube=warn";
+
+/// How log lines are written.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line, for log pipelines.
+    Json,
+    /// Human-readable lines, for a terminal.
+    Text,
+}
 
 /// The ari operator: Agent and Task controllers.
 #[derive(Parser, Debug, Clone)]
@@ -37,6 +50,13 @@ pub struct Config {
     /// How long a Task may wait for its Agent to appear before it is rejected.
     #[arg(long, env = "ARI_AGENT_GRACE_SECONDS", default_value_t = 5)]
     pub agent_grace_seconds: u64,
+    /// Log format.
+    #[arg(long, env = "ARI_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+    /// Log filter in `RUST_LOG` syntax (`info`, `debug,kube=info`); when unset, `RUST_LOG`
+    /// applies, else `info,kube=warn`.
+    #[arg(long, env = "ARI_LOG_LEVEL")]
+    pub log_level: Option<String>,
 }
 
 /// What the controllers need from the configuration (cheap to build in tests).
@@ -49,6 +69,27 @@ pub struct Settings {
 }
 
 impl Config {
+    /// The log filter: `--log-level`/`ARI_LOG_LEVEL`, else `rust_log`, else the default.
+    pub fn log_filter(&self, rust_log: Option<String>) -> String {
+        self.log_level
+            .clone()
+            .or(rust_log)
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned())
+    }
+
+    /// Installs the global subscriber; a filter that does not parse is an error, so a typo
+    /// in the chart's log level fails the pod visibly instead of silently logging nothing.
+    pub fn init_tracing(&self) -> Result<(), tracing_subscriber::filter::ParseError> {
+        let filter = EnvFilter::try_new(self.log_filter(std::env::var("RUST_LOG").ok()))?;
+        let fmt = tracing_subscriber::fmt().with_env_filter(filter);
+        match self.log_format {
+            LogFormat::Json => fmt.json().init(),
+            LogFormat::Text => fmt.init(),
+        }
+        Ok(())
+    }
+
     pub fn settings(&self) -> Settings {
         Settings {
             executor_image: self.executor_image.clone(),
@@ -67,5 +108,33 @@ impl Default for Settings {
             heartbeat_timeout: Duration::from_secs(30),
             agent_grace: Duration::from_secs(5),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        let argv = std::iter::once("ari-operator").chain(args.iter().copied());
+        Config::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn log_level_flag_beats_rust_log_which_beats_the_default() {
+        let c = parse(&["--log-level", "debug"]);
+        assert_eq!(c.log_filter(Some("warn".into())), "debug");
+        let c = parse(&[]);
+        assert_eq!(c.log_filter(Some("warn".into())), "warn");
+        assert_eq!(c.log_filter(None), DEFAULT_LOG_FILTER);
+        assert_eq!(c.log_filter(Some(" ".into())), DEFAULT_LOG_FILTER);
+    }
+
+    #[test]
+    fn log_format_is_json_or_text_only() {
+        assert_eq!(parse(&["--log-format", "text"]).log_format, LogFormat::Text);
+        assert_eq!(parse(&["--log-format", "json"]).log_format, LogFormat::Json);
+        let argv = ["ari-operator", "--log-format", "xml"];
+        assert!(Config::try_parse_from(argv).is_err());
     }
 }
