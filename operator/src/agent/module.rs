@@ -23,6 +23,8 @@ pub enum ModuleError {
     NoSource,
     #[error("url modules need sha256")]
     UrlWithoutDigest,
+    #[error("{0}")]
+    Invalid(String),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 }
@@ -34,6 +36,7 @@ impl ModuleError {
             ModuleError::ConfigMapNotFound(_) => "ConfigMapNotFound",
             ModuleError::KeyMissing { .. } => "KeyMissing",
             ModuleError::DigestMismatch { .. } => "DigestMismatch",
+            ModuleError::Invalid(_) => "InvalidModule",
             ModuleError::NoSource | ModuleError::UrlWithoutDigest => "InvalidSource",
             ModuleError::Kube(_) => "ApiError",
         }
@@ -71,13 +74,58 @@ pub async fn resolve(
                     name: cm.name.clone(),
                     key: cm.key.clone(),
                 })?;
-            digest_of(&bytes.0, source.declared_sha256())
+            let digest = digest_of(&bytes.0, source.declared_sha256())?;
+            check_component(&bytes.0).map_err(ModuleError::Invalid)?;
+            Ok(digest)
         }
         (None, Some(_)) => source
             .declared_sha256()
             .map(|s| module_digest(&s.to_ascii_lowercase()))
             .ok_or(ModuleError::UrlWithoutDigest),
         (None, None) => Err(ModuleError::NoSource),
+    }
+}
+
+/// The agent interface a component must export (any 2.x version).
+const AGENT_EXPORT: &str = "ainur:ari/agent@2.";
+
+/// Structural check of a module's bytes: a component (not a core module, not garbage) that
+/// exports the agent interface. Catching these here marks the Agent `InvalidModule` instead of
+/// rolling out executors that could never load it and would crash-loop.
+pub fn check_component(bytes: &[u8]) -> Result<(), String> {
+    use wasmparser::{Encoding, Parser, Payload};
+    let mut depth = 0usize;
+    let mut exports = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(|e| format!("not a WebAssembly component: {e}"))?;
+        match payload {
+            Payload::Version { encoding, .. } => {
+                if depth == 0 && encoding == Encoding::Module {
+                    return Err(
+                        "module is a core wasm module, not a component; build for wasm32-wasip2"
+                            .into(),
+                    );
+                }
+                depth += 1;
+            }
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentExportSection(reader) if depth == 1 => {
+                for export in reader {
+                    let export =
+                        export.map_err(|e| format!("not a WebAssembly component: {e}"))?;
+                    exports.push(export.name.name.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    if exports.iter().any(|e| e.starts_with(AGENT_EXPORT)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "component does not export ainur:ari/agent@2.0.0 (it exports: [{}])",
+            exports.join(", ")
+        ))
     }
 }
 
@@ -97,5 +145,30 @@ mod tests {
             digest_of(b"abd", Some(sha_abc)),
             Err(ModuleError::DigestMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn component_check_refuses_garbage_core_modules_and_non_agents() {
+        let garbage = check_component(b"MZ\x90\0 this is not wasm").expect_err("garbage");
+        assert!(garbage.contains("not a WebAssembly component"), "{garbage}");
+        let core = check_component(b"\0asm\x01\0\0\0").expect_err("core module");
+        assert!(core.contains("core wasm module"), "{core}");
+        let empty = check_component(b"\0asm\x0d\0\x01\0").expect_err("empty component");
+        assert!(empty.contains("does not export ainur:ari/agent"), "{empty}");
+        let truncated = check_component(b"\0asm\x0d\0\x01\0\x07\x10").expect_err("truncated");
+        assert!(truncated.contains("not a WebAssembly component"), "{truncated}");
+    }
+
+    #[test]
+    fn component_check_accepts_the_example_agents() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agents");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return; // agents not built (scripts/build-agents.sh); the e2e suite covers this
+        };
+        for entry in entries.flatten() {
+            let bytes = std::fs::read(entry.path()).expect("read agent");
+            check_component(&bytes)
+                .unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
+        }
     }
 }
