@@ -1,0 +1,43 @@
+# syntax=docker/dockerfile:1.7
+# The two images of ari, built from this workspace in release mode:
+#   docker build --target operator -t ari-operator:0.1.0 .
+#   docker build --target executor -t ari-executor:0.1.0 .
+# Image names are the chart's defaults (charts/ari/values.yaml: image.repository and
+# executor.image.repository). Both run as the distroless `nonroot` user (65532), the uid the
+# chart and the operator's executor Deployments ask for, on a read-only root filesystem.
+# e2e/tests/packaging.rs checks this file against the workspace and the chart.
+
+ARG RUST_VERSION=1.95
+ARG RUNTIME_BASE=gcr.io/distroless/cc-debian12:nonroot
+
+# One build of both binaries: they share most of their dependency graph.
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY wit wit
+COPY crds crds
+COPY executor executor
+COPY operator operator
+COPY sdk sdk
+COPY e2e e2e
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --locked --release --bin ari-operator --bin ari \
+    && mkdir -p /out \
+    && cp target/release/ari-operator target/release/ari /out/
+
+# The operator: Agent and Task controllers, /metrics /healthz /readyz on 8080.
+FROM ${RUNTIME_BASE} AS operator
+COPY --from=build /out/ari-operator /usr/local/bin/ari-operator
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/ari-operator"]
+
+# The executor: `ari worker` in the pods the operator creates (args ["worker"]); also
+# `ari run` / `ari verify` for local use. /metrics and /readyz on 8080.
+FROM ${RUNTIME_BASE} AS executor
+COPY --from=build /out/ari /usr/local/bin/ari
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/ari"]
+CMD ["worker"]

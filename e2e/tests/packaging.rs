@@ -1,0 +1,477 @@
+//! The Dockerfile, read as data (there is no Docker engine here): its targets, binaries,
+//! paths, user and ports must match the workspace (`cargo metadata`), the chart's values and
+//! templates, the operator's executor Deployment and the e2e image mapping. No cluster.
+//! Run: `cargo test -p ari-e2e --test packaging`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail, ensure};
+use ari_e2e::repo_root as repo;
+
+/// One build stage: `FROM <base> AS <name>` and its instructions (keyword upper-cased).
+#[derive(Debug)]
+struct Stage {
+    name: String,
+    base: String,
+    instructions: Vec<(String, String)>,
+}
+
+impl Stage {
+    fn all(&self, keyword: &str) -> Vec<&str> {
+        self.instructions
+            .iter()
+            .filter(|(k, _)| k == keyword)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The one instruction `keyword` of this stage (Docker uses the last; we want exactly one).
+    fn one(&self, keyword: &str) -> Result<&str> {
+        match self.all(keyword)[..] {
+            [v] => Ok(v),
+            ref vs => bail!("stage {} has {} {keyword} lines", self.name, vs.len()),
+        }
+    }
+}
+
+/// Logical lines of a Dockerfile: comments dropped, `\` continuations joined.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || (t.is_empty() && cur.is_empty()) {
+            continue;
+        }
+        match t.strip_suffix('\\') {
+            Some(head) => {
+                cur.push_str(head.trim());
+                cur.push(' ');
+            }
+            None => {
+                cur.push_str(t);
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    out
+}
+
+/// `${NAME}` and `$NAME` from the global ARG defaults.
+fn substitute(s: &str, args: &BTreeMap<String, String>) -> String {
+    let mut s = s.to_owned();
+    for (k, v) in args {
+        s = s
+            .replace(&format!("${{{k}}}"), v)
+            .replace(&format!("${k}"), v);
+    }
+    s
+}
+
+struct Dockerfile {
+    args: BTreeMap<String, String>,
+    stages: Vec<Stage>,
+}
+
+impl Dockerfile {
+    fn parse(text: &str) -> Result<Dockerfile> {
+        let mut args = BTreeMap::new();
+        let mut stages: Vec<Stage> = Vec::new();
+        for line in logical_lines(text) {
+            let (kw, rest) = line.split_once(char::is_whitespace).unwrap_or((&line, ""));
+            let kw = kw.to_ascii_uppercase();
+            let rest = rest.trim().to_owned();
+            if kw == "FROM" {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let (base, name) = match words[..] {
+                    [base, as_, name] if as_.eq_ignore_ascii_case("as") => (base, name),
+                    _ => bail!("FROM without a stage name: {line}"),
+                };
+                stages.push(Stage {
+                    name: name.to_owned(),
+                    base: substitute(base, &args),
+                    instructions: Vec::new(),
+                });
+            } else if let Some(stage) = stages.last_mut() {
+                stage.instructions.push((kw, rest));
+            } else if kw == "ARG" {
+                let (k, v) = rest.split_once('=').context("global ARG without default")?;
+                args.insert(k.to_owned(), v.to_owned());
+            } else {
+                bail!("{kw} before the first FROM");
+            }
+        }
+        Ok(Dockerfile { args, stages })
+    }
+
+    fn stage(&self, name: &str) -> Result<&Stage> {
+        self.stages
+            .iter()
+            .find(|s| s.name == name)
+            .with_context(|| format!("no stage named {name}"))
+    }
+}
+
+fn read(rel: &str) -> Result<String> {
+    std::fs::read_to_string(repo().join(rel)).with_context(|| format!("read {rel}"))
+}
+
+fn dockerfile() -> Result<Dockerfile> {
+    Dockerfile::parse(&read("Dockerfile")?)
+}
+
+fn values() -> Result<serde_yaml::Value> {
+    Ok(serde_yaml::from_str(&read("charts/ari/values.yaml")?)?)
+}
+
+fn value_at<'a>(v: &'a serde_yaml::Value, path: &[&str]) -> Result<&'a serde_yaml::Value> {
+    path.iter().try_fold(v, |v, k| {
+        v.get(k)
+            .with_context(|| format!("values.yaml has no {}", path.join(".")))
+    })
+}
+
+/// Binary targets of each workspace package, from `cargo metadata`.
+fn workspace_bins() -> Result<BTreeMap<String, Vec<String>>> {
+    let meta = workspace_metadata()?;
+    let mut bins = BTreeMap::new();
+    for p in meta["packages"].as_array().context("packages")? {
+        let names = p["targets"]
+            .as_array()
+            .context("targets")?
+            .iter()
+            .filter(|t| {
+                t["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "bin"))
+            })
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        bins.insert(p["name"].as_str().context("name")?.to_owned(), names);
+    }
+    Ok(bins)
+}
+
+fn workspace_metadata() -> Result<serde_json::Value> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(repo())
+        .output()
+        .context("cargo metadata")?;
+    ensure!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The argv of an exec-form (JSON array) ENTRYPOINT or CMD.
+fn exec_form(s: &str) -> Result<Vec<String>> {
+    serde_json::from_str(s).with_context(|| format!("not an exec-form (JSON) array: {s}"))
+}
+
+/// `(target, package, binary)`: what each image runs.
+const IMAGES: [(&str, &str, &str); 2] = [
+    ("operator", "ari-operator", "ari-operator"),
+    ("executor", "ari-executor", "ari"),
+];
+
+#[test]
+fn targets_operator_and_executor_run_on_distroless_nonroot() -> Result<()> {
+    let df = dockerfile()?;
+    for (target, _, _) in IMAGES {
+        let stage = df.stage(target)?;
+        ensure!(
+            stage.base.starts_with("gcr.io/distroless/") && stage.base.ends_with(":nonroot"),
+            "target {target} is based on {}, not a distroless nonroot image",
+            stage.base
+        );
+        ensure!(
+            stage.all("RUN").is_empty(),
+            "target {target} runs commands: a distroless image has no shell"
+        );
+    }
+    let names: Vec<&str> = df.stages.iter().map(|s| s.name.as_str()).collect();
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    ensure!(
+        unique.len() == names.len(),
+        "duplicate stage names: {names:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn build_stage_compiles_the_workspace_binaries_in_release_mode() -> Result<()> {
+    let df = dockerfile()?;
+    let bins = workspace_bins()?;
+    let build = df.stage("build")?;
+    let run = build.one("RUN")?;
+    for flag in ["cargo build", "--release", "--locked"] {
+        ensure!(run.contains(flag), "build RUN lacks {flag:?}: {run}");
+    }
+    for (target, package, bin) in IMAGES {
+        ensure!(
+            bins.get(package)
+                .is_some_and(|b| b.iter().any(|b| b == bin)),
+            "package {package} has no binary {bin}: {bins:?}"
+        );
+        ensure!(
+            run.split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w == ["--bin", bin]),
+            "build RUN does not build --bin {bin} (target {target}): {run}"
+        );
+        ensure!(
+            run.contains(&format!("target/release/{bin}")),
+            "build RUN does not take {bin} from target/release: {run}"
+        );
+    }
+    Ok(())
+}
+
+/// Every workspace member (and `wit/`, which the executor's bindgen reads) is copied into
+/// the build stage and not excluded by `.dockerignore`; the Rust image is new enough.
+#[test]
+fn build_context_holds_every_workspace_member() -> Result<()> {
+    let df = dockerfile()?;
+    let build = df.stage("build")?;
+    let copied: Vec<String> = build
+        .all("COPY")
+        .iter()
+        .flat_map(|c| {
+            let words: Vec<&str> = c.split_whitespace().collect();
+            words[..words.len().saturating_sub(1)]
+                .iter()
+                .map(|w| w.trim_end_matches('/').to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let ignored: Vec<String> = read(".dockerignore")?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    let meta = workspace_metadata()?;
+    let root = meta["workspace_root"].as_str().context("workspace_root")?;
+    let mut needed = vec![
+        "Cargo.toml".to_owned(),
+        "Cargo.lock".to_owned(),
+        "wit".to_owned(),
+    ];
+    for p in meta["packages"].as_array().context("packages")? {
+        let manifest = Path::new(p["manifest_path"].as_str().context("manifest_path")?);
+        let dir = manifest
+            .parent()
+            .context("manifest dir")?
+            .strip_prefix(root)?
+            .to_string_lossy()
+            .into_owned();
+        needed.push(dir);
+    }
+    for path in &needed {
+        let top = path.split('/').next().unwrap_or(path);
+        ensure!(
+            copied.iter().any(|c| c == path || c == top),
+            "the build stage does not COPY {path} (copies {copied:?})"
+        );
+        ensure!(
+            !ignored.iter().any(|i| i == path || i == top),
+            ".dockerignore excludes {path}, which the build needs"
+        );
+    }
+    for must in ["target", ".git"] {
+        ensure!(
+            ignored.iter().any(|i| i == must),
+            ".dockerignore must exclude {must}"
+        );
+    }
+    let rust = df.args.get("RUST_VERSION").context("ARG RUST_VERSION")?;
+    let want = read("Cargo.toml")?
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .context("workspace rust-version")?;
+    let parse = |v: &str| -> Vec<u32> { v.split('.').filter_map(|x| x.parse().ok()).collect() };
+    ensure!(
+        parse(rust) >= parse(&want),
+        "RUST_VERSION {rust} is older than the workspace rust-version {want}"
+    );
+    Ok(())
+}
+
+/// The uid the chart's operator pod and the operator's executor pods run as.
+fn chart_and_executor_uids() -> Result<(u32, u32)> {
+    let tpl = read("charts/ari/templates/deployment.yaml")?;
+    let chart = tpl
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("runAsUser: "))
+        .context("chart deployment has no runAsUser")?
+        .parse()?;
+    let src = read("operator/src/agent/deployment.rs")?;
+    let exec = src
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("pub const EXECUTOR_UID: i64 = "))
+        .context("operator/src/agent/deployment.rs has no EXECUTOR_UID")?
+        .trim_end_matches(';')
+        .parse()?;
+    Ok((chart, exec))
+}
+
+#[test]
+fn each_image_runs_its_binary_as_the_uid_the_pods_ask_for() -> Result<()> {
+    let df = dockerfile()?;
+    let (chart_uid, executor_uid) = chart_and_executor_uids()?;
+    for (target, _, bin) in IMAGES {
+        let stage = df.stage(target)?;
+        let copy = stage.one("COPY")?;
+        let words: Vec<&str> = copy.split_whitespace().collect();
+        let (src, dst) = match words[..] {
+            [from, src, dst] if from == "--from=build" => (src, dst),
+            _ => bail!("target {target}: COPY is not `--from=build SRC DST`: {copy}"),
+        };
+        ensure!(
+            src.rsplit('/').next() == Some(bin),
+            "target {target} copies {src}, not the {bin} binary"
+        );
+        let entry = exec_form(stage.one("ENTRYPOINT")?)?;
+        ensure!(
+            entry == [dst],
+            "target {target}: ENTRYPOINT {entry:?} is not the copied binary {dst}"
+        );
+        let user = stage.one("USER")?;
+        let uid: u32 = user
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .with_context(|| {
+                format!("target {target}: USER {user} is not numeric (runAsNonRoot needs a uid)")
+            })?;
+        ensure!(uid != 0, "target {target} runs as root");
+        let want = if target == "operator" {
+            chart_uid
+        } else {
+            executor_uid
+        };
+        ensure!(
+            uid == want,
+            "target {target} runs as {uid}, its pods ask for runAsUser {want}"
+        );
+    }
+    let cmd = exec_form(df.stage("executor")?.one("CMD")?)?;
+    ensure!(
+        cmd == ["worker"],
+        "executor CMD {cmd:?}; pods run `ari worker`"
+    );
+    ensure!(
+        df.stage("operator")?.all("CMD").is_empty(),
+        "the operator takes its settings from the environment, not a CMD"
+    );
+    Ok(())
+}
+
+#[test]
+fn exposed_ports_are_the_chart_metrics_port_and_the_executor_port() -> Result<()> {
+    let df = dockerfile()?;
+    let v = values()?;
+    let metrics = value_at(&v, &["metrics", "port"])?
+        .as_u64()
+        .context("metrics.port")?;
+    let src = read("operator/src/agent/deployment.rs")?;
+    let executor: u64 = src
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("pub const EXECUTOR_HTTP_PORT: i32 = ")
+        })
+        .context("no EXECUTOR_HTTP_PORT")?
+        .trim_end_matches(';')
+        .parse()?;
+    for (target, want) in [("operator", metrics), ("executor", executor)] {
+        let exposed: Vec<u64> = df
+            .stage(target)?
+            .all("EXPOSE")
+            .iter()
+            .flat_map(|e| e.split_whitespace())
+            .map(|p| p.trim_end_matches("/tcp").parse())
+            .collect::<Result<_, _>>()?;
+        ensure!(
+            exposed == [want],
+            "target {target} exposes {exposed:?}, its pods listen on {want}"
+        );
+    }
+    Ok(())
+}
+
+/// `docker build --target T -t NAME:VERSION` in the Dockerfile's header names the images the
+/// chart deploys and the e2e node agent maps to our binaries, at the chart's appVersion.
+#[test]
+fn image_names_match_the_chart_values_and_the_e2e_mapping() -> Result<()> {
+    let text = read("Dockerfile")?;
+    let v = values()?;
+    let chart: serde_yaml::Value = serde_yaml::from_str(&read("charts/ari/Chart.yaml")?)?;
+    let app_version = chart["appVersion"].as_str().context("appVersion")?;
+    let workspace_version = read("Cargo.toml")?
+        .lines()
+        .find_map(|l| l.strip_prefix("version = "))
+        .map(|s| s.trim_matches('"').to_owned())
+        .context("workspace version")?;
+    ensure!(
+        app_version == workspace_version,
+        "Chart appVersion {app_version} is not the workspace version {workspace_version}"
+    );
+    for (target, path, e2e) in [
+        (
+            "operator",
+            &["image", "repository"][..],
+            ari_e2e::OPERATOR_IMAGE,
+        ),
+        (
+            "executor",
+            &["executor", "image", "repository"][..],
+            ari_e2e::EXECUTOR_IMAGE,
+        ),
+    ] {
+        let repo_name = value_at(&v, path)?.as_str().context("repository")?;
+        ensure!(
+            repo_name == e2e,
+            "values {} = {repo_name}, the e2e node agent maps {e2e}",
+            path.join(".")
+        );
+        let line = format!("docker build --target {target} -t {repo_name}:{app_version} .");
+        ensure!(
+            text.contains(&line),
+            "Dockerfile does not document `{line}`"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn parser_reads_continuations_comments_and_stage_names() -> Result<()> {
+    let df = Dockerfile::parse(
+        "ARG B=img:1\n# c\nFROM ${B} AS one\nRUN a \\\n  b\n\nfrom x as two\nUSER 1\n",
+    )?;
+    ensure!(df.stages.len() == 2);
+    ensure!(df.stage("one")?.base == "img:1");
+    ensure!(df.stage("one")?.one("RUN")? == "a b");
+    ensure!(df.stage("two")?.one("USER")? == "1");
+    ensure!(
+        Dockerfile::parse("FROM x\n").is_err(),
+        "unnamed stages are refused"
+    );
+    Ok(())
+}
