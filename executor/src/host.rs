@@ -130,7 +130,11 @@ fn guest_result<T>(cx: &mut Cx<'_>, result: Result<T, CapError>) -> Result<T, St
     result.map_err(|err| match err {
         CapError::Denied(msg) => format!("capability denied: {msg}"),
         CapError::Failed(msg) => {
-            cx.data_mut().host_failures.push(msg.clone());
+            // Bounded: a guest looping on a failing call must not grow host memory.
+            let failures = &mut cx.data_mut().host_failures;
+            if failures.len() < capability::MAX_NOTED {
+                failures.push(msg.clone());
+            }
             msg
         }
     })

@@ -23,7 +23,8 @@ pub(crate) struct TaskState {
     pub table: ResourceTable,
     pub caps: SharedCaps,
     pub limiter: MemoryLimiter,
-    /// Messages of granted host calls that failed (returned to the guest as `err`).
+    /// Messages of granted host calls that failed (returned to the guest as `err`); the first
+    /// `MAX_NOTED` only.
     pub host_failures: Vec<String>,
     /// Fuel charged by host calls (part of the fuel consumed).
     pub host_fuel: u64,

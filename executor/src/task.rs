@@ -151,7 +151,7 @@ impl Agent {
         // (Should a clone survive, the lock still gives exclusive access.)
         let mut caps = crate::state::lock(&caps);
         let denials: Vec<String> = caps.denials().to_vec();
-        let logs = caps.logs().to_vec();
+        let logs = caps.logs();
 
         let mut failure = match end {
             GuestEnd::Failed(ref f) => Some(f.clone()),

@@ -2,8 +2,12 @@
 
 use std::fmt;
 
-/// Per-task budget of message bytes kept; beyond it lines are dropped and counted.
+/// Per-task budget of log bytes kept, counted as stored (`LEVEL message`), so neither huge
+/// lines nor millions of tiny ones can grow host memory past it.
 pub const MAX_LOG_BYTES: u64 = 64 * 1024;
+
+/// Longest message line kept; longer lines are cut and marked (same bound as WASI stdout).
+pub const MAX_LINE_BYTES: usize = 8 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -30,6 +34,9 @@ impl fmt::Display for LogLevel {
 #[derive(Debug)]
 pub struct LogCapability {
     lines: Vec<String>,
+    /// Bytes of `lines` (what the budget counts).
+    stored: u64,
+    /// Message bytes kept (the metered figure).
     kept: u64,
     dropped: u64,
     limit: u64,
@@ -41,42 +48,68 @@ impl Default for LogCapability {
     }
 }
 
+/// `line` cut to at most `max` bytes on a char boundary, and how many bytes were cut.
+fn cut(line: &str, max: usize) -> (&str, usize) {
+    if line.len() <= max {
+        return (line, 0);
+    }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&line[..end], line.len() - end)
+}
+
 impl LogCapability {
     pub fn with_limit(limit: u64) -> Self {
         Self {
             lines: Vec::new(),
+            stored: 0,
             kept: 0,
             dropped: 0,
             limit,
         }
     }
 
-    /// Keeps each line of `msg` while the budget lasts; a final marker line says how much was dropped.
+    /// Keeps each line of `msg` while the budget lasts; once a line does not fit, it and
+    /// everything after it is dropped and only counted (see [`LogCapability::lines`]).
+    /// Only kept lines reach `tracing`, so the executor's own log is bounded the same way.
     pub fn log(&mut self, level: LogLevel, msg: &str) {
         for line in msg.strip_suffix('\n').unwrap_or(msg).split('\n') {
             let line = line.strip_suffix('\r').unwrap_or(line);
-            emit(level, line);
-            let len = line.len() as u64;
-            if self.dropped == 0 && self.kept + len <= self.limit {
-                self.kept += len;
-                self.lines.push(format!("{level} {line}"));
-            } else {
-                if self.dropped == 0 {
-                    self.lines.push(String::new());
+            if self.dropped == 0 {
+                let (text, cut_bytes) = cut(line, MAX_LINE_BYTES);
+                let mut stored = format!("{level} {text}");
+                if cut_bytes > 0 {
+                    stored.push_str(&format!(" [line cut: {cut_bytes} bytes dropped]"));
                 }
-                self.dropped += len.max(1);
-                if let Some(marker) = self.lines.last_mut() {
-                    *marker = format!(
-                        "WARN [log truncated: {} bytes dropped after the {} byte limit]",
-                        self.dropped, self.limit
-                    );
+                if self.stored + stored.len() as u64 <= self.limit {
+                    emit(level, &stored[level.to_string().len() + 1..]);
+                    self.stored += stored.len() as u64;
+                    self.kept += text.len() as u64;
+                    self.lines.push(stored);
+                    continue;
                 }
+                tracing::warn!(
+                    target: "ari::guest",
+                    "[log truncated: the task's log reached its {} byte limit]",
+                    self.limit
+                );
             }
+            self.dropped += (line.len() as u64).max(1);
         }
     }
 
-    pub fn lines(&self) -> &[String] {
-        &self.lines
+    /// The kept lines, plus a final marker saying how many bytes were dropped, if any.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = self.lines.clone();
+        if self.dropped > 0 {
+            lines.push(format!(
+                "WARN [log truncated: {} bytes dropped after the {} byte limit]",
+                self.dropped, self.limit
+            ));
+        }
+        lines
     }
 
     /// Message bytes kept (the metered figure).
@@ -114,14 +147,37 @@ mod tests {
 
     #[test]
     fn log_is_bounded_with_one_marker() {
-        let mut l = LogCapability::with_limit(10);
+        // "INFO 12345" is 10 stored bytes: two fit in 20, then everything is dropped.
+        let mut l = LogCapability::with_limit(20);
         l.log(LogLevel::Info, "12345");
         l.log(LogLevel::Info, "67890");
         l.log(LogLevel::Info, "x");
-        l.log(LogLevel::Info, "yy");
+        l.log(LogLevel::Info, "yy\n\n");
         assert_eq!(l.bytes(), 10);
-        assert_eq!(l.dropped_bytes(), 3);
+        assert_eq!(l.dropped_bytes(), 4);
         assert_eq!(l.lines().len(), 3);
-        assert!(l.lines()[2].contains("3 bytes dropped"), "{:?}", l.lines());
+        assert!(l.lines()[2].contains("4 bytes dropped"), "{:?}", l.lines());
+    }
+
+    #[test]
+    fn log_cuts_huge_lines_on_a_char_boundary() {
+        let mut l = LogCapability::default();
+        let huge = format!("{}é", "a".repeat(MAX_LINE_BYTES - 1));
+        l.log(LogLevel::Info, &huge);
+        assert_eq!(l.bytes(), (MAX_LINE_BYTES - 1) as u64);
+        assert!(
+            l.lines()[0].ends_with("[line cut: 2 bytes dropped]"),
+            "{:?}",
+            l.lines()
+        );
+    }
+
+    #[test]
+    fn log_of_many_tiny_lines_stays_within_the_budget() {
+        let mut l = LogCapability::default();
+        l.log(LogLevel::Debug, &"x\n".repeat(1_000_000));
+        let stored: usize = l.lines().iter().map(String::len).sum();
+        assert!(stored as u64 <= MAX_LOG_BYTES + 100, "{stored}");
+        assert!(l.dropped_bytes() > 900_000);
     }
 }

@@ -23,6 +23,9 @@ pub use log::LogLevel;
 
 use crate::trace::{Recorder, Trace};
 
+/// How many denials (and, in the executor, host failures) a task keeps for its failure message.
+pub const MAX_NOTED: usize = 16;
+
 /// Live runs talk to storage and the network and record; replays serve the trace.
 #[derive(Debug, Clone)]
 pub enum Mode {
@@ -83,9 +86,12 @@ impl TaskCapabilities {
         self.http.set_limits(limits);
     }
 
-    /// Notes a denial so the executor can classify the task as `CapabilityDenied`.
+    /// Notes a denial so the executor can classify the task as `CapabilityDenied`. Only the
+    /// first [`MAX_NOTED`] are kept: a guest looping on a refused call must not grow host memory.
     fn note<T>(&mut self, result: Result<T, CapError>) -> Result<T, CapError> {
-        if let Err(CapError::Denied(reason)) = &result {
+        if let Err(CapError::Denied(reason)) = &result
+            && self.denials.len() < MAX_NOTED
+        {
             self.denials.push(reason.clone());
         }
         result
@@ -95,8 +101,8 @@ impl TaskCapabilities {
         self.log.log(level, msg);
     }
 
-    /// Log lines kept so far, as `LEVEL message`.
-    pub fn logs(&self) -> &[String] {
+    /// Log lines kept so far, as `LEVEL message`, plus a truncation marker if any were dropped.
+    pub fn logs(&self) -> Vec<String> {
         self.log.lines()
     }
 
@@ -154,7 +160,8 @@ impl TaskCapabilities {
         self.clock.wasi_now(&mut self.recorder).unwrap_or(0)
     }
 
-    /// Every denial so far, in order (capability missing, host not allowed, quota).
+    /// The first denials, in order (capability missing, host not allowed, quota); at most
+    /// [`MAX_NOTED`].
     pub fn denials(&self) -> &[String] {
         &self.denials
     }
