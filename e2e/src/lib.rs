@@ -10,6 +10,7 @@ mod http;
 mod kubeconfig;
 mod node;
 mod process;
+pub mod scenario;
 pub mod wait;
 
 use std::collections::HashMap;

@@ -3,30 +3,20 @@
 //! node agent, real example components. One cluster per binary; one namespace per trial.
 //! Run: `cargo build --bins && cargo test -p ari-e2e --test operator`.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
-use ari_e2e::{Cluster, NodeAgent, wait};
+use ari_e2e::scenario::*;
+use ari_e2e::wait;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
 use libtest_mimic::{Arguments, Failed, Trial};
 
-struct Ctx {
-    rt: tokio::runtime::Runtime,
-    // Dropped in field order: node agent before the cluster it talks to.
-    node: NodeAgent,
-    cluster: Cluster,
-    work: tempfile::TempDir,
-}
-
 type TrialFn = fn(&Ctx) -> Result<()>;
-
-const OPERATOR_NS: &str = "ari-system";
 
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
@@ -59,7 +49,7 @@ fn main() -> std::process::ExitCode {
     let ctx: Option<Arc<Ctx>> = if args.list {
         None
     } else {
-        match start() {
+        match Ctx::start().and_then(|c| c.install_operator_manifest().map(|()| c)) {
             Ok(c) => Some(Arc::new(c)),
             Err(e) => {
                 eprintln!("cannot start the e2e cluster with the operator: {e:#}");
@@ -86,322 +76,6 @@ fn main() -> std::process::ExitCode {
     } else {
         std::process::ExitCode::SUCCESS
     }
-}
-
-fn repo() -> PathBuf {
-    ari_e2e::repo_root()
-}
-
-fn agent_wasm(name: &str) -> PathBuf {
-    ari_e2e::target_dir()
-        .join("agents")
-        .join(format!("{name}.wasm"))
-}
-
-fn start() -> Result<Ctx> {
-    for bin in ["ari", "ari-operator"] {
-        ensure!(
-            ari_e2e::target_dir().join("debug").join(bin).is_file(),
-            "target/debug/{bin} is missing: run `cargo build --bins` first"
-        );
-    }
-    ensure!(
-        agent_wasm("echo").is_file(),
-        "example agents are missing: run scripts/build-agents.sh first"
-    );
-    let rt = tokio::runtime::Runtime::new()?;
-    let cluster = rt.block_on(Cluster::start())?;
-    let node = NodeAgent::start(&cluster, ari_e2e::ari_images())?;
-    let ctx = Ctx {
-        rt,
-        node,
-        cluster,
-        work: tempfile::tempdir()?,
-    };
-
-    ctx.kubectl_ok(["apply", "-f", &repo().join("crds").display().to_string()])?;
-    ctx.kubectl_ok([
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/agents.ari.dev",
-        "crd/tasks.ari.dev",
-    ])?;
-    ctx.kubectl_ok([
-        "apply",
-        "-f",
-        &repo().join("deploy/operator.yaml").display().to_string(),
-    ])?;
-    // Short heartbeat timeout so executor loss is noticed within the test's patience.
-    ctx.kubectl_ok([
-        "set",
-        "env",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-operator",
-        "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
-    ])?;
-    ctx.rt.block_on(async {
-        let client = ctx.cluster.client();
-        wait::until("operator pod Ready", wait::DEFAULT, || {
-            ready_pods(
-                &client,
-                OPERATOR_NS,
-                "app.kubernetes.io/name=ari-operator",
-                1,
-            )
-        })
-        .await
-    })?;
-    Ok(ctx)
-}
-
-impl Ctx {
-    fn kubectl(&self, args: &[&str]) -> Result<std::process::Output> {
-        Ok(self.cluster.kubectl(args)?)
-    }
-
-    fn kubectl_ok<const N: usize>(&self, args: [&str; N]) -> Result<String> {
-        let out = self.kubectl(&args)?;
-        ensure!(
-            out.status.success(),
-            "kubectl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// `kubectl apply -n NS -f -` of a YAML document, as a user would.
-    fn apply(&self, ns: &str, yaml: &str) -> Result<std::process::Output> {
-        let file = self.work.path().join(format!("{}.yaml", unique()));
-        std::fs::write(&file, yaml)?;
-        self.kubectl(&["apply", "-n", ns, "-f", &file.display().to_string()])
-    }
-
-    fn apply_ok(&self, ns: &str, yaml: &str) -> Result<()> {
-        let out = self.apply(ns, yaml)?;
-        ensure!(
-            out.status.success(),
-            "kubectl apply failed: {}\n{yaml}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
-    }
-
-    /// The component of an example agent as a ConfigMap (binaryData), as docs/operator.md shows.
-    fn module_configmap(&self, ns: &str, name: &str, agent: &str) -> Result<()> {
-        let from = format!("--from-file=module.wasm={}", agent_wasm(agent).display());
-        self.kubectl_ok(["create", "configmap", name, "-n", ns, &from])?;
-        Ok(())
-    }
-
-    fn in_namespace<F, Fut>(&self, prefix: &str, f: F) -> Result<()>
-    where
-        F: FnOnce(Client, String) -> Fut,
-        Fut: Future<Output = Result<()>>,
-    {
-        self.rt.block_on(async {
-            let client = self.cluster.client();
-            let ns = self.cluster.new_namespace(prefix).await?;
-            let result = f(client.clone(), ns.clone()).await;
-            if result.is_err() {
-                eprintln!("{}", self.executor_logs(&client, &ns).await);
-            }
-            result
-        })
-    }
-
-    fn operator_logs(&self) -> String {
-        let pods: Vec<String> = self.rt.block_on(async {
-            Api::<Pod>::namespaced(self.cluster.client(), OPERATOR_NS)
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items.iter().map(|p| p.name_any()).collect())
-                .unwrap_or_default()
-        });
-        pods.iter()
-            .map(|p| {
-                format!(
-                    "--- operator {p}:\n{}",
-                    tail(&self.node.logs(OPERATOR_NS, p, "operator"), 30)
-                )
-            })
-            .collect()
-    }
-
-    async fn executor_logs(&self, client: &Client, ns: &str) -> String {
-        let pods = Api::<Pod>::namespaced(client.clone(), ns)
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default();
-        pods.iter()
-            .map(|p| {
-                let name = p.name_any();
-                format!(
-                    "--- executor {name}:\n{}",
-                    tail(&self.node.logs(ns, &name, "executor"), 30)
-                )
-            })
-            .collect()
-    }
-}
-
-fn tail(s: &str, lines: usize) -> String {
-    let all: Vec<&str> = s.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-fn unique() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("doc-{}", N.fetch_add(1, Ordering::Relaxed))
-}
-
-fn agent_yaml(name: &str, configmap: &str, replicas: u32, extra: &str) -> String {
-    format!(
-        "apiVersion: ari.dev/v1alpha1
-kind: Agent
-metadata:
-  name: {name}
-spec:
-  module:
-    configMap:
-      name: {configmap}
-      key: module.wasm
-  executor:
-    replicas: {replicas}
-    concurrency: 4
-{extra}"
-    )
-}
-
-fn task_yaml(name: &str, agent: &str, input: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: ari.dev/v1alpha1
-kind: Task
-metadata:
-  name: {name}
-spec:
-  agentRef:
-    name: {agent}
-  input: {input:?}
-{extra}"
-    )
-}
-
-async fn ready_pods(
-    client: &Client,
-    ns: &str,
-    selector: &str,
-    want: usize,
-) -> std::result::Result<Vec<Pod>, String> {
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(|e| e.to_string())?;
-    let ready: Vec<Pod> = pods
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .collect();
-    if ready.len() >= want {
-        Ok(ready)
-    } else {
-        Err(format!("{} of {want} pods Ready ({selector})", ready.len()))
-    }
-}
-
-async fn agent_ready(client: &Client, ns: &str, name: &str) -> Result<Agent> {
-    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
-    Ok(
-        wait::until(&format!("Agent {name} Ready"), wait::DEFAULT, || async {
-            let a = api.get(name).await.map_err(|e| e.to_string())?;
-            let ready = a.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            });
-            if ready {
-                Ok(a)
-            } else {
-                Err(format!("status: {:?}", a.status))
-            }
-        })
-        .await?,
-    )
-}
-
-async fn task_finished(client: &Client, ns: &str, name: &str, timeout: Duration) -> Result<Task> {
-    let api: Api<Task> = Api::namespaced(client.clone(), ns);
-    Ok(
-        wait::until(&format!("Task {name} finished"), timeout, || async {
-            let t = api.get(name).await.map_err(|e| e.to_string())?;
-            if t.status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .is_some_and(|p| p.is_finished())
-            {
-                Ok(t)
-            } else {
-                Err(format!("status: {:?}", t.status))
-            }
-        })
-        .await?,
-    )
-}
-
-fn phase_reason(t: &Task) -> (Option<TaskPhase>, Option<TaskReason>) {
-    let s = t.status.clone().unwrap_or_default();
-    (s.phase, s.reason)
-}
-
-fn expect_reason(t: &Task, phase: TaskPhase, reason: TaskReason) -> Result<()> {
-    ensure!(
-        phase_reason(t) == (Some(phase), Some(reason)),
-        "task {} ended {:?}, want {phase:?}/{reason:?}; message: {:?}",
-        t.name_any(),
-        phase_reason(t),
-        t.status.as_ref().and_then(|s| s.message.clone())
-    );
-    Ok(())
-}
-
-/// Verifies the Task's attestation against the key the Agent publishes in its status.
-fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
-    let status = task.status.as_ref().context("no status")?;
-    let att = status.attestation.as_ref().context("no attestation")?;
-    let att: ari_executor::Attestation = serde_json::from_value(serde_json::to_value(att)?)?;
-    let published = agent
-        .status
-        .as_ref()
-        .and_then(|s| s.attestation_public_key.clone())
-        .context("Agent publishes no attestationPublicKey")?;
-    let key = ari_executor::attestation::parse_public_key(&published)?;
-    att.verify_signature(Some(&key))
-        .context("attestation does not verify against the Agent's published key")?;
-    ensure!(
-        Some(&att.output_sha256) == status.output_sha256.as_ref(),
-        "attestation outputSha256 differs from status.outputSha256"
-    );
-    let digest = agent
-        .status
-        .as_ref()
-        .and_then(|s| s.module_digest.clone())
-        .unwrap_or_default();
-    ensure!(
-        digest.ends_with(&att.module_sha256),
-        "attestation module {} is not the Agent's digest {digest}",
-        att.module_sha256
-    );
-    Ok(())
 }
 
 fn task_succeeds(ctx: &Ctx) -> Result<()> {
@@ -526,10 +200,6 @@ fn example_manifests(ctx: &Ctx) -> Result<()> {
         ensure!(out.contains("\"words\":8"), "wordcount output {out}");
         Ok(())
     })
-}
-
-fn sha256_file(path: &Path) -> Result<String> {
-    Ok(ari_executor::attestation::sha256_hex(&std::fs::read(path)?))
 }
 
 fn failure_reasons(ctx: &Ctx) -> Result<()> {

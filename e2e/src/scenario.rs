@@ -1,0 +1,382 @@
+//! What the e2e scenarios share: one cluster with a node agent and the CRDs per test
+//! binary ([`Ctx`]), `kubectl` as a user runs it, Agent/Task manifests, and waits on Agent,
+//! Task and pod conditions. Used by `tests/*.rs` and the benchmark binaries.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use ari_crds::{Agent, Task, TaskPhase, TaskReason};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+
+use crate::{Cluster, NodeAgent, wait};
+
+/// Namespace the operator is installed into.
+pub const OPERATOR_NS: &str = "ari-system";
+
+/// One control plane with a node agent; shared by the trials of a test binary.
+pub struct Ctx {
+    pub rt: tokio::runtime::Runtime,
+    // Dropped in field order: node agent before the cluster it talks to.
+    pub node: NodeAgent,
+    pub cluster: Cluster,
+    pub work: tempfile::TempDir,
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    crate::repo_root()
+}
+
+/// `target/agents/<name>.wasm`, built by `scripts/build-agents.sh`.
+pub fn agent_wasm(name: &str) -> PathBuf {
+    crate::target_dir()
+        .join("agents")
+        .join(format!("{name}.wasm"))
+}
+
+impl Ctx {
+    /// A real control plane, a node agent running ari's binaries, and the CRDs installed
+    /// and Established. The operator is not installed: see [`Ctx::install_operator_manifest`].
+    pub fn start() -> Result<Ctx> {
+        for bin in ["ari", "ari-operator"] {
+            ensure!(
+                crate::target_dir().join("debug").join(bin).is_file(),
+                "target/debug/{bin} is missing: run `cargo build --bins` first"
+            );
+        }
+        ensure!(
+            agent_wasm("echo").is_file(),
+            "example agents are missing: run scripts/build-agents.sh first"
+        );
+        let rt = tokio::runtime::Runtime::new()?;
+        let cluster = rt.block_on(Cluster::start())?;
+        let node = NodeAgent::start(&cluster, crate::ari_images())?;
+        let ctx = Ctx {
+            rt,
+            node,
+            cluster,
+            work: tempfile::tempdir()?,
+        };
+        ctx.kubectl_ok(["apply", "-f", &repo().join("crds").display().to_string()])?;
+        ctx.kubectl_ok([
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/agents.ari.dev",
+            "crd/tasks.ari.dev",
+        ])?;
+        Ok(ctx)
+    }
+
+    /// Deploys the operator from `deploy/operator.yaml` into [`OPERATOR_NS`] with a short
+    /// heartbeat timeout (so executor loss is noticed within a test's patience) and waits
+    /// for its pod to be Ready.
+    pub fn install_operator_manifest(&self) -> Result<()> {
+        self.kubectl_ok([
+            "apply",
+            "-f",
+            &repo().join("deploy/operator.yaml").display().to_string(),
+        ])?;
+        self.kubectl_ok([
+            "set",
+            "env",
+            "-n",
+            OPERATOR_NS,
+            "deployment/ari-operator",
+            "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
+        ])?;
+        self.wait_operator_ready()
+    }
+
+    /// Waits until one operator pod in [`OPERATOR_NS`] is Ready.
+    pub fn wait_operator_ready(&self) -> Result<()> {
+        self.rt.block_on(async {
+            let client = self.cluster.client();
+            wait::until("operator pod Ready", wait::DEFAULT, || {
+                ready_pods(
+                    &client,
+                    OPERATOR_NS,
+                    "app.kubernetes.io/name=ari-operator",
+                    1,
+                )
+            })
+            .await
+        })?;
+        Ok(())
+    }
+
+    /// `kubectl` with the admin kubeconfig.
+    pub fn kubectl(&self, args: &[&str]) -> Result<std::process::Output> {
+        Ok(self.cluster.kubectl(args)?)
+    }
+
+    /// `kubectl` that must succeed; returns its stdout.
+    pub fn kubectl_ok<const N: usize>(&self, args: [&str; N]) -> Result<String> {
+        let out = self.kubectl(&args)?;
+        ensure!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `kubectl apply -n NS -f -` of a YAML document, as a user would.
+    pub fn apply(&self, ns: &str, yaml: &str) -> Result<std::process::Output> {
+        let file = self.work.path().join(format!("{}.yaml", unique()));
+        std::fs::write(&file, yaml)?;
+        self.kubectl(&["apply", "-n", ns, "-f", &file.display().to_string()])
+    }
+
+    pub fn apply_ok(&self, ns: &str, yaml: &str) -> Result<()> {
+        let out = self.apply(ns, yaml)?;
+        ensure!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    }
+
+    /// The component of an example agent as a ConfigMap (binaryData), as docs/operator.md shows.
+    pub fn module_configmap(&self, ns: &str, name: &str, agent: &str) -> Result<()> {
+        let from = format!("--from-file=module.wasm={}", agent_wasm(agent).display());
+        self.kubectl_ok(["create", "configmap", name, "-n", ns, &from])?;
+        Ok(())
+    }
+
+    /// Runs `f` in a fresh namespace; on failure prints the executors' logs.
+    pub fn in_namespace<F, Fut>(&self, prefix: &str, f: F) -> Result<()>
+    where
+        F: FnOnce(Client, String) -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
+        self.rt.block_on(async {
+            let client = self.cluster.client();
+            let ns = self.cluster.new_namespace(prefix).await?;
+            let result = f(client.clone(), ns.clone()).await;
+            if result.is_err() {
+                eprintln!("{}", self.executor_logs(&client, &ns).await);
+            }
+            result
+        })
+    }
+
+    /// The tail of every operator pod's log, for failure messages.
+    pub fn operator_logs(&self) -> String {
+        let pods: Vec<String> = self.rt.block_on(async {
+            Api::<Pod>::namespaced(self.cluster.client(), OPERATOR_NS)
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.iter().map(|p| p.name_any()).collect())
+                .unwrap_or_default()
+        });
+        pods.iter()
+            .map(|p| {
+                format!(
+                    "--- operator {p}:\n{}",
+                    tail(&self.node.logs(OPERATOR_NS, p, "operator"), 30)
+                )
+            })
+            .collect()
+    }
+
+    /// The tail of every executor pod's log in `ns`.
+    pub async fn executor_logs(&self, client: &Client, ns: &str) -> String {
+        let pods = Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        pods.iter()
+            .map(|p| {
+                let name = p.name_any();
+                format!(
+                    "--- executor {name}:\n{}",
+                    tail(&self.node.logs(ns, &name, "executor"), 30)
+                )
+            })
+            .collect()
+    }
+}
+
+/// The last `lines` lines of `s`.
+pub fn tail(s: &str, lines: usize) -> String {
+    let all: Vec<&str> = s.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A name unique within this process.
+pub fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("doc-{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// An Agent whose module is `module.wasm` of ConfigMap `configmap`; `extra` is appended
+/// to `spec` (indent it by two spaces).
+pub fn agent_yaml(name: &str, configmap: &str, replicas: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: {name}
+spec:
+  module:
+    configMap:
+      name: {configmap}
+      key: module.wasm
+  executor:
+    replicas: {replicas}
+    concurrency: 4
+{extra}"
+    )
+}
+
+/// A Task for `agent` with UTF-8 `input`; `extra` is appended to `spec`.
+pub fn task_yaml(name: &str, agent: &str, input: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Task
+metadata:
+  name: {name}
+spec:
+  agentRef:
+    name: {agent}
+  input: {input:?}
+{extra}"
+    )
+}
+
+/// The Ready pods matching `selector`, or an error until there are `want` of them.
+pub async fn ready_pods(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+    want: usize,
+) -> std::result::Result<Vec<Pod>, String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| e.to_string())?;
+    let ready: Vec<Pod> = pods
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .collect();
+    if ready.len() >= want {
+        Ok(ready)
+    } else {
+        Err(format!("{} of {want} pods Ready ({selector})", ready.len()))
+    }
+}
+
+/// Waits until the Agent's `Ready` condition is True.
+pub async fn agent_ready(client: &Client, ns: &str, name: &str) -> Result<Agent> {
+    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
+    Ok(
+        wait::until(&format!("Agent {name} Ready"), wait::DEFAULT, || async {
+            let a = api.get(name).await.map_err(|e| e.to_string())?;
+            let ready = a.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            if ready {
+                Ok(a)
+            } else {
+                Err(format!("status: {:?}", a.status))
+            }
+        })
+        .await?,
+    )
+}
+
+/// Waits until the Task is `Succeeded` or `Failed`.
+pub async fn task_finished(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<Task> {
+    let api: Api<Task> = Api::namespaced(client.clone(), ns);
+    Ok(
+        wait::until(&format!("Task {name} finished"), timeout, || async {
+            let t = api.get(name).await.map_err(|e| e.to_string())?;
+            if t.status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(|p| p.is_finished())
+            {
+                Ok(t)
+            } else {
+                Err(format!("status: {:?}", t.status))
+            }
+        })
+        .await?,
+    )
+}
+
+/// The Task's phase and reason.
+pub fn phase_reason(t: &Task) -> (Option<TaskPhase>, Option<TaskReason>) {
+    let s = t.status.clone().unwrap_or_default();
+    (s.phase, s.reason)
+}
+
+/// Fails unless the Task ended with `phase` and `reason`.
+pub fn expect_reason(t: &Task, phase: TaskPhase, reason: TaskReason) -> Result<()> {
+    ensure!(
+        phase_reason(t) == (Some(phase), Some(reason)),
+        "task {} ended {:?}, want {phase:?}/{reason:?}; message: {:?}",
+        t.name_any(),
+        phase_reason(t),
+        t.status.as_ref().and_then(|s| s.message.clone())
+    );
+    Ok(())
+}
+
+/// Verifies the Task's attestation against the key the Agent publishes in its status.
+pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
+    let status = task.status.as_ref().context("no status")?;
+    let att = status.attestation.as_ref().context("no attestation")?;
+    let att: ari_executor::Attestation = serde_json::from_value(serde_json::to_value(att)?)?;
+    let published = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.attestation_public_key.clone())
+        .context("Agent publishes no attestationPublicKey")?;
+    let key = ari_executor::attestation::parse_public_key(&published)?;
+    att.verify_signature(Some(&key))
+        .context("attestation does not verify against the Agent's published key")?;
+    ensure!(
+        Some(&att.output_sha256) == status.output_sha256.as_ref(),
+        "attestation outputSha256 differs from status.outputSha256"
+    );
+    let digest = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.module_digest.clone())
+        .unwrap_or_default();
+    ensure!(
+        digest.ends_with(&att.module_sha256),
+        "attestation module {} is not the Agent's digest {digest}",
+        att.module_sha256
+    );
+    Ok(())
+}
+
+/// Lower-case hex SHA-256 of a file.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    Ok(ari_executor::attestation::sha256_hex(&std::fs::read(path)?))
+}
