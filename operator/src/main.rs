@@ -18,7 +18,8 @@ use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::runtime::{Controller, reflector::Store, watcher};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{Controller, WatchStreamExt, reflector, reflector::Store, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{error, info};
@@ -128,7 +129,9 @@ async fn main() -> anyhow::Result<()> {
         Some(ns) => Api::<Deployment>::namespaced(client.clone(), ns),
         None => Api::<Deployment>::all(client.clone()),
     };
-    let agent_ctl = Controller::new(agents, watcher::Config::default())
+    let agent_controller = Controller::new(agents, watcher::Config::default());
+    let agent_store = agent_controller.store();
+    let agent_ctl = agent_controller
         .owns(
             deployments,
             watcher::Config::default().labels("app.kubernetes.io/name=ari-executor"),
@@ -140,24 +143,54 @@ async fn main() -> anyhow::Result<()> {
             ctx.clone(),
         )
         .for_each(|_| async {});
+    let pods = match &cfg.namespace {
+        Some(ns) => Api::<Pod>::namespaced(client.clone(), ns),
+        None => Api::<Pod>::all(client.clone()),
+    };
+    let (pod_store, pod_writer) = reflector::store();
+    let pod_cache = reflector(
+        pod_writer,
+        watcher(
+            pods,
+            watcher::Config::default().labels("app.kubernetes.io/name=ari-executor"),
+        ),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
+    let pod_cache = tokio::spawn(pod_cache);
+
     let task_controller = Controller::new(tasks, watcher::Config::default())
         .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
     let task_store = task_controller.store();
     let task_ctx = Arc::new(TaskContext {
         base: ctx.clone(),
         seen: Seen::default(),
+        agents: agent_store.clone(),
+        pods: pod_store.clone(),
     });
-    let task_ctl = task_controller
-        .run(
-            task::controller::reconcile,
-            task::controller::error_policy,
-            task_ctx,
-        )
-        .for_each(|_| async {});
+    // Decisions on a Task read the Agent and pod caches: start only once both have listed
+    // everything, or a cold cache would look like a missing Agent.
+    let task_ctl = async move {
+        if agent_store.wait_until_ready().await.is_err()
+            || pod_store.wait_until_ready().await.is_err()
+        {
+            error!("agent or pod cache closed before it was ready");
+            return;
+        }
+        task_controller
+            .run(
+                task::controller::reconcile,
+                task::controller::error_policy,
+                task_ctx,
+            )
+            .for_each(|_| async {})
+            .await;
+    };
     let gauges = tokio::spawn(task_gauges(task_store, metrics.clone()));
 
     tokio::join!(agent_ctl, task_ctl);
     gauges.abort();
+    pod_cache.abort();
     let lost_it = lost_leadership.await.unwrap_or(false);
     election.abort();
     finish(server, &release, lost_it).await

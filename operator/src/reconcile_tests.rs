@@ -32,6 +32,28 @@ fn agent_json() -> Value {
     })
 }
 
+/// The real echo component (the operator checks that a module is an agent component), built
+/// by `scripts/build-agents.sh`, which the test command runs first.
+fn echo_component() -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agents/echo.wasm");
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run scripts/build-agents.sh first)",
+            path.display()
+        )
+    })
+}
+
+fn echo_component_base64() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(echo_component())
+}
+
+fn echo_component_sha256() -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(echo_component()))
+}
+
 fn echo_body(body: &Value) -> (u16, Value) {
     (200, body.clone())
 }
@@ -43,7 +65,7 @@ fn agent_routes(method: &str, path: &str, body: &Value) -> (u16, Value) {
             200,
             json!({
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "echo-module"},
-                "binaryData": {"echo.wasm": "YWJj"}
+                "binaryData": {"echo.wasm": echo_component_base64()}
             }),
         ),
         ("GET", "/api/v1/namespaces/demo/secrets/ari-attestation-key") => status(404, "NotFound"),
@@ -134,14 +156,14 @@ async fn agent_reconcile_applies_everything_and_reports_ready() {
         "ari-attestation-key"
     );
     assert!(by("ARI_REDIS_URL").is_null());
-    let sha_abc = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    let sha_echo = format!("sha256:{}", echo_component_sha256());
     assert_eq!(
         dep["spec"]["template"]["metadata"]["annotations"]["ari.dev/module-digest"],
-        sha_abc
+        sha_echo
     );
 
     let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
-    assert_eq!(st["moduleDigest"], sha_abc);
+    assert_eq!(st["moduleDigest"], sha_echo);
     assert_eq!(st["observedGeneration"], 3);
     assert_eq!(st["readyReplicas"], 1);
     assert_eq!(st["attestationPublicKey"].as_str().map(str::len), Some(64));
@@ -197,9 +219,21 @@ fn task_json(status: Value, extra_spec: Value) -> Task {
 }
 
 fn task_ctx(client: kube::Client) -> Arc<TaskContext> {
+    task_ctx_with(client, None)
+}
+
+/// A Task context whose Agent cache holds `cached` (the caches are empty otherwise).
+fn task_ctx_with(client: kube::Client, cached: Option<Agent>) -> Arc<TaskContext> {
+    let (agents, mut writer) = kube::runtime::reflector::store();
+    if let Some(a) = cached {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(a));
+    }
+    let (pods, _) = kube::runtime::reflector::store();
     Arc::new(TaskContext {
         base: ctx(client),
         seen: Seen::default(),
+        agents,
+        pods,
     })
 }
 
@@ -269,6 +303,24 @@ async fn task_within_grants_is_left_alone() {
     let extra = json!({"requirements": {"capabilities": ["storage"], "storageBytes": 10}});
     let log = run_task(task_json(Value::Null, extra), Some(agent_json())).await;
     assert!(find(&log, "PUT", "status").is_empty());
+}
+
+#[tokio::test]
+async fn cached_agent_answers_without_an_api_read() {
+    let (client, log) = mock_client(task_routes(Some(agent_json())));
+    let agent: Agent = serde_json::from_value(agent_json()).unwrap_or_else(|e| panic!("{e}"));
+    let extra = json!({"requirements": {"capabilities": ["network"]}});
+    let res = crate::task::controller::reconcile(
+        Arc::new(task_json(Value::Null, extra)),
+        task_ctx_with(client, Some(agent)),
+    )
+    .await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(
+        find(&log, "GET", "agents/echo").is_empty(),
+        "the cache had it"
+    );
+    assert_eq!(written_status(&log)["reason"], "CapabilityDenied");
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::info;
 
 use super::decide::{Decision, ExecutorPod, Timing, decide};
@@ -52,6 +53,31 @@ impl Seen {
 pub struct TaskContext {
     pub base: Arc<Context>,
     pub seen: Seen,
+    /// Agents and executor pods as the operator's watches last saw them. Every Task event
+    /// would otherwise cost a GET of its Agent or executor pod; the cache answers the common
+    /// case and only a negative answer (not found) is confirmed against the API server.
+    pub agents: Store<Agent>,
+    pub pods: Store<Pod>,
+}
+
+impl TaskContext {
+    async fn agent(&self, ns: &str, name: &str) -> Result<Option<Agent>, kube::Error> {
+        if let Some(a) = self.agents.get(&ObjectRef::new(name).within(ns)) {
+            return Ok(Some((*a).clone()));
+        }
+        Api::<Agent>::namespaced(self.base.client.clone(), ns)
+            .get_opt(name)
+            .await
+    }
+
+    async fn pod(&self, ns: &str, name: &str) -> Result<Option<Pod>, kube::Error> {
+        if let Some(p) = self.pods.get(&ObjectRef::new(name).within(ns)) {
+            return Ok(Some((*p).clone()));
+        }
+        Api::<Pod>::namespaced(self.base.client.clone(), ns)
+            .get_opt(name)
+            .await
+    }
 }
 
 fn pod_state(pod: Option<&Pod>) -> ExecutorPod {
@@ -137,23 +163,14 @@ pub async fn reconcile(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action,
     let client = base.client.clone();
 
     let agent = match task.phase() {
-        TaskPhase::Pending => {
-            Api::<Agent>::namespaced(client.clone(), &ns)
-                .get_opt(&task.spec.agent_ref.name)
-                .await?
-        }
+        TaskPhase::Pending => ctx.agent(&ns, &task.spec.agent_ref.name).await?,
         _ => None,
     };
     let pod = match (
         task.phase(),
         task.status.as_ref().and_then(|s| s.executor.as_deref()),
     ) {
-        (TaskPhase::Running, Some(exec)) => pod_state(
-            Api::<Pod>::namespaced(client.clone(), &ns)
-                .get_opt(exec)
-                .await?
-                .as_ref(),
-        ),
+        (TaskPhase::Running, Some(exec)) => pod_state(ctx.pod(&ns, exec).await?.as_ref()),
         (TaskPhase::Running, None) => ExecutorPod::Gone,
         _ => ExecutorPod::NotChecked,
     };
