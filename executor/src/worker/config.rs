@@ -23,6 +23,8 @@ pub struct WorkerConfig {
     pub attestation_key: SigningKey,
     /// How often a running task's `lastHeartbeatTime` is refreshed.
     pub heartbeat: Duration,
+    /// How long a Task another executor owns waits before this one may claim it.
+    pub steal_after: Duration,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -38,6 +40,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("state_dir", &self.state_dir)
             .field("cache_dir", &self.cache_dir)
             .field("heartbeat", &self.heartbeat)
+            .field("steal_after", &self.steal_after)
             .finish_non_exhaustive()
     }
 }
@@ -45,7 +48,7 @@ impl std::fmt::Debug for WorkerConfig {
 impl WorkerConfig {
     /// Reads `ARI_AGENT_NAME`, `POD_NAME`, `POD_NAMESPACE`, `ARI_ATTESTATION_KEY` (required) and
     /// `ARI_CONCURRENCY`, `ARI_METRICS_ADDR`, `ARI_REDIS_URL`, `ARI_STATE_DIR`, `ARI_CACHE_DIR`,
-    /// `ARI_HEARTBEAT_SECONDS` (optional).
+    /// `ARI_HEARTBEAT_SECONDS`, `ARI_STEAL_AFTER_MS` (optional).
     pub fn from_env() -> Result<Self, WorkerError> {
         Self::from_lookup(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
     }
@@ -88,6 +91,13 @@ impl WorkerConfig {
                     .ok_or_else(|| WorkerError::Config(format!("ARI_HEARTBEAT_SECONDS={v}")))?,
             ),
         };
+        let steal_after = match get("ARI_STEAL_AFTER_MS") {
+            None => Duration::from_millis(250),
+            Some(v) => Duration::from_millis(
+                v.parse::<u64>()
+                    .map_err(|_| WorkerError::Config(format!("ARI_STEAL_AFTER_MS={v}")))?,
+            ),
+        };
         Ok(Self {
             agent,
             namespace,
@@ -101,6 +111,7 @@ impl WorkerConfig {
             cache_dir: get("ARI_CACHE_DIR").map(PathBuf::from),
             attestation_key,
             heartbeat,
+            steal_after,
         })
     }
 }
@@ -133,6 +144,7 @@ mod tests {
         assert_eq!(c.agent, "echo");
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.heartbeat, Duration::from_secs(10));
+        assert_eq!(c.steal_after, Duration::from_millis(250));
         assert!(
             !format!("{c:?}").contains(KEY),
             "the key must never be printed"

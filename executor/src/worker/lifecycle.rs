@@ -22,6 +22,14 @@ use super::Worker;
 use super::convert::{self, OutputPlacement};
 use crate::{TaskOutcome, TaskRequest};
 
+/// How far [`Worker::handle`] got.
+enum Handled {
+    /// Claimed and finished, or lost to a peer, or finished without running: nothing to do.
+    Done,
+    /// Not claimed because of an API error (not a conflict): worth trying again.
+    NotClaimed(Box<Task>, kube::Error),
+}
+
 /// Whether this executor should try to claim `task` now.
 pub fn claimable(task: &Task) -> bool {
     task.meta().deletion_timestamp.is_none()
@@ -33,14 +41,20 @@ pub fn claimable(task: &Task) -> bool {
 
 impl Worker {
     /// Claims, runs and finishes one task. Errors are logged; the task's fate is in its status.
+    /// A claim that failed for another reason than a lost race goes back to the backlog.
     pub async fn handle(self: Arc<Self>, task: Task) {
         let name = task.name_any();
-        if let Err(e) = self.clone().handle_inner(task).await {
-            warn!(task = %name, error = %e, "task handling failed");
+        match self.clone().handle_inner(task).await {
+            Ok(Handled::Done) => {}
+            Ok(Handled::NotClaimed(task, e)) => {
+                warn!(task = %name, error = %e, "claim failed; will try again");
+                self.backlog.retry_later(*task);
+            }
+            Err(e) => warn!(task = %name, error = %e, "task handling failed"),
         }
     }
 
-    async fn handle_inner(self: Arc<Self>, task: Task) -> Result<(), kube::Error> {
+    async fn handle_inner(self: Arc<Self>, task: Task) -> Result<Handled, kube::Error> {
         let name = task.name_any();
         let generation = task.meta().generation;
         let elapsed = task
@@ -77,10 +91,10 @@ impl Worker {
             {
                 Ok(_) => {
                     self.count(TaskPhase::Failed, TaskReason::CapabilityDenied);
-                    Ok(())
+                    Ok(Handled::Done)
                 }
-                Err(e) if is_conflict(&e) => Ok(()),
-                Err(e) => Err(e),
+                Err(e) if is_conflict(&e) => Ok(Handled::Done),
+                Err(e) => Ok(Handled::NotClaimed(Box::new(task), e)),
             };
         }
 
@@ -106,9 +120,9 @@ impl Worker {
             Err(e) if is_conflict(&e) => {
                 self.metrics.claims_lost.inc();
                 debug!(task = %name, "claim lost");
-                return Ok(());
+                return Ok(Handled::Done);
             }
-            Err(e) => return Err(e),
+            Err(e) => return Ok(Handled::NotClaimed(Box::new(task), e)),
         };
         info!(task = %name, attempt, "claimed");
 
@@ -133,7 +147,7 @@ impl Worker {
         if let Some(outcome) = outcome {
             self.finish(current, attempt, &outcome).await?;
         }
-        Ok(())
+        Ok(Handled::Done)
     }
 
     fn request(

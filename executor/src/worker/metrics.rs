@@ -12,6 +12,7 @@ pub struct Metrics {
     pub fuel: IntCounter,
     pub active: IntGauge,
     pub claims_lost: IntCounter,
+    pub backlog: IntGauge,
     pub cache_hits: IntGauge,
     pub compiles: IntGauge,
     pub task_seconds: Histogram,
@@ -33,6 +34,10 @@ impl Metrics {
             "ari_executor_claims_lost_total",
             "Claims lost to another executor (resourceVersion conflicts)",
         )?;
+        let backlog = IntGauge::new(
+            "ari_executor_backlog",
+            "Claimable tasks this executor knows of and has not tried yet",
+        )?;
         let cache_hits = IntGauge::new(
             "ari_executor_module_cache_hits",
             "Modules loaded from the precompiled artifact cache",
@@ -51,6 +56,7 @@ impl Metrics {
         registry.register(Box::new(fuel.clone()))?;
         registry.register(Box::new(active.clone()))?;
         registry.register(Box::new(claims_lost.clone()))?;
+        registry.register(Box::new(backlog.clone()))?;
         registry.register(Box::new(cache_hits.clone()))?;
         registry.register(Box::new(compiles.clone()))?;
         registry.register(Box::new(task_seconds.clone()))?;
@@ -60,6 +66,7 @@ impl Metrics {
             fuel,
             active,
             claims_lost,
+            backlog,
             cache_hits,
             compiles,
             task_seconds,

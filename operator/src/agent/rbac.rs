@@ -41,7 +41,7 @@ pub fn service_account(namespace: &str) -> ServiceAccount {
 }
 
 /// Exactly what `ari worker` needs: read its Agent and Tasks, write Task status, create
-/// output ConfigMaps, read module ConfigMaps, emit Events.
+/// output ConfigMaps, read module ConfigMaps, see its peer pods, emit Events.
 pub fn role(namespace: &str) -> Role {
     Role {
         metadata: meta(namespace),
@@ -50,6 +50,8 @@ pub fn role(namespace: &str) -> Role {
             rule(&["ari.dev"], &["tasks"], &["get", "list", "watch"]),
             rule(&["ari.dev"], &["tasks/status"], &["get", "update", "patch"]),
             rule(&[""], &["configmaps"], &["get", "create"]),
+            // Peers: which executors of the Agent are Ready, to split Tasks without racing.
+            rule(&[""], &["pods"], &["get", "list", "watch"]),
             rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
         ]),
     }
@@ -97,10 +99,12 @@ mod tests {
                 .iter()
                 .any(|(_, v)| v == "delete" || v == "*" || v == "deletecollection")
         );
+        assert!(!flat.iter().any(|(r, _)| r == "secrets" || r == "*"));
+        // Pods are read to find peers, never written.
         assert!(
-            !flat
-                .iter()
-                .any(|(r, _)| r == "secrets" || r == "pods" || r == "*")
+            flat.iter()
+                .filter(|(r, _)| r == "pods")
+                .all(|(_, v)| ["get", "list", "watch"].contains(&v.as_str()))
         );
         assert!(!flat.contains(&("tasks".into(), "update".into())));
         assert!(!flat.contains(&("configmaps".into(), "list".into())));
