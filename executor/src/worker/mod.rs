@@ -6,12 +6,14 @@
 //! and writes each final status in one write. On SIGTERM it stops claiming and finishes what it
 //! runs. The operator is not on this path. See docs/operator.md for the claim protocol.
 
+mod backlog;
 mod config;
 mod convert;
 mod error;
 mod lifecycle;
 mod metrics;
 mod module;
+mod peers;
 mod serve;
 mod storage;
 
@@ -23,7 +25,7 @@ use ed25519_dalek::SigningKey;
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::Semaphore;
 use tracing::{error, info, warn};
 
@@ -33,7 +35,9 @@ pub use lifecycle::claimable;
 
 use crate::capability::Grants;
 use crate::{Runtime, RuntimeConfig};
+use backlog::Backlog;
 use metrics::Metrics;
+use peers::Peers;
 use storage::AgentStorage;
 
 /// Shared by every task this executor handles.
@@ -47,6 +51,7 @@ pub struct Worker {
     storage: AgentStorage,
     attestation_key: Arc<SigningKey>,
     metrics: Arc<Metrics>,
+    backlog: Backlog,
 }
 
 /// Runs the worker until SIGTERM/SIGINT.
@@ -144,6 +149,7 @@ async fn prepare(
         tasks: Api::namespaced(client.clone(), &config.namespace),
         client,
         attestation_key: Arc::new(config.attestation_key.clone()),
+        backlog: Backlog::new(config.steal_after),
         config,
         agent,
         runtime_agent,
@@ -200,17 +206,16 @@ impl Worker {
         self: Arc<Self>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), WorkerError> {
+        let peers = Peers::watch(
+            self.client.clone(),
+            &self.config.namespace,
+            &self.config.agent,
+            &self.config.pod_name,
+        );
+        let feeder = tokio::spawn(self.clone().feed_backlog(peers));
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
-        let selector = format!("spec.agentRef.name={}", self.config.agent);
-        let stream = watcher(
-            self.tasks.clone(),
-            watcher::Config::default().fields(&selector),
-        )
-        .default_backoff()
-        .applied_objects();
-        let mut stream = std::pin::pin!(stream);
         loop {
-            // Wait for a free slot first, so a busy executor leaves tasks to its peers.
+            // A free slot first, then a task: a busy executor leaves its peers' tasks to them.
             let permit = tokio::select! {
                 p = slots.clone().acquire_owned() => match p {
                     Ok(p) => p,
@@ -218,26 +223,20 @@ impl Worker {
                 },
                 _ = stop.wait_for(|s| *s) => break,
             };
-            let next = tokio::select! {
-                n = stream.try_next() => n,
+            let task = tokio::select! {
+                t = self.backlog.next() => t,
                 _ = stop.wait_for(|s| *s) => break,
             };
-            match next {
-                Ok(Some(task)) if claimable(&task) => {
-                    let me = self.clone();
-                    tokio::spawn(async move {
-                        me.handle(task).await;
-                        drop(permit);
-                    });
-                }
-                Ok(Some(_)) => drop(permit),
-                Ok(None) => break,
-                Err(e) => {
-                    warn!(error = %e, "task watch error");
-                    drop(permit);
-                }
-            }
+            self.metrics
+                .backlog
+                .set(i64::try_from(self.backlog.len()).unwrap_or(i64::MAX));
+            let me = self.clone();
+            tokio::spawn(async move {
+                me.handle(task).await;
+                drop(permit);
+            });
         }
+        feeder.abort();
         // Drain: every slot back means every running task wrote its status.
         let all = u32::try_from(self.config.concurrency).unwrap_or(u32::MAX);
         if slots.acquire_many(all).await.is_err() {
@@ -245,6 +244,37 @@ impl Worker {
         }
         info!("all running tasks finished; exiting");
         Ok(())
+    }
+
+    /// Keeps the backlog in step with the Agent's Tasks (field selector on the agent name).
+    async fn feed_backlog(self: Arc<Self>, peers: Peers) {
+        let selector = format!("spec.agentRef.name={}", self.config.agent);
+        let stream = watcher(
+            self.tasks.clone(),
+            watcher::Config::default().fields(&selector),
+        )
+        .default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            match stream.try_next().await {
+                Ok(Some(watcher::Event::Apply(t) | watcher::Event::InitApply(t))) => {
+                    let owned = t.uid().is_none_or(|uid| peers.owns(&uid));
+                    let ok = claimable(&t);
+                    self.backlog.offer(t, ok, owned);
+                }
+                Ok(Some(watcher::Event::Delete(t))) => self.backlog.remove(&t.name_any()),
+                Ok(Some(watcher::Event::Init)) => self.backlog.clear(),
+                Ok(Some(watcher::Event::InitDone)) => {
+                    info!(
+                        backlog = self.backlog.len(),
+                        executors = peers.count(),
+                        "task watch synced"
+                    );
+                }
+                Ok(None) => return,
+                Err(e) => warn!(error = %e, "task watch error"),
+            }
+        }
     }
 }
 
