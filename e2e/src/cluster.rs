@@ -1,6 +1,7 @@
 //! A real control plane on loopback: etcd, kube-apiserver, kube-controller-manager and
 //! kube-scheduler, each with its own directory and log file, torn down on drop.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Mutex;
@@ -26,6 +27,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(180);
 pub struct Cluster {
     // Field order matters: processes die before the spawner thread and the directory go.
     processes: Mutex<Vec<ManagedProcess>>,
+    /// Each component's flags, so [`Cluster::restart`] can start it again.
+    args: Mutex<HashMap<String, Vec<String>>>,
     spawner: Spawner,
     dir: Option<tempfile::TempDir>,
     root: PathBuf,
@@ -83,6 +86,7 @@ impl Cluster {
 
         let mut cluster = Cluster {
             processes: Mutex::new(Vec::new()),
+            args: Mutex::new(HashMap::new()),
             spawner: Spawner::new(),
             dir: Some(dir),
             root: root.clone(),
@@ -206,6 +210,66 @@ impl Cluster {
             .spawner
             .spawn(name, &self.bin_dir.join(name), &args, &dir.join("log"))?;
         self.procs().push(p);
+        self.args
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), args);
+        Ok(())
+    }
+
+    /// Kills a component (SIGKILL, as a crash would) and starts it again with the same flags,
+    /// for fault-injection tests; the previous log is kept as `log.<n>`. For `kube-apiserver`
+    /// it returns once the server is ready again.
+    pub async fn restart(&self, name: &str) -> Result<()> {
+        let args = self
+            .args
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::Other(format!("no component {name}")))?;
+        let old = {
+            let mut procs = self.procs();
+            let i = procs
+                .iter()
+                .position(|p| p.name == name)
+                .ok_or_else(|| Error::Other(format!("component {name} is not running")))?;
+            procs.remove(i)
+        };
+        drop(old); // kills and reaps
+        let log = self.log_path(name);
+        let n = (1..)
+            .find(|n| !log.with_extension(n.to_string()).exists())
+            .unwrap_or(0);
+        let kept = log.with_extension(n.to_string());
+        std::fs::rename(&log, &kept).map_err(io_err(&kept))?;
+        let p = self
+            .spawner
+            .spawn(name, &self.bin_dir.join(name), &args, &log)?;
+        self.procs().push(p);
+        if name == "kube-apiserver" {
+            let client = self.try_client()?;
+            let deadline = Instant::now() + READY_TIMEOUT;
+            loop {
+                self.check_running()?;
+                let req = ::http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .map_err(|e| Error::Other(e.to_string()))?;
+                let last = match client.request_text(req).await {
+                    Ok(body) if body.trim() == "ok" => return Ok(()),
+                    Ok(body) => body,
+                    Err(e) => e.to_string(),
+                };
+                if Instant::now() > deadline {
+                    return Err(Error::Timeout {
+                        what: "kube-apiserver after restart".into(),
+                        secs: READY_TIMEOUT.as_secs(),
+                        detail: last,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
         Ok(())
     }
 
