@@ -118,6 +118,9 @@ pub fn classify_call_error(err: &wasmtime::Error, memory_hit: Option<&str>) -> F
     if let Some(hit) = memory_hit {
         return Failure::new(FailureKind::Trap, hit);
     }
+    if let Some(hit) = err.downcast_ref::<crate::trace::TraceLimitHit>() {
+        return Failure::new(FailureKind::Trap, hit.to_string());
+    }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return Failure::new(FailureKind::Trap, format!("guest called exit({})", exit.0));
     }

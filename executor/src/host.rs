@@ -2,7 +2,8 @@
 //! `Store` before delegating to the task's capabilities.
 //!
 //! Capability errors become `err(string)` for the guest, never a trap. The only traps raised
-//! here are fuel exhaustion (a host call the budget cannot pay for).
+//! here are fuel exhaustion (a host call the budget cannot pay for) and a trace over its
+//! ceiling (`trace::MAX_TRACE_BYTES`).
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
@@ -11,8 +12,9 @@ use crate::bindings::{HOST_IMPORT, HttpHeader, IncomingResponse, LogLevel, Outgo
 use crate::capability::{self, CapError};
 use crate::fuel_costs::{self, FuelCost};
 use crate::state::TaskState;
+use crate::trace::{MAX_TRACE_BYTES, TraceLimitHit};
 
-type Cx<'a> = StoreContextMut<'a, TaskState>;
+pub(crate) type Cx<'a> = StoreContextMut<'a, TaskState>;
 
 /// Adds the host interface to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<()> {
@@ -30,7 +32,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
     host.func_wrap("storage-get", |mut cx: Cx<'_>, (key,): (String,)| {
         charge(&mut cx, fuel_costs::STORAGE_GET, key.len())?;
         let result = cx.data().caps().storage_get(&key);
-        let result = guest_result(&mut cx, result);
+        let result = guest_result(&mut cx, result)?;
         if let Ok(Some(value)) = &result {
             charge_bytes(&mut cx, fuel_costs::STORAGE_GET, value.len())?;
         }
@@ -42,20 +44,20 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
         |mut cx: Cx<'_>, (key, value): (String, Vec<u8>)| {
             charge(&mut cx, fuel_costs::STORAGE_SET, key.len() + value.len())?;
             let result = cx.data().caps().storage_set(&key, &value);
-            Ok((guest_result(&mut cx, result),))
+            Ok((guest_result(&mut cx, result)?,))
         },
     )?;
 
     host.func_wrap("storage-delete", |mut cx: Cx<'_>, (key,): (String,)| {
         charge(&mut cx, fuel_costs::STORAGE_DELETE, key.len())?;
         let result = cx.data().caps().storage_delete(&key);
-        Ok((guest_result(&mut cx, result),))
+        Ok((guest_result(&mut cx, result)?,))
     })?;
 
     host.func_wrap("random-bytes", |mut cx: Cx<'_>, (len,): (u32,)| {
         charge(&mut cx, fuel_costs::RANDOM_BYTES, len as usize)?;
         let result = cx.data().caps().random_bytes(len);
-        Ok((guest_result(&mut cx, result),))
+        Ok((guest_result(&mut cx, result)?,))
     })?;
 
     host.func_wrap("hash", |mut cx: Cx<'_>, (data,): (Vec<u8>,)| {
@@ -66,7 +68,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
     host.func_wrap("sign", |mut cx: Cx<'_>, (data,): (Vec<u8>,)| {
         charge(&mut cx, fuel_costs::SIGN, data.len())?;
         let result = cx.data().caps().sign(&data);
-        Ok((guest_result(&mut cx, result),))
+        Ok((guest_result(&mut cx, result)?,))
     })?;
 
     host.func_wrap(
@@ -82,7 +84,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
         |mut cx: Cx<'_>, (request,): (OutgoingRequest,)| {
             charge(&mut cx, fuel_costs::HTTP_REQUEST, request_bytes(&request))?;
             let result = cx.data().caps().http_request(to_cap_request(request));
-            let result = guest_result(&mut cx, result).map(from_cap_response);
+            let result = guest_result(&mut cx, result)?.map(from_cap_response);
             if let Ok(response) = &result {
                 charge_bytes(&mut cx, fuel_costs::HTTP_REQUEST, response_bytes(response))?;
             }
@@ -93,14 +95,14 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
     host.func_wrap("now", |mut cx: Cx<'_>, (): ()| {
         charge(&mut cx, fuel_costs::NOW, 0)?;
         let result = cx.data().caps().now();
-        Ok((guest_result(&mut cx, result),))
+        Ok((guest_result(&mut cx, result)?,))
     })?;
 
     Ok(())
 }
 
 /// Charges `cost` for a call moving `bytes`; traps with `OutOfFuel` when the budget cannot pay.
-fn charge(cx: &mut Cx<'_>, cost: FuelCost, bytes: usize) -> wasmtime::Result<()> {
+pub(crate) fn charge(cx: &mut Cx<'_>, cost: FuelCost, bytes: usize) -> wasmtime::Result<()> {
     take_fuel(cx, cost.charge(bytes))
 }
 
@@ -124,10 +126,22 @@ fn take_fuel(cx: &mut Cx<'_>, fuel: u64) -> wasmtime::Result<()> {
     Ok(())
 }
 
+/// Traps when the call overflowed the task's trace, before the guest sees its result.
+pub(crate) fn check_trace(cx: &Cx<'_>) -> wasmtime::Result<()> {
+    if cx.data().caps().trace_overflowed() {
+        return Err(TraceLimitHit(MAX_TRACE_BYTES).into());
+    }
+    Ok(())
+}
+
 /// Maps a capability result to what the guest sees, remembering host failures for
 /// classification (denials are remembered by the capabilities themselves).
-fn guest_result<T>(cx: &mut Cx<'_>, result: Result<T, CapError>) -> Result<T, String> {
-    result.map_err(|err| match err {
+fn guest_result<T>(
+    cx: &mut Cx<'_>,
+    result: Result<T, CapError>,
+) -> wasmtime::Result<Result<T, String>> {
+    check_trace(cx)?;
+    Ok(result.map_err(|err| match err {
         CapError::Denied(msg) => format!("capability denied: {msg}"),
         CapError::Failed(msg) => {
             // Bounded: a guest looping on a failing call must not grow host memory.
@@ -137,7 +151,7 @@ fn guest_result<T>(cx: &mut Cx<'_>, result: Result<T, CapError>) -> Result<T, St
             }
             msg
         }
-    })
+    }))
 }
 
 fn log_level(level: LogLevel) -> capability::LogLevel {

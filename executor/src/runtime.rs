@@ -90,6 +90,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .and_then(|()| wasi::virtualise_sleep(&mut linker))
+            .and_then(|()| wasi::meter_clocks(&mut linker))
             .and_then(|()| host::add_to_linker(&mut linker))
             .map_err(|e| RuntimeError::Engine(error_chain(&e)))?;
         let ticker = EpochTicker::start(engine.clone())

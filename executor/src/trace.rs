@@ -220,28 +220,96 @@ impl ReplayCursor {
     }
 }
 
+/// Most host memory one task's trace may take (events plus their data). Cheap recorded calls
+/// (`now`, WASI clock reads) are millions a second; without a ceiling a loop on them grows
+/// host memory until the deadline (400 MB in 2 s was measured).
+pub const MAX_TRACE_BYTES: u64 = 64 << 20;
+
+/// The task recorded more than [`MAX_TRACE_BYTES`]: the host traps the guest at that call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "trace limit hit: the task recorded more than {0} bytes of outside data (storage reads, \
+     HTTP responses, clock reads, random bytes)"
+)]
+pub struct TraceLimitHit(pub u64);
+
+impl TraceEvent {
+    /// Host memory this event takes in a trace (the enum plus its heap data).
+    fn footprint(&self) -> u64 {
+        let heap = match self {
+            Self::StorageGet { key, value } => key.len() + value.as_ref().map_or(0, Vec::len),
+            Self::StorageSize { key, .. } => key.len(),
+            Self::StorageUsed { .. } | Self::Time { .. } => 0,
+            Self::Http {
+                method,
+                url,
+                headers,
+                body,
+                ..
+            } => {
+                method.len()
+                    + url.len()
+                    + body.len()
+                    + headers
+                        .iter()
+                        .map(|(n, v)| n.len() + v.len() + 48)
+                        .sum::<usize>()
+            }
+            Self::HttpError { method, url, error } => method.len() + url.len() + error.len(),
+            Self::Random { bytes } => bytes.len(),
+        };
+        (std::mem::size_of::<Self>() + heap) as u64
+    }
+}
+
 /// Either records events (live) or serves them from a trace (replay); in both
 /// cases the events the task consumed end up in `recorded`, so a faithful
 /// replay yields the same trace digest as the original run.
+///
+/// Recording stops at [`MAX_TRACE_BYTES`]: the event that would pass it is dropped and
+/// [`Recorder::overflowed`] turns true, which the host turns into a trap before the guest
+/// sees the value. A replay re-records the same events, so it overflows at the same call.
 #[derive(Debug)]
 pub struct Recorder {
     cursor: Option<ReplayCursor>,
     recorded: Trace,
+    bytes: u64,
+    limit: u64,
+    overflowed: bool,
 }
 
 impl Recorder {
     pub fn live() -> Self {
-        Self {
-            cursor: None,
-            recorded: Trace::default(),
-        }
+        Self::with_limit(None, MAX_TRACE_BYTES)
     }
 
     pub fn replay(trace: Trace) -> Self {
+        Self::with_limit(Some(ReplayCursor::new(trace)), MAX_TRACE_BYTES)
+    }
+
+    fn with_limit(cursor: Option<ReplayCursor>, limit: u64) -> Self {
         Self {
-            cursor: Some(ReplayCursor::new(trace)),
+            cursor,
             recorded: Trace::default(),
+            bytes: 0,
+            limit,
+            overflowed: false,
         }
+    }
+
+    /// Whether an event was refused because the trace reached its ceiling.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn push(&mut self, event: TraceEvent) {
+        let size = event.footprint();
+        if self.overflowed || self.bytes.saturating_add(size) > self.limit {
+            self.overflowed = true;
+            return;
+        }
+        self.bytes += size;
+        self.recorded.events.push(event);
     }
 
     pub fn is_replay(&self) -> bool {
@@ -250,7 +318,7 @@ impl Recorder {
 
     /// Records an event observed live.
     pub fn record(&mut self, event: TraceEvent) {
-        self.recorded.events.push(event);
+        self.push(event);
     }
 
     /// In replay: the next event of `kind` (recorded again). Live: an error,
@@ -267,7 +335,7 @@ impl Recorder {
             ));
         };
         let event = cursor.next_any(kinds)?;
-        self.recorded.events.push(event.clone());
+        self.push(event.clone());
         Ok(event)
     }
 
@@ -327,6 +395,25 @@ mod b64_opt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recorder_stops_at_its_ceiling_in_live_and_replay_alike() {
+        let event = TraceEvent::Time { nanos: 1 };
+        let limit = event.footprint() * 3;
+        let mut live = Recorder::with_limit(None, limit);
+        for _ in 0..5 {
+            live.record(event.clone());
+        }
+        assert!(live.overflowed());
+        let trace = live.take();
+        assert_eq!(trace.events.len(), 3);
+        let mut replay = Recorder::with_limit(Some(ReplayCursor::new(trace)), limit);
+        for _ in 0..3 {
+            replay.replay_next("time").expect("recorded");
+        }
+        assert!(!replay.overflowed());
+        assert!(replay.replay_next("time").is_err(), "the trace has ended");
+    }
 
     fn sample() -> Trace {
         Trace {

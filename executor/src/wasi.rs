@@ -242,6 +242,45 @@ impl Pollable for Elapsed {
 
 /// The `wasi:clocks/monotonic-clock` version wasmtime-wasi 48 links (guests of any 0.2.x match).
 const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+/// The `wasi:clocks/wall-clock` version wasmtime-wasi 48 links.
+const WALL_CLOCK: &str = "wasi:clocks/wall-clock@0.2.12";
+
+/// Replaces the WASI clocks' `now` so a read is charged fuel like the host `now` and traps when
+/// the task's trace is full.
+///
+/// With `time` granted every read is recorded; stock WASI clocks cost the guest a few
+/// instructions and cannot stop it, so a loop on `SystemTime::now()` grew the trace (host
+/// memory) by millions of events a second until the deadline.
+pub(crate) fn meter_clocks(
+    linker: &mut wasmtime::component::Linker<crate::state::TaskState>,
+) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;
+
+    use crate::host::{Cx, charge, check_trace};
+
+    fn read(cx: &mut Cx<'_>) -> wasmtime::Result<u64> {
+        charge(cx, crate::fuel_costs::NOW, 0)?;
+        let nanos = cx.data().caps().wasi_now_nanos();
+        check_trace(cx)?;
+        Ok(nanos)
+    }
+
+    linker.allow_shadowing(true);
+    linker
+        .instance(MONOTONIC_CLOCK)?
+        .func_wrap("now", |mut cx: Cx<'_>, (): ()| Ok((read(&mut cx)?,)))?;
+    linker
+        .instance(WALL_CLOCK)?
+        .func_wrap("now", |mut cx: Cx<'_>, (): ()| {
+            let nanos = read(&mut cx)?;
+            Ok((Datetime {
+                seconds: nanos / 1_000_000_000,
+                nanoseconds: (nanos % 1_000_000_000) as u32,
+            },))
+        })?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
 
 /// Replaces `subscribe-duration`/`subscribe-instant` so a guest sleep returns at once.
 ///
@@ -295,6 +334,22 @@ mod tests {
         assert!(
             redefined.is_err(),
             "{MONOTONIC_CLOCK} is not what wasmtime-wasi links"
+        );
+    }
+
+    #[test]
+    fn the_shadowed_wall_clock_is_the_one_wasi_links() {
+        let engine = wasmtime::Engine::default();
+        let mut linker = wasmtime::component::Linker::<crate::state::TaskState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("wasi");
+        let mut clock = linker.instance(WALL_CLOCK).expect("instance");
+        let redefined = clock.func_wrap(
+            "now",
+            |_: wasmtime::StoreContextMut<'_, crate::state::TaskState>, (): ()| Ok(()),
+        );
+        assert!(
+            redefined.is_err(),
+            "{WALL_CLOCK} is not what wasmtime-wasi links"
         );
     }
 

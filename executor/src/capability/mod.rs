@@ -181,6 +181,11 @@ impl TaskCapabilities {
         self.note(r)
     }
 
+    /// Whether the trace hit its ceiling (the host then traps the guest).
+    pub fn trace_overflowed(&self) -> bool {
+        self.recorder.overflowed()
+    }
+
     /// Recorded events not consumed by a replay (0 when faithful, or live).
     pub fn replay_remaining(&self) -> usize {
         self.recorder.remaining()
