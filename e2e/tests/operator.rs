@@ -31,7 +31,6 @@ fn main() -> std::process::ExitCode {
             failure_reasons,
         ),
         ("schema_rejects_invalid_agent_and_task", schema_rejects),
-        ("helm_chart_lints_and_renders_the_operator", chart_lints),
         ("large_output_goes_to_an_owned_configmap", large_output),
         (
             "killed_executor_task_reruns_and_completes_once",
@@ -271,51 +270,6 @@ fn failure_reasons(ctx: &Ctx) -> Result<()> {
         expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
         Ok(())
     })
-}
-
-/// The chart (built helm, not a download) lints and renders the operator with the values given.
-fn chart_lints(ctx: &Ctx) -> Result<()> {
-    let helm = ctx.cluster.bin_dir().join("helm");
-    let chart = repo().join("charts/ari");
-    let lint = std::process::Command::new(&helm)
-        .arg("lint")
-        .arg(&chart)
-        .output()?;
-    ensure!(
-        lint.status.success(),
-        "helm lint: {}",
-        String::from_utf8_lossy(&lint.stdout)
-    );
-    let out = std::process::Command::new(&helm)
-        .args(["template", "ari"])
-        .arg(&chart)
-        .args([
-            "-n",
-            "ari",
-            "--set",
-            "operator.image=ari-operator:test",
-            "--set",
-            "operator.redisUrl=redis://r:6379",
-        ])
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "helm template: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    for want in [
-        "image: \"ari-operator:test\"",
-        "namespace: ari",
-        "redis://r:6379",
-        "kind: ClusterRole",
-    ] {
-        ensure!(
-            text.contains(want),
-            "rendered chart lacks {want:?}:\n{text}"
-        );
-    }
-    Ok(())
 }
 
 fn schema_rejects(ctx: &Ctx) -> Result<()> {

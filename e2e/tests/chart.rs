@@ -1,0 +1,943 @@
+//! The Helm chart on a real control plane: `helm install` (CRDs from the chart, the operator
+//! pod run by the node agent under its own ServiceAccount token), the example manifests, RBAC
+//! proven from the executor's and the operator's own tokens, `helm upgrade` rolling the
+//! operator, and `helm uninstall` leaving no operator objects (CRDs stay). Also: strict lint,
+//! the values schema, and `deploy/operator.yaml` as the chart rendered (no drift).
+//! One cluster per binary; trials run in three phases (install-time, upgrade, uninstall).
+//! Run: `cargo build --bins && cargo test -p ari-e2e --test chart`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail, ensure};
+use ari_crds::{Agent, Task, TaskPhase, TaskReason};
+use ari_e2e::scenario::*;
+use ari_e2e::{Cluster, NodeAgent, wait};
+use futures::TryStreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::{Api, Client, Resource, ResourceExt};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+type TrialFn = fn(&Ctx) -> Result<()>;
+
+/// Release name; objects are `<release>-operator`, as in deploy/operator.yaml.
+const RELEASE: &str = "ari";
+const OPERATOR: &str = "ari-operator";
+const EXECUTOR_SA: &str = "ari-executor";
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    // Phases run one after the other; trials within a phase run in parallel.
+    let phases: Vec<Vec<(&str, TrialFn)>> = vec![
+        vec![
+            ("helm_lint_strict_and_values_schema", lint_and_schema),
+            ("deploy_manifest_is_the_rendered_chart", deploy_manifest),
+            ("example_manifests_succeed_under_the_chart", examples),
+            (
+                "executor_token_does_its_job_and_nothing_more",
+                executor_rbac,
+            ),
+            (
+                "operator_token_holds_only_what_the_chart_grants",
+                operator_rbac,
+            ),
+        ],
+        vec![("helm_upgrade_with_new_values_rolls_the_operator", upgrade)],
+        vec![(
+            "helm_uninstall_leaves_no_operator_objects_and_keeps_crds",
+            uninstall,
+        )],
+    ];
+    let ctx: Option<Arc<Ctx>> = if args.list {
+        None
+    } else {
+        match start().and_then(|c| install(&c).map(|()| c)) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                eprintln!("cannot start the cluster and install the chart: {e:#}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    };
+    let trial = |name: &str, f: TrialFn| {
+        let ctx = ctx.clone();
+        Trial::test(name, move || {
+            let Some(ctx) = ctx else {
+                return Err(Failed::from("no cluster"));
+            };
+            f(&ctx).map_err(|e| Failed::from(format!("{e:#}\n{}", ctx.operator_logs())))
+        })
+    };
+    let mut failed = false;
+    if args.list {
+        let all = phases
+            .into_iter()
+            .flatten()
+            .map(|(n, f)| trial(n, f))
+            .collect();
+        let _ = libtest_mimic::run(&args, all);
+    } else {
+        for phase in phases {
+            let trials = phase.into_iter().map(|(n, f)| trial(n, f)).collect();
+            failed |= libtest_mimic::run(&args, trials).has_failed();
+        }
+    }
+    drop(ctx);
+    if failed {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+/// A cluster and node agent without CRDs: the chart installs them.
+fn start() -> Result<Ctx> {
+    for bin in ["ari", "ari-operator"] {
+        ensure!(
+            ari_e2e::target_dir().join("debug").join(bin).is_file(),
+            "target/debug/{bin} is missing: run `cargo build --bins` first"
+        );
+    }
+    ensure!(
+        agent_wasm("echo").is_file(),
+        "example agents are missing: run scripts/build-agents.sh first"
+    );
+    let rt = tokio::runtime::Runtime::new()?;
+    let cluster = rt.block_on(Cluster::start())?;
+    let node = NodeAgent::start(&cluster, ari_e2e::ari_images())?;
+    Ok(Ctx {
+        rt,
+        node,
+        cluster,
+        work: tempfile::tempdir()?,
+    })
+}
+
+fn chart() -> PathBuf {
+    repo().join("charts/ari")
+}
+
+/// The built `helm`, with its config/cache/data kept in the test's work directory.
+fn helm(ctx: &Ctx, args: &[&str]) -> Result<std::process::Output> {
+    let home = ctx.work.path().join("helm");
+    Command::new(ctx.cluster.bin_dir().join("helm"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(ctx.cluster.kubeconfig_path())
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .context("running helm")
+}
+
+fn helm_ok(ctx: &Ctx, args: &[&str]) -> Result<String> {
+    let out = helm(ctx, args)?;
+    ensure!(
+        out.status.success(),
+        "helm {} failed: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `helm install` with default values, as docs/install.md says; then the operator is Ready.
+fn install(ctx: &Ctx) -> Result<()> {
+    let chart = chart().display().to_string();
+    let notes = helm_ok(
+        ctx,
+        &[
+            "install",
+            RELEASE,
+            &chart,
+            "--namespace",
+            OPERATOR_NS,
+            "--create-namespace",
+        ],
+    )?;
+    ensure!(
+        notes.contains("kubectl apply") && notes.contains("make-agent-configmap.sh"),
+        "NOTES do not tell the user what to apply next:\n{notes}"
+    );
+    ctx.kubectl_ok([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/agents.ari.dev",
+        "crd/tasks.ari.dev",
+    ])?;
+    ctx.wait_operator_ready()
+}
+
+/// `helm template` of the chart with `--set` values.
+fn template(ctx: &Ctx, sets: &[&str]) -> Result<String> {
+    let chart = chart().display().to_string();
+    let mut args = vec!["template", RELEASE, &chart, "--namespace", OPERATOR_NS];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    helm_ok(ctx, &args)
+}
+
+/// The documents of a rendered manifest stream.
+fn documents(yaml: &str) -> Result<Vec<serde_yaml::Value>> {
+    let mut docs = Vec::new();
+    for d in serde_yaml::Deserializer::from_str(yaml) {
+        let v: serde_yaml::Value = serde::Deserialize::deserialize(d)?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+fn kinds(yaml: &str) -> Result<BTreeSet<String>> {
+    Ok(documents(yaml)?
+        .iter()
+        .filter_map(|d| d["kind"].as_str().map(str::to_owned))
+        .collect())
+}
+
+fn lint_and_schema(ctx: &Ctx) -> Result<()> {
+    let chart = chart().display().to_string();
+    let lint = helm_ok(ctx, &["lint", "--strict", &chart])?;
+    ensure!(lint.contains("0 chart(s) failed"), "helm lint: {lint}");
+    let defaults = template(ctx, &[])?;
+    let want: BTreeSet<String> = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    .map(str::to_owned)
+    .into();
+    ensure!(
+        kinds(&defaults)? == want,
+        "default render: {:?}",
+        kinds(&defaults)?
+    );
+    // One namespace: the ClusterRole is bound there only, and a ServiceMonitor on request.
+    let scoped = template(
+        ctx,
+        &[
+            "watchNamespace=team-a",
+            "metrics.serviceMonitor.enabled=true",
+            "redis.url=redis://redis:6379",
+            "image.tag=test",
+        ],
+    )?;
+    let k = kinds(&scoped)?;
+    ensure!(
+        !k.contains("ClusterRoleBinding") && k.contains("ServiceMonitor"),
+        "watchNamespace render: {k:?}"
+    );
+    for want in [
+        "namespace: team-a",
+        "value: \"team-a\"",
+        "value: \"redis://redis:6379\"",
+        "image: \"ari-operator:test\"",
+    ] {
+        ensure!(scoped.contains(want), "render lacks {want:?}:\n{scoped}");
+    }
+    // The schema refuses typos and out-of-range values before anything reaches the cluster.
+    for bad in [
+        "log.format=xml",
+        "replicas=0",
+        "operator.image=x",
+        "redis.url=http://not-redis",
+        "executor.image.pullPolicy=Always",
+    ] {
+        let out = helm(ctx, &["template", RELEASE, &chart, "--set", bad])?;
+        ensure!(!out.status.success(), "values schema accepted --set {bad}");
+    }
+    Ok(())
+}
+
+const DEPLOY_HEADER: &str = "\
+# Plain-manifest install of the ari operator: the chart rendered with its default values
+# (`helm template ari charts/ari --namespace ari-system`) plus the Namespace. Generated: the
+# e2e test `deploy_manifest_is_the_rendered_chart` fails when it drifts, and
+# `ARI_BLESS=1 cargo test -p ari-e2e --test chart -- deploy_manifest` rewrites it.
+# CRDs first: kubectl apply -f crds/ ; then: kubectl apply -f deploy/operator.yaml
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: ari-system
+";
+
+/// deploy/operator.yaml is the chart rendered with default values, so the two installs grant
+/// the same RBAC and run the same pod.
+fn deploy_manifest(ctx: &Ctx) -> Result<()> {
+    let want = format!("{DEPLOY_HEADER}{}", template(ctx, &[])?);
+    let path = repo().join("deploy/operator.yaml");
+    if std::env::var_os("ARI_BLESS").is_some() {
+        std::fs::write(&path, &want)?;
+    }
+    let have = std::fs::read_to_string(&path)?;
+    ensure!(
+        have == want,
+        "deploy/operator.yaml differs from the rendered chart: run \
+         `ARI_BLESS=1 cargo test -p ari-e2e --test chart -- deploy_manifest`"
+    );
+    Ok(())
+}
+
+/// The example manifests, modules put in place by the script users run.
+fn examples(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("chart-examples", |client, ns| async move {
+        let path = format!(
+            "{}:{}",
+            ctx.cluster.bin_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let dir = repo().join("examples/manifests");
+        let mut agents = Vec::new();
+        for entry in std::fs::read_dir(&dir)? {
+            let file = entry?.path();
+            if file.extension().is_some_and(|e| e == "yaml") {
+                agents.push(
+                    file.file_stem()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+        ensure!(
+            !agents.is_empty(),
+            "no example manifests in {}",
+            dir.display()
+        );
+        for agent in &agents {
+            let out = Command::new("/bin/bash")
+                .arg(repo().join("scripts/make-agent-configmap.sh"))
+                .args([agent.as_str(), &ns])
+                .env("PATH", &path)
+                .env("KUBECONFIG", ctx.cluster.kubeconfig_path())
+                .output()?;
+            ensure!(
+                out.status.success(),
+                "make-agent-configmap.sh {agent}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        ctx.kubectl_ok(["apply", "-n", &ns, "-f", &dir.display().to_string()])?;
+        let tasks: Vec<String> = Api::<Task>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(|t| t.name_any())
+            .collect();
+        ensure!(tasks.len() >= agents.len(), "tasks applied: {tasks:?}");
+        for name in &tasks {
+            let t = task_finished(&client, &ns, name, wait::DEFAULT).await?;
+            // The one example that asks for more than its Agent grants.
+            if name == "dice-wants-network" {
+                expect_reason(&t, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+            } else {
+                expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+            }
+        }
+        for agent in &agents {
+            agent_ready(&client, &ns, agent).await?;
+        }
+        Ok(())
+    })
+}
+
+/// A bearer token for `sa` (TokenRequest, 10 minutes), as a pod of that account would hold.
+async fn token_for(client: &Client, ns: &str, sa: &str) -> Result<String> {
+    let req = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(600),
+            bound_object_ref: None,
+        },
+        ..TokenRequest::default()
+    };
+    let resp = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_token_request(sa, &PostParams::default(), &req)
+        .await
+        .with_context(|| format!("TokenRequest for {ns}/{sa}"))?;
+    Ok(resp.status.context("empty TokenRequest")?.token)
+}
+
+/// A client that authenticates with `token` only (no client certificate).
+fn client_with_token(ctx: &Ctx, token: &str) -> Result<Client> {
+    let mut cfg = ctx.cluster.config().clone();
+    cfg.auth_info = kube::config::AuthInfo {
+        token: Some(token.to_owned().into()),
+        ..Default::default()
+    };
+    Ok(Client::try_from(cfg)?)
+}
+
+/// One access question: (verb, group, resource incl. `/subresource`, namespace or "").
+type Access<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+async fn can(client: &Client, (verb, group, resource, ns): Access<'_>) -> Result<bool> {
+    let (resource, sub) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(s.to_owned())),
+        None => (resource, None),
+    };
+    let review = SelfSubjectAccessReview {
+        metadata: ObjectMeta::default(),
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.to_owned()),
+                group: Some(group.to_owned()),
+                resource: Some(resource.to_owned()),
+                subresource: sub,
+                namespace: (!ns.is_empty()).then(|| ns.to_owned()),
+                ..Default::default()
+            }),
+            non_resource_attributes: None,
+        },
+        status: None,
+    };
+    let r = Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(r.status.is_some_and(|s| s.allowed))
+}
+
+/// Every access in `allowed` is allowed and every one in `denied` is denied.
+async fn expect_access(
+    client: &Client,
+    who: &str,
+    allowed: &[Access<'_>],
+    denied: &[Access<'_>],
+) -> Result<()> {
+    let mut wrong = Vec::new();
+    for a in allowed {
+        if !can(client, *a).await? {
+            wrong.push(format!("{who} cannot {a:?}"));
+        }
+    }
+    for a in denied {
+        if can(client, *a).await? {
+            wrong.push(format!("{who} can {a:?}"));
+        }
+    }
+    ensure!(wrong.is_empty(), "{}", wrong.join("\n"));
+    Ok(())
+}
+
+/// A real request that must be refused with 403 Forbidden.
+fn forbidden<T: std::fmt::Debug>(what: &str, r: std::result::Result<T, kube::Error>) -> Result<()> {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
+        other => bail!("{what}: want 403 Forbidden, got {other:?}"),
+    }
+}
+
+/// Expands rules to (group, resource, verb) triples.
+fn triples(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for r in rules {
+        for g in r.api_groups.iter().flatten() {
+            for res in r.resources.iter().flatten() {
+                for v in &r.verbs {
+                    out.insert((g.clone(), res.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The executor's own token (minted for the ServiceAccount the operator created) can read its
+/// Agent and Tasks, write Task status and create ConfigMaps in its namespace — and nothing
+/// else: no Secrets, no other namespace, no Task create/delete/spec writes, no Deployments.
+fn executor_rbac(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("chart-rbac", |admin, ns| async move {
+        let other = ctx.cluster.new_namespace("chart-rbac-other").await?;
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        agent_ready(&admin, &ns, "echo").await?;
+        ctx.apply_ok(&ns, &task_yaml("mine", "echo", "hi", ""))?;
+        task_finished(&admin, &ns, "mine", wait::DEFAULT).await?;
+        ctx.apply_ok(&other, &task_yaml("theirs", "echo", "hi", ""))?;
+        ctx.kubectl_ok([
+            "create",
+            "secret",
+            "generic",
+            "theirs",
+            "-n",
+            &other,
+            "--from-literal=k=v",
+        ])?;
+
+        // The executor Role holds nothing the operator's ClusterRole lacks (no escalation).
+        let role = Api::<Role>::namespaced(admin.clone(), &ns)
+            .get(EXECUTOR_SA)
+            .await?;
+        let op = Api::<ClusterRole>::all(admin.clone()).get(OPERATOR).await?;
+        let missing: Vec<_> = triples(role.rules.as_deref().unwrap_or_default())
+            .difference(&triples(op.rules.as_deref().unwrap_or_default()))
+            .cloned()
+            .collect();
+        ensure!(
+            missing.is_empty(),
+            "executor Role grants what the operator lacks: {missing:?}"
+        );
+
+        let token = token_for(&admin, &ns, EXECUTOR_SA).await?;
+        let exec = client_with_token(ctx, &token)?;
+        let (n, o) = (ns.as_str(), other.as_str());
+        expect_access(
+            &exec,
+            "executor",
+            &[
+                ("get", "ari.dev", "agents", n),
+                ("get", "ari.dev", "tasks", n),
+                ("list", "ari.dev", "tasks", n),
+                ("watch", "ari.dev", "tasks", n),
+                ("update", "ari.dev", "tasks/status", n),
+                ("patch", "ari.dev", "tasks/status", n),
+                ("create", "", "configmaps", n),
+                ("get", "", "configmaps", n),
+            ],
+            &[
+                ("get", "", "secrets", n),
+                ("list", "", "secrets", n),
+                ("get", "", "secrets", o),
+                ("get", "ari.dev", "tasks", o),
+                ("list", "ari.dev", "tasks", o),
+                ("list", "ari.dev", "tasks", ""),
+                ("update", "ari.dev", "tasks/status", o),
+                ("create", "ari.dev", "tasks", n),
+                ("delete", "ari.dev", "tasks", n),
+                ("update", "ari.dev", "tasks", n),
+                ("patch", "ari.dev", "tasks", n),
+                ("update", "ari.dev", "agents", n),
+                ("patch", "ari.dev", "agents/status", n),
+                ("update", "apps", "deployments", n),
+                ("patch", "apps", "deployments", n),
+                ("create", "", "pods", n),
+                ("delete", "", "pods", n),
+                ("list", "", "configmaps", n),
+                ("update", "", "configmaps", n),
+                ("delete", "", "configmaps", n),
+                ("create", "", "configmaps", o),
+                ("create", "rbac.authorization.k8s.io", "roles", n),
+                ("create", "", "serviceaccounts/token", n),
+            ],
+        )
+        .await?;
+
+        // Real requests: what the worker does succeeds...
+        let tasks = Api::<Task>::namespaced(exec.clone(), &ns);
+        let selector = "spec.agentRef.name=echo";
+        let listed = tasks.list(&ListParams::default().fields(selector)).await?;
+        ensure!(
+            listed.items.iter().any(|t| t.name_any() == "mine"),
+            "list saw no Task"
+        );
+        let mut watch = Box::pin(
+            tasks
+                .watch(&WatchParams::default().fields(selector).timeout(5), "0")
+                .await?,
+        );
+        match watch.try_next().await? {
+            Some(WatchEvent::Added(t)) if t.name_any() == "mine" => {}
+            other => bail!("watch with the executor token: {other:?}"),
+        }
+        let _: Agent = Api::namespaced(exec.clone(), &ns).get("echo").await?;
+        let mut mine = tasks.get("mine").await?;
+        if let Some(s) = mine.status.as_mut() {
+            s.message = Some("written with the executor's token".into());
+        }
+        tasks
+            .replace_status("mine", &PostParams::default(), &mine)
+            .await?;
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("probe-output".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let cms = Api::<ConfigMap>::namespaced(exec.clone(), &ns);
+        cms.create(&PostParams::default(), &cm).await?;
+
+        // ...and everything else is refused by the API server.
+        let secrets = Api::<Secret>::namespaced(exec.clone(), &ns);
+        forbidden(
+            "get the attestation key Secret",
+            secrets.get("ari-attestation-key").await,
+        )?;
+        forbidden("list Secrets", secrets.list(&ListParams::default()).await)?;
+        forbidden(
+            "get a Secret of another namespace",
+            Api::<Secret>::namespaced(exec.clone(), &other)
+                .get("theirs")
+                .await,
+        )?;
+        let theirs = Api::<Task>::namespaced(exec.clone(), &other);
+        forbidden(
+            "get a Task of another namespace",
+            theirs.get("theirs").await,
+        )?;
+        forbidden(
+            "list Tasks of another namespace",
+            theirs.list(&ListParams::default()).await,
+        )?;
+        forbidden(
+            "list Tasks of all namespaces",
+            Api::<Task>::all(exec.clone())
+                .list(&ListParams::default())
+                .await,
+        )?;
+        let mut new_task: Task = serde_yaml::from_str(&task_yaml("forged", "echo", "x", ""))?;
+        new_task.metadata.namespace = Some(ns.clone());
+        forbidden(
+            "create a Task",
+            tasks.create(&PostParams::default(), &new_task).await,
+        )?;
+        forbidden(
+            "delete a Task",
+            tasks.delete("mine", &DeleteParams::default()).await,
+        )?;
+        let spec_patch = serde_json::json!({"spec": {"input": "changed"}});
+        forbidden(
+            "patch a Task's spec",
+            tasks
+                .patch("mine", &PatchParams::default(), &Patch::Merge(&spec_patch))
+                .await,
+        )?;
+        let scale = serde_json::json!({"spec": {"replicas": 5}});
+        forbidden(
+            "patch its Deployment",
+            Api::<Deployment>::namespaced(exec.clone(), &ns)
+                .patch(
+                    "echo-executor",
+                    &PatchParams::default(),
+                    &Patch::Merge(&scale),
+                )
+                .await,
+        )?;
+        forbidden("list ConfigMaps", cms.list(&ListParams::default()).await)?;
+        forbidden(
+            "delete a ConfigMap",
+            cms.delete("probe-output", &DeleteParams::default()).await,
+        )?;
+        let status_patch = serde_json::json!({"status": {"readyReplicas": 9}});
+        forbidden(
+            "patch its Agent's status",
+            Api::<Agent>::namespaced(exec.clone(), &ns)
+                .patch_status(
+                    "echo",
+                    &PatchParams::default(),
+                    &Patch::Merge(&status_patch),
+                )
+                .await,
+        )?;
+        Ok(())
+    })
+}
+
+/// The operator's token: what the controllers do is allowed, the rest (deleting workloads,
+/// listing Secrets, writing Task specs, escalating RBAC, Leases elsewhere) is not.
+fn operator_rbac(ctx: &Ctx) -> Result<()> {
+    ctx.rt.block_on(async {
+        let admin = ctx.cluster.client();
+        let token = token_for(&admin, OPERATOR_NS, OPERATOR).await?;
+        let op = client_with_token(ctx, &token)?;
+        let (sys, any) = (OPERATOR_NS, "team-x");
+        let rbac = "rbac.authorization.k8s.io";
+        let lease = "coordination.k8s.io";
+        expect_access(
+            &op,
+            "operator",
+            &[
+                ("list", "ari.dev", "agents", ""),
+                ("watch", "ari.dev", "tasks", ""),
+                ("patch", "ari.dev", "agents/status", any),
+                ("update", "ari.dev", "tasks/status", any),
+                ("delete", "ari.dev", "tasks", any),
+                ("create", "apps", "deployments", any),
+                ("patch", "apps", "deployments", any),
+                ("get", "", "pods", any),
+                ("get", "", "secrets", any),
+                ("create", "", "secrets", any),
+                ("patch", "", "serviceaccounts", any),
+                ("create", rbac, "roles", any),
+                ("patch", rbac, "rolebindings", any),
+                ("create", "events.k8s.io", "events", any),
+                ("update", lease, "leases", sys),
+                ("create", lease, "leases", sys),
+            ],
+            &[
+                ("delete", "apps", "deployments", any),
+                ("update", "apps", "deployments", any),
+                ("list", "", "secrets", any),
+                ("update", "", "secrets", any),
+                ("delete", "", "secrets", any),
+                ("create", "", "pods", any),
+                ("delete", "", "pods", any),
+                ("create", "ari.dev", "tasks", any),
+                ("update", "ari.dev", "tasks", any),
+                ("patch", "ari.dev", "agents", any),
+                ("delete", "ari.dev", "agents", any),
+                ("escalate", rbac, "roles", any),
+                ("bind", rbac, "roles", any),
+                ("create", rbac, "clusterroles", ""),
+                ("create", rbac, "clusterrolebindings", ""),
+                ("update", lease, "leases", "kube-system"),
+                ("create", "", "namespaces", ""),
+                ("get", "", "nodes", ""),
+                ("create", "", "serviceaccounts/token", any),
+            ],
+        )
+        .await?;
+        forbidden(
+            "list Secrets with the operator token",
+            Api::<Secret>::all(op.clone())
+                .list(&ListParams::default())
+                .await,
+        )?;
+        forbidden(
+            "a Lease in kube-system",
+            Api::<Lease>::namespaced(op.clone(), "kube-system")
+                .get("ari-operator")
+                .await,
+        )?;
+        Ok(())
+    })
+}
+
+/// Operator pods that are not being deleted.
+async fn operator_pods(client: &Client) -> Result<Vec<Pod>> {
+    Ok(Api::<Pod>::namespaced(client.clone(), OPERATOR_NS)
+        .list(&ListParams::default().labels("app.kubernetes.io/name=ari-operator"))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect())
+}
+
+fn env_of(pod: &Pod, name: &str) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .first()?
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
+}
+
+/// `helm upgrade` with new log values rolls a new operator pod that carries them, takes the
+/// Lease over, and logs in the new format.
+fn upgrade(ctx: &Ctx) -> Result<()> {
+    let client = ctx.rt.block_on(async { ctx.cluster.client() });
+    let before: BTreeSet<String> = ctx
+        .rt
+        .block_on(operator_pods(&client))?
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    ensure!(
+        before.len() == 1,
+        "operator pods before upgrade: {before:?}"
+    );
+    let chart = chart().display().to_string();
+    helm_ok(
+        ctx,
+        &[
+            "upgrade",
+            RELEASE,
+            &chart,
+            "--namespace",
+            OPERATOR_NS,
+            "--reuse-values",
+            "--set",
+            "log.format=text",
+            "--set",
+            "log.level=debug\\,kube=info",
+        ],
+    )?;
+    let new = ctx.rt.block_on(wait::until(
+        "the operator rolled",
+        wait::DEFAULT,
+        || async {
+            let pods = operator_pods(&client).await.map_err(|e| e.to_string())?;
+            let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+            match &pods[..] {
+                [p] if !before.contains(&p.name_any()) => Ok(p.clone()),
+                _ => Err(format!("operator pods {names:?}, old {before:?}")),
+            }
+        },
+    ))?;
+    ensure!(
+        env_of(&new, "ARI_LOG_FORMAT").as_deref() == Some("text")
+            && env_of(&new, "ARI_LOG_LEVEL").as_deref() == Some("debug,kube=info"),
+        "new operator pod env: {:?}",
+        new.spec.as_ref().map(|s| &s.containers[0].env)
+    );
+    ctx.wait_operator_ready()?;
+    let name = new.name_any();
+    ctx.rt.block_on(wait::until(
+        "the new pod holds the Lease",
+        wait::DEFAULT,
+        || async {
+            let lease = Api::<Lease>::namespaced(client.clone(), OPERATOR_NS)
+                .get(OPERATOR)
+                .await
+                .map_err(|e| e.to_string())?;
+            let holder = lease.spec.and_then(|s| s.holder_identity);
+            if holder.as_deref() == Some(name.as_str()) {
+                Ok(())
+            } else {
+                Err(format!("holder {holder:?}"))
+            }
+        },
+    ))?;
+    let log = ctx.rt.block_on(wait::until(
+        "the new pod logs it leads",
+        wait::DEFAULT,
+        || async {
+            let log = ctx.node.logs(OPERATOR_NS, &name, "operator");
+            if log.contains("leading") {
+                Ok(log)
+            } else {
+                Err(tail(&log, 5))
+            }
+        },
+    ))?;
+    let line = log
+        .lines()
+        .find(|l| l.contains("leading"))
+        .context("no leading line")?;
+    ensure!(
+        !line.trim_start().starts_with('{') && line.contains("INFO"),
+        "log.format=text still writes JSON: {line}"
+    );
+    ensure!(
+        log.lines().any(|l| l.contains("DEBUG")),
+        "log.level=debug shows no DEBUG line:\n{}",
+        tail(&log, 20)
+    );
+    Ok(())
+}
+
+/// `helm uninstall` removes every object of the release; CRDs (and the Agents and Tasks in
+/// them) stay, as Helm does with `crds/`.
+fn uninstall(ctx: &Ctx) -> Result<()> {
+    helm_ok(
+        ctx,
+        &[
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            OPERATOR_NS,
+            "--wait",
+            "--timeout",
+            "90s",
+        ],
+    )?;
+    ctx.rt.block_on(async {
+        let c = ctx.cluster.client();
+        let le = "ari-operator-leader-election";
+        wait::until("release objects gone", wait::DEFAULT, || async {
+            let mut left = Vec::new();
+            let ns = OPERATOR_NS;
+            if exists(Api::<Deployment>::namespaced(c.clone(), ns), OPERATOR).await? {
+                left.push("Deployment");
+            }
+            if exists(Api::<ServiceAccount>::namespaced(c.clone(), ns), OPERATOR).await? {
+                left.push("ServiceAccount");
+            }
+            if exists(
+                Api::<k8s_openapi::api::core::v1::Service>::namespaced(c.clone(), ns),
+                "ari-operator-metrics",
+            )
+            .await?
+            {
+                left.push("Service");
+            }
+            if exists(
+                Api::<PodDisruptionBudget>::namespaced(c.clone(), ns),
+                OPERATOR,
+            )
+            .await?
+            {
+                left.push("PodDisruptionBudget");
+            }
+            if exists(Api::<Role>::namespaced(c.clone(), ns), le).await? {
+                left.push("Role");
+            }
+            if exists(Api::<RoleBinding>::namespaced(c.clone(), ns), le).await? {
+                left.push("RoleBinding");
+            }
+            if exists(Api::<ClusterRole>::all(c.clone()), OPERATOR).await? {
+                left.push("ClusterRole");
+            }
+            if exists(Api::<ClusterRoleBinding>::all(c.clone()), OPERATOR).await? {
+                left.push("ClusterRoleBinding");
+            }
+            let pods = operator_pods(&c).await.map_err(|e| e.to_string())?;
+            if !pods.is_empty() {
+                left.push("operator Pod");
+            }
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("left behind: {left:?}"))
+            }
+        })
+        .await?;
+        let crds = Api::<CustomResourceDefinition>::all(c.clone());
+        for crd in ["agents.ari.dev", "tasks.ari.dev"] {
+            let got = crds.get_opt(crd).await?;
+            ensure!(
+                got.is_some_and(|c| c.meta().deletion_timestamp.is_none()),
+                "CRD {crd} was removed by helm uninstall"
+            );
+        }
+        let tasks = Api::<Task>::all(c.clone())
+            .list(&ListParams::default())
+            .await?;
+        ensure!(
+            !tasks.items.is_empty(),
+            "Tasks disappeared with the release"
+        );
+        Ok(())
+    })
+}
+
+async fn exists<K>(api: Api<K>, name: &str) -> std::result::Result<bool, String>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name)
+        .await
+        .map(|o| o.is_some())
+        .map_err(|e| e.to_string())
+}
