@@ -11,6 +11,8 @@ mod kubeconfig;
 mod node;
 mod process;
 pub mod scenario;
+pub mod soak;
+pub mod stress;
 pub mod wait;
 
 use std::collections::HashMap;

@@ -1,0 +1,43 @@
+//! `ari-soak`: the faults soak of issue 7 at full size. Starts a control plane, a node agent and
+//! the operator, runs `--tasks` Tasks (default 5,000) of `echo` and `counter` while killing an
+//! executor every `--kill-every` seconds, restarting the operator and kube-apiserver, then
+//! prints the figures and fails unless every Task succeeded exactly once.
+//! Run: `cargo build --bins && scripts/build-agents.sh && cargo run -p ari-e2e --bin ari-soak`.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use ari_e2e::scenario::Ctx;
+use ari_e2e::soak::{self, SoakConfig};
+use clap::Parser;
+
+#[derive(Parser)]
+struct Args {
+    /// Tasks in all, half `echo`, half `counter`.
+    #[arg(long, default_value_t = 5000)]
+    tasks: usize,
+    /// Seconds between two executor kills.
+    #[arg(long, default_value_t = 4)]
+    kill_every: u64,
+    /// Restart the operator after every this many executor kills.
+    #[arg(long, default_value_t = 8)]
+    operator_every: usize,
+    /// `echo` executor replicas.
+    #[arg(long, default_value_t = 2)]
+    echo_replicas: u32,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let cfg = SoakConfig {
+        kill_every: Duration::from_secs(args.kill_every.max(1)),
+        operator_every: args.operator_every.max(1),
+        echo_replicas: args.echo_replicas.max(1),
+        ..SoakConfig::new(args.tasks)
+    };
+    let ctx = Ctx::start()?;
+    ctx.install_operator_manifest()?;
+    let report = soak::run(&ctx, &cfg)?;
+    println!("{}", report.summary());
+    report.check()
+}

@@ -1,0 +1,43 @@
+//! The faults soak in the suite (issue 7, item 2), at a size CI affords: `ARI_SOAK_TASKS`
+//! Tasks (default 400) of `echo` and the storage agent `counter` while executors are killed every
+//! few seconds, the operator restarted and kube-apiserver restarted once. Every Task must end
+//! `Succeeded` exactly once and `counter`'s state must equal its successful Tasks. The full
+//! 5,000-Task run is `cargo run -p ari-e2e --bin ari-soak` (docs/security.md).
+//! Run: `cargo build --bins && cargo test -p ari-e2e --test faults`.
+
+use anyhow::Result;
+use ari_e2e::scenario::Ctx;
+use ari_e2e::soak::{self, SoakConfig};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let trial = Trial::test("no_task_lost_or_doubled_under_faults", move || {
+        soak_trial().map_err(|e| Failed::from(format!("{e:#}")))
+    });
+    libtest_mimic::run(&args, vec![trial]).exit_code()
+}
+
+fn soak_trial() -> Result<()> {
+    let tasks = std::env::var("ARI_SOAK_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let ctx = Ctx::start()?;
+    ctx.install_operator_manifest()?;
+    let report = soak::run(&ctx, &SoakConfig::new(tasks));
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => return Err(e.context(ctx.operator_logs())),
+    };
+    eprintln!("{}", report.summary());
+    report.check()?;
+    anyhow::ensure!(
+        report.executor_kills >= 3
+            && report.operator_restarts >= 1
+            && report.apiserver_restarts == 1,
+        "too few faults injected to mean anything: {}",
+        report.summary()
+    );
+    Ok(())
+}

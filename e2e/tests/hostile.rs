@@ -1,0 +1,464 @@
+//! Hostile guests in the cluster (issue 7, item 1): every hostile example agent, and the same
+//! attacks through the `gauntlet` agent whose input picks hostile or benign behaviour, run
+//! `ARI_HOSTILE_RUNS` times each (default 100) interleaved with normal Tasks. One Agent has one
+//! module, so a hostile example agent's executors can only share work with that same agent:
+//! `flood` gets benign Tasks (`0` MiB) between its floods, and the gauntlet's executors run
+//! every attack between `echo` Tasks. Asserted: each hostile Task ends with its own reason,
+//! every normal Task succeeds, no executor restarts (restartCount 0, same pid), and each
+//! executor's resident memory returns to within [`RSS_TOLERANCE`] of its baseline.
+//! Run: `cargo build --bins && scripts/build-agents.sh && cargo test -p ari-e2e --test hostile`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use ari_crds::{Task, TaskPhase, TaskReason};
+use ari_e2e::scenario::*;
+use ari_e2e::stress::{self, ExecutorProcess, TaskView};
+use ari_e2e::wait;
+use kube::{Client, ResourceExt};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::json;
+
+/// How far above its warmed-up baseline an executor's RSS may stay after the run: room for
+/// allocator caches and the pooling allocator's resident slot pages, far below what the attacks
+/// allocate (each balloon alone touches its whole 32 MiB limit, 100 times).
+const RSS_TOLERANCE: u64 = 64 << 20;
+
+/// Selects every executor pod.
+const EXECUTORS: &str = "app.kubernetes.io/name=ari-executor";
+
+/// Fuel budget of the Tasks meant to run out of fuel: stops them within milliseconds.
+const SMALL_FUEL: u64 = 20_000_000;
+
+type TrialFn = fn(&Ctx) -> Result<()>;
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let trials: Vec<(&str, TrialFn)> = vec![
+        (
+            "gauntlet_attacks_and_normal_tasks_share_executors",
+            gauntlet,
+        ),
+        (
+            "hostile_example_agents_stop_with_their_own_reasons",
+            example_agents,
+        ),
+    ];
+    let ctx: Option<Arc<Ctx>> = if args.list {
+        None
+    } else {
+        match Ctx::start().and_then(|c| c.install_operator_manifest().map(|()| c)) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                eprintln!("cannot start the e2e cluster with the operator: {e:#}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    };
+    let tests = trials
+        .into_iter()
+        .map(|(name, f)| {
+            let ctx = ctx.clone();
+            Trial::test(name, move || {
+                let Some(ctx) = ctx else {
+                    return Err(Failed::from("no cluster"));
+                };
+                f(&ctx).map_err(|e| Failed::from(format!("{e:#}\n{}", ctx.operator_logs())))
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, tests);
+    drop(ctx);
+    if conclusion.has_failed() {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+/// Runs per case, from `ARI_HOSTILE_RUNS` (default 100, as issue 7 asks).
+fn runs() -> usize {
+    std::env::var("ARI_HOSTILE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
+
+/// Extra checks on a finished Task beyond its phase and reason.
+type Check = fn(&Task) -> std::result::Result<(), String>;
+
+/// One kind of Task: which Agent, what input, what it must end with.
+struct Case {
+    label: &'static str,
+    agent: &'static str,
+    input: String,
+    spec: serde_json::Value,
+    hostile: bool,
+    want: (TaskPhase, TaskReason),
+    check: Option<Check>,
+}
+
+impl Case {
+    fn hostile(label: &'static str, agent: &'static str, input: &str, reason: TaskReason) -> Case {
+        Case {
+            label,
+            agent,
+            input: input.to_string(),
+            spec: json!({}),
+            hostile: true,
+            want: (TaskPhase::Failed, reason),
+            check: None,
+        }
+    }
+
+    fn normal(label: &'static str, agent: &'static str, input: &str, check: Check) -> Case {
+        Case {
+            label,
+            agent,
+            input: input.to_string(),
+            spec: json!({}),
+            hostile: false,
+            want: (TaskPhase::Succeeded, TaskReason::Completed),
+            check: Some(check),
+        }
+    }
+
+    fn fuel(mut self, fuel: u64) -> Case {
+        self.spec = json!({ "fuel": fuel });
+        self
+    }
+
+    fn check(mut self, check: Check) -> Case {
+        self.check = Some(check);
+        self
+    }
+}
+
+fn message(t: &Task) -> String {
+    t.status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_default()
+}
+
+fn output(t: &Task) -> String {
+    t.status
+        .as_ref()
+        .and_then(|s| s.output.clone())
+        .unwrap_or_default()
+}
+
+fn memory_limit_hit(t: &Task) -> std::result::Result<(), String> {
+    let m = message(t);
+    if m.contains("memory limit") {
+        Ok(())
+    } else {
+        Err(format!("message does not name the memory limit: {m:?}"))
+    }
+}
+
+fn contained(t: &Task) -> std::result::Result<(), String> {
+    let m = message(t);
+    if m.contains("contained") {
+        Ok(())
+    } else {
+        Err(format!("message {m:?}"))
+    }
+}
+
+/// The echo Tasks' input is `echo TEXT`: the output must be TEXT.
+fn echoed(t: &Task) -> std::result::Result<(), String> {
+    let want = t.name_any();
+    if output(t) == want {
+        Ok(())
+    } else {
+        Err(format!("output {:?}, want {want:?}", output(t)))
+    }
+}
+
+fn empty_output(t: &Task) -> std::result::Result<(), String> {
+    let s = t.status.clone().unwrap_or_default();
+    if s.output.as_deref().unwrap_or("").is_empty() && s.output_ref.is_none() {
+        Ok(())
+    } else {
+        Err(format!("output {:?} / {:?}", s.output, s.output_ref))
+    }
+}
+
+fn counted(t: &Task) -> std::result::Result<(), String> {
+    if output(t).contains("\"words\":3") {
+        Ok(())
+    } else {
+        Err(format!("output {:?}", output(t)))
+    }
+}
+
+/// Every attack and an `echo` after each, all on the same two gauntlet executors.
+fn gauntlet(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("gauntlet", |client, ns| async move {
+        ctx.module_configmap(&ns, "gauntlet-module", "gauntlet")?;
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml(
+                "gauntlet",
+                "gauntlet-module",
+                2,
+                "  limits:\n    fuel: 100000000000\n    memoryBytes: 33554432\n    timeoutSeconds: 1\n    maxOutputBytes: 1048576\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "gauntlet").await?;
+        use TaskReason::*;
+        let g = "gauntlet";
+        let attacks = vec![
+            Case::hostile("spin-fuel", g, "spin", FuelExhausted).fuel(SMALL_FUEL),
+            Case::hostile("spin-deadline", g, "spin", DeadlineExceeded),
+            Case::hostile("balloon", g, "balloon", Trap).check(memory_limit_hit),
+            Case::hostile("mega", g, "mega", Trap).check(memory_limit_hit),
+            Case::hostile("deep", g, "deep", Trap),
+            Case::hostile("trap", g, "trap", Trap),
+            Case::hostile("exit", g, "exit", Trap),
+            Case::hostile("flood", g, "flood 4", OutputTooLarge),
+            Case::hostile("exfil", g, "exfil https://evil.example/collect", CapabilityDenied),
+            Case::hostile("hostcall", g, "hostcall", FuelExhausted).fuel(SMALL_FUEL),
+            Case::hostile("loud", g, "loud", FuelExhausted).fuel(SMALL_FUEL),
+            Case::hostile("wasi", g, "wasi", Trap).check(contained),
+        ];
+        // An echo after every attack: `echo <its own name>`, filled in by `run_cases`.
+        let mut cases = Vec::new();
+        for a in attacks {
+            cases.push(a);
+            cases.push(Case::normal("echo", g, "", echoed));
+        }
+        run_cases(ctx, &client, &ns, &cases, "ari.dev/agent=gauntlet", 2).await
+    })
+}
+
+/// The hostile example agents, each its own Agent with tight limits, interleaved with Tasks of
+/// the well-behaved `echo` and `wordcount` (and benign `flood` Tasks on the flood executor).
+fn example_agents(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("hostile", |client, ns| async move {
+        let tight = "  limits:\n    fuel: 100000000000\n    memoryBytes: 33554432\n    timeoutSeconds: 5\n    maxOutputBytes: 1048576\n";
+        let agents: Vec<(&str, String)> = vec![
+            ("spin", tight.to_string()),
+            ("balloon", tight.to_string()),
+            ("deep", tight.to_string()),
+            ("trap", tight.to_string()),
+            ("flood", tight.to_string()),
+            ("exfil", tight.to_string()),
+            (
+                "hoarder",
+                format!("{tight}  capabilities:\n    storage:\n      maxBytes: 65536\n"),
+            ),
+            ("echo", String::new()),
+            ("wordcount", String::new()),
+        ];
+        for (name, extra) in &agents {
+            ctx.module_configmap(&ns, &format!("{name}-module"), name)?;
+            ctx.apply_ok(
+                &ns,
+                &agent_yaml(name, &format!("{name}-module"), 1, extra),
+            )?;
+        }
+        for (name, _) in &agents {
+            agent_ready(&client, &ns, name).await?;
+        }
+        use TaskReason::*;
+        let cases = vec![
+            Case::hostile("spin", "spin", "", FuelExhausted).fuel(SMALL_FUEL),
+            Case::normal("echo", "echo", "", echoed),
+            Case::hostile("balloon", "balloon", "", Trap).check(memory_limit_hit),
+            Case::normal("wordcount", "wordcount", "one two three", counted),
+            Case::hostile("deep", "deep", "", Trap),
+            Case::normal("echo", "echo", "", echoed),
+            Case::hostile("trap", "trap", "", Trap),
+            Case::normal("wordcount", "wordcount", "one two three", counted),
+            Case::hostile("flood", "flood", "4", OutputTooLarge),
+            Case::normal("flood-zero", "flood", "0", empty_output),
+            Case::hostile("exfil", "exfil", "https://evil.example/collect", CapabilityDenied),
+            Case::normal("echo", "echo", "", echoed),
+            Case::hostile("hoarder", "hoarder", "1024", CapabilityDenied),
+            Case::normal("wordcount", "wordcount", "one two three", counted),
+        ];
+        run_cases(ctx, &client, &ns, &cases, EXECUTORS, agents.len()).await
+    })
+}
+
+/// Creates `runs()` rounds of `cases` in order, waits for all, then checks every outcome, the
+/// executors' restarts and pids, and their memory against the warmed-up baseline.
+async fn run_cases(
+    ctx: &Ctx,
+    client: &Client,
+    ns: &str,
+    cases: &[Case],
+    executors: &str,
+    pods: usize,
+) -> Result<()> {
+    wait::until("executor pods Ready", wait::DEFAULT, || {
+        ready_pods(client, ns, executors, pods)
+    })
+    .await?;
+    let view = TaskView::start(client, ns);
+
+    // Warm up: every Agent runs a few benign-or-not Tasks of its own so the baseline includes
+    // the loaded module, the runtime's pools and the API client's buffers.
+    let mut warm = Vec::new();
+    for (i, c) in cases.iter().enumerate().filter(|(_, c)| !c.hostile) {
+        for j in 0..4 {
+            let name = format!("warm-{i}-{j}");
+            warm.push(case_task(c, &name)?);
+        }
+    }
+    let warm_n = warm.len();
+    stress::create_tasks(client, ns, warm, 8).await?;
+    view.wait_all_finished(warm_n, wait::DEFAULT, || {}).await?;
+
+    let before = stress::executor_processes(client, &ctx.node, ns, executors).await?;
+    ensure!(
+        before.len() == pods,
+        "{} executor processes, want {pods}: {before:?}",
+        before.len()
+    );
+    let baseline: BTreeMap<String, u64> = before
+        .iter()
+        .map(|p| (p.pod.clone(), stress::rss_bytes(p.pid).unwrap_or(0)))
+        .collect();
+
+    let rounds = runs();
+    let mut tasks = Vec::new();
+    for round in 0..rounds {
+        for (i, c) in cases.iter().enumerate() {
+            tasks.push(case_task(c, &format!("{}-{round}-{i}", c.label))?);
+        }
+    }
+    let total = tasks.len() + warm_n;
+    let started = Instant::now();
+    stress::create_tasks(client, ns, tasks, 16).await?;
+    let mut peak: BTreeMap<String, u64> = BTreeMap::new();
+    view.wait_all_finished(total, Duration::from_secs(1800), || {
+        for p in &before {
+            let rss = stress::rss_bytes(p.pid).unwrap_or(0);
+            let e = peak.entry(p.pod.clone()).or_default();
+            *e = (*e).max(rss);
+        }
+    })
+    .await?;
+    let elapsed = started.elapsed();
+
+    // Outcomes.
+    let by_label: BTreeMap<&str, &Case> = cases.iter().map(|c| (c.label, c)).collect();
+    let mut tally: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for t in view.tasks() {
+        let label = t.labels().get("ari.dev/case").cloned().unwrap_or_default();
+        let Some(case) = by_label.get(label.as_str()) else {
+            wrong.push(format!("{}: no case label", t.name_any()));
+            continue;
+        };
+        let got = stress::outcome(&t);
+        *tally
+            .entry((label.clone(), format!("{got:?}")))
+            .or_default() += 1;
+        if got != (Some(case.want.0), Some(case.want.1)) {
+            wrong.push(format!(
+                "{} ended {got:?}, want {:?}: {}",
+                t.name_any(),
+                case.want,
+                message(&t)
+            ));
+        } else if let Some(check) = case.check
+            && let Err(e) = check(&t)
+        {
+            wrong.push(format!("{}: {e}", t.name_any()));
+        }
+    }
+    let hostile_n = cases.iter().filter(|c| c.hostile).count() * rounds;
+    eprintln!(
+        "hostile[{ns}]: {hostile_n} hostile and {} normal Tasks ({rounds} rounds, {warm_n} warm-up) in {:.1} s",
+        total - hostile_n - warm_n,
+        elapsed.as_secs_f64()
+    );
+    for ((label, got), n) in &tally {
+        eprintln!("  {label:>14}: {n:>5} × {got}");
+    }
+    ensure!(
+        wrong.is_empty(),
+        "{} Tasks ended wrongly, e.g.:\n{}",
+        wrong.len(),
+        wrong
+            .iter()
+            .take(15)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    // Executors: same processes, no restarts.
+    let after = stress::executor_processes(client, &ctx.node, ns, executors).await?;
+    let same = |a: &[ExecutorProcess], b: &[ExecutorProcess]| {
+        a.iter()
+            .map(|p| (&p.pod, p.pid))
+            .eq(b.iter().map(|p| (&p.pod, p.pid)))
+    };
+    ensure!(
+        same(&before, &after) && after.iter().all(|p| p.restarts == 0),
+        "executors changed or restarted:\nbefore {before:?}\nafter  {after:?}"
+    );
+
+    // Memory: back within the tolerance of the baseline once the attacks are over.
+    let settled = wait::until("executor RSS back near baseline", wait::DEFAULT, || {
+        let now: BTreeMap<String, u64> = after
+            .iter()
+            .map(|p| (p.pod.clone(), stress::rss_bytes(p.pid).unwrap_or(0)))
+            .collect();
+        let over: Vec<String> = now
+            .iter()
+            .filter(|(pod, rss)| **rss > baseline.get(*pod).copied().unwrap_or(0) + RSS_TOLERANCE)
+            .map(|(pod, rss)| format!("{pod}: {}", stress::mib(*rss)))
+            .collect();
+        async move {
+            if over.is_empty() {
+                Ok(now)
+            } else {
+                Err(format!(
+                    "over baseline + {}: {over:?}",
+                    stress::mib(RSS_TOLERANCE)
+                ))
+            }
+        }
+    })
+    .await;
+    for p in &after {
+        let b = baseline.get(&p.pod).copied().unwrap_or(0);
+        let now = stress::rss_bytes(p.pid).unwrap_or(0);
+        eprintln!(
+            "  {:>40}: RSS baseline {}, peak {}, after {}",
+            p.pod,
+            stress::mib(b),
+            stress::mib(peak.get(&p.pod).copied().unwrap_or(0)),
+            stress::mib(now)
+        );
+    }
+    settled?;
+    Ok(())
+}
+
+/// The Task of one case, named `name`, labelled with its case.
+fn case_task(c: &Case, name: &str) -> Result<Task> {
+    // Echo cases carry their own name, so each output is checked against its own Task.
+    let input = if c.agent == "gauntlet" && c.label == "echo" {
+        format!("echo {name}")
+    } else if c.agent == "echo" {
+        name.to_string()
+    } else {
+        c.input.clone()
+    };
+    stress::task(
+        name,
+        c.agent,
+        &input,
+        c.spec.clone(),
+        &[("ari.dev/case", c.label)],
+    )
+}
