@@ -1,0 +1,285 @@
+//! The Argo CD health checks shipped in `docs/argocd/` run (Lua 5.1, the dialect Argo CD's
+//! gopher-lua speaks) against Agents and Tasks built from the Rust types, so a renamed status
+//! field or condition breaks this test rather than every user's dashboard. Also checks that
+//! the `argocd-cm` snippet embeds the scripts verbatim.
+
+use std::path::{Path, PathBuf};
+
+use ari_crds::conditions::{self, ConditionStatus};
+use ari_crds::{Agent, AgentStatus, Task, TaskPhase, TaskReason, TaskStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use mlua::serde::SerializeOptions;
+use mlua::{Lua, LuaSerdeExt, Table};
+use serde_json::json;
+
+fn argocd_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/argocd")
+}
+
+fn script(name: &str) -> String {
+    let path = argocd_dir().join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// Runs a health script with `obj` bound as Argo CD binds it (JSON nulls become nil).
+fn health(script: &str, obj: &serde_json::Value) -> (String, String) {
+    let lua = Lua::new();
+    let opts = SerializeOptions::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    let value = lua.to_value_with(obj, opts).expect("object as Lua value");
+    lua.globals().set("obj", value).expect("set obj");
+    let hs: Table = lua.load(script).eval().expect("health script runs");
+    let status: String = hs.get("status").expect("hs.status");
+    let message: String = hs.get("message").unwrap_or_default();
+    (status, message)
+}
+
+fn agent(generation: i64, status: Option<AgentStatus>) -> serde_json::Value {
+    let mut a: Agent = serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+        "metadata": {"name": "echo", "namespace": "n", "generation": generation},
+        "spec": {"module": {"configMap": {"name": "echo-module", "key": "module.wasm"}}}
+    }))
+    .expect("agent");
+    a.status = status;
+    serde_json::to_value(&a).expect("agent JSON")
+}
+
+fn agent_status(
+    observed: i64,
+    conds: &[(&str, ConditionStatus, &str, &str)],
+    ready_replicas: i32,
+) -> AgentStatus {
+    let mut s = AgentStatus {
+        observed_generation: Some(observed),
+        ready_replicas: Some(ready_replicas),
+        replicas: Some(1),
+        ..Default::default()
+    };
+    for (ty, st, reason, msg) in conds {
+        conditions::set(
+            &mut s.conditions,
+            ty,
+            *st,
+            reason,
+            (*msg).to_owned(),
+            Some(observed),
+            Time(Timestamp::UNIX_EPOCH),
+        );
+    }
+    s
+}
+
+use ConditionStatus::{False, True};
+
+#[test]
+fn agent_health_follows_generation_validity_module_and_readiness() {
+    let lua = script("agent-health.lua");
+    let ok = [
+        (conditions::VALID, True, "Valid", ""),
+        (conditions::MODULE_RESOLVED, True, "Resolved", "sha256:ab"),
+    ];
+    let cases = [
+        (agent(1, None), "Progressing", "operator"),
+        (
+            agent(2, Some(agent_status(1, &ok, 1))),
+            "Progressing",
+            "generation 2",
+        ),
+        (
+            agent(
+                1,
+                Some(agent_status(
+                    1,
+                    &[(
+                        conditions::VALID,
+                        False,
+                        "Invalid",
+                        "network.allowedHosts ftp://x: bad scheme",
+                    )],
+                    0,
+                )),
+            ),
+            "Degraded",
+            "bad scheme",
+        ),
+        (
+            agent(
+                1,
+                Some(agent_status(
+                    1,
+                    &[
+                        (conditions::VALID, True, "Valid", ""),
+                        (
+                            conditions::MODULE_RESOLVED,
+                            False,
+                            "ConfigMapNotFound",
+                            "ConfigMap echo-module not found",
+                        ),
+                        (
+                            conditions::READY,
+                            False,
+                            "ModuleNotResolved",
+                            "module not resolved",
+                        ),
+                    ],
+                    0,
+                )),
+            ),
+            "Degraded",
+            "ConfigMapNotFound",
+        ),
+        (
+            agent(
+                1,
+                Some(agent_status(
+                    1,
+                    &[
+                        ok[0],
+                        ok[1],
+                        (
+                            conditions::READY,
+                            False,
+                            "NoExecutorAvailable",
+                            "waiting for an available executor",
+                        ),
+                    ],
+                    0,
+                )),
+            ),
+            "Progressing",
+            "NoExecutorAvailable",
+        ),
+        (
+            agent(
+                1,
+                Some(agent_status(
+                    1,
+                    &[
+                        ok[0],
+                        ok[1],
+                        (
+                            conditions::READY,
+                            True,
+                            "ExecutorsAvailable",
+                            "2 executor(s) available",
+                        ),
+                    ],
+                    2,
+                )),
+            ),
+            "Healthy",
+            "2 executor(s)",
+        ),
+    ];
+    for (obj, want, fragment) in cases {
+        let (status, message) = health(&lua, &obj);
+        assert_eq!(status, want, "{message} for {obj}");
+        assert!(
+            message.contains(fragment),
+            "message {message:?} lacks {fragment:?}"
+        );
+    }
+}
+
+fn task(status: Option<TaskStatus>) -> serde_json::Value {
+    let mut t: Task = serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": "t", "namespace": "n", "generation": 1},
+        "spec": {"agentRef": {"name": "echo"}, "input": "hi"}
+    }))
+    .expect("task");
+    t.status = status;
+    serde_json::to_value(&t).expect("task JSON")
+}
+
+#[test]
+fn task_health_follows_phase_and_reason() {
+    let lua = script("task-health.lua");
+    let phase = |p: TaskPhase, reason: Option<TaskReason>, msg: Option<&str>| TaskStatus {
+        phase: Some(p),
+        reason,
+        message: msg.map(str::to_owned),
+        executor: Some("echo-executor-abc".into()),
+        ..Default::default()
+    };
+    let cases = [
+        (task(None), "Progressing", "Pending"),
+        (
+            task(Some(phase(TaskPhase::Pending, None, None))),
+            "Progressing",
+            "Pending",
+        ),
+        (
+            task(Some(phase(TaskPhase::Running, None, None))),
+            "Progressing",
+            "echo-executor-abc",
+        ),
+        (
+            task(Some(phase(
+                TaskPhase::Succeeded,
+                Some(TaskReason::Completed),
+                None,
+            ))),
+            "Healthy",
+            "Completed",
+        ),
+        (
+            task(Some(phase(
+                TaskPhase::Failed,
+                Some(TaskReason::FuelExhausted),
+                Some("used 10000000 fuel"),
+            ))),
+            "Degraded",
+            "FuelExhausted: used 10000000 fuel",
+        ),
+        (
+            task(Some(phase(
+                TaskPhase::Failed,
+                Some(TaskReason::CapabilityDenied),
+                None,
+            ))),
+            "Degraded",
+            "CapabilityDenied",
+        ),
+    ];
+    for (obj, want, fragment) in cases {
+        let (status, message) = health(&lua, &obj);
+        assert_eq!(status, want, "{message} for {obj}");
+        assert!(
+            message.contains(fragment),
+            "message {message:?} lacks {fragment:?}"
+        );
+    }
+}
+
+/// The ConfigMap users merge into `argocd-cm` carries the scripts byte for byte.
+#[test]
+fn argocd_cm_embeds_the_scripts_verbatim() {
+    let cm: serde_yaml::Value =
+        serde_yaml::from_str(&script("argocd-cm.yaml")).expect("argocd-cm.yaml parses");
+    for (key, file) in [
+        (
+            "resource.customizations.health.ari.dev_Agent",
+            "agent-health.lua",
+        ),
+        (
+            "resource.customizations.health.ari.dev_Task",
+            "task-health.lua",
+        ),
+    ] {
+        let embedded = cm["data"][key].as_str().unwrap_or_default();
+        assert_eq!(
+            embedded,
+            script(file),
+            "argocd-cm.yaml {key} differs from {file}"
+        );
+    }
+    for kind in ["Agent", "Task"] {
+        let key = format!("resource.customizations.ignoreDifferences.ari.dev_{kind}");
+        let v = cm["data"][key.as_str()].as_str().unwrap_or_default();
+        assert!(v.contains("/status"), "{key} does not ignore /status");
+    }
+}
