@@ -366,6 +366,10 @@ fn large_output(ctx: &Ctx) -> Result<()> {
     })
 }
 
+/// Input of a `sha256-loop` Task that runs for seconds (about 0.3 µs a round): long enough to
+/// be seen Running, and killed or drained, before it finishes.
+const LONG_INPUT: &str = "20000000 abc";
+
 /// A `sha256-loop` Agent with room for a task that runs for seconds.
 async fn long_task_agent(ctx: &Ctx, client: &Client, ns: &str, replicas: u32) -> Result<()> {
     ctx.module_configmap(ns, "loop-module", "sha256-loop")?;
@@ -406,7 +410,7 @@ fn killed_executor(ctx: &Ctx) -> Result<()> {
         // Long enough (seconds) that the kill lands mid-run.
         ctx.apply_ok(
             &ns,
-            &task_yaml("long", "loop", "400000 abc", "  retries: 2\n"),
+            &task_yaml("long", "loop", LONG_INPUT, "  retries: 2\n"),
         )?;
         let running = running_on(&client, &ns, "long").await?;
         ctx.node.kill_pod_process(&ns, &running)?;
@@ -441,7 +445,7 @@ fn killed_executor(ctx: &Ctx) -> Result<()> {
 fn executor_drain(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("drain", |client, ns| async move {
         long_task_agent(ctx, &client, &ns, 1).await?;
-        ctx.apply_ok(&ns, &task_yaml("long", "loop", "400000 abc", ""))?;
+        ctx.apply_ok(&ns, &task_yaml("long", "loop", LONG_INPUT, ""))?;
         let pod = running_on(&client, &ns, "long").await?;
         Api::<Pod>::namespaced(client.clone(), &ns)
             .delete(&pod, &DeleteParams::default())

@@ -80,14 +80,43 @@ impl TaskContext {
     }
 }
 
-fn pod_state(pod: Option<&Pod>) -> ExecutorPod {
-    match pod {
-        None => ExecutorPod::Gone,
-        Some(p) if p.metadata.deletion_timestamp.is_some() => ExecutorPod::Stopped,
-        Some(p) => match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
-            Some("Running") | Some("Pending") => ExecutorPod::Running,
-            _ => ExecutorPod::Stopped,
-        },
+/// What the executor pod says about the process that claimed a Task at `claimed_at`.
+///
+/// A pod being deleted still counts as running: it drains (finishes what it runs) within its
+/// grace period and the heartbeat timeout covers a drain that hangs. A container that is not
+/// running, or that (re)started after the claim, means the claiming process is gone, which is
+/// known at once instead of after the heartbeat timeout.
+pub fn pod_state(pod: Option<&Pod>, claimed_at: Option<Timestamp>) -> ExecutorPod {
+    let Some(p) = pod else {
+        return ExecutorPod::Gone;
+    };
+    let status = p.status.as_ref();
+    if !matches!(
+        status.and_then(|s| s.phase.as_deref()),
+        Some("Running" | "Pending")
+    ) {
+        return ExecutorPod::Stopped;
+    }
+    let containers = status
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    let replaced = containers.iter().any(|c| {
+        let running_since = c
+            .state
+            .as_ref()
+            .and_then(|st| st.running.as_ref())
+            .map(|r| r.started_at.as_ref().map(|t| t.0));
+        match (running_since, claimed_at) {
+            // Not running now: the process that claimed is not there.
+            (None, _) => status.and_then(|s| s.phase.as_deref()) == Some("Running"),
+            (Some(Some(started)), Some(claimed)) => started > claimed,
+            _ => false,
+        }
+    });
+    if replaced {
+        ExecutorPod::Stopped
+    } else {
+        ExecutorPod::Running
     }
 }
 
@@ -170,7 +199,13 @@ pub async fn reconcile(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action,
         task.phase(),
         task.status.as_ref().and_then(|s| s.executor.as_deref()),
     ) {
-        (TaskPhase::Running, Some(exec)) => pod_state(ctx.pod(&ns, exec).await?.as_ref()),
+        (TaskPhase::Running, Some(exec)) => pod_state(
+            ctx.pod(&ns, exec).await?.as_ref(),
+            task.status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+        ),
         (TaskPhase::Running, None) => ExecutorPod::Gone,
         _ => ExecutorPod::NotChecked,
     };
@@ -241,4 +276,54 @@ pub fn error_policy(_task: Arc<Task>, err: &Error, ctx: Arc<TaskContext>) -> Act
         .inc();
     tracing::warn!(error = %err, "task reconcile failed");
     Action::requeue(Duration::from_secs(5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(phase: &str, deleting: bool, container: serde_json::Value) -> Pod {
+        let mut p = serde_json::json!({
+            "metadata": {"name": "exec-1"},
+            "status": {"phase": phase, "containerStatuses": [container]}
+        });
+        if deleting {
+            p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z".into();
+        }
+        serde_json::from_value(p).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn running_since(t: &str) -> serde_json::Value {
+        serde_json::json!({"name": "executor", "image": "i", "imageID": "", "ready": true,
+            "restartCount": 0, "state": {"running": {"startedAt": t}}})
+    }
+
+    fn claimed() -> Option<Timestamp> {
+        "2026-01-01T00:00:10Z".parse().ok()
+    }
+
+    #[test]
+    fn a_draining_pod_still_runs_its_tasks() {
+        let p = pod("Running", true, running_since("2026-01-01T00:00:00Z"));
+        assert_eq!(pod_state(Some(&p), claimed()), ExecutorPod::Running);
+    }
+
+    #[test]
+    fn a_container_restarted_after_the_claim_lost_the_task() {
+        let p = pod("Running", false, running_since("2026-01-01T00:00:20Z"));
+        assert_eq!(pod_state(Some(&p), claimed()), ExecutorPod::Stopped);
+        let waiting = serde_json::json!({"name": "executor", "image": "i", "imageID": "",
+            "ready": false, "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}});
+        assert_eq!(
+            pod_state(Some(&pod("Running", false, waiting)), claimed()),
+            ExecutorPod::Stopped
+        );
+    }
+
+    #[test]
+    fn finished_or_missing_pods_are_not_running() {
+        let p = pod("Failed", false, running_since("2026-01-01T00:00:00Z"));
+        assert_eq!(pod_state(Some(&p), claimed()), ExecutorPod::Stopped);
+        assert_eq!(pod_state(None, claimed()), ExecutorPod::Gone);
+    }
 }

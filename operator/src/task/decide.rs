@@ -140,7 +140,9 @@ pub fn decide(
             let executor = status.executor.clone().unwrap_or_default();
             let lost = match pod {
                 ExecutorPod::Gone => Some(format!("executor pod {executor} is gone")),
-                ExecutorPod::Stopped => Some(format!("executor pod {executor} is not running")),
+                ExecutorPod::Stopped => Some(format!(
+                    "executor pod {executor} stopped or restarted since it claimed the task"
+                )),
                 _ if stale_at <= now => Some(format!(
                     "no heartbeat from executor {executor} for {}s",
                     timing.heartbeat_timeout.as_secs()
