@@ -1,16 +1,24 @@
-//! Spin-style network origins: `scheme://host[:port]`, `*` allowed as the leftmost host label.
+//! Spin-style network origins: `scheme://host[:port]`, `*` allowed as the whole leftmost label.
 //!
 //! A port left out means the scheme's default port (443 for https, 80 for http), as in Spin.
-//! `*` as the leftmost label matches one or more labels (`*.svc` matches `a.svc` and `a.b.svc`);
-//! a host of just `*` matches any host.
+//! `*.` as the leftmost label matches one or more labels (`*.svc` matches `a.svc` and `a.b.svc`,
+//! never `svc`); a bare `*` and wildcard IP addresses are rejected. Hosts are normalised as URLs
+//! are (lower case, IDNA to punycode, IPv4 forms to dotted decimal, IPv6 compressed in
+//! brackets), and must not end in a dot or hold an empty label.
+//!
+//! The executor enforces the same grammar (`ari_executor::capability::allowlist`); a test there
+//! checks both accept and reject the same entries, so an Agent the operator marks `Valid` is
+//! one its executors can run.
 
 use std::fmt;
+
+use url::{Host, Url};
 
 /// A parsed origin pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
     pub scheme: String,
-    /// Lowercase host; may start with `*.` or be `*`.
+    /// Normalised host; may start with `*.`.
     pub host: String,
     pub port: u16,
 }
@@ -24,12 +32,14 @@ pub enum HostPatternError {
     UnsupportedScheme(String),
     #[error("empty host")]
     EmptyHost,
-    #[error("a path, query or userinfo is not allowed in an origin")]
+    #[error("a path, query, fragment or userinfo is not allowed in an origin")]
     NotAnOrigin,
-    #[error("invalid port {0}")]
+    #[error("invalid port in {0}")]
     BadPort(String),
-    #[error("`*` is allowed only as the whole leftmost label")]
+    #[error("`*` is allowed only as the whole leftmost label of a domain name")]
     BadWildcard,
+    #[error("invalid host: {0}")]
+    BadHost(String),
 }
 
 impl HostPattern {
@@ -37,36 +47,45 @@ impl HostPattern {
     pub fn parse(s: &str) -> Result<Self, HostPatternError> {
         let (scheme, rest) = s.split_once("://").ok_or(HostPatternError::MissingScheme)?;
         let scheme = scheme.to_ascii_lowercase();
-        let default_port = match scheme.as_str() {
-            "https" => 443,
-            "http" => 80,
-            _ => return Err(HostPatternError::UnsupportedScheme(scheme)),
-        };
+        if scheme != "https" && scheme != "http" {
+            return Err(HostPatternError::UnsupportedScheme(scheme));
+        }
         let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains(['/', '?', '#', '@']) {
+        if rest.is_empty() {
+            return Err(HostPatternError::EmptyHost);
+        }
+        if rest.contains(['/', '?', '#', '@', '\\']) {
             return Err(HostPatternError::NotAnOrigin);
         }
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((h, p)) => (
-                h,
-                p.parse::<u16>()
-                    .map_err(|_| HostPatternError::BadPort(p.to_owned()))?,
-            ),
-            None => (rest, default_port),
+        let (wildcard, concrete) = match rest.strip_prefix("*.") {
+            Some(r) => (true, r),
+            None => (false, rest),
         };
-        if host.is_empty() {
-            return Err(HostPatternError::EmptyHost);
-        }
-        let host = host.to_ascii_lowercase();
-        let labels: Vec<&str> = host.split('.').collect();
-        if labels.iter().any(|l| l.is_empty()) {
-            return Err(HostPatternError::EmptyHost);
-        }
-        if labels.iter().skip(1).any(|l| l.contains('*'))
-            || (labels[0].contains('*') && labels[0] != "*")
-        {
+        if concrete.contains('*') {
             return Err(HostPatternError::BadWildcard);
         }
+        let url = Url::parse(&format!("{scheme}://{concrete}")).map_err(|e| match e {
+            url::ParseError::InvalidPort => HostPatternError::BadPort(s.to_owned()),
+            url::ParseError::EmptyHost => HostPatternError::EmptyHost,
+            e => HostPatternError::BadHost(e.to_string()),
+        })?;
+        let host = match url.host() {
+            Some(Host::Domain(d)) => {
+                if d.split('.').any(str::is_empty) {
+                    return Err(HostPatternError::BadHost(
+                        "empty label (trailing dot or `..`)".into(),
+                    ));
+                }
+                d.to_owned()
+            }
+            Some(_) if wildcard => return Err(HostPatternError::BadWildcard),
+            Some(ip) => ip.to_string(),
+            None => return Err(HostPatternError::EmptyHost),
+        };
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| HostPatternError::BadPort(s.to_owned()))?;
+        let host = if wildcard { format!("*.{host}") } else { host };
         Ok(Self { scheme, host, port })
     }
 
@@ -85,9 +104,6 @@ impl fmt::Display for HostPattern {
 }
 
 fn host_matches(pattern: &str, host: &str) -> bool {
-    if pattern == "*" {
-        return true;
-    }
     match pattern.strip_prefix("*.") {
         Some(suffix) => host
             .strip_suffix(suffix)
@@ -128,6 +144,9 @@ mod tests {
         );
         assert_eq!(p("http://*.svc:8080").port, 8080);
         assert_eq!(p("http://x.svc/").port, 80);
+        assert_eq!(p("HTTPS://Bücher.example").host, "xn--bcher-kva.example");
+        assert_eq!(p("http://[0::1]").host, "[::1]");
+        assert_eq!(p("http://2130706433:8080").host, "127.0.0.1");
     }
 
     #[test]
@@ -156,6 +175,17 @@ mod tests {
             HostPattern::parse("https://x:99999"),
             Err(HostPatternError::BadPort(_))
         ));
+        for bad in [
+            "https://*",
+            "https://*:443",
+            "https://*.127.0.0.1",
+            "https://x.",
+            "https://a..b",
+            "https://exa mple.com",
+            "https://x\\y",
+        ] {
+            assert!(HostPattern::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use url::Url;
+use url::{Host, Url};
 
 use super::GrantError;
 
@@ -42,7 +42,9 @@ impl HostPattern {
         let (scheme, rest) = entry
             .split_once("://")
             .ok_or_else(|| invalid(entry, "expected scheme://host[:port]"))?;
-        if default_port(scheme).is_none() {
+        // Schemes are case-insensitive; requests are compared after URL normalisation.
+        let scheme = scheme.to_ascii_lowercase();
+        if default_port(&scheme).is_none() {
             return Err(invalid(entry, "scheme must be http or https"));
         }
         let authority = rest.strip_suffix('/').unwrap_or(rest);
@@ -67,18 +69,28 @@ impl HostPattern {
         }
         let url = Url::parse(&format!("{scheme}://{concrete}"))
             .map_err(|e| invalid(entry, &e.to_string()))?;
+        match url.host() {
+            Some(Host::Domain(d)) if d.split('.').any(str::is_empty) => {
+                // `example.com.` is another DNS name than `example.com` (no search domains),
+                // so a trailing dot would grant something the user did not mean.
+                return Err(invalid(entry, "empty label in host (trailing dot or `..`)"));
+            }
+            Some(Host::Domain(_)) => {}
+            Some(_) if wildcard => {
+                return Err(invalid(entry, "a wildcard cannot prefix an IP address"));
+            }
+            Some(_) => {}
+            None => return Err(invalid(entry, "missing host")),
+        }
         let host = url
             .host_str()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| invalid(entry, "missing host"))?;
-        if wildcard && host.starts_with('[') {
-            return Err(invalid(entry, "a wildcard cannot prefix an IP address"));
-        }
         let port = url
             .port_or_known_default()
             .ok_or_else(|| invalid(entry, "no port"))?;
         Ok(Self {
-            scheme: scheme.to_owned(),
+            scheme,
             host: host.to_owned(),
             wildcard,
             port,
@@ -192,6 +204,7 @@ mod tests {
             ("http://[::1]:9000", "http://[::1]:9000/", true),
             ("https://api.example.com", "ftp://api.example.com/", false),
             ("https://api.example.com", "not a url", false),
+            ("HTTPS://API.example.com", "https://api.example.com/", true),
         ];
         for (entry, url, want) in table {
             let list = AllowList::parse(&[*entry]).unwrap_or_else(|e| panic!("{entry}: {e}"));
@@ -217,6 +230,10 @@ mod tests {
             "https://example.com:abc",
             "*://example.com",
             "https://*.[::1]",
+            "https://*.127.0.0.1",
+            "https://example.com.",
+            "https://a..example.com",
+            "https://example.com\\path",
         ] {
             assert!(
                 AllowList::parse(&[entry]).is_err(),
