@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub struct Server {
     pub base: String,
+    pub port: u16,
     hits: Arc<AtomicUsize>,
     server: Arc<tiny_http::Server>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -13,7 +14,12 @@ pub struct Server {
 impl Server {
     /// `/hello` → 200; `/redirect?to=URL` → 302 to URL; anything else → 200 `got it`.
     pub fn start() -> Self {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind"));
+        Self::start_on("127.0.0.1")
+    }
+
+    /// The same server on another loopback address (`127.0.0.2`, `[::1]`); `base` uses it.
+    pub fn start_on(ip: &str) -> Self {
+        let server = Arc::new(tiny_http::Server::http(format!("{ip}:0")).expect("bind"));
         let port = server.server_addr().to_ip().expect("ip").port();
         let hits = Arc::new(AtomicUsize::new(0));
         let (s, h) = (server.clone(), hits.clone());
@@ -35,7 +41,8 @@ impl Server {
             }
         });
         Self {
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{ip}:{port}"),
+            port,
             hits,
             server,
             thread: Some(thread),
