@@ -339,7 +339,7 @@ fn each_image_runs_its_binary_as_the_uid_the_pods_ask_for() -> Result<()> {
         let copy = stage.one("COPY")?;
         let words: Vec<&str> = copy.split_whitespace().collect();
         let (src, dst) = match words[..] {
-            [from, src, dst] if from == "--from=build" => (src, dst),
+            ["--from=build", src, dst] => (src, dst),
             _ => bail!("target {target}: COPY is not `--from=build SRC DST`: {copy}"),
         };
         ensure!(
