@@ -160,6 +160,9 @@ fn helm_ok(ctx: &Ctx, args: &[&str]) -> Result<String> {
 
 /// `helm install` with default values, as docs/install.md says; then the operator is Ready.
 fn install(ctx: &Ctx) -> Result<()> {
+    // The operator pod must pass the `restricted` Pod Security Standard, enforced here.
+    ctx.kubectl_ok(["create", "namespace", OPERATOR_NS])?;
+    restrict(ctx, OPERATOR_NS)?;
     let chart = chart().display().to_string();
     let notes = helm_ok(
         ctx,
@@ -184,6 +187,32 @@ fn install(ctx: &Ctx) -> Result<()> {
         "crd/tasks.ari.dev",
     ])?;
     ctx.wait_operator_ready()
+}
+
+/// Enforces the `restricted` Pod Security Standard on `ns`, and shows it is enforced: a
+/// privileged pod is refused.
+fn restrict(ctx: &Ctx, ns: &str) -> Result<()> {
+    ctx.kubectl_ok([
+        "label",
+        "namespace",
+        ns,
+        "pod-security.kubernetes.io/enforce=restricted",
+    ])?;
+    let out = ctx.kubectl(&[
+        "run",
+        "privileged-probe",
+        "-n",
+        ns,
+        "--image=ari-executor:0.1.0",
+        "--privileged",
+        "--dry-run=server",
+    ])?;
+    ensure!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("restricted"),
+        "Pod Security admission did not refuse a privileged pod in {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
 }
 
 /// `helm template` of the chart with `--set` values.
@@ -311,6 +340,8 @@ fn examples(ctx: &Ctx) -> Result<()> {
             ctx.cluster.bin_dir().display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        // Executor pods, created by the operator, pass the `restricted` standard too.
+        restrict(ctx, &ns)?;
         let dir = repo().join("examples/manifests");
         let mut agents = Vec::new();
         for entry in std::fs::read_dir(&dir)? {
