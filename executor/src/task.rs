@@ -92,6 +92,10 @@ pub struct TaskOutcome {
     /// What the guest logged (host `log`, stdout as INFO, stderr as WARN), as `LEVEL message`,
     /// bounded to 64 KiB.
     pub logs: Vec<String>,
+    /// The storage commit was refused because a key this task read changed meanwhile (the
+    /// runtime runs such a task again; never set on a returned outcome unless runs ran out).
+    #[serde(skip)]
+    pub storage_conflict: bool,
 }
 
 impl TaskOutcome {
@@ -110,10 +114,52 @@ enum GuestEnd {
     Failed(Failure),
 }
 
+/// Most runs of one task whose storage commit keeps losing to concurrent tasks.
+pub const MAX_STORAGE_RUNS: u32 = 16;
+
+impl TaskRequest {
+    /// The same request again, on a new handle of the same store (live runs with storage only).
+    fn again(&self) -> Option<TaskRequest> {
+        if self.replay.is_some() {
+            return None;
+        }
+        Some(TaskRequest {
+            id: self.id.clone(),
+            input: self.input.clone(),
+            requirements: self.requirements.clone(),
+            grants: self.grants.clone(),
+            limits: self.limits.clone(),
+            seed: self.seed,
+            storage: Some(self.storage.as_ref()?.handle()),
+            executor: self.executor.clone(),
+            attestation_key: self.attestation_key.clone(),
+            start_unix_nanos: self.start_unix_nanos,
+            replay: None,
+        })
+    }
+}
+
 impl Agent {
     /// Runs one task to completion on the calling thread (blocking; pick the thread — CPU
     /// time is measured on it). Never panics on guest behaviour; every failure is classified.
+    ///
+    /// Storage is optimistic: a task whose commit finds a key it read changed by a concurrent
+    /// task runs again from the start (fresh instance, new reads), up to [`MAX_STORAGE_RUNS`]
+    /// times, so concurrent tasks never lose each other's updates.
     pub fn run(&self, req: TaskRequest) -> TaskOutcome {
+        let mut req = req;
+        for _ in 1..MAX_STORAGE_RUNS {
+            let next = req.again();
+            let outcome = self.run_once(req);
+            match next {
+                Some(next) if outcome.storage_conflict => req = next,
+                _ => return outcome,
+            }
+        }
+        self.run_once(req)
+    }
+
+    fn run_once(&self, req: TaskRequest) -> TaskOutcome {
         let started = Instant::now();
         let cpu_start = thread_cpu_nanos();
         let seed = req.seed.unwrap_or_else(random_seed);
@@ -187,6 +233,10 @@ impl Agent {
         } else {
             Ok(())
         };
+        let storage_conflict = matches!(
+            &commit,
+            Err(CapError::Failed(m)) if m.starts_with(crate::capability::storage::STORAGE_CONFLICT)
+        );
         if let Err(err) = commit {
             failure = Some(match err {
                 CapError::Denied(msg) => Failure::new(FailureKind::CapabilityDenied, msg),
@@ -242,6 +292,7 @@ impl Agent {
             failure,
             trace,
             logs,
+            storage_conflict,
         }
     }
 

@@ -30,6 +30,40 @@ fn storage_granted_persists_across_tasks_and_is_metered() {
 }
 
 #[test]
+fn concurrent_storage_tasks_lose_no_update() {
+    // Eight threads increment one counter: every commit that raced another runs again, so
+    // the outputs are exactly 1..=N and the stored value is N (issue 7's lost updates).
+    let backend = MemoryBackend::new();
+    let agent = agent("counter");
+    let (threads, per_thread) = (8, 25);
+    let mut outputs: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (agent, backend) = (agent.clone(), backend.clone());
+                s.spawn(move || {
+                    (0..per_thread)
+                        .map(|_| {
+                            let mut req = request("", grants(&["storage=1MiB"]));
+                            req.storage = Some(Box::new(backend.clone()));
+                            let o = agent.run(req);
+                            assert_eq!(o.failure, None);
+                            output(&o).parse::<u64>().expect("count")
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    outputs.sort_unstable();
+    let n = threads * per_thread;
+    assert_eq!(outputs, (1..=n as u64).collect::<Vec<_>>());
+}
+
+#[test]
 fn storage_denied_without_grant() {
     let o = run("counter", "", grants(&[]));
     assert_eq!(

@@ -7,6 +7,10 @@ pub struct Batch {
     pub deletes: Vec<String>,
     /// When set, the batch is refused if it would grow usage past this.
     pub max_bytes: Option<u64>,
+    /// Committed values the task read (`None`: absent). The batch is refused with
+    /// [`StorageError::Conflict`] if any changed since, so two tasks that read the same key
+    /// cannot both commit a write based on it (no lost updates).
+    pub reads: Vec<(String, Option<Vec<u8>>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,6 +19,24 @@ pub enum StorageError {
     QuotaExceeded { would_use: u64, max_bytes: u64 },
     #[error("storage backend: {0}")]
     Backend(String),
+    #[error("{STORAGE_CONFLICT}: `{key}` changed since this task read it")]
+    Conflict { key: String },
+}
+
+/// How a [`StorageError::Conflict`] message starts (the runtime re-runs such a task).
+pub const STORAGE_CONFLICT: &str = "storage conflict";
+
+/// The first key of `batch.reads` whose committed value is no longer the one read.
+pub fn check_reads(
+    batch: &Batch,
+    mut current: impl FnMut(&str) -> Result<Option<Vec<u8>>, StorageError>,
+) -> Result<(), StorageError> {
+    for (key, seen) in &batch.reads {
+        if current(key)? != *seen {
+            return Err(StorageError::Conflict { key: key.clone() });
+        }
+    }
+    Ok(())
 }
 
 /// A key-value store scoped to one agent (its namespace).
@@ -27,6 +49,8 @@ pub trait StorageBackend: Send {
     fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
     fn apply(&mut self, batch: &Batch) -> Result<(), StorageError>;
     fn used_bytes(&mut self) -> Result<u64, StorageError>;
+    /// Another handle on the same store (for running a task again).
+    fn handle(&self) -> Box<dyn StorageBackend>;
 }
 
 /// What one entry costs against the quota: key bytes plus value bytes.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::backend::{Batch, StorageBackend, StorageError, entry_size, plan_usage};
+use super::backend::{Batch, StorageBackend, StorageError, check_reads, entry_size, plan_usage};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -35,6 +35,7 @@ impl StorageBackend for MemoryBackend {
 
     fn apply(&mut self, batch: &Batch) -> Result<(), StorageError> {
         let mut inner = self.lock();
+        check_reads(batch, |k| Ok(inner.map.get(k).cloned()))?;
         let new_used = plan_usage(batch, inner.used, |k| {
             Ok(inner.map.get(k).map(|v| entry_size(k, v.len())))
         })?;
@@ -50,5 +51,9 @@ impl StorageBackend for MemoryBackend {
 
     fn used_bytes(&mut self) -> Result<u64, StorageError> {
         Ok(self.lock().used)
+    }
+
+    fn handle(&self) -> Box<dyn StorageBackend> {
+        Box::new(self.clone())
     }
 }

@@ -16,7 +16,9 @@ mod tx;
 #[cfg(test)]
 mod suite;
 
-pub use backend::{Batch, StorageBackend, StorageError, entry_size, plan_usage};
+pub use backend::{
+    Batch, STORAGE_CONFLICT, StorageBackend, StorageError, check_reads, entry_size, plan_usage,
+};
 pub use memory::MemoryBackend;
 pub use redb_store::RedbBackend;
 pub use redis_store::RedisBackend;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::backend::{Batch, StorageBackend, StorageError, entry_size, plan_usage};
+use super::backend::{Batch, StorageBackend, StorageError, check_reads, entry_size, plan_usage};
 
 /// (agent, key) → value.
 const KV: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("kv");
@@ -74,6 +74,9 @@ impl StorageBackend for RedbBackend {
             let mut kv = txn.open_table(KV).map_err(be)?;
             let mut used_t = txn.open_table(USED).map_err(be)?;
             let used = used_t.get(agent).map_err(be)?.map_or(0, |g| g.value());
+            check_reads(batch, |k| {
+                Ok(kv.get((agent, k)).map_err(be)?.map(|v| v.value().to_vec()))
+            })?;
             let new_used = plan_usage(batch, used, |k| {
                 Ok(kv
                     .get((agent, k))
@@ -97,5 +100,9 @@ impl StorageBackend for RedbBackend {
         let table = txn.open_table(USED).map_err(be)?;
         let used = table.get(self.agent.as_str()).map_err(be)?;
         Ok(used.map_or(0, |g| g.value()))
+    }
+
+    fn handle(&self) -> Box<dyn StorageBackend> {
+        Box::new(self.clone())
     }
 }

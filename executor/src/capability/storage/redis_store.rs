@@ -9,12 +9,23 @@ use super::backend::{Batch, StorageBackend, StorageError};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// KEYS: kv hash, used counter. ARGV: max (-1 = none), number of writes,
-/// then field/value pairs, then fields to delete. Returns {ok, new_used}.
+/// KEYS: kv hash, used counter. ARGV: max (-1 = none), number of writes, number of reads,
+/// then field/present ("1"/"0")/value triples the task read, then field/value pairs, then fields
+/// to delete. Returns {1, new_used}; {0, would_use} over the quota; {2, i} if read `i` changed.
 const APPLY_SCRIPT: &str = r#"
+local nw = tonumber(ARGV[2])
+local nr = tonumber(ARGV[3])
+for i = 0, nr - 1 do
+  local cur = redis.call('HGET', KEYS[1], ARGV[4 + 3 * i])
+  if ARGV[5 + 3 * i] == '1' then
+    if cur ~= ARGV[6 + 3 * i] then return {2, i} end
+  elseif cur then
+    return {2, i}
+  end
+end
+local w = 4 + 3 * nr
 local used = tonumber(redis.call('GET', KEYS[2]) or '0')
 local new = used
-local nw = tonumber(ARGV[2])
 local function size(f)
   if redis.call('HEXISTS', KEYS[1], f) == 1 then
     return #f + redis.call('HSTRLEN', KEYS[1], f)
@@ -22,10 +33,10 @@ local function size(f)
   return 0
 end
 for i = 0, nw - 1 do
-  local f = ARGV[3 + 2 * i]
-  new = new - size(f) + #f + #ARGV[4 + 2 * i]
+  local f = ARGV[w + 2 * i]
+  new = new - size(f) + #f + #ARGV[w + 1 + 2 * i]
 end
-for i = 3 + 2 * nw, #ARGV do
+for i = w + 2 * nw, #ARGV do
   new = new - size(ARGV[i])
 end
 local max = tonumber(ARGV[1])
@@ -33,9 +44,9 @@ if max >= 0 and new > max and new > used then
   return {0, new}
 end
 for i = 0, nw - 1 do
-  redis.call('HSET', KEYS[1], ARGV[3 + 2 * i], ARGV[4 + 2 * i])
+  redis.call('HSET', KEYS[1], ARGV[w + 2 * i], ARGV[w + 1 + 2 * i])
 end
-for i = 3 + 2 * nw, #ARGV do
+for i = w + 2 * nw, #ARGV do
   redis.call('HDEL', KEYS[1], ARGV[i])
 end
 redis.call('SET', KEYS[2], new)
@@ -130,7 +141,14 @@ impl StorageBackend for RedisBackend {
             .arg(&self.kv_key)
             .arg(&self.used_key)
             .arg(batch.max_bytes.map_or(-1i128, i128::from).to_string())
-            .arg(batch.writes.len());
+            .arg(batch.writes.len())
+            .arg(batch.reads.len());
+        for (k, v) in &batch.reads {
+            match v {
+                Some(v) => cmd.arg(k).arg("1").arg(v.as_slice()),
+                None => cmd.arg(k).arg("0").arg(""),
+            };
+        }
         for (k, v) in &batch.writes {
             cmd.arg(k).arg(v.as_slice());
         }
@@ -140,6 +158,13 @@ impl StorageBackend for RedisBackend {
         let (ok, new_used): (i64, i64) = self.query(&cmd)?;
         if ok == 1 {
             Ok(())
+        } else if ok == 2 {
+            let key = usize::try_from(new_used)
+                .ok()
+                .and_then(|i| batch.reads.get(i))
+                .map(|(k, _)| k.clone())
+                .unwrap_or_default();
+            Err(StorageError::Conflict { key })
         } else {
             Err(StorageError::QuotaExceeded {
                 would_use: u64::try_from(new_used).unwrap_or(0),
@@ -153,5 +178,9 @@ impl StorageBackend for RedisBackend {
         cmd.arg(&self.used_key);
         let used: Option<u64> = self.query(&cmd)?;
         Ok(used.unwrap_or(0))
+    }
+
+    fn handle(&self) -> Box<dyn StorageBackend> {
+        Box::new(self.clone())
     }
 }

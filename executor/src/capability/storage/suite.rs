@@ -21,6 +21,7 @@ fn batch(writes: &[(&str, &[u8])], deletes: &[&str], max: Option<u64>) -> Batch 
             .collect(),
         deletes: deletes.iter().map(|k| k.to_string()).collect(),
         max_bytes: max,
+        reads: Vec::new(),
     }
 }
 
@@ -155,6 +156,34 @@ fn transaction_contract(make: Make) {
         "{err:?}"
     );
     assert_eq!(make("agent").used_bytes().unwrap(), 35);
+
+    // Two concurrent read-modify-writes of one key: the second commit is refused as a
+    // conflict (the runtime runs that task again), so neither update is lost.
+    let mut p = task(make, 1000);
+    let mut q = task(make, 1000);
+    assert_eq!(p.storage_get("n").unwrap(), None);
+    assert_eq!(q.storage_get("n").unwrap(), None);
+    p.storage_set("n", b"1").unwrap();
+    q.storage_set("n", b"1").unwrap();
+    p.commit().unwrap();
+    let err = q.commit().unwrap_err();
+    assert!(
+        matches!(&err, CapError::Failed(m) if m.starts_with(STORAGE_CONFLICT)),
+        "{err:?}"
+    );
+    let mut r = task(make, 1000);
+    assert_eq!(r.storage_get("n").unwrap().as_deref(), Some(&b"1"[..]));
+    r.storage_set("n", b"2").unwrap();
+    r.commit().unwrap();
+    assert_eq!(make("agent").get("n").unwrap().as_deref(), Some(&b"2"[..]));
+    // A blind write (no read) never conflicts.
+    let mut blind = task(make, 1000);
+    blind.storage_set("n", b"3").unwrap();
+    let mut reader = task(make, 1000);
+    reader.storage_get("other").unwrap();
+    reader.storage_set("n", b"4").unwrap();
+    blind.commit().unwrap();
+    reader.commit().unwrap();
 }
 
 fn replay_contract(make: Make) {
@@ -213,7 +242,7 @@ fn full_suite(make: Make) {
     // Fresh namespace for the transaction tests: wipe "agent".
     transaction_contract(make);
     let mut wipe = make("agent");
-    let keys = ["a", "b", "c", "d", "x", "y"];
+    let keys = ["a", "b", "c", "d", "x", "y", "n"];
     wipe.apply(&batch(&[], &keys, None)).unwrap();
     assert_eq!(wipe.used_bytes().unwrap(), 0);
     replay_contract(make);

@@ -27,7 +27,7 @@ pub struct StorageCapability {
 fn backend_err(e: StorageError) -> CapError {
     match e {
         StorageError::QuotaExceeded { .. } => CapError::Denied(e.to_string()),
-        StorageError::Backend(_) => CapError::Failed(e.to_string()),
+        StorageError::Backend(_) | StorageError::Conflict { .. } => CapError::Failed(e.to_string()),
     }
 }
 
@@ -199,6 +199,11 @@ impl StorageCapability {
         }
         let mut batch = Batch {
             max_bytes: self.grant.map(|g| g.max_bytes),
+            reads: self
+                .snapshot
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             ..Batch::default()
         };
         for (k, v) in pending {
