@@ -475,3 +475,48 @@ fn parser_reads_continuations_comments_and_stage_names() -> Result<()> {
     );
     Ok(())
 }
+
+/// The runtime base is distroless `cc`: glibc and libgcc, nothing else (no OpenSSL: TLS is
+/// rustls). Both binaries must need no other shared library, or the images would not start.
+#[test]
+fn binaries_need_only_what_distroless_cc_ships() -> Result<()> {
+    const SHIPPED: [&str; 8] = [
+        "libc.so.6",
+        "libm.so.6",
+        "libgcc_s.so.1",
+        "libpthread.so.0",
+        "libdl.so.2",
+        "librt.so.1",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+    ];
+    for (_, _, bin) in IMAGES {
+        let path = ["release", "debug"]
+            .iter()
+            .map(|p| ari_e2e::target_dir().join(p).join(bin))
+            .find(|p| p.is_file())
+            .with_context(|| format!("{bin} is not built: run `cargo build --bins` first"))?;
+        let out = std::process::Command::new("readelf")
+            .arg("-d")
+            .arg(&path)
+            .output()
+            .context("readelf (binutils)")?;
+        ensure!(out.status.success(), "readelf -d {}", path.display());
+        let text = String::from_utf8_lossy(&out.stdout);
+        let needed: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+            .collect();
+        ensure!(
+            needed.contains(&"libc.so.6"),
+            "{bin}: no libc in {needed:?}"
+        );
+        let extra: Vec<&&str> = needed.iter().filter(|n| !SHIPPED.contains(n)).collect();
+        ensure!(
+            extra.is_empty(),
+            "{bin} needs {extra:?}, which gcr.io/distroless/cc-debian12 does not ship"
+        );
+    }
+    Ok(())
+}
