@@ -111,8 +111,7 @@ pub fn check_component(bytes: &[u8]) -> Result<(), String> {
             Payload::End(_) => depth = depth.saturating_sub(1),
             Payload::ComponentExportSection(reader) if depth == 1 => {
                 for export in reader {
-                    let export =
-                        export.map_err(|e| format!("not a WebAssembly component: {e}"))?;
+                    let export = export.map_err(|e| format!("not a WebAssembly component: {e}"))?;
                     exports.push(export.name.name.to_owned());
                 }
             }
@@ -156,7 +155,10 @@ mod tests {
         let empty = check_component(b"\0asm\x0d\0\x01\0").expect_err("empty component");
         assert!(empty.contains("does not export ainur:ari/agent"), "{empty}");
         let truncated = check_component(b"\0asm\x0d\0\x01\0\x07\x10").expect_err("truncated");
-        assert!(truncated.contains("not a WebAssembly component"), "{truncated}");
+        assert!(
+            truncated.contains("not a WebAssembly component"),
+            "{truncated}"
+        );
     }
 
     #[test]
@@ -167,8 +169,7 @@ mod tests {
         };
         for entry in entries.flatten() {
             let bytes = std::fs::read(entry.path()).expect("read agent");
-            check_component(&bytes)
-                .unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
+            check_component(&bytes).unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
         }
     }
 }
