@@ -62,6 +62,11 @@ fn main() -> std::process::ExitCode {
             "helm_uninstall_leaves_no_operator_objects_and_keeps_crds",
             uninstall,
         )],
+        // After the cluster-wide release is gone, so no other operator touches the namespaces.
+        vec![(
+            "watch_namespace_release_manages_only_its_namespace",
+            scoped_release,
+        )],
     ];
     let ctx: Option<Arc<Ctx>> = if args.list {
         None
@@ -971,4 +976,78 @@ where
         .await
         .map(|o| o.is_some())
         .map_err(|e| e.to_string())
+}
+
+/// A release with `watchNamespace` (its ClusterRole bound by a RoleBinding in that namespace
+/// only) runs that namespace's Agents and Tasks, leaves other namespaces alone, and its token
+/// can read nothing outside it.
+fn scoped_release(ctx: &Ctx) -> Result<()> {
+    ctx.rt.block_on(async {
+        let admin = ctx.cluster.client();
+        let team = ctx.cluster.new_namespace("team").await?;
+        let outside = ctx.cluster.new_namespace("outside").await?;
+        let sys = ctx.cluster.new_namespace("ari-team-system").await?;
+        restrict(ctx, &sys)?;
+        let chart = chart().display().to_string();
+        let watch = format!("watchNamespace={team}");
+        let release = "ari-team";
+        helm_ok(
+            ctx,
+            &[
+                "install",
+                release,
+                &chart,
+                "--namespace",
+                &sys,
+                "--set",
+                &watch,
+            ],
+        )?;
+        wait::until("scoped operator Ready", wait::DEFAULT, || {
+            ready_pods(&admin, &sys, "app.kubernetes.io/instance=ari-team", 1)
+        })
+        .await?;
+        for ns in [&team, &outside] {
+            ctx.module_configmap(ns, "echo-module", "echo")?;
+            ctx.apply_ok(ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+            ctx.apply_ok(ns, &task_yaml("hello", "echo", "hi", ""))?;
+        }
+        agent_ready(&admin, &team, "echo").await?;
+        let t = task_finished(&admin, &team, "hello", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        // By now the operator has listed and reconciled everything it watches.
+        let a: Agent = Api::namespaced(admin.clone(), &outside).get("echo").await?;
+        ensure!(
+            a.status.is_none(),
+            "an Agent outside watchNamespace got a status: {:?}",
+            a.status
+        );
+        ensure!(
+            Api::<ServiceAccount>::namespaced(admin.clone(), &outside)
+                .get_opt(EXECUTOR_SA)
+                .await?
+                .is_none(),
+            "the scoped operator created executor RBAC outside its namespace"
+        );
+        let token = token_for(&admin, &sys, "ari-team-operator").await?;
+        let op = client_with_token(ctx, &token)?;
+        expect_access(
+            &op,
+            "scoped operator",
+            &[
+                ("list", "ari.dev", "agents", &team),
+                ("create", "apps", "deployments", &team),
+                ("update", "coordination.k8s.io", "leases", &sys),
+            ],
+            &[
+                ("list", "ari.dev", "agents", ""),
+                ("list", "ari.dev", "agents", &outside),
+                ("get", "", "secrets", &outside),
+                ("create", "apps", "deployments", &outside),
+            ],
+        )
+        .await?;
+        helm_ok(ctx, &["uninstall", release, "--namespace", &sys])?;
+        Ok(())
+    })
 }
