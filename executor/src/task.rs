@@ -43,6 +43,10 @@ pub struct TaskRequest {
     pub start_unix_nanos: Option<u64>,
     /// Re-execute from this recorded trace instead of touching storage, network or time.
     pub replay: Option<Trace>,
+    /// Leave a receipt under this id with the storage commit (see
+    /// [`crate::capability::storage::Batch::receipt`]): the worker sets the Task's UID, so a
+    /// retry after a lost executor returns the committed outcome instead of writing twice.
+    pub receipt: Option<String>,
 }
 
 impl TaskRequest {
@@ -60,7 +64,17 @@ impl TaskRequest {
             attestation_key: key,
             start_unix_nanos: None,
             replay: None,
+            receipt: None,
         }
+    }
+}
+
+/// Whether another run of this task already committed (its receipt exists): running again
+/// would only conflict again.
+fn receipt_exists(req: &mut TaskRequest) -> bool {
+    match (&req.receipt, req.storage.as_mut()) {
+        (Some(id), Some(storage)) => storage.receipt(id).ok().flatten().is_some(),
+        _ => false,
     }
 }
 
@@ -135,7 +149,25 @@ impl TaskRequest {
             attestation_key: self.attestation_key.clone(),
             start_unix_nanos: self.start_unix_nanos,
             replay: None,
+            receipt: self.receipt.clone(),
         })
+    }
+}
+
+impl TaskOutcome {
+    /// What a storage receipt keeps of this outcome: all but the trace and logs.
+    pub fn receipt_bytes(&self) -> Vec<u8> {
+        let kept = TaskOutcome {
+            trace: Trace::default(),
+            logs: Vec::new(),
+            ..self.clone()
+        };
+        serde_json::to_vec(&kept).unwrap_or_default()
+    }
+
+    /// The outcome a receipt kept, if it parses.
+    pub fn from_receipt(bytes: &[u8]) -> Option<TaskOutcome> {
+        serde_json::from_slice(bytes).ok()
     }
 }
 
@@ -152,7 +184,12 @@ impl Agent {
             let next = req.again();
             let outcome = self.run_once(req);
             match next {
-                Some(next) if outcome.storage_conflict => req = next,
+                Some(mut next) if outcome.storage_conflict => {
+                    if receipt_exists(&mut next) {
+                        return outcome;
+                    }
+                    req = next;
+                }
                 _ => return outcome,
             }
         }
@@ -228,29 +265,9 @@ impl Agent {
             ));
         }
 
-        let commit = if failure.is_none() {
-            caps.commit()
-        } else {
-            Ok(())
-        };
-        let storage_conflict = matches!(
-            &commit,
-            Err(CapError::Failed(m)) if m.starts_with(crate::capability::storage::STORAGE_CONFLICT)
-        );
-        if let Err(err) = commit {
-            failure = Some(match err {
-                CapError::Denied(msg) => Failure::new(FailureKind::CapabilityDenied, msg),
-                CapError::Failed(msg) => Failure::new(
-                    FailureKind::HostError,
-                    format!("storage commit failed: {msg}"),
-                ),
-            });
-        }
-
         let usage = caps.usage();
         let replay_left = caps.replay_remaining();
         let trace = caps.take_trace();
-        drop(caps);
         if replay_left > 0 && failure.is_none() {
             failure = Some(Failure::new(
                 FailureKind::HostError,
@@ -269,30 +286,62 @@ impl Agent {
             network_bytes: usage.network_bytes,
             wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         };
-        let output_sha256 = sha256_hex(&output);
-        let attestation = Attestation::sign(
-            Claims {
-                module_sha256: self.module_sha256.clone(),
-                input_sha256: sha256_hex(&req.input),
-                output_sha256: output_sha256.clone(),
-                seed,
+        let seal = |failure: Option<Failure>, output: Vec<u8>, trace: Trace, logs: Vec<String>| {
+            let output_sha256 = sha256_hex(&output);
+            let attestation = Attestation::sign(
+                Claims {
+                    module_sha256: self.module_sha256.clone(),
+                    input_sha256: sha256_hex(&req.input),
+                    output_sha256: output_sha256.clone(),
+                    seed,
+                    resources_used: resources,
+                    trace_sha256: trace.sha256(),
+                    executor: req.executor.clone(),
+                },
+                &req.attestation_key,
+            );
+            TaskOutcome {
+                task_id: req.id.clone(),
+                output,
+                output_sha256,
                 resources_used: resources,
-                trace_sha256: trace.sha256(),
-                executor: req.executor.clone(),
-            },
-            &req.attestation_key,
+                limits_applied: applied.clone(),
+                attestation,
+                failure,
+                trace,
+                logs,
+                storage_conflict: false,
+            }
+        };
+        if failure.is_some() {
+            return seal(failure, Vec::new(), trace, logs);
+        }
+        // Sealed before the commit, so the receipt stored with the writes is exactly what this
+        // run returns.
+        let outcome = seal(None, output, trace, logs);
+        let receipt = req
+            .receipt
+            .as_ref()
+            .map(|id| (id.clone(), outcome.receipt_bytes()));
+        let commit = caps.commit(receipt);
+        drop(caps);
+        let Err(err) = commit else {
+            return outcome;
+        };
+        let storage_conflict = matches!(
+            &err,
+            CapError::Failed(m) if m.starts_with(crate::capability::storage::STORAGE_CONFLICT)
         );
+        let failure = match err {
+            CapError::Denied(msg) => Failure::new(FailureKind::CapabilityDenied, msg),
+            CapError::Failed(msg) => Failure::new(
+                FailureKind::HostError,
+                format!("storage commit failed: {msg}"),
+            ),
+        };
         TaskOutcome {
-            task_id: req.id,
-            output,
-            output_sha256,
-            resources_used: resources,
-            limits_applied: applied,
-            attestation,
-            failure,
-            trace,
-            logs,
             storage_conflict,
+            ..seal(Some(failure), Vec::new(), outcome.trace, outcome.logs)
         }
     }
 

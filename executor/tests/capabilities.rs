@@ -2,7 +2,7 @@
 mod common;
 
 use ari_executor::FailureKind;
-use ari_executor::capability::storage::MemoryBackend;
+use ari_executor::capability::storage::{MemoryBackend, StorageBackend};
 use common::*;
 
 #[test]
@@ -61,6 +61,34 @@ fn concurrent_storage_tasks_lose_no_update() {
     outputs.sort_unstable();
     let n = threads * per_thread;
     assert_eq!(outputs, (1..=n as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_retried_storage_task_returns_its_committed_outcome_without_writing_again() {
+    // The worker names each storage run's receipt after the Task: a second run of the same
+    // Task (its executor died after the commit) is refused and the first outcome is kept.
+    let backend = MemoryBackend::new();
+    let agent = agent("counter");
+    let run = |receipt: Option<&str>| {
+        let mut req = request("", grants(&["storage=1MiB"]));
+        req.storage = Some(Box::new(backend.clone()));
+        req.receipt = receipt.map(str::to_string);
+        agent.run(req)
+    };
+    let first = run(Some("uid-1"));
+    assert_eq!(output(&first), "1");
+    let retry = run(Some("uid-1"));
+    assert!(retry.storage_conflict, "{retry:?}");
+    let mut store = backend.clone();
+    let kept = store.receipt("uid-1").expect("read").expect("receipt");
+    let kept = ari_executor::TaskOutcome::from_receipt(&kept).expect("parse");
+    assert_eq!(kept.output, first.output);
+    assert_eq!(kept.attestation, first.attestation);
+    assert_eq!(
+        output(&run(None)),
+        "2",
+        "the retry must not have incremented"
+    );
 }
 
 #[test]

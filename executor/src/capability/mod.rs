@@ -174,10 +174,11 @@ impl TaskCapabilities {
         }
     }
 
-    /// Commits the storage transaction; call only when the task succeeded.
-    /// A replay commits nothing. A quota overrun by concurrent tasks is `Denied`.
-    pub fn commit(&mut self) -> Result<(), CapError> {
-        let r = self.storage.commit(self.recorder.is_replay());
+    /// Commits the storage transaction, with `receipt` (see `storage::Batch::receipt`); call
+    /// only when the task succeeded. A replay commits nothing. A quota overrun by concurrent
+    /// tasks is `Denied`.
+    pub fn commit(&mut self, receipt: Option<(String, Vec<u8>)>) -> Result<(), CapError> {
+        let r = self.storage.commit(self.recorder.is_replay(), receipt);
         self.note(r)
     }
 

@@ -126,6 +126,16 @@ impl Worker {
         };
         info!(task = %name, attempt, "claimed");
 
+        // An earlier attempt may have committed its storage writes before its executor was
+        // lost: finish with what that attempt returned instead of running (and writing) again.
+        if attempt > 1
+            && let Some(outcome) = self.committed_outcome(&current).await
+        {
+            info!(task = %name, attempt, "an earlier attempt committed; finishing with its outcome");
+            self.finish(current, attempt, &outcome).await?;
+            return Ok(Handled::Done);
+        }
+
         let outcome = match self.resolve_input(&current).await {
             Ok(input) => {
                 let request = self.request(&current, input, elapsed);
@@ -144,10 +154,28 @@ impl Worker {
                 None
             }
         };
-        if let Some(outcome) = outcome {
+        if let Some(mut outcome) = outcome {
+            // Refused because another attempt of this Task committed meanwhile: its outcome.
+            if outcome.storage_conflict
+                && let Some(committed) = self.committed_outcome(&current).await
+            {
+                outcome = committed;
+            }
             self.finish(current, attempt, &outcome).await?;
         }
         Ok(Handled::Done)
+    }
+
+    /// The outcome an earlier attempt of `task` stored with its storage commit, if any.
+    /// Receipts are kept after the final write: an attempt the operator gave away while it
+    /// still ran must find it and not commit a second time.
+    async fn committed_outcome(&self, task: &Task) -> Option<TaskOutcome> {
+        let (uid, mut storage) = (task.uid()?, self.storage.for_task()?);
+        let bytes = tokio::task::spawn_blocking(move || storage.receipt(&uid))
+            .await
+            .ok()?
+            .ok()??;
+        TaskOutcome::from_receipt(&bytes)
     }
 
     fn request(
@@ -162,6 +190,9 @@ impl Worker {
         req.limits = convert::limits(&self.agent.spec, task, elapsed);
         req.seed = convert::seed(task)?;
         req.storage = self.storage.for_task();
+        if req.storage.is_some() {
+            req.receipt = task.uid();
+        }
         req.executor = self.config.pod_name.clone();
         Ok(req)
     }

@@ -11,6 +11,11 @@ pub struct Batch {
     /// [`StorageError::Conflict`] if any changed since, so two tasks that read the same key
     /// cannot both commit a write based on it (no lost updates).
     pub reads: Vec<(String, Option<Vec<u8>>)>,
+    /// `(id, bytes)` stored in the same transaction, outside the Agent's keys and quota: proof
+    /// that task `id`'s writes are committed, with what it returned. The batch is refused with
+    /// [`StorageError::Conflict`] if a receipt `id` exists (its writes are in already), so a
+    /// task retried after its executor died never applies its writes twice.
+    pub receipt: Option<(String, Vec<u8>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +56,10 @@ pub trait StorageBackend: Send {
     fn used_bytes(&mut self) -> Result<u64, StorageError>;
     /// Another handle on the same store (for running a task again).
     fn handle(&self) -> Box<dyn StorageBackend>;
+    /// The receipt a committed batch left under `id`.
+    fn receipt(&mut self, id: &str) -> Result<Option<Vec<u8>>, StorageError>;
+    /// Forgets receipt `id` (once the task's outcome is recorded elsewhere).
+    fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError>;
 }
 
 /// What one entry costs against the quota: key bytes plus value bytes.

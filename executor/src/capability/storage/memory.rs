@@ -9,6 +9,7 @@ use super::backend::{Batch, StorageBackend, StorageError, check_reads, entry_siz
 struct Inner {
     map: BTreeMap<String, Vec<u8>>,
     used: u64,
+    receipts: BTreeMap<String, Vec<u8>>,
 }
 
 /// One agent's namespace in memory; clones share the data.
@@ -36,6 +37,11 @@ impl StorageBackend for MemoryBackend {
     fn apply(&mut self, batch: &Batch) -> Result<(), StorageError> {
         let mut inner = self.lock();
         check_reads(batch, |k| Ok(inner.map.get(k).cloned()))?;
+        if let Some((id, _)) = &batch.receipt
+            && inner.receipts.contains_key(id)
+        {
+            return Err(StorageError::Conflict { key: id.clone() });
+        }
         let new_used = plan_usage(batch, inner.used, |k| {
             Ok(inner.map.get(k).map(|v| entry_size(k, v.len())))
         })?;
@@ -46,6 +52,9 @@ impl StorageBackend for MemoryBackend {
             inner.map.remove(k);
         }
         inner.used = new_used;
+        if let Some((id, bytes)) = &batch.receipt {
+            inner.receipts.insert(id.clone(), bytes.clone());
+        }
         Ok(())
     }
 
@@ -55,5 +64,14 @@ impl StorageBackend for MemoryBackend {
 
     fn handle(&self) -> Box<dyn StorageBackend> {
         Box::new(self.clone())
+    }
+
+    fn receipt(&mut self, id: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.lock().receipts.get(id).cloned())
+    }
+
+    fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError> {
+        self.lock().receipts.remove(id);
+        Ok(())
     }
 }

@@ -11,6 +11,8 @@ use super::backend::{Batch, StorageBackend, StorageError, check_reads, entry_siz
 const KV: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("kv");
 /// agent → committed bytes.
 const USED: TableDefinition<&str, u64> = TableDefinition::new("used");
+/// (agent, task id) → receipt of a committed batch.
+const RECEIPTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("receipts");
 
 /// File name inside the state directory.
 pub const DB_FILE: &str = "storage.redb";
@@ -43,6 +45,7 @@ impl RedbBackend {
         let txn = db.begin_write().map_err(be)?;
         txn.open_table(KV).map_err(be)?;
         txn.open_table(USED).map_err(be)?;
+        txn.open_table(RECEIPTS).map_err(be)?;
         txn.commit().map_err(be)?;
         Ok(Self {
             db: Arc::new(db),
@@ -77,6 +80,15 @@ impl StorageBackend for RedbBackend {
             check_reads(batch, |k| {
                 Ok(kv.get((agent, k)).map_err(be)?.map(|v| v.value().to_vec()))
             })?;
+            if let Some((id, bytes)) = &batch.receipt {
+                let mut receipts = txn.open_table(RECEIPTS).map_err(be)?;
+                if receipts.get((agent, id.as_str())).map_err(be)?.is_some() {
+                    return Err(StorageError::Conflict { key: id.clone() });
+                }
+                receipts
+                    .insert((agent, id.as_str()), bytes.as_slice())
+                    .map_err(be)?;
+            }
             let new_used = plan_usage(batch, used, |k| {
                 Ok(kv
                     .get((agent, k))
@@ -104,5 +116,21 @@ impl StorageBackend for RedbBackend {
 
     fn handle(&self) -> Box<dyn StorageBackend> {
         Box::new(self.clone())
+    }
+
+    fn receipt(&mut self, id: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let table = txn.open_table(RECEIPTS).map_err(be)?;
+        let value = table.get((self.agent.as_str(), id)).map_err(be)?;
+        Ok(value.map(|v| v.value().to_vec()))
+    }
+
+    fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError> {
+        let txn = self.db.begin_write().map_err(be)?;
+        {
+            let mut table = txn.open_table(RECEIPTS).map_err(be)?;
+            table.remove((self.agent.as_str(), id)).map_err(be)?;
+        }
+        txn.commit().map_err(be)
     }
 }

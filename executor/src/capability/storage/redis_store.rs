@@ -9,21 +9,25 @@ use super::backend::{Batch, StorageBackend, StorageError};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// KEYS: kv hash, used counter. ARGV: max (-1 = none), number of writes, number of reads,
-/// then field/present ("1"/"0")/value triples the task read, then field/value pairs, then fields
-/// to delete. Returns {1, new_used}; {0, would_use} over the quota; {2, i} if read `i` changed.
+/// KEYS: kv hash, used counter, receipts hash. ARGV: max (-1 = none), number of writes, number
+/// of reads, receipt id ("" = none), receipt, then field/present ("1"/"0")/value triples the task
+/// read, then field/value pairs, then fields to delete. Returns {1, new_used}; {0, would_use}
+/// over the quota; {2, i} if read `i` changed; {3, 0} if the receipt exists.
 const APPLY_SCRIPT: &str = r#"
 local nw = tonumber(ARGV[2])
 local nr = tonumber(ARGV[3])
 for i = 0, nr - 1 do
-  local cur = redis.call('HGET', KEYS[1], ARGV[4 + 3 * i])
-  if ARGV[5 + 3 * i] == '1' then
-    if cur ~= ARGV[6 + 3 * i] then return {2, i} end
+  local cur = redis.call('HGET', KEYS[1], ARGV[6 + 3 * i])
+  if ARGV[7 + 3 * i] == '1' then
+    if cur ~= ARGV[8 + 3 * i] then return {2, i} end
   elseif cur then
     return {2, i}
   end
 end
-local w = 4 + 3 * nr
+if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[3], ARGV[4]) == 1 then
+  return {3, 0}
+end
+local w = 6 + 3 * nr
 local used = tonumber(redis.call('GET', KEYS[2]) or '0')
 local new = used
 local function size(f)
@@ -50,6 +54,9 @@ for i = w + 2 * nw, #ARGV do
   redis.call('HDEL', KEYS[1], ARGV[i])
 end
 redis.call('SET', KEYS[2], new)
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
+end
 return {1, new}
 "#;
 
@@ -64,6 +71,7 @@ pub struct RedisBackend {
     agent: String,
     kv_key: String,
     used_key: String,
+    receipts_key: String,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -96,6 +104,7 @@ impl RedisBackend {
             agent: agent.to_owned(),
             kv_key: format!("ari:{{{agent}}}:kv"),
             used_key: format!("ari:{{{agent}}}:used"),
+            receipts_key: format!("ari:{{{agent}}}:receipts"),
         }
     }
 
@@ -137,12 +146,17 @@ impl StorageBackend for RedisBackend {
     fn apply(&mut self, batch: &Batch) -> Result<(), StorageError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(APPLY_SCRIPT)
-            .arg(2)
+            .arg(3)
             .arg(&self.kv_key)
             .arg(&self.used_key)
+            .arg(&self.receipts_key)
             .arg(batch.max_bytes.map_or(-1i128, i128::from).to_string())
             .arg(batch.writes.len())
             .arg(batch.reads.len());
+        match &batch.receipt {
+            Some((id, bytes)) => cmd.arg(id).arg(bytes.as_slice()),
+            None => cmd.arg("").arg(""),
+        };
         for (k, v) in &batch.reads {
             match v {
                 Some(v) => cmd.arg(k).arg("1").arg(v.as_slice()),
@@ -165,6 +179,14 @@ impl StorageBackend for RedisBackend {
                 .map(|(k, _)| k.clone())
                 .unwrap_or_default();
             Err(StorageError::Conflict { key })
+        } else if ok == 3 {
+            Err(StorageError::Conflict {
+                key: batch
+                    .receipt
+                    .as_ref()
+                    .map(|(id, _)| id.clone())
+                    .unwrap_or_default(),
+            })
         } else {
             Err(StorageError::QuotaExceeded {
                 would_use: u64::try_from(new_used).unwrap_or(0),
@@ -182,5 +204,17 @@ impl StorageBackend for RedisBackend {
 
     fn handle(&self) -> Box<dyn StorageBackend> {
         Box::new(self.clone())
+    }
+
+    fn receipt(&mut self, id: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&self.receipts_key).arg(id);
+        self.query(&cmd)
+    }
+
+    fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError> {
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(&self.receipts_key).arg(id);
+        self.query::<i64>(&cmd).map(|_| ())
     }
 }

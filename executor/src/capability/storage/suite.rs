@@ -22,6 +22,7 @@ fn batch(writes: &[(&str, &[u8])], deletes: &[&str], max: Option<u64>) -> Batch 
         deletes: deletes.iter().map(|k| k.to_string()).collect(),
         max_bytes: max,
         reads: Vec::new(),
+        receipt: None,
     }
 }
 
@@ -106,7 +107,7 @@ fn transaction_contract(make: Make) {
         None,
         "uncommitted write leaked"
     );
-    t1.commit().unwrap();
+    t1.commit(None).unwrap();
     let mut t3 = task(make, 1024);
     assert_eq!(t3.storage_get("count").unwrap().as_deref(), Some(&b"1"[..]));
     // A task that is never committed (failed task) leaves no trace in storage.
@@ -117,7 +118,7 @@ fn transaction_contract(make: Make) {
     let mut t4 = task(make, 1024);
     assert_eq!(t4.storage_get("count").unwrap().as_deref(), Some(&b"1"[..]));
     t4.storage_delete("count").unwrap();
-    t4.commit().unwrap();
+    t4.commit(None).unwrap();
     assert_eq!(task(make, 1024).storage_get("count").unwrap(), None);
 
     // Quota: committed + pending key+value bytes.
@@ -134,14 +135,14 @@ fn transaction_contract(make: Make) {
     q.storage_set("b", &[2; 4]).unwrap(); // shrink: 15
     q.storage_set("c", &[3; 4]).unwrap(); // 20
     assert_eq!(q.usage().storage_bytes_written, 10 + 10 + 10 + 5 + 5);
-    q.commit().unwrap();
+    q.commit(None).unwrap();
     assert_eq!(make("agent").used_bytes().unwrap(), 20);
     // The next task sees the committed bytes against its quota; a delete frees room.
     let mut n = task(make, 20);
     assert!(matches!(n.storage_set("d", &[0]), Err(CapError::Denied(_))));
     n.storage_delete("a").unwrap();
     n.storage_set("d", &[0; 9]).unwrap();
-    n.commit().unwrap();
+    n.commit(None).unwrap();
     assert_eq!(make("agent").used_bytes().unwrap(), 20);
 
     // Two concurrent tasks each within quota cannot jointly overrun it at commit.
@@ -149,8 +150,8 @@ fn transaction_contract(make: Make) {
     let mut y = task(make, 40);
     x.storage_set("x", &[0; 14]).unwrap(); // 20 + 15 = 35
     y.storage_set("y", &[0; 14]).unwrap(); // 35 from y's view too
-    x.commit().unwrap();
-    let err = y.commit().unwrap_err();
+    x.commit(None).unwrap();
+    let err = y.commit(None).unwrap_err();
     assert!(
         matches!(&err, CapError::Denied(m) if m.contains("quota")),
         "{err:?}"
@@ -165,8 +166,8 @@ fn transaction_contract(make: Make) {
     assert_eq!(q.storage_get("n").unwrap(), None);
     p.storage_set("n", b"1").unwrap();
     q.storage_set("n", b"1").unwrap();
-    p.commit().unwrap();
-    let err = q.commit().unwrap_err();
+    p.commit(None).unwrap();
+    let err = q.commit(None).unwrap_err();
     assert!(
         matches!(&err, CapError::Failed(m) if m.starts_with(STORAGE_CONFLICT)),
         "{err:?}"
@@ -174,7 +175,7 @@ fn transaction_contract(make: Make) {
     let mut r = task(make, 1000);
     assert_eq!(r.storage_get("n").unwrap().as_deref(), Some(&b"1"[..]));
     r.storage_set("n", b"2").unwrap();
-    r.commit().unwrap();
+    r.commit(None).unwrap();
     assert_eq!(make("agent").get("n").unwrap().as_deref(), Some(&b"2"[..]));
     // A blind write (no read) never conflicts.
     let mut blind = task(make, 1000);
@@ -182,14 +183,39 @@ fn transaction_contract(make: Make) {
     let mut reader = task(make, 1000);
     reader.storage_get("other").unwrap();
     reader.storage_set("n", b"4").unwrap();
-    blind.commit().unwrap();
-    reader.commit().unwrap();
+    blind.commit(None).unwrap();
+    reader.commit(None).unwrap();
+
+    // A receipt is stored with the writes; a second commit under the same receipt (a retried
+    // task) is refused whole, so its writes never land twice.
+    let mut first = task(make, 1000);
+    first.storage_set("r", b"1").unwrap();
+    first
+        .commit(Some(("task-1".into(), b"done".to_vec())))
+        .unwrap();
+    assert_eq!(
+        make("agent").receipt("task-1").unwrap().as_deref(),
+        Some(&b"done"[..])
+    );
+    assert_eq!(make("other").receipt("task-1").unwrap(), None);
+    let mut again = task(make, 1000);
+    again.storage_set("r", b"2").unwrap();
+    let err = again
+        .commit(Some(("task-1".into(), b"again".to_vec())))
+        .unwrap_err();
+    assert!(
+        matches!(&err, CapError::Failed(m) if m.starts_with(STORAGE_CONFLICT)),
+        "{err:?}"
+    );
+    assert_eq!(make("agent").get("r").unwrap().as_deref(), Some(&b"1"[..]));
+    make("agent").drop_receipt("task-1").unwrap();
+    assert_eq!(make("agent").receipt("task-1").unwrap(), None);
 }
 
 fn replay_contract(make: Make) {
     let mut seed = task(make, 1024);
     seed.storage_set("greeting", b"hello").unwrap();
-    seed.commit().unwrap();
+    seed.commit(None).unwrap();
 
     let grants = Grants {
         storage: Some(StorageGrant { max_bytes: 30 }),
@@ -201,14 +227,14 @@ fn replay_contract(make: Make) {
     let denied = live
         .storage_set("other", b"abcdefghijklmnopqrst")
         .unwrap_err();
-    live.commit().unwrap();
+    live.commit(None).unwrap();
     let trace = live.take_trace();
     assert!(!trace.events.is_empty());
 
     // Change the store behind the replay's back: the replay must not look at it.
     let mut change = task(make, 1024);
     change.storage_set("greeting", b"changed").unwrap();
-    change.commit().unwrap();
+    change.commit(None).unwrap();
 
     let mut replay = TaskCapabilities::new(&grants, None, [0; 32], 0, Mode::Replay(trace.clone()));
     assert_eq!(replay.storage_get("greeting").unwrap(), g);
@@ -219,7 +245,7 @@ fn replay_contract(make: Make) {
             .unwrap_err(),
         denied
     );
-    replay.commit().unwrap();
+    replay.commit(None).unwrap();
     assert_eq!(replay.replay_remaining(), 0);
     assert_eq!(replay.take_trace().sha256(), trace.sha256());
     assert_eq!(
@@ -242,7 +268,7 @@ fn full_suite(make: Make) {
     // Fresh namespace for the transaction tests: wipe "agent".
     transaction_contract(make);
     let mut wipe = make("agent");
-    let keys = ["a", "b", "c", "d", "x", "y", "n"];
+    let keys = ["a", "b", "c", "d", "x", "y", "n", "r"];
     wipe.apply(&batch(&[], &keys, None)).unwrap();
     assert_eq!(wipe.used_bytes().unwrap(), 0);
     replay_contract(make);

@@ -191,7 +191,13 @@ impl StorageCapability {
     }
 
     /// Applies the overlay atomically (live runs only; a replay never writes).
-    pub fn commit(&mut self, replay: bool) -> Result<(), CapError> {
+    /// `receipt` is stored with the writes (see [`Batch::receipt`]); a task that wrote nothing
+    /// commits nothing and leaves no receipt (running it again has no effect to repeat).
+    pub fn commit(
+        &mut self,
+        replay: bool,
+        receipt: Option<(String, Vec<u8>)>,
+    ) -> Result<(), CapError> {
         let pending = std::mem::take(&mut self.pending);
         self.pending_delta = 0;
         if replay || pending.is_empty() {
@@ -204,6 +210,7 @@ impl StorageCapability {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            receipt,
             ..Batch::default()
         };
         for (k, v) in pending {
