@@ -43,6 +43,10 @@ fn main() -> std::process::ExitCode {
             module_change,
         ),
         ("finished_tasks_disappear_after_ttl", ttl_expiry),
+        (
+            "signing_grant_reaches_the_executor_without_secret_access",
+            signing_grant,
+        ),
         ("deleting_agent_collects_its_deployment", agent_deletion_gc),
     ];
     let ctx: Option<Arc<Ctx>> = if args.list {
@@ -632,6 +636,57 @@ fn agent_deletion_gc(ctx: &Ctx) -> Result<()> {
             }
         })
         .await?;
+        Ok(())
+    })
+}
+
+/// The signing grant's Secret reaches the executor through its Deployment (the executor's
+/// ServiceAccount cannot read Secrets), and the guest signs with exactly that key.
+fn signing_grant(ctx: &Ctx) -> Result<()> {
+    use ed25519_dalek::Signer as _;
+    const KEY_HEX: &str = "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb";
+    ctx.in_namespace("signing", |client, ns| async move {
+        ctx.module_configmap(&ns, "signer-module", "signer")?;
+        ctx.kubectl_ok([
+            "create",
+            "secret",
+            "generic",
+            "signer-key",
+            "-n",
+            &ns,
+            &format!("--from-literal=private-key={KEY_HEX}"),
+        ])?;
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml(
+                "signer",
+                "signer-module",
+                1,
+                "  capabilities:\n    signing:\n      keyId: k1\n      secretRef: {name: signer-key, key: private-key}\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "signer").await?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml(
+                "sign",
+                "signer",
+                "sign me",
+                "  requirements:\n    capabilities: [signing]\n",
+            ),
+        )?;
+        let t = task_finished(&client, &ns, "sign", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let seed: [u8; 32] = hex::decode(KEY_HEX)?
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("key length"))?;
+        let want = hex::encode(
+            ed25519_dalek::SigningKey::from_bytes(&seed)
+                .sign(b"sign me")
+                .to_bytes(),
+        );
+        let got = t.status.and_then(|s| s.output).unwrap_or_default();
+        ensure!(got == want, "signature {got:?}, want {want:?}");
         Ok(())
     })
 }

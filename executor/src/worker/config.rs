@@ -21,6 +21,8 @@ pub struct WorkerConfig {
     pub state_dir: PathBuf,
     pub cache_dir: Option<PathBuf>,
     pub attestation_key: SigningKey,
+    /// The signing grant's key (text as stored in the Secret), when the Agent grants signing.
+    pub signing_key: Option<String>,
     /// How often a running task's `lastHeartbeatTime` is refreshed.
     pub heartbeat: Duration,
     /// How long a Task another executor owns waits before this one may claim it.
@@ -48,7 +50,7 @@ impl std::fmt::Debug for WorkerConfig {
 impl WorkerConfig {
     /// Reads `ARI_AGENT_NAME`, `POD_NAME`, `POD_NAMESPACE`, `ARI_ATTESTATION_KEY` (required) and
     /// `ARI_CONCURRENCY`, `ARI_METRICS_ADDR`, `ARI_REDIS_URL`, `ARI_STATE_DIR`, `ARI_CACHE_DIR`,
-    /// `ARI_HEARTBEAT_SECONDS`, `ARI_STEAL_AFTER_MS` (optional).
+    /// `ARI_HEARTBEAT_SECONDS`, `ARI_STEAL_AFTER_MS`, `ARI_SIGNING_KEY` (optional).
     pub fn from_env() -> Result<Self, WorkerError> {
         Self::from_lookup(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
     }
@@ -110,6 +112,7 @@ impl WorkerConfig {
                 .unwrap_or_else(|| PathBuf::from("/var/lib/ari")),
             cache_dir: get("ARI_CACHE_DIR").map(PathBuf::from),
             attestation_key,
+            signing_key: get("ARI_SIGNING_KEY"),
             heartbeat,
             steal_after,
         })
@@ -145,6 +148,7 @@ mod tests {
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.heartbeat, Duration::from_secs(10));
         assert_eq!(c.steal_after, Duration::from_millis(250));
+        assert!(c.signing_key.is_none());
         assert!(
             !format!("{c:?}").contains(KEY),
             "the key must never be printed"

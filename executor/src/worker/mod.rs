@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ari_crds::Task;
 use ed25519_dalek::SigningKey;
 use futures::TryStreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::Semaphore;
@@ -124,15 +123,7 @@ async fn prepare(
         .set(i64::try_from(stats.compiles).unwrap_or(i64::MAX));
 
     let signing_key = match &agent.spec.capabilities.signing {
-        Some(s) => Some(
-            read_signing_key(
-                &client,
-                &config.namespace,
-                &s.secret_ref.name,
-                &s.secret_ref.key,
-            )
-            .await?,
-        ),
+        Some(s) => Some(signing_key(&config, &s.secret_ref.name, &s.secret_ref.key)?),
         None => None,
     };
     let grants = convert::grants(&agent.spec, signing_key).map_err(WorkerError::Config)?;
@@ -183,20 +174,17 @@ async fn load_module(
     .map_err(WorkerError::from)
 }
 
-async fn read_signing_key(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    key: &str,
-) -> Result<SigningKey, WorkerError> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret = secrets.get(name).await?;
-    let bytes = secret.data.and_then(|mut d| d.remove(key)).ok_or_else(|| {
-        WorkerError::Config(format!("signing Secret {ns}/{name} has no key {key:?}"))
-    })?;
-    crate::attestation::parse_signing_key(&bytes.0).ok_or_else(|| {
+/// The signing grant's key, which the Deployment passes in `ARI_SIGNING_KEY` from the
+/// Agent's `signing.secretRef` (the executor cannot read Secrets through the API).
+fn signing_key(config: &WorkerConfig, name: &str, key: &str) -> Result<SigningKey, WorkerError> {
+    let bytes = config.signing_key.as_deref().ok_or_else(|| {
         WorkerError::Config(format!(
-            "signing Secret {ns}/{name} key {key:?} is not an Ed25519 key"
+            "the Agent grants signing with Secret {name} key {key:?}, but ARI_SIGNING_KEY is not set (is the executor Deployment current?)"
+        ))
+    })?;
+    crate::attestation::parse_signing_key(bytes.as_bytes()).ok_or_else(|| {
+        WorkerError::Config(format!(
+            "signing Secret {name} key {key:?} is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"
         ))
     })
 }

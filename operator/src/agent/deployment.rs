@@ -128,6 +128,22 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
         }),
         ..Default::default()
     });
+    // The signing grant's key reaches the executor the way the attestation key does: the
+    // kubelet resolves the Secret, so the executor's ServiceAccount needs no Secret access.
+    if let Some(signing) = &agent.spec.capabilities.signing {
+        env_vars.push(EnvVar {
+            name: "ARI_SIGNING_KEY".to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: signing.secret_ref.name.clone(),
+                    key: signing.secret_ref.key.clone(),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     let container = Container {
         name: "executor".to_owned(),
         image: Some(image),
