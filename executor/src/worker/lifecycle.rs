@@ -12,7 +12,7 @@ use ari_crds::names::{LABEL_AGENT, LABEL_TASK, OUTPUT_KEY, output_configmap_name
 use ari_crds::{InputSource, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
 use base64::Engine as _;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
@@ -218,16 +218,13 @@ impl Worker {
                     })
                     .ok_or_else(|| format!("input ConfigMap {} has no key {:?}", r.name, r.key))
             }
-            InputSource::Secret(r) => {
-                let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
-                let s = api
-                    .get(&r.name)
-                    .await
-                    .map_err(|e| format!("input Secret {}: {e}", r.name))?;
-                s.data
-                    .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
-                    .ok_or_else(|| format!("input Secret {} has no key {:?}", r.name, r.key))
-            }
+            // Executors hold no Secret access: reading any Secret a Task names would let
+            // whoever may create Tasks read the namespace's Secrets through an echo agent.
+            InputSource::Secret(r) => Err(format!(
+                "input from Secret {}: executors do not read Secrets; pass the input through a \
+                 ConfigMap (inputFrom.configMapKeyRef) — see docs/install.md",
+                r.name
+            )),
         }
     }
 
