@@ -27,12 +27,18 @@ pub struct SoakConfig {
     pub tasks: usize,
     /// Pause between two executor kills.
     pub kill_every: Duration,
+    /// No executor is killed again sooner than this after its last kill: the node agent's
+    /// restart back-off (0.5 s doubling to 20 s, reset after 60 s up) would otherwise keep
+    /// every executor down and the soak would measure back-off, not recovery.
+    pub min_gap: Duration,
     /// Restart the operator after every this many executor kills.
     pub operator_every: usize,
     /// Restart kube-apiserver once, at this executor kill.
     pub apiserver_at: usize,
     /// `echo` executor replicas.
     pub echo_replicas: u32,
+    /// Tasks created per second, so the faults land throughout the run.
+    pub rate: usize,
 }
 
 impl SoakConfig {
@@ -40,10 +46,12 @@ impl SoakConfig {
     pub fn new(tasks: usize) -> SoakConfig {
         SoakConfig {
             tasks,
-            kill_every: Duration::from_secs(4),
-            operator_every: 8,
-            apiserver_at: 5,
-            echo_replicas: 2,
+            kill_every: Duration::from_secs(3),
+            min_gap: Duration::from_secs(20),
+            operator_every: 6,
+            apiserver_at: 4,
+            echo_replicas: 3,
+            rate: 8,
         }
     }
 }
@@ -206,7 +214,14 @@ async fn soak(ctx: &Ctx, client: &Client, ns: &str, cfg: &SoakConfig) -> Result<
     let stop = AtomicBool::new(false);
     let mut faults = Faults::default();
     let work = async {
-        stress::create_tasks(client, ns, tasks, 4).await?;
+        // Paced creation (not synchronisation): `rate` Tasks a second, like a steady user.
+        let mut tasks = tasks.into_iter().peekable();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        while tasks.peek().is_some() {
+            tick.tick().await;
+            let batch: Vec<_> = tasks.by_ref().take(cfg.rate.max(1)).collect();
+            stress::create_tasks(client, ns, batch, 4).await?;
+        }
         // Generous: executors spend much of the soak restarting (with back-off) or waiting
         // for the operator to notice a stale heartbeat.
         let patience = Duration::from_secs(600) + Duration::from_millis(400 * total as u64);
@@ -320,32 +335,32 @@ async fn fault_script(
     faults: &mut Faults,
 ) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let mut turn = 0usize;
+    let mut last_kill: HashMap<String, Instant> = HashMap::new();
     while !stop.load(Ordering::Acquire) {
         tokio::time::sleep(cfg.kill_every).await;
         if stop.load(Ordering::Acquire) {
             break;
         }
-        // Executors whose process runs now, round-robin.
+        // The executor whose process runs now and was killed longest ago (never first), if
+        // that was at least `min_gap` ago.
         let Ok(list) = pods
             .list(&ListParams::default().labels("app.kubernetes.io/name=ari-executor"))
             .await
         else {
             continue;
         };
-        let mut running: Vec<String> = list
+        let victim = list
             .items
             .iter()
             .map(|p| p.name_any())
             .filter(|n| ctx.node.pod_pids(ns, n).contains_key("executor"))
-            .collect();
-        running.sort();
-        if !running.is_empty() {
-            let victim = &running[turn % running.len()];
-            turn += 1;
-            if ctx.node.kill_pod_process(ns, victim).is_ok() {
-                faults.kills += 1;
-            }
+            .filter(|n| last_kill.get(n).is_none_or(|t| t.elapsed() >= cfg.min_gap))
+            .min_by_key(|n| last_kill.get(n).copied());
+        if let Some(victim) = victim
+            && ctx.node.kill_pod_process(ns, &victim).is_ok()
+        {
+            faults.kills += 1;
+            last_kill.insert(victim, Instant::now());
         }
         if faults.kills > 0
             && faults.kills.is_multiple_of(cfg.operator_every)

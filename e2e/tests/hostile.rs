@@ -125,6 +125,14 @@ impl Case {
         }
     }
 
+    /// A hostile Task whose attack fails inside the guest, which then reports it and ends `ok`.
+    fn probe(label: &'static str, agent: &'static str, input: &str, check: Check) -> Case {
+        Case {
+            hostile: true,
+            ..Case::normal(label, agent, input, check)
+        }
+    }
+
     fn fuel(mut self, fuel: u64) -> Case {
         self.spec = json!({ "fuel": fuel });
         self
@@ -195,6 +203,36 @@ fn counted(t: &Task) -> std::result::Result<(), String> {
     }
 }
 
+/// The victim is `counter`: each Task returns the new count.
+fn counted_up(t: &Task) -> std::result::Result<(), String> {
+    match output(t).parse::<u64>() {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err(format!("output {:?}", output(t))),
+    }
+}
+
+/// `wasi-escape`'s report: nothing leaked.
+fn no_leaks(t: &Task) -> std::result::Result<(), String> {
+    let v: serde_json::Value = serde_json::from_str(&output(t)).map_err(|e| e.to_string())?;
+    if v["leaks"] == 0 {
+        Ok(())
+    } else {
+        Err(format!("wasi-escape leaked: {v}"))
+    }
+}
+
+/// `snoop`'s report: whatever it read is its own earlier `snooped` writes (runs repeat in the
+/// same Agent), never the victim's counter.
+fn found_only_own_writes(t: &Task) -> std::result::Result<(), String> {
+    let v: serde_json::Value = serde_json::from_str(&output(t)).map_err(|e| e.to_string())?;
+    let found = v["found"].as_array().ok_or("no found list")?;
+    if found.iter().all(|f| f["value"] == "snooped") {
+        Ok(())
+    } else {
+        Err(format!("snoop read another Agent's data: {v}"))
+    }
+}
+
 /// Every attack and an `echo` after each, all on the same two gauntlet executors.
 fn gauntlet(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("gauntlet", |client, ns| async move {
@@ -221,8 +259,10 @@ fn gauntlet(ctx: &Ctx) -> Result<()> {
             Case::hostile("exit", g, "exit", Trap),
             Case::hostile("flood", g, "flood 4", OutputTooLarge),
             Case::hostile("exfil", g, "exfil https://evil.example/collect", CapabilityDenied),
-            Case::hostile("hostcall", g, "hostcall", FuelExhausted).fuel(SMALL_FUEL),
-            Case::hostile("loud", g, "loud", FuelExhausted).fuel(SMALL_FUEL),
+            // Host calls cost far more host time per fuel unit: a smaller budget keeps this
+            // well inside the 1 s deadline even on a debug build.
+            Case::hostile("hostcall", g, "hostcall", FuelExhausted).fuel(SMALL_FUEL / 10),
+            Case::hostile("loud", g, "loud", FuelExhausted).fuel(SMALL_FUEL / 10),
             Case::hostile("wasi", g, "wasi", Trap).check(contained),
         ];
         // An echo after every attack: `echo <its own name>`, filled in by `run_cases`.
@@ -251,11 +291,24 @@ fn example_agents(ctx: &Ctx) -> Result<()> {
                 "hoarder",
                 format!("{tight}  capabilities:\n    storage:\n      maxBytes: 65536\n"),
             ),
+            ("hostcall-loop", tight.to_string()),
+            ("mega-memory", tight.to_string()),
+            ("wasi-escape", tight.to_string()),
+            ("loud-log", tight.to_string()),
+            (
+                "snoop",
+                format!("{tight}  capabilities:\n    storage:\n      maxBytes: 65536\n"),
+            ),
+            (
+                "victim",
+                "  capabilities:\n    storage:\n      maxBytes: 65536\n".to_string(),
+            ),
             ("echo", String::new()),
             ("wordcount", String::new()),
         ];
         for (name, extra) in &agents {
-            ctx.module_configmap(&ns, &format!("{name}-module"), name)?;
+            let module = if *name == "victim" { "counter" } else { name };
+            ctx.module_configmap(&ns, &format!("{name}-module"), module)?;
             ctx.apply_ok(
                 &ns,
                 &agent_yaml(name, &format!("{name}-module"), 1, extra),
@@ -265,6 +318,7 @@ fn example_agents(ctx: &Ctx) -> Result<()> {
             agent_ready(&client, &ns, name).await?;
         }
         use TaskReason::*;
+        let victim_scope = format!("{ns}/victim\nsecret");
         let cases = vec![
             Case::hostile("spin", "spin", "", FuelExhausted).fuel(SMALL_FUEL),
             Case::normal("echo", "echo", "", echoed),
@@ -280,6 +334,15 @@ fn example_agents(ctx: &Ctx) -> Result<()> {
             Case::normal("echo", "echo", "", echoed),
             Case::hostile("hoarder", "hoarder", "1024", CapabilityDenied),
             Case::normal("wordcount", "wordcount", "one two three", counted),
+            Case::hostile("hostcall-loop", "hostcall-loop", "log", FuelExhausted).fuel(SMALL_FUEL),
+            Case::normal("echo", "echo", "", echoed),
+            Case::hostile("mega-memory", "mega-memory", "grow", Trap).check(memory_limit_hit),
+            Case::normal("victim", "victim", "secret", counted_up),
+            Case::hostile("loud-log", "loud-log", "", FuelExhausted).fuel(SMALL_FUEL),
+            Case::normal("echo", "echo", "", echoed),
+            // These two must not get anywhere, yet end `ok`, reporting what they found.
+            Case::probe("wasi-escape", "wasi-escape", "", no_leaks),
+            Case::probe("snoop", "snoop", &victim_scope, found_only_own_writes),
         ];
         run_cases(ctx, &client, &ns, &cases, EXECUTORS, agents.len()).await
     })

@@ -17,22 +17,30 @@ struct Args {
     #[arg(long, default_value_t = 5000)]
     tasks: usize,
     /// Seconds between two executor kills.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 3)]
     kill_every: u64,
     /// Restart the operator after every this many executor kills.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 6)]
     operator_every: usize,
     /// `echo` executor replicas.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 3)]
     echo_replicas: u32,
+    /// Seconds before the same executor may be killed again.
+    #[arg(long, default_value_t = 20)]
+    min_gap: u64,
+    /// Tasks created per second (half go to the single `counter` executor).
+    #[arg(long, default_value_t = 12)]
+    rate: usize,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
     let cfg = SoakConfig {
         kill_every: Duration::from_secs(args.kill_every.max(1)),
+        min_gap: Duration::from_secs(args.min_gap),
         operator_every: args.operator_every.max(1),
         echo_replicas: args.echo_replicas.max(1),
+        rate: args.rate.max(1),
         ..SoakConfig::new(args.tasks)
     };
     let ctx = Ctx::start()?;
