@@ -135,7 +135,10 @@ impl AllowList {
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, GrantError> {
         let patterns = entries
             .iter()
-            .map(|e| HostPattern::parse(e.as_ref().trim()))
+            // Not trimmed: entries come verbatim from the Agent, where the operator's parser
+            // (ari_crds::hosts) refuses surrounding whitespace; `--grant` values are trimmed
+            // by the CLI parser before they get here.
+            .map(|e| HostPattern::parse(e.as_ref()))
             .collect::<Result<_, _>>()?;
         Ok(Self { patterns })
     }
@@ -234,6 +237,8 @@ mod tests {
             "https://example.com.",
             "https://a..example.com",
             "https://example.com\\path",
+            " https://example.com",
+            "\rhttp://*.svc:",
         ] {
             assert!(
                 AllowList::parse(&[entry]).is_err(),
