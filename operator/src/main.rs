@@ -2,6 +2,7 @@
 //! health endpoints.
 
 mod agent;
+mod cache;
 mod config;
 mod context;
 mod health;
@@ -148,20 +149,24 @@ async fn main() -> anyhow::Result<()> {
         None => Api::<Pod>::all(client.clone()),
     };
     let (pod_store, pod_writer) = reflector::store();
-    let pod_cache = reflector(
-        pod_writer,
-        watcher(
-            pods,
-            watcher::Config::default().labels("app.kubernetes.io/name=ari-executor"),
-        ),
+    let pod_cache = watcher(
+        pods,
+        watcher::Config::default().labels("app.kubernetes.io/name=ari-executor"),
     )
     .default_backoff()
+    .modify(cache::trim_pod)
+    .reflect(pod_writer)
     .for_each(|_| async {});
     let pod_cache = tokio::spawn(pod_cache);
 
-    let task_controller = Controller::new(tasks, watcher::Config::default())
+    let (task_store, task_writer) = reflector::store();
+    let task_events = watcher(tasks, watcher::Config::default())
+        .default_backoff()
+        .modify(cache::trim_task)
+        .reflect(task_writer)
+        .applied_objects();
+    let task_controller = Controller::for_stream(task_events, task_store.clone())
         .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
-    let task_store = task_controller.store();
     let task_ctx = Arc::new(TaskContext {
         base: ctx.clone(),
         seen: Seen::default(),
