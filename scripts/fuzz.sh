@@ -46,13 +46,15 @@ for t in "${targets[@]}"; do
   if [ "$t" = load ] && [ -d "$repo/target/agents" ]; then
     cp -n "$repo"/target/agents/*.wasm "$corpus/" 2>/dev/null || true
   fi
+  dict=()
+  [ -f "$repo/fuzz/$t.dict" ] && dict=(-dict="$repo/fuzz/$t.dict")
   log="$repo/fuzz/artifacts/$t/last-run.log"
   echo "fuzz: $t for ${secs}s"
   set +e
   "${cargo[@]}" fuzz run -s "$sanitizer" -a --target-dir "$target_dir" "$t" \
     "$corpus" "$repo/fuzz/seeds/$t" "$repo/fuzz/regressions/$t" -- \
     -max_total_time="$secs" -timeout=30 -rss_limit_mb=4096 -max_len=1048576 \
-    -print_final_stats=1 >"$log" 2>&1
+    -print_final_stats=1 "${dict[@]}" >"$log" 2>&1
   rc=$?
   set -e
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
