@@ -27,7 +27,7 @@ pub struct SoakConfig {
     pub tasks: usize,
     /// Pause between two executor kills.
     pub kill_every: Duration,
-    /// No executor is killed again sooner than this after its last kill: the node agent's
+    /// Only an executor process that has run at least this long is killed: the node agent's
     /// restart back-off (0.5 s doubling to 20 s, reset after 60 s up) would otherwise keep
     /// every executor down and the soak would measure back-off, not recovery.
     pub min_gap: Duration,
@@ -47,7 +47,7 @@ impl SoakConfig {
         SoakConfig {
             tasks,
             kill_every: Duration::from_secs(3),
-            min_gap: Duration::from_secs(20),
+            min_gap: Duration::from_secs(10),
             operator_every: 6,
             apiserver_at: 4,
             echo_replicas: 3,
@@ -335,32 +335,35 @@ async fn fault_script(
     faults: &mut Faults,
 ) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let mut last_kill: HashMap<String, Instant> = HashMap::new();
+    // When each executor process (by pid) was first seen running.
+    let mut up_since: HashMap<u32, Instant> = HashMap::new();
     while !stop.load(Ordering::Acquire) {
         tokio::time::sleep(cfg.kill_every).await;
         if stop.load(Ordering::Acquire) {
             break;
         }
-        // The executor whose process runs now and was killed longest ago (never first), if
-        // that was at least `min_gap` ago.
+        // The executor process that has run longest, if that is at least `min_gap`.
         let Ok(list) = pods
             .list(&ListParams::default().labels("app.kubernetes.io/name=ari-executor"))
             .await
         else {
             continue;
         };
+        let now = Instant::now();
         let victim = list
             .items
             .iter()
-            .map(|p| p.name_any())
-            .filter(|n| ctx.node.pod_pids(ns, n).contains_key("executor"))
-            .filter(|n| last_kill.get(n).is_none_or(|t| t.elapsed() >= cfg.min_gap))
-            .min_by_key(|n| last_kill.get(n).copied());
-        if let Some(victim) = victim
+            .filter_map(|p| {
+                let name = p.name_any();
+                let pid = *ctx.node.pod_pids(ns, &name).get("executor")?;
+                Some((*up_since.entry(pid).or_insert(now), name))
+            })
+            .filter(|(since, _)| now.duration_since(*since) >= cfg.min_gap)
+            .min();
+        if let Some((_, victim)) = victim
             && ctx.node.kill_pod_process(ns, &victim).is_ok()
         {
             faults.kills += 1;
-            last_kill.insert(victim, Instant::now());
         }
         if faults.kills > 0
             && faults.kills.is_multiple_of(cfg.operator_every)

@@ -25,8 +25,8 @@ struct Args {
     /// `echo` executor replicas.
     #[arg(long, default_value_t = 3)]
     echo_replicas: u32,
-    /// Seconds before the same executor may be killed again.
-    #[arg(long, default_value_t = 20)]
+    /// Seconds an executor process must have run before it may be killed.
+    #[arg(long, default_value_t = 10)]
     min_gap: u64,
     /// Tasks created per second (half go to the single `counter` executor).
     #[arg(long, default_value_t = 12)]
