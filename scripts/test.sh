@@ -7,6 +7,9 @@ cd "$repo"
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
+# CI builds from a fresh clone into the shared cache; incremental data there only fills the disk.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+
 step "set-up"
 scripts/setup.sh
 
