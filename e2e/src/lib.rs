@@ -13,6 +13,7 @@ mod process;
 pub mod scenario;
 pub mod soak;
 pub mod stress;
+pub mod trials;
 pub mod wait;
 
 use std::collections::HashMap;

@@ -39,9 +39,9 @@ pub fn agent_wasm(name: &str) -> PathBuf {
 }
 
 impl Ctx {
-    /// A real control plane, a node agent running ari's binaries, and the CRDs installed
-    /// and Established. The operator is not installed: see [`Ctx::install_operator_manifest`].
-    pub fn start() -> Result<Ctx> {
+    /// A real control plane and a node agent running ari's binaries; no CRDs (the chart
+    /// tests install them with helm).
+    pub fn bare() -> Result<Ctx> {
         for bin in ["ari", "ari-operator"] {
             ensure!(
                 crate::target_dir().join("debug").join(bin).is_file(),
@@ -55,12 +55,25 @@ impl Ctx {
         let rt = tokio::runtime::Runtime::new()?;
         let cluster = rt.block_on(Cluster::start())?;
         let node = NodeAgent::start(&cluster, crate::ari_images())?;
-        let ctx = Ctx {
+        Ok(Ctx {
             rt,
             node,
             cluster,
             work: tempfile::tempdir()?,
-        };
+        })
+    }
+
+    /// [`Ctx::start`] plus the operator from `deploy/operator.yaml`, Ready.
+    pub fn start_with_operator() -> Result<Ctx> {
+        let ctx = Ctx::start()?;
+        ctx.install_operator_manifest()?;
+        Ok(ctx)
+    }
+
+    /// [`Ctx::bare`] with the CRDs installed and Established. The operator is not installed:
+    /// see [`Ctx::install_operator_manifest`].
+    pub fn start() -> Result<Ctx> {
+        let ctx = Ctx::bare()?;
         ctx.kubectl_ok(["apply", "-f", &repo().join("crds").display().to_string()])?;
         ctx.kubectl_ok([
             "wait",

@@ -6,42 +6,22 @@
 //! Run: `cargo build --bins && scripts/build-agents.sh && cargo test -p ari-e2e --test bad_input`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::stress;
-use ari_e2e::wait;
+use ari_e2e::{trials, wait};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client, ResourceExt};
-use libtest_mimic::{Arguments, Failed, Trial};
 
 fn main() -> std::process::ExitCode {
-    let args = Arguments::from_args();
-    let ctx: Option<Arc<Ctx>> = if args.list {
-        None
-    } else {
-        match Ctx::start().and_then(|c| c.install_operator_manifest().map(|()| c)) {
-            Ok(c) => Some(Arc::new(c)),
-            Err(e) => {
-                eprintln!("cannot start the e2e cluster with the operator: {e:#}");
-                return std::process::ExitCode::FAILURE;
-            }
-        }
-    };
-    let trial = Trial::test(
+    trials::run(vec![(
         "bad_manifests_are_rejected_or_marked_never_crash",
-        move || {
-            let Some(ctx) = ctx else {
-                return Err(Failed::from("no cluster"));
-            };
-            bad_input(&ctx).map_err(|e| Failed::from(format!("{e:#}\n{}", ctx.operator_logs())))
-        },
-    );
-    libtest_mimic::run(&args, vec![trial]).exit_code()
+        bad_input,
+    )])
 }
 
 /// What must become of one manifest.

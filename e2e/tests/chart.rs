@@ -9,12 +9,11 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
-use ari_e2e::{Cluster, NodeAgent, wait};
+use ari_e2e::{trials, wait};
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -31,9 +30,6 @@ use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::{Api, Client, Resource, ResourceExt};
-use libtest_mimic::{Arguments, Failed, Trial};
-
-type TrialFn = fn(&Ctx) -> Result<()>;
 
 /// Release name; objects are `<release>-operator`, as in deploy/operator.yaml.
 const RELEASE: &str = "ari";
@@ -41,96 +37,42 @@ const OPERATOR: &str = "ari-operator";
 const EXECUTOR_SA: &str = "ari-executor";
 
 fn main() -> std::process::ExitCode {
-    let args = Arguments::from_args();
     // Phases run one after the other; trials within a phase run in parallel.
-    let phases: Vec<Vec<(&str, TrialFn)>> = vec![
+    trials::run_phases(
+        start,
         vec![
-            ("helm_lint_strict_and_values_schema", lint_and_schema),
-            ("deploy_manifest_is_the_rendered_chart", deploy_manifest),
-            ("example_manifests_succeed_under_the_chart", examples),
-            (
-                "executor_token_does_its_job_and_nothing_more",
-                executor_rbac,
-            ),
-            (
-                "operator_token_holds_only_what_the_chart_grants",
-                operator_rbac,
-            ),
+            vec![
+                ("helm_lint_strict_and_values_schema", lint_and_schema),
+                ("deploy_manifest_is_the_rendered_chart", deploy_manifest),
+                ("example_manifests_succeed_under_the_chart", examples),
+                (
+                    "executor_token_does_its_job_and_nothing_more",
+                    executor_rbac,
+                ),
+                (
+                    "operator_token_holds_only_what_the_chart_grants",
+                    operator_rbac,
+                ),
+            ],
+            vec![("helm_upgrade_with_new_values_rolls_the_operator", upgrade)],
+            vec![(
+                "helm_uninstall_leaves_no_operator_objects_and_keeps_crds",
+                uninstall,
+            )],
+            // After the cluster-wide release is gone, so no other operator touches the namespaces.
+            vec![(
+                "watch_namespace_release_manages_only_its_namespace",
+                scoped_release,
+            )],
         ],
-        vec![("helm_upgrade_with_new_values_rolls_the_operator", upgrade)],
-        vec![(
-            "helm_uninstall_leaves_no_operator_objects_and_keeps_crds",
-            uninstall,
-        )],
-        // After the cluster-wide release is gone, so no other operator touches the namespaces.
-        vec![(
-            "watch_namespace_release_manages_only_its_namespace",
-            scoped_release,
-        )],
-    ];
-    let ctx: Option<Arc<Ctx>> = if args.list {
-        None
-    } else {
-        match start().and_then(|c| install(&c).map(|()| c)) {
-            Ok(c) => Some(Arc::new(c)),
-            Err(e) => {
-                eprintln!("cannot start the cluster and install the chart: {e:#}");
-                return std::process::ExitCode::FAILURE;
-            }
-        }
-    };
-    let trial = |name: &str, f: TrialFn| {
-        let ctx = ctx.clone();
-        Trial::test(name, move || {
-            let Some(ctx) = ctx else {
-                return Err(Failed::from("no cluster"));
-            };
-            f(&ctx).map_err(|e| Failed::from(format!("{e:#}\n{}", ctx.operator_logs())))
-        })
-    };
-    let mut failed = false;
-    if args.list {
-        let all = phases
-            .into_iter()
-            .flatten()
-            .map(|(n, f)| trial(n, f))
-            .collect();
-        let _ = libtest_mimic::run(&args, all);
-    } else {
-        for phase in phases {
-            let trials = phase.into_iter().map(|(n, f)| trial(n, f)).collect();
-            failed |= libtest_mimic::run(&args, trials).has_failed();
-        }
-    }
-    drop(ctx);
-    if failed {
-        std::process::ExitCode::FAILURE
-    } else {
-        std::process::ExitCode::SUCCESS
-    }
+    )
 }
 
-/// A cluster and node agent without CRDs: the chart installs them.
+/// A cluster and node agent (no CRDs: the chart installs them) with the chart installed.
 fn start() -> Result<Ctx> {
-    for bin in ["ari", "ari-operator"] {
-        ensure!(
-            ari_e2e::target_dir().join("debug").join(bin).is_file(),
-            "target/debug/{bin} is missing: run `cargo build --bins` first"
-        );
-    }
-    ensure!(
-        agent_wasm("echo").is_file(),
-        "example agents are missing: run scripts/build-agents.sh first"
-    );
-    let rt = tokio::runtime::Runtime::new()?;
-    let cluster = rt.block_on(Cluster::start())?;
-    let node = NodeAgent::start(&cluster, ari_e2e::ari_images())?;
-    Ok(Ctx {
-        rt,
-        node,
-        cluster,
-        work: tempfile::tempdir()?,
-    })
+    let ctx = Ctx::bare()?;
+    install(&ctx)?;
+    Ok(ctx)
 }
 
 fn chart() -> PathBuf {

@@ -8,28 +8,22 @@
 use anyhow::Result;
 use ari_e2e::scenario::Ctx;
 use ari_e2e::soak::{self, SoakConfig};
-use libtest_mimic::{Arguments, Failed, Trial};
+use ari_e2e::trials;
 
 fn main() -> std::process::ExitCode {
-    let args = Arguments::from_args();
-    let trial = Trial::test("no_task_lost_or_doubled_under_faults", move || {
-        soak_trial().map_err(|e| Failed::from(format!("{e:#}")))
-    });
-    libtest_mimic::run(&args, vec![trial]).exit_code()
+    trials::run_phases(
+        Ctx::start,
+        vec![vec![("no_task_lost_or_doubled_under_faults", soak_trial)]],
+    )
 }
 
-fn soak_trial() -> Result<()> {
+fn soak_trial(ctx: &Ctx) -> Result<()> {
     let tasks = std::env::var("ARI_SOAK_TASKS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(400);
-    let ctx = Ctx::start()?;
     ctx.install_operator_manifest()?;
-    let report = soak::run(&ctx, &SoakConfig::new(tasks));
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => return Err(e.context(ctx.operator_logs())),
-    };
+    let report = soak::run(ctx, &SoakConfig::new(tasks))?;
     eprintln!("{}", report.summary());
     report.check()?;
     anyhow::ensure!(

@@ -9,16 +9,14 @@
 //! Run: `cargo build --bins && scripts/build-agents.sh && cargo test -p ari-e2e --test hostile`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use ari_crds::{Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::stress::{self, ExecutorProcess, TaskView};
-use ari_e2e::wait;
+use ari_e2e::{trials, wait};
 use kube::{Client, ResourceExt};
-use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::json;
 
 /// How far above its warmed-up baseline an executor's RSS may stay after the run: room for
@@ -32,11 +30,8 @@ const EXECUTORS: &str = "app.kubernetes.io/name=ari-executor";
 /// Fuel budget of the Tasks meant to run out of fuel: stops them within milliseconds.
 const SMALL_FUEL: u64 = 20_000_000;
 
-type TrialFn = fn(&Ctx) -> Result<()>;
-
 fn main() -> std::process::ExitCode {
-    let args = Arguments::from_args();
-    let trials: Vec<(&str, TrialFn)> = vec![
+    trials::run(vec![
         (
             "gauntlet_attacks_and_normal_tasks_share_executors",
             gauntlet,
@@ -45,37 +40,7 @@ fn main() -> std::process::ExitCode {
             "hostile_example_agents_stop_with_their_own_reasons",
             example_agents,
         ),
-    ];
-    let ctx: Option<Arc<Ctx>> = if args.list {
-        None
-    } else {
-        match Ctx::start().and_then(|c| c.install_operator_manifest().map(|()| c)) {
-            Ok(c) => Some(Arc::new(c)),
-            Err(e) => {
-                eprintln!("cannot start the e2e cluster with the operator: {e:#}");
-                return std::process::ExitCode::FAILURE;
-            }
-        }
-    };
-    let tests = trials
-        .into_iter()
-        .map(|(name, f)| {
-            let ctx = ctx.clone();
-            Trial::test(name, move || {
-                let Some(ctx) = ctx else {
-                    return Err(Failed::from("no cluster"));
-                };
-                f(&ctx).map_err(|e| Failed::from(format!("{e:#}\n{}", ctx.operator_logs())))
-            })
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, tests);
-    drop(ctx);
-    if conclusion.has_failed() {
-        std::process::ExitCode::FAILURE
-    } else {
-        std::process::ExitCode::SUCCESS
-    }
+    ])
 }
 
 /// Runs per case, from `ARI_HOSTILE_RUNS` (default 100, as issue 7 asks).

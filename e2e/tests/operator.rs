@@ -3,24 +3,19 @@
 //! node agent, real example components. One cluster per binary; one namespace per trial.
 //! Run: `cargo build --bins && cargo test -p ari-e2e --test operator`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
-use ari_e2e::wait;
+use ari_e2e::{trials, wait};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
-use libtest_mimic::{Arguments, Failed, Trial};
-
-type TrialFn = fn(&Ctx) -> Result<()>;
 
 fn main() -> std::process::ExitCode {
-    let args = Arguments::from_args();
-    let trials: Vec<(&str, TrialFn)> = vec![
+    trials::run(vec![
         (
             "agent_ready_task_succeeds_with_verified_attestation",
             task_succeeds,
@@ -48,37 +43,7 @@ fn main() -> std::process::ExitCode {
             signing_grant,
         ),
         ("deleting_agent_collects_its_deployment", agent_deletion_gc),
-    ];
-    let ctx: Option<Arc<Ctx>> = if args.list {
-        None
-    } else {
-        match Ctx::start().and_then(|c| c.install_operator_manifest().map(|()| c)) {
-            Ok(c) => Some(Arc::new(c)),
-            Err(e) => {
-                eprintln!("cannot start the e2e cluster with the operator: {e:#}");
-                return std::process::ExitCode::FAILURE;
-            }
-        }
-    };
-    let tests = trials
-        .into_iter()
-        .map(|(name, f)| {
-            let ctx = ctx.clone();
-            Trial::test(name, move || {
-                let Some(ctx) = ctx else {
-                    return Err(Failed::from("no cluster"));
-                };
-                f(&ctx).map_err(|e| Failed::from(format!("{e:#}\n{}", ctx.operator_logs())))
-            })
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, tests);
-    drop(ctx);
-    if conclusion.has_failed() {
-        std::process::ExitCode::FAILURE
-    } else {
-        std::process::ExitCode::SUCCESS
-    }
+    ])
 }
 
 fn task_succeeds(ctx: &Ctx) -> Result<()> {

@@ -42,23 +42,11 @@ impl Backlog {
 
     /// Records the latest version of a Task seen on the watch.
     pub fn offer(&self, task: Task, claimable: bool, owned: bool) {
-        let name = task.name_any();
-        let Ok(mut s) = self.state.lock() else { return };
-        if !claimable {
-            s.pending.remove(&name);
-            return;
+        if claimable {
+            self.queue(task, owned);
+        } else if let Ok(mut s) = self.state.lock() {
+            s.pending.remove(&task.name_any());
         }
-        if s.pending.insert(name.clone(), task).is_some() {
-            return; // already queued; only its version changed
-        }
-        if owned {
-            s.now.push_back(name);
-        } else {
-            let at = Instant::now() + self.steal_after;
-            s.later.push_back((at, name));
-        }
-        drop(s);
-        self.wake.notify_one();
     }
 
     /// Forgets a deleted Task.
@@ -78,9 +66,20 @@ impl Backlog {
     /// Puts a Task back to be tried again after `steal_after` (its claim failed for a reason
     /// other than losing it).
     pub fn retry_later(&self, task: Task) {
+        self.queue(task, false);
+    }
+
+    /// Keeps `task` as the latest version of its name; a name not queued yet goes to `now`
+    /// (owned) or to `later` (after `steal_after`), and wakes the dispatcher.
+    fn queue(&self, task: Task, owned: bool) {
         let name = task.name_any();
         let Ok(mut s) = self.state.lock() else { return };
-        if s.pending.insert(name.clone(), task).is_none() {
+        if s.pending.insert(name.clone(), task).is_some() {
+            return; // already queued; only its version changed
+        }
+        if owned {
+            s.now.push_back(name);
+        } else {
             let at = Instant::now() + self.steal_after;
             s.later.push_back((at, name));
         }
