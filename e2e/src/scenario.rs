@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
@@ -392,4 +392,38 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
 /// Lower-case hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(ari_executor::attestation::sha256_hex(&std::fs::read(path)?))
+}
+
+/// Events about the object `name` in `ns` (the core/v1 view, which includes events.k8s.io
+/// Events).
+pub async fn events_for(client: &Client, ns: &str, name: &str) -> Result<Vec<Event>> {
+    Ok(Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await?
+        .items)
+}
+
+/// Waits for an Event about `name` with `reason`, and returns it.
+pub async fn event_with_reason(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+) -> Result<Event> {
+    let found = wait::until(
+        &format!("an Event about {name} with reason {reason}"),
+        wait::DEFAULT,
+        || async {
+            let events = events_for(client, ns, name)
+                .await
+                .map_err(|e| e.to_string())?;
+            let reasons: Vec<_> = events.iter().map(|e| e.reason.clone()).collect();
+            events
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(reason))
+                .ok_or_else(|| format!("events: {reasons:?}"))
+        },
+    )
+    .await?;
+    Ok(found)
 }

@@ -13,7 +13,7 @@ use ari_e2e::scenario::*;
 use ari_e2e::stress;
 use ari_e2e::{trials, wait};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client, ResourceExt};
 
@@ -766,14 +766,6 @@ async fn text_configmap(
         .create(&PostParams::default(), &cm)
         .await?;
     Ok(())
-}
-
-/// Events about `name` in `ns` (core/v1 view, which includes events.k8s.io Events).
-async fn events_for(client: &Client, ns: &str, name: &str) -> Result<Vec<Event>> {
-    Ok(Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await?
-        .items)
 }
 
 async fn agent_marked_check(

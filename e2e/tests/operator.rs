@@ -237,6 +237,19 @@ fn failure_reasons(ctx: &Ctx) -> Result<()> {
         );
         let t = task_finished(&client, &ns, "fine", wait::DEFAULT).await?;
         expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        // Failures the executor decided get a Warning Event too, like the operator's own.
+        for (task, reason) in [
+            ("out-of-fuel", "FuelExhausted"),
+            ("crash", "Trap"),
+            ("wants-network", "CapabilityDenied"),
+        ] {
+            let e = event_with_reason(&client, &ns, task, reason).await?;
+            ensure!(
+                e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref().is_some_and(|m| !m.is_empty()),
+                "Event for {task}: {e:?}"
+            );
+        }
         Ok(())
     })
 }

@@ -9,7 +9,7 @@
 //! ignores `spec` there) and only for Tasks that are not finished, whose output and
 //! attestation do not exist yet; finished Tasks are only ever deleted.
 
-use ari_crds::Task;
+use ari_crds::{Task, TaskPhase};
 use k8s_openapi::api::core::v1::Pod;
 
 /// Annotation `kubectl apply` leaves with a full copy of the object.
@@ -29,8 +29,23 @@ pub fn trim_task(t: &mut Task) {
         s.output_base64 = None;
         s.attestation = None;
         s.limits_applied = None;
-        s.message = None;
+        // A failure's message becomes its Event's note (see task::controller).
+        match (s.phase, s.message.as_mut()) {
+            (Some(TaskPhase::Failed), Some(m)) => clip(m, crate::task::controller::NOTE_MAX),
+            _ => s.message = None,
+        }
         s.conditions.clear();
+    }
+}
+
+/// Shortens `s` to at most `max` bytes, at a character boundary.
+pub fn clip(s: &mut String, max: usize) {
+    if s.len() > max {
+        let cut = (0..=max)
+            .rev()
+            .find(|i| s.is_char_boundary(*i))
+            .unwrap_or(0);
+        s.truncate(cut);
     }
 }
 
@@ -82,5 +97,22 @@ mod tests {
             Some("out"),
             "the operator may write this status back"
         );
+    }
+
+    #[test]
+    fn a_failure_keeps_a_clipped_message_for_its_event() {
+        let mut t = task("Failed");
+        if let Some(s) = t.status.as_mut() {
+            s.message = Some("é".repeat(2_000));
+        }
+        trim_task(&mut t);
+        let m = t.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(m.len() <= crate::task::controller::NOTE_MAX && m.starts_with("éé"));
+        let mut ok = task("Succeeded");
+        if let Some(s) = ok.status.as_mut() {
+            s.message = Some("done".into());
+        }
+        trim_task(&mut ok);
+        assert_eq!(ok.status.and_then(|s| s.message), None);
     }
 }

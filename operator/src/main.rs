@@ -170,6 +170,8 @@ async fn main() -> anyhow::Result<()> {
     let task_ctx = Arc::new(TaskContext {
         base: ctx.clone(),
         seen: Seen::default(),
+        announced: Seen::default(),
+        started: k8s_openapi::jiff::Timestamp::now(),
         agents: agent_store.clone(),
         pods: pod_store.clone(),
     });

@@ -232,6 +232,8 @@ fn task_ctx_with(client: kube::Client, cached: Option<Agent>) -> Arc<TaskContext
     Arc::new(TaskContext {
         base: ctx(client),
         seen: Seen::default(),
+        announced: Seen::default(),
+        started: k8s_openapi::jiff::Timestamp::now(),
         agents,
         pods,
     })
@@ -372,4 +374,59 @@ async fn finished_task_past_ttl_is_deleted() {
     let del = one(&log, "DELETE", "tasks/t1");
     assert_eq!(del.body["preconditions"]["uid"], "task-uid");
     assert!(find(&log, "PUT", "status").is_empty());
+}
+
+/// A Task its executor failed at `completed`, with a message.
+fn failed_by_executor(completed: &str) -> Task {
+    task_json(
+        json!({"phase": "Failed", "reason": "FuelExhausted", "executor": "exec-1",
+               "message": "fuel exhausted after 1000000 units", "completionTime": completed}),
+        json!({}),
+    )
+}
+
+#[tokio::test]
+async fn executor_failure_gets_one_warning_event() {
+    let (client, log) = mock_client(task_routes(None));
+    let ctx = task_ctx(client);
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    for _ in 0..2 {
+        let res =
+            crate::task::controller::reconcile(Arc::new(failed_by_executor(&now)), ctx.clone())
+                .await;
+        assert!(res.is_ok(), "{res:?}");
+    }
+    let events = find(&log, "POST", "/events");
+    assert_eq!(events.len(), 1, "announced once, not per reconcile");
+    assert_eq!(events[0].body["reason"], "FuelExhausted");
+    assert_eq!(events[0].body["type"], "Warning");
+    assert_eq!(events[0].body["note"], "fuel exhausted after 1000000 units");
+    assert!(
+        find(&log, "PUT", "status").is_empty(),
+        "a finished Task is not written"
+    );
+}
+
+#[tokio::test]
+async fn failures_from_before_the_operator_started_are_not_announced_again() {
+    let log = run_task(failed_by_executor("2020-01-01T00:00:01Z"), None).await;
+    assert!(find(&log, "POST", "/events").is_empty());
+}
+
+#[tokio::test]
+async fn operator_decided_failure_is_announced_once() {
+    let (client, log) = mock_client(task_routes(None));
+    let ctx = task_ctx(client);
+    let res = crate::task::controller::reconcile(
+        Arc::new(task_json(Value::Null, json!({}))),
+        ctx.clone(),
+    )
+    .await;
+    assert!(res.is_ok(), "{res:?}");
+    // The watch then shows the Task as the operator wrote it.
+    let mut failed = task_json(Value::Null, json!({}));
+    failed.status = serde_json::from_value(written_status(&log)).ok();
+    let res = crate::task::controller::reconcile(Arc::new(failed), ctx).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert_eq!(find(&log, "POST", "/events").len(), 1);
 }

@@ -31,7 +31,8 @@ pub enum Error {
     NoNamespace,
 }
 
-/// Task UIDs whose completion was already counted in the metrics (bounded; cleared when full).
+/// Task UIDs already handled once: completions counted in the metrics, failures announced with
+/// an Event (bounded; cleared when full).
 #[derive(Default)]
 pub struct Seen(Mutex<HashSet<String>>);
 
@@ -58,6 +59,10 @@ pub struct TaskContext {
     /// case and only a negative answer (not found) is confirmed against the API server.
     pub agents: Store<Agent>,
     pub pods: Store<Pod>,
+    /// Failed Tasks that already have their Event.
+    pub announced: Seen,
+    /// When this process started: failures before it were announced by an earlier leader.
+    pub started: Timestamp,
 }
 
 impl TaskContext {
@@ -182,11 +187,40 @@ fn observe_finished(ctx: &TaskContext, task: &Task) {
     }
 }
 
+/// Longest Event note: the API server refuses notes over 1 KiB.
+pub const NOTE_MAX: usize = 1000;
+
+/// A Warning Event for a Task its executor failed (FuelExhausted, Trap, …), so `kubectl
+/// describe` and event-based alerting see executor-decided failures like the operator's own
+/// (which are announced where they are written). Only for Tasks finished since this process
+/// started, so a restarted operator does not repeat its predecessor's Events; a failure that
+/// happens while no operator runs keeps only its status. Successes get no Event: they are
+/// the hot path, and one more write per Task would cost a third of the throughput.
+async fn announce_failure(ctx: &TaskContext, task: &Task) {
+    let Some(status) = &task.status else { return };
+    let Some(uid) = task.uid() else { return };
+    let since_start = status
+        .completion_time
+        .as_ref()
+        .is_some_and(|t| t.0 >= ctx.started);
+    if task.phase() != TaskPhase::Failed || !since_start || !ctx.announced.first_time(&uid) {
+        return;
+    }
+    let reason = status.reason.map_or("Failed", |r| r.as_str());
+    let mut note = status
+        .message
+        .clone()
+        .unwrap_or_else(|| format!("failed: {reason}"));
+    crate::cache::clip(&mut note, NOTE_MAX);
+    ctx.base.event(task, true, reason, "Run", note).await;
+}
+
 /// Reconciles one Task.
 pub async fn reconcile(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Error> {
     let base = &ctx.base;
     base.metrics.reconciles.with_label_values(&["task"]).inc();
     observe_finished(&ctx, &task);
+    announce_failure(&ctx, &task).await;
     let ns = task.namespace().ok_or(Error::NoNamespace)?;
     let name = task.name_any();
     let client = base.client.clone();
@@ -263,6 +297,9 @@ pub async fn reconcile(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action,
         _ => (false, "", String::new(), ""),
     };
     info!(task = %name, namespace = %ns, reason, "{note}");
+    if let (Decision::Fail { .. }, Some(uid)) = (&decision, task.uid()) {
+        ctx.announced.first_time(&uid); // announced here, not again by announce_failure
+    }
     base.event(&*task, warning, reason, action, note).await;
     Ok(Action::await_change())
 }

@@ -111,6 +111,11 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let Some(agent) = bench.args.agents.first().cloned() else {
         return Ok(());
     };
+    // Either count 0 (e.g. `--jobs 0`): a Tasks-only run, with no half-empty table
+    // and no ratio against nothing.
+    if bench.args.jobs == 0 || bench.args.sequential_jobs == 0 {
+        return Ok(());
+    }
     let tracker = Tracker::default();
     let watches = watch(bench, tracker.clone());
     let api: Api<Job> = Api::namespaced(bench.client.clone(), &bench.ns);

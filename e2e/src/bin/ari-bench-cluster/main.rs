@@ -44,7 +44,7 @@ pub struct Args {
     /// Concurrent creators in throughput runs.
     #[arg(long, default_value_t = 16)]
     pub creators: usize,
-    /// Jobs in the Job-per-task throughput baseline.
+    /// Jobs in the Job-per-task throughput baseline (0 skips the baseline).
     #[arg(long, default_value_t = 200)]
     pub jobs: usize,
     /// Jobs created one at a time for the baseline's latency.
