@@ -13,7 +13,7 @@ mod tracker;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use ari_e2e::scenario::OPERATOR_NS;
@@ -190,6 +190,30 @@ impl Bench {
     /// Control-plane processes (etcd, kube-apiserver, ...) by executable name.
     pub fn control_plane_pids(&self) -> Vec<(String, u32)> {
         procstat::processes_under(self.cluster.dir())
+    }
+
+    /// Waits (up to 60 s) until the control plane and the operator are idle: under 10 % of a
+    /// core over half a second. Deleting a 2,000-Task batch keeps kube-apiserver, the garbage
+    /// collector and every watcher busy for seconds after the DELETE returns; without this the
+    /// next run would measure its own Tasks plus the previous run's cleanup.
+    pub async fn quiesce(&self) -> Result<()> {
+        const WINDOW: Duration = Duration::from_millis(500);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut pids: Vec<u32> = self
+                .control_plane_pids()
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect();
+            pids.extend(self.operator_pids().await?);
+            let busy = || pids.iter().map(|p| procstat::cpu_seconds(*p)).sum::<f64>();
+            let before = busy();
+            tokio::time::sleep(WINDOW).await;
+            let used = busy() - before;
+            if used < 0.1 * WINDOW.as_secs_f64() || Instant::now() >= deadline {
+                return Ok(());
+            }
+        }
     }
 }
 

@@ -305,6 +305,7 @@ pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
             for &concurrency in &bench.args.concurrency {
                 apply_agent(client, ns, agent, agent, replicas, concurrency).await?;
                 settle(client, ns, agent, replicas).await?;
+                bench.quiesce().await?;
                 let batch = format!("{agent}-r{replicas}-c{concurrency}");
                 let names: Vec<String> = (0..bench.args.tasks)
                     .map(|i| format!("{batch}-{i}"))
