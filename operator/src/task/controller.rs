@@ -61,7 +61,8 @@ pub struct TaskContext {
     pub pods: Store<Pod>,
     /// Failed Tasks that already have their Event.
     pub announced: Seen,
-    /// When this process started: failures before it were announced by an earlier leader.
+    /// When this process began leading (set after the Lease is won): failures before it were
+    /// announced by an earlier leader.
     pub started: Timestamp,
 }
 
@@ -193,7 +194,7 @@ pub const NOTE_MAX: usize = 1000;
 /// A Warning Event for a Task its executor failed (FuelExhausted, Trap, …), so `kubectl
 /// describe` and event-based alerting see executor-decided failures like the operator's own
 /// (which are announced where they are written). Only for Tasks finished since this process
-/// started, so a restarted operator does not repeat its predecessor's Events; a failure that
+/// began leading, so a restarted or newly elected operator does not repeat its predecessor's Events; a failure that
 /// happens while no operator runs keeps only its status. Successes get no Event: they are
 /// the hot path, and one more write per Task would cost a third of the throughput.
 async fn announce_failure(ctx: &TaskContext, task: &Task) {
