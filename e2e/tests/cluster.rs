@@ -3,15 +3,13 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
-use ari_e2e::{Cluster, NodeAgent, wait};
+use ari_e2e::{Cluster, NodeAgent, trials, wait};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
-use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::json;
 
 struct Ctx {
@@ -21,62 +19,33 @@ struct Ctx {
     cluster: Cluster,
 }
 
-type TrialFn = fn(&Ctx) -> Result<()>;
-
 fn main() -> std::process::ExitCode {
-    let args = Arguments::from_args();
-    let trials: Vec<(&str, TrialFn)> = vec![
-        ("control_plane_reports_v1_35_4", control_plane_version),
-        (
-            "deployment_pod_runs_ready_via_scheduler",
-            deployment_pod_runs,
-        ),
-        ("env_and_volumes_are_resolved", env_and_volumes),
-        (
-            "pod_kubeconfig_is_its_service_account",
-            service_account_identity,
-        ),
-        ("pods_get_own_ips_and_readiness_probes", own_ips_and_probes),
-        (
-            "deleting_deployment_collects_rs_pod_and_process",
-            deletion_gc,
-        ),
-        ("killed_process_restarts", killed_process_restarts),
-        ("deleted_pod_gets_sigterm_first", graceful_termination),
-        ("unknown_image_is_reported", unknown_image),
-    ];
-    let ctx: Option<Arc<Ctx>> = if args.list {
-        None
-    } else {
-        match start() {
-            Ok(c) => Some(Arc::new(c)),
-            Err(e) => {
-                eprintln!("cannot start the e2e cluster: {e:#}");
-                return std::process::ExitCode::FAILURE;
-            }
-        }
-    };
-    let tests = trials
-        .into_iter()
-        .map(|(name, f)| {
-            let ctx = ctx.clone();
-            Trial::test(name, move || {
-                let Some(ctx) = ctx else {
-                    return Err(Failed::from("no cluster"));
-                };
-                f(&ctx).map_err(|e| Failed::from(format!("{e:#}")))
-            })
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, tests);
-    // `exit()` skips destructors, so tear the cluster down first.
-    drop(ctx);
-    if conclusion.has_failed() {
-        std::process::ExitCode::FAILURE
-    } else {
-        std::process::ExitCode::SUCCESS
-    }
+    trials::run_phases(
+        start,
+        vec![vec![
+            ("control_plane_reports_v1_35_4", control_plane_version),
+            (
+                "deployment_pod_runs_ready_via_scheduler",
+                deployment_pod_runs,
+            ),
+            ("env_and_volumes_are_resolved", env_and_volumes),
+            (
+                "pod_kubeconfig_is_its_service_account",
+                service_account_identity,
+            ),
+            ("pods_get_own_ips_and_readiness_probes", own_ips_and_probes),
+            (
+                "deleting_deployment_collects_rs_pod_and_process",
+                deletion_gc,
+            ),
+            ("killed_process_restarts", killed_process_restarts),
+            ("deleted_pod_gets_sigterm_first", graceful_termination),
+            ("unknown_image_is_reported", unknown_image),
+        ]],
+    )
 }
+
+impl trials::Shared for Ctx {}
 
 fn start() -> Result<Ctx> {
     let rt = tokio::runtime::Runtime::new()?;
