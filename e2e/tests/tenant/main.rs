@@ -1,0 +1,12 @@
+//! The namespace user as attacker: someone with `create` on Agents and Tasks in one namespace
+//! (and, where a trial says so, on Secrets) tries each attack of docs/security.md's tenant table
+//! on a real control plane. Every trial asserts the attack failed *and* that the operator and
+//! executors still serve other namespaces.
+//! Run: `cargo build --bins && cargo test -p ari-e2e --test tenant`.
+
+use ari_e2e::trials;
+
+fn main() -> std::process::ExitCode {
+    // Each attack family lives in its own module; add its trials here.
+    trials::run(Vec::new())
+}
