@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the example agents (examples/agents) into wasm32-wasip2 components and copies them to
-# ${ARI_TARGET_DIR:-<repo>/target}/agents/<name>.wasm. Cargo's target dir is cached under the same
+# Builds the example agents (examples/agents) and the hostile test fixtures (fixtures/agents) into
+# wasm32-wasip2 components and copies them to ${ARI_TARGET_DIR:-<repo>/target}/agents/<name>.wasm. Cargo's target dir is cached under the same
 # root, and files are only copied when they changed, so a second run does almost nothing.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,12 +10,16 @@ out="$root/agents"
 
 rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
-manifest="$repo/examples/agents/Cargo.toml"
-cargo build --release --target wasm32-wasip2 --manifest-path "$manifest" \
-  --target-dir "$cargo_target" "$@"
+manifests=("$repo/examples/agents/Cargo.toml" "$repo/fixtures/agents/Cargo.toml")
+for manifest in "${manifests[@]}"; do
+  cargo build --release --target wasm32-wasip2 --manifest-path "$manifest" \
+    --target-dir "$cargo_target" "$@"
+done
 
-# The members, in order, as the workspace manifest lists them.
-members=$(sed -n '/^members = \[/,/^\]/p' "$manifest" | grep -o '"[^"]*"' | tr -d '"')
+# The members, in order, as the workspace manifests list them.
+members=$(for manifest in "${manifests[@]}"; do
+  sed -n '/^members = \[/,/^\]/p' "$manifest" | grep -o '"[^"]*"' | tr -d '"'
+done)
 
 mkdir -p "$out"
 # A component's preamble: magic "\0asm", version 0x0d 0x00, layer 0x01 0x00 (a core module has

@@ -27,7 +27,9 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "guest agents' own unit tests (native)"
-(cd examples/agents && cargo test --locked --target-dir "$repo/target/agents-native")
+for guests in examples/agents fixtures/agents; do
+  (cd "$guests" && cargo test --locked --target-dir "$repo/target/agents-native")
+done
 
 step "binaries for the e2e suite"
 cargo build --locked --bins
