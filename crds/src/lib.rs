@@ -19,7 +19,7 @@ pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
 };
 pub use task::{
-    AgentRef, Attestation, InputError, InputFrom, InputSource, KeyRef, LimitsApplied, OutputRef,
+    AgentRef, AttestedEnding, AttestedLimits, AttestedTask, Attestation, InputError, InputFrom, InputSource, KeyRef, LimitsApplied, OutputRef,
     ResourcesUsed, Task, TaskPhase, TaskReason, TaskSpec, TaskStatus, format_duration_millis,
 };
 

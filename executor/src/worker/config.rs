@@ -27,6 +27,9 @@ pub struct WorkerConfig {
     pub heartbeat: Duration,
     /// How long a Task another executor owns waits before this one may claim it.
     pub steal_after: Duration,
+    /// `ARI_MODULE_DIGEST`: the digest the operator validated; a module that hashes otherwise
+    /// is refused (see `module::check_pinned`).
+    pub module_digest: Option<String>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -115,6 +118,7 @@ impl WorkerConfig {
             signing_key: get("ARI_SIGNING_KEY"),
             heartbeat,
             steal_after,
+            module_digest: get("ARI_MODULE_DIGEST"),
         })
     }
 }
