@@ -378,24 +378,70 @@ mod tests {
         ));
     }
 
+    /// A named edit of an attestation.
+    type Edit = (&'static str, Box<dyn Fn(&mut Attestation)>);
+
     #[test]
     fn ending_limits_grants_and_task_identity_are_signed() {
         let key = SigningKey::from_bytes(&[3; 32]);
         let att = Attestation::sign(claims(), &key);
-        let edits: Vec<(&str, Box<dyn Fn(&mut Attestation)>)> = vec![
-            ("phase", Box::new(|a: &mut Attestation| a.ending = Ending::of(Some(FailureKind::Trap)))),
-            ("namespace", Box::new(|a: &mut Attestation| a.task.namespace = "team-b".into())),
-            ("name", Box::new(|a: &mut Attestation| a.task.name = "t2".into())),
-            ("uid", Box::new(|a: &mut Attestation| a.task.uid = "2222".into())),
-            ("fuel limit", Box::new(|a: &mut Attestation| a.limits_applied.fuel += 1)),
-            ("memory", Box::new(|a: &mut Attestation| a.limits_applied.memory_bytes += 1)),
-            ("timeout", Box::new(|a: &mut Attestation| a.limits_applied.timeout_millis += 1)),
-            ("output cap", Box::new(|a: &mut Attestation| a.limits_applied.max_output_bytes += 1)),
-            ("input cap", Box::new(|a: &mut Attestation| a.limits_applied.max_input_bytes += 1)),
-            ("grants", Box::new(|a: &mut Attestation| a.limits_applied.capabilities.push("signing".into()))),
-            ("quota", Box::new(|a: &mut Attestation| a.limits_applied.storage_max_bytes = None)),
-            ("hosts", Box::new(|a: &mut Attestation| a.limits_applied.allowed_hosts.push("https://evil".into()))),
-            ("requirements", Box::new(|a: &mut Attestation| a.requirements.clear())),
+        let edits: Vec<Edit> = vec![
+            (
+                "phase",
+                Box::new(|a: &mut Attestation| a.ending = Ending::of(Some(FailureKind::Trap))),
+            ),
+            (
+                "namespace",
+                Box::new(|a: &mut Attestation| a.task.namespace = "team-b".into()),
+            ),
+            (
+                "name",
+                Box::new(|a: &mut Attestation| a.task.name = "t2".into()),
+            ),
+            (
+                "uid",
+                Box::new(|a: &mut Attestation| a.task.uid = "2222".into()),
+            ),
+            (
+                "fuel limit",
+                Box::new(|a: &mut Attestation| a.limits_applied.fuel += 1),
+            ),
+            (
+                "memory",
+                Box::new(|a: &mut Attestation| a.limits_applied.memory_bytes += 1),
+            ),
+            (
+                "timeout",
+                Box::new(|a: &mut Attestation| a.limits_applied.timeout_millis += 1),
+            ),
+            (
+                "output cap",
+                Box::new(|a: &mut Attestation| a.limits_applied.max_output_bytes += 1),
+            ),
+            (
+                "input cap",
+                Box::new(|a: &mut Attestation| a.limits_applied.max_input_bytes += 1),
+            ),
+            (
+                "grants",
+                Box::new(|a: &mut Attestation| {
+                    a.limits_applied.capabilities.push("signing".into())
+                }),
+            ),
+            (
+                "quota",
+                Box::new(|a: &mut Attestation| a.limits_applied.storage_max_bytes = None),
+            ),
+            (
+                "hosts",
+                Box::new(|a: &mut Attestation| {
+                    a.limits_applied.allowed_hosts.push("https://evil".into())
+                }),
+            ),
+            (
+                "requirements",
+                Box::new(|a: &mut Attestation| a.requirements.clear()),
+            ),
         ];
         for (what, edit) in edits {
             let mut edited = att.clone();
@@ -475,8 +521,12 @@ mod tests {
         att.signature = hex::encode(sig);
         let key = VerifyingKey::from_bytes(&identity).expect("decodes");
         assert!(
-            ed25519_dalek::Verifier::verify(&key, &att.signed_message(), &Signature::from_bytes(&sig))
-                .is_ok(),
+            ed25519_dalek::Verifier::verify(
+                &key,
+                &att.signed_message(),
+                &Signature::from_bytes(&sig)
+            )
+            .is_ok(),
             "non-strict verification accepts the trivial forgery"
         );
         assert_eq!(

@@ -147,7 +147,12 @@ fn signing_granted_and_denied() {
     use ed25519_dalek::Verifier;
     assert!(agent_key.verifying_key().verify(b"message", &sig).is_err());
     let signed = ari_executor::attestation::guest_signed_message(b"message");
-    assert!(agent_key.verifying_key().verify_strict(&signed, &sig).is_ok());
+    assert!(
+        agent_key
+            .verifying_key()
+            .verify_strict(&signed, &sig)
+            .is_ok()
+    );
     let o = run("signer", "message", grants(&[]));
     assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
 }
@@ -228,7 +233,11 @@ fn input_over_the_limit_is_refused() {
 fn a_gzip_bomb_response_fails_the_task_after_at_most_the_cap_of_decoded_bytes() {
     let server = http::Server::start();
     let url = format!("{}/bomb", server.base);
-    let o = run("fetch", &url, grants(&[&format!("network={}", server.base)]));
+    let o = run(
+        "fetch",
+        &url,
+        grants(&[&format!("network={}", server.base)]),
+    );
     assert_eq!(o.failure_kind(), Some(FailureKind::HostError), "{o:?}");
     let message = &o.failure.as_ref().expect("failed").message;
     assert!(
@@ -240,8 +249,16 @@ fn a_gzip_bomb_response_fails_the_task_after_at_most_the_cap_of_decoded_bytes() 
         o.trace.events.as_slice(),
         [ari_executor::trace::TraceEvent::HttpError { .. }]
     ));
-    assert!(o.resources_used.network_bytes < 4096, "{:?}", o.resources_used);
-    assert!(o.resources_used.memory_bytes < 16 << 20, "{:?}", o.resources_used);
+    assert!(
+        o.resources_used.network_bytes < 4096,
+        "{:?}",
+        o.resources_used
+    );
+    assert!(
+        o.resources_used.memory_bytes < 16 << 20,
+        "{:?}",
+        o.resources_used
+    );
 }
 
 #[test]
@@ -254,7 +271,11 @@ fn a_slow_server_cannot_hold_a_task_past_its_deadline() {
     let mut req = request(&url, grants(&[&format!("network={}", server.base)]));
     req.limits.timeout = std::time::Duration::from_secs(1);
     let o = agent("fetch").run(req);
-    assert_eq!(o.failure_kind(), Some(FailureKind::DeadlineExceeded), "{o:?}");
+    assert_eq!(
+        o.failure_kind(),
+        Some(FailureKind::DeadlineExceeded),
+        "{o:?}"
+    );
     match o.trace.events.as_slice() {
         [ari_executor::trace::TraceEvent::HttpError { error, .. }] => {
             assert_eq!(error, ari_executor::capability::http::DEADLINE_ERROR)

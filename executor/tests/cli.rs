@@ -109,10 +109,24 @@ fn json_report_verifies_and_tampering_fails() {
     std::fs::write(&file, &out.stdout).expect("write");
     let file = file.display().to_string();
     let unpinned = ari(&["verify", &file, "--module", &path("counter")]);
-    assert_eq!(unpinned.status.code(), Some(2), "no key pinned, none accepted");
+    assert_eq!(
+        unpinned.status.code(),
+        Some(2),
+        "no key pinned, none accepted"
+    );
     assert!(String::from_utf8_lossy(&unpinned.stderr).contains("--public-key"));
-    let pk = report["attestation"]["publicKey"].as_str().expect("key").to_string();
-    let pinned = ari(&["verify", &file, "--module", &path("counter"), "--public-key", &pk]);
+    let pk = report["attestation"]["publicKey"]
+        .as_str()
+        .expect("key")
+        .to_string();
+    let pinned = ari(&[
+        "verify",
+        &file,
+        "--module",
+        &path("counter"),
+        "--public-key",
+        &pk,
+    ]);
     assert_eq!(
         pinned.status.code(),
         Some(0),

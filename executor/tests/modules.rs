@@ -108,7 +108,10 @@ fn a_component_over_the_per_component_memory_and_table_ceilings_is_refused_with_
     })
     .expect("pooling runtime");
     let max = ari_executor::engine::MAX_MEMORIES_PER_COMPONENT as usize;
-    let within = pooled.load(&component_with(max)).err().expect("no agent export");
+    let within = pooled
+        .load(&component_with(max))
+        .err()
+        .expect("no agent export");
     assert!(within.to_string().contains("does not export"), "{within}");
     let over = pooled
         .load(&component_with(max + 1))

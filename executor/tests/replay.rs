@@ -151,13 +151,8 @@ fn a_failed_run_replays_to_the_same_failure() {
     );
     assert_eq!(o.failure_kind(), Some(FailureKind::FuelExhausted));
     let report = RunReport::new(o, b"", &[]);
-    verify_report(
-        runtime(),
-        &report,
-        &agent_bytes("spin"),
-        &embedded(),
-    )
-    .expect("replay of a fuel-exhausted run");
+    verify_report(runtime(), &report, &agent_bytes("spin"), &embedded())
+        .expect("replay of a fuel-exhausted run");
 }
 
 #[test]
@@ -166,8 +161,8 @@ fn verify_refuses_without_a_pinned_key_unless_the_embedded_key_is_accepted() {
     let e = verify_report(runtime(), &report, &module, &VerifyOptions::default())
         .expect_err("no trusted key");
     assert!(matches!(e, VerifyError::NoTrustedKey { .. }), "{e}");
-    let key = ari_executor::attestation::parse_public_key(&report.attestation.public_key)
-        .expect("key");
+    let key =
+        ari_executor::attestation::parse_public_key(&report.attestation.public_key).expect("key");
     let pinned = VerifyOptions {
         trusted_key: Some(key),
         ..Default::default()

@@ -28,7 +28,11 @@ impl CryptoCapability {
             .signing
             .as_ref()
             .ok_or_else(|| CapError::not_granted("signing"))?;
-        Ok(grant.key.sign(&guest_signed_message(data)).to_bytes().to_vec())
+        Ok(grant
+            .key
+            .sign(&guest_signed_message(data))
+            .to_bytes()
+            .to_vec())
     }
 
     /// Strict Ed25519 verification of a guest signature (context prefix applied); malformed

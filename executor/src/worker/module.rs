@@ -163,7 +163,9 @@ fn download(
         scheme.check(&url).map_err(WorkerError::Module)?;
         let left = MODULE_DOWNLOAD_TIMEOUT.saturating_sub(started.elapsed());
         if left.is_zero() {
-            return Err(WorkerError::Module(format!("GET {url}: download timed out")));
+            return Err(WorkerError::Module(format!(
+                "GET {url}: download timed out"
+            )));
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .max_redirects(0)
@@ -182,7 +184,9 @@ fn download(
                 .headers()
                 .get("location")
                 .and_then(|v| v.to_str().ok())
-                .ok_or_else(|| WorkerError::Module(format!("GET {url}: {status} without Location")))?;
+                .ok_or_else(|| {
+                    WorkerError::Module(format!("GET {url}: {status} without Location"))
+                })?;
             url = url
                 .join(location)
                 .map_err(|e| WorkerError::Module(format!("GET {url}: bad redirect: {e}")))?;
@@ -191,7 +195,10 @@ fn download(
         if !(200..300).contains(&status) {
             return Err(WorkerError::Module(format!("GET {url}: HTTP {status}")));
         }
-        let mut reader = response.into_body().into_reader().take(max.saturating_add(1));
+        let mut reader = response
+            .into_body()
+            .into_reader()
+            .take(max.saturating_add(1));
         let mut body = Vec::new();
         let mut chunk = vec![0u8; 64 << 10];
         loop {
@@ -321,7 +328,10 @@ mod tests {
         let url = format!("{}/bomb", server.base);
         let cap = 4 << 20;
         let err = download(&url, Scheme::HttpsOrLoopbackHttp, &never, cap).expect_err("bomb");
-        assert!(err.to_string().contains("larger than 4194304 bytes"), "{err}");
+        assert!(
+            err.to_string().contains("larger than 4194304 bytes"),
+            "{err}"
+        );
         let small = format!("{}/small", server.base);
         let ok = download(&small, Scheme::HttpsOrLoopbackHttp, &never, cap).expect("small");
         assert_eq!(ok, b"abc");
@@ -346,7 +356,10 @@ mod tests {
             1 << 20,
         )
         .expect_err("redirect to http");
-        assert!(err.to_string().contains("must be https: http://localhost"), "{err}");
+        assert!(
+            err.to_string().contains("must be https: http://localhost"),
+            "{err}"
+        );
     }
 
     #[test]

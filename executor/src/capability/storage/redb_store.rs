@@ -166,18 +166,13 @@ impl StorageBackend for RedbBackend {
         let txn = self.db.begin_write().map_err(be)?;
         {
             let mut table = txn.open_table(RECEIPTS).map_err(be)?;
-            let stamp = table
-                .remove((agent, id))
-                .map_err(be)?
-                .map(|v| v.value().0);
+            let stamp = table.remove((agent, id)).map_err(be)?.map(|v| v.value().0);
             if let Some(t) = stamp {
                 let mut times = txn.open_table(RECEIPT_TIMES).map_err(be)?;
                 times.remove((agent, t, id)).map_err(be)?;
                 let mut count_t = txn.open_table(RECEIPT_COUNT).map_err(be)?;
                 let count = count_t.get(agent).map_err(be)?.map_or(0, |g| g.value());
-                count_t
-                    .insert(agent, count.saturating_sub(1))
-                    .map_err(be)?;
+                count_t.insert(agent, count.saturating_sub(1)).map_err(be)?;
             }
         }
         txn.commit().map_err(be)
