@@ -149,6 +149,40 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Why [`read_capped`] stopped.
+#[derive(Debug)]
+pub(crate) enum CappedError {
+    TooLarge,
+    Cancelled,
+    Io(std::io::Error),
+}
+
+/// Reads at most `max` + 1 bytes of `reader` (decoded bytes when it decodes), in 64 KiB
+/// chunks, checking `cancel` between them: memory stays bounded whatever the source claims.
+pub(crate) fn read_capped(
+    reader: impl Read,
+    max: u64,
+    cancel: &AtomicBool,
+) -> Result<Vec<u8>, CappedError> {
+    let mut reader = reader.take(max.saturating_add(1));
+    let mut body = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        if cancel.load(Ordering::Acquire) {
+            return Err(CappedError::Cancelled);
+        }
+        let n = reader.read(&mut chunk).map_err(CappedError::Io)?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    if body.len() as u64 > max {
+        return Err(CappedError::TooLarge);
+    }
+    Ok(body)
+}
+
 /// Follows up to [`MODULE_MAX_REDIRECTS`] redirects itself (each hop's scheme checked), within
 /// [`MODULE_DOWNLOAD_TIMEOUT`] overall, and reads at most `max` *decoded* bytes.
 fn download(
@@ -195,30 +229,14 @@ fn download(
         if !(200..300).contains(&status) {
             return Err(WorkerError::Module(format!("GET {url}: HTTP {status}")));
         }
-        let mut reader = response
-            .into_body()
-            .into_reader()
-            .take(max.saturating_add(1));
-        let mut body = Vec::new();
-        let mut chunk = vec![0u8; 64 << 10];
-        loop {
-            if cancel.load(Ordering::Acquire) {
-                return Err(WorkerError::Module(format!("GET {url}: cancelled")));
-            }
-            let n = reader
-                .read(&mut chunk)
-                .map_err(|e| WorkerError::Module(format!("reading {url}: {e}")))?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-        if body.len() as u64 > max {
-            return Err(WorkerError::Module(format!(
+        let reader = response.into_body().into_reader();
+        return read_capped(reader, max, cancel).map_err(|e| match e {
+            CappedError::TooLarge => WorkerError::Module(format!(
                 "reading {url}: module is larger than {max} bytes (after decoding)"
-            )));
-        }
-        return Ok(body);
+            )),
+            CappedError::Cancelled => WorkerError::Module(format!("GET {url}: cancelled")),
+            CappedError::Io(e) => WorkerError::Module(format!("reading {url}: {e}")),
+        });
     }
     Err(WorkerError::Module(format!(
         "GET {url}: more than {MODULE_MAX_REDIRECTS} redirects"
@@ -335,6 +353,28 @@ mod tests {
         let small = format!("{}/small", server.base);
         let ok = download(&small, Scheme::HttpsOrLoopbackHttp, &never, cap).expect("small");
         assert_eq!(ok, b"abc");
+    }
+
+    #[test]
+    fn an_endless_decoded_stream_is_read_only_to_the_cap() {
+        /// Counts the bytes pulled from an endless source.
+        struct Counting(u64);
+        impl Read for Counting {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                buf.fill(0);
+                self.0 += buf.len() as u64;
+                Ok(buf.len())
+            }
+        }
+        let mut source = Counting(0);
+        let never = AtomicBool::new(false);
+        let cap = 4 << 20;
+        let err = read_capped(&mut source, cap, &never).expect_err("endless");
+        assert!(matches!(err, CappedError::TooLarge), "{err:?}");
+        assert_eq!(source.0, cap + 1, "bytes seen");
+        let cancelled = AtomicBool::new(true);
+        let err = read_capped(Counting(0), cap, &cancelled).expect_err("cancelled");
+        assert!(matches!(err, CappedError::Cancelled), "{err:?}");
     }
 
     #[test]
