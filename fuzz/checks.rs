@@ -87,10 +87,27 @@ fn genuine() -> &'static (Attestation, SigningKey) {
     GENUINE.get_or_init(|| {
         let key = SigningKey::from_bytes(&[7; 32]);
         let claims = ari_executor::attestation::Claims {
+            task: ari_executor::attestation::TaskIdentity {
+                namespace: "team-a".into(),
+                name: "t-1".into(),
+                uid: "0f0f-uid".into(),
+            },
             module_sha256: "ab".repeat(32),
             input_sha256: "cd".repeat(32),
-            output_sha256: "ef".repeat(32),
+            requirements: vec!["network".into(), "storage".into()],
             seed: [1; 32],
+            limits_applied: ari_executor::LimitsApplied {
+                fuel: 1_000_000,
+                memory_bytes: 16 << 20,
+                timeout_millis: 30_000,
+                max_output_bytes: 1 << 20,
+                max_input_bytes: 1 << 20,
+                capabilities: vec!["network".into(), "storage".into()],
+                storage_max_bytes: Some(4096),
+                allowed_hosts: vec!["https://example.com".into()],
+            },
+            failure: Some(ari_executor::FailureKind::Trap),
+            output_sha256: "ef".repeat(32),
             resources_used: ari_executor::ResourcesUsed {
                 fuel: 12345,
                 cpu_millis: 3,

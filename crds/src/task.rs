@@ -285,16 +285,23 @@ pub struct LimitsApplied {
     pub capabilities: Vec<String>,
 }
 
-/// Signed, replayable record of a run; `signature` is Ed25519 over a canonical encoding of
-/// the other fields (defined by the executor's `verify`).
+/// Signed, replayable record of a run (format `ari.dev/attestation/v2`); `signature` is Ed25519
+/// over the DSSE pre-authentication encoding of the canonical JSON of the other fields, in this
+/// order (docs/runtime.md). Field names and order must match the executor's `Attestation`.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Attestation {
     pub format: String,
+    pub task: AttestedTask,
     pub module_sha256: String,
     pub input_sha256: String,
-    pub output_sha256: String,
+    /// Capability names the Task required.
+    #[serde(default)]
+    pub requirements: Vec<String>,
     pub seed: String,
+    pub limits_applied: AttestedLimits,
+    pub ending: AttestedEnding,
+    pub output_sha256: String,
     pub resources_used: ResourcesUsed,
     pub trace_sha256: String,
     pub executor: String,
@@ -302,6 +309,39 @@ pub struct Attestation {
     pub public_key: String,
     /// Hex Ed25519 signature.
     pub signature: String,
+}
+
+/// The Task an attestation is about (empty strings where the runner did not know).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AttestedTask {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// How the attested run ended: `Succeeded`/`Completed` or `Failed`/<reason>.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AttestedEnding {
+    pub phase: String,
+    pub reason: String,
+}
+
+/// The signed limits and grants (all of the executor's `LimitsApplied`, replay needs each).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AttestedLimits {
+    pub fuel: u64,
+    pub memory_bytes: u64,
+    pub timeout_millis: u64,
+    pub max_output_bytes: u64,
+    pub max_input_bytes: u64,
+    pub capabilities: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Where a Task's input comes from.

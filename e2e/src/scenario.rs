@@ -376,6 +376,19 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
         Some(&att.output_sha256) == status.output_sha256.as_ref(),
         "attestation outputSha256 differs from status.outputSha256"
     );
+    ensure!(
+        att.task.namespace == task.namespace().unwrap_or_default()
+            && att.task.name == task.name_any()
+            && Some(&att.task.uid) == task.uid().as_ref(),
+        "attestation is for Task {:?}, not this one",
+        att.task
+    );
+    let phase = status.phase.as_ref().map(|p| format!("{p:?}"));
+    ensure!(
+        Some(&att.ending.phase) == phase.as_ref(),
+        "attestation ending {:?} differs from status phase {phase:?}",
+        att.ending
+    );
     let digest = agent
         .status
         .as_ref()

@@ -34,15 +34,33 @@ pub enum AllocatorChoice {
     OnDemand,
 }
 
+/// Per-component ceilings, the same under both allocators (the pool checks them when a
+/// component is loaded, the store's limiter when it is instantiated): a Rust wasip2 agent uses
+/// one memory, a few tables and a handful of core instances, far inside these.
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+pub const MAX_MEMORIES_PER_COMPONENT: u32 = 2;
+pub const MAX_TABLES_PER_COMPONENT: u32 = 8;
+
 /// Sizing of the pooling allocator.
 #[derive(Debug, Clone)]
 pub struct PoolConfig {
-    /// Component instances that can be alive at once (>= the worker's task concurrency).
+    /// Component instances that can be alive at once: the worker sets its task concurrency
+    /// (see [`PoolConfig::for_concurrency`]).
     pub slots: u32,
     /// Largest linear memory any instance may reach; task memory limits are clamped to it.
     pub max_memory_bytes: u64,
     /// Bytes of each memory slot kept mapped between tasks, so reuse needs no page faults.
     pub keep_resident_bytes: usize,
+}
+
+impl PoolConfig {
+    /// A pool with one slot per concurrently running task.
+    pub fn for_concurrency(concurrency: usize) -> Self {
+        Self {
+            slots: u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX),
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for PoolConfig {
@@ -114,11 +132,15 @@ fn base_config(opts: &EngineOptions) -> Config {
 fn pooling_engine(opts: &EngineOptions) -> wasmtime::Result<Engine> {
     let slots = opts.pool.slots.max(1);
     let mut pool = PoolingAllocationConfig::new();
+    // Totals let every slot hold a component at the per-component ceilings, so a full pool
+    // never fails for want of memories or tables while a component slot is free.
     pool.total_component_instances(slots)
-        // A Rust wasip2 component holds a handful of core instances and one or two memories.
-        .total_core_instances(slots.saturating_mul(8))
-        .total_memories(slots.saturating_mul(2))
-        .total_tables(slots.saturating_mul(4))
+        .total_core_instances(slots.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT))
+        .total_memories(slots.saturating_mul(MAX_MEMORIES_PER_COMPONENT))
+        .total_tables(slots.saturating_mul(MAX_TABLES_PER_COMPONENT))
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
         .max_memory_size(usize::try_from(opts.pool.max_memory_bytes).unwrap_or(usize::MAX))
         .linear_memory_keep_resident(opts.pool.keep_resident_bytes)
         .table_keep_resident(64 * 1024)
@@ -178,6 +200,19 @@ mod tests {
         assert_eq!(deadline_ticks(Duration::from_millis(10)), 2);
         assert_eq!(deadline_ticks(Duration::from_millis(11)), 3);
         assert_eq!(deadline_ticks(Duration::from_secs(1)), 101);
+    }
+
+    #[test]
+    fn the_pool_has_a_slot_per_concurrent_task() {
+        assert_eq!(PoolConfig::for_concurrency(1024).slots, 1024);
+        assert_eq!(PoolConfig::for_concurrency(0).slots, 1);
+        let opts = EngineOptions {
+            allocator: AllocatorChoice::Auto,
+            pool: PoolConfig::for_concurrency(1024),
+            ..Default::default()
+        };
+        // Pooling when the address space allows, else the on-demand fallback: never an error.
+        assert!(build_engine(&opts).is_ok());
     }
 
     #[test]

@@ -84,6 +84,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
         |mut cx: Cx<'_>, (request,): (OutgoingRequest,)| {
             charge(&mut cx, fuel_costs::HTTP_REQUEST, request_bytes(&request))?;
             let result = cx.data().caps().http_request(to_cap_request(request));
+            // The deadline passed while the host waited: end the task as the epoch would have.
+            if matches!(&result, Err(CapError::Failed(m)) if m == capability::http::DEADLINE_ERROR)
+            {
+                check_trace(&cx)?;
+                return Err(wasmtime::Trap::Interrupt.into());
+            }
             let result = guest_result(&mut cx, result)?.map(from_cap_response);
             if let Ok(response) = &result {
                 charge_bytes(&mut cx, fuel_costs::HTTP_REQUEST, response_bytes(response))?;

@@ -116,12 +116,46 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
     ) -> wasmtime::Result<bool> {
         Ok(desired <= MAX_TABLE_ELEMENTS)
     }
+
+    // Counts per store (one task): the same ceilings the pool applies per component, so the
+    // on-demand allocator bounds them too.
+    fn instances(&self) -> usize {
+        crate::engine::MAX_CORE_INSTANCES_PER_COMPONENT as usize
+    }
+
+    fn tables(&self) -> usize {
+        crate::engine::MAX_TABLES_PER_COMPONENT as usize
+    }
+
+    fn memories(&self) -> usize {
+        crate::engine::MAX_MEMORIES_PER_COMPONENT as usize
+    }
+}
+
+/// WASI resources (streams, pollables, …) one task may hold at once; a guest leaking handles
+/// gets an error from WASI instead of growing host memory.
+pub const MAX_WASI_HANDLES: usize = 4096;
+
+/// The task's WASI resource table, bounded by [`MAX_WASI_HANDLES`].
+pub fn resource_table() -> wasmtime::component::ResourceTable {
+    let mut table = wasmtime::component::ResourceTable::new();
+    table.set_max_capacity(MAX_WASI_HANDLES);
+    table
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use wasmtime::ResourceLimiter;
+
+    #[test]
+    fn a_task_cannot_hold_more_wasi_handles_than_the_bound() {
+        let mut table = resource_table();
+        for i in 0..MAX_WASI_HANDLES {
+            table.push(i).expect("under the bound");
+        }
+        assert!(table.push(0usize).is_err());
+    }
 
     #[test]
     fn limiter_counts_all_memories_and_records_peak() {

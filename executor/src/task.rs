@@ -6,9 +6,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 use wasmtime::Store;
-use wasmtime::component::ResourceTable;
 
-use crate::attestation::{Attestation, Claims, sha256_hex};
+use crate::attestation::{Attestation, Claims, TaskIdentity, sha256_hex};
 use crate::bindings::{ExecutionResult, TaskSpec};
 use crate::capability::storage::{MemoryBackend, StorageBackend};
 use crate::capability::{CapError, Grants, Mode, TaskCapabilities};
@@ -23,8 +22,11 @@ use crate::wasi;
 
 /// Everything needed to run one task. Build with [`TaskRequest::new`] and set what differs.
 pub struct TaskRequest {
-    /// Task name (passed to the guest as `task-spec.id`).
+    /// Task name (passed to the guest as `task-spec.id`; signed as `task.name`).
     pub id: String,
+    /// The Task's namespace and UID, when known (signed in the attestation's `task`).
+    pub namespace: Option<String>,
+    pub uid: Option<String>,
     pub input: Vec<u8>,
     /// Capability names the task needs; each must be granted or the task fails
     /// `CapabilityDenied` before any instance is created.
@@ -54,6 +56,8 @@ impl TaskRequest {
     pub fn new(id: impl Into<String>, input: impl Into<Vec<u8>>, key: Arc<SigningKey>) -> Self {
         Self {
             id: id.into(),
+            namespace: None,
+            uid: None,
             input: input.into(),
             requirements: Vec::new(),
             grants: Grants::default(),
@@ -106,6 +110,10 @@ pub struct TaskOutcome {
     /// What the guest logged (host `log`, stdout as INFO, stderr as WARN), as `LEVEL message`,
     /// bounded to 64 KiB.
     pub logs: Vec<String>,
+    /// Rebuilt from a storage receipt: the committed run's output bytes were not kept (only
+    /// `output_sha256`), see [`TaskOutcome::from_receipt`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_not_kept: bool,
     /// The storage commit was refused because a key this task read changed meanwhile (the
     /// runtime runs such a task again; never set on a returned outcome unless runs ran out).
     #[serde(skip)]
@@ -139,6 +147,8 @@ impl TaskRequest {
         }
         Some(TaskRequest {
             id: self.id.clone(),
+            namespace: self.namespace.clone(),
+            uid: self.uid.clone(),
             input: self.input.clone(),
             requirements: self.requirements.clone(),
             grants: self.grants.clone(),
@@ -154,20 +164,51 @@ impl TaskRequest {
     }
 }
 
+/// What a storage receipt keeps of a committed outcome: digests and the signed attestation,
+/// never the output, trace or logs, so a receipt stays a few KiB whatever the task returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Receipt {
+    task_id: String,
+    output_sha256: String,
+    output_bytes: u64,
+    resources_used: ResourcesUsed,
+    limits_applied: LimitsApplied,
+    attestation: Attestation,
+}
+
 impl TaskOutcome {
-    /// What a storage receipt keeps of this outcome: all but the trace and logs.
+    /// The receipt stored with this outcome's storage commit (see [`Receipt`]).
     pub fn receipt_bytes(&self) -> Vec<u8> {
-        let kept = TaskOutcome {
-            trace: Trace::default(),
-            logs: Vec::new(),
-            ..self.clone()
+        let receipt = Receipt {
+            task_id: self.task_id.clone(),
+            output_sha256: self.output_sha256.clone(),
+            output_bytes: self.output.len() as u64,
+            resources_used: self.resources_used,
+            limits_applied: self.limits_applied.clone(),
+            attestation: self.attestation.clone(),
         };
-        serde_json::to_vec(&kept).unwrap_or_default()
+        serde_json::to_vec(&receipt).unwrap_or_default()
     }
 
-    /// The outcome a receipt kept, if it parses.
+    /// The committed outcome a receipt stands for, if it parses. Its output bytes are not
+    /// kept: `output` is empty, `output_sha256` and the attestation name the committed output,
+    /// and `output_not_kept` says so (a retried Task reports this instead of running again).
     pub fn from_receipt(bytes: &[u8]) -> Option<TaskOutcome> {
-        serde_json::from_slice(bytes).ok()
+        let r: Receipt = serde_json::from_slice(bytes).ok()?;
+        Some(TaskOutcome {
+            task_id: r.task_id,
+            output: Vec::new(),
+            output_not_kept: r.output_bytes > 0,
+            output_sha256: r.output_sha256,
+            resources_used: r.resources_used,
+            limits_applied: r.limits_applied,
+            attestation: r.attestation,
+            failure: None,
+            trace: Trace::default(),
+            logs: Vec::new(),
+            storage_conflict: false,
+        })
     }
 }
 
@@ -290,10 +331,18 @@ impl Agent {
             let output_sha256 = sha256_hex(&output);
             let attestation = Attestation::sign(
                 Claims {
+                    task: TaskIdentity {
+                        namespace: req.namespace.clone().unwrap_or_default(),
+                        name: req.id.clone(),
+                        uid: req.uid.clone().unwrap_or_default(),
+                    },
                     module_sha256: self.module_sha256.clone(),
                     input_sha256: sha256_hex(&req.input),
-                    output_sha256: output_sha256.clone(),
+                    requirements: req.requirements.clone(),
                     seed,
+                    limits_applied: applied.clone(),
+                    failure: failure.as_ref().map(|f| f.kind),
+                    output_sha256: output_sha256.clone(),
                     resources_used: resources,
                     trace_sha256: trace.sha256(),
                     executor: req.executor.clone(),
@@ -310,6 +359,7 @@ impl Agent {
                 failure,
                 trace,
                 logs,
+                output_not_kept: false,
                 storage_conflict: false,
             }
         };
@@ -388,7 +438,7 @@ impl Agent {
         let inner = &self.runtime.inner;
         let state = TaskState {
             wasi: wasi::build_ctx(caps, grants.time, &seed),
-            table: ResourceTable::new(),
+            table: crate::limits::resource_table(),
             caps: caps.clone(),
             limiter: MemoryLimiter::new(applied.memory_bytes),
             host_failures: Vec::new(),
@@ -405,9 +455,11 @@ impl Agent {
             );
             return (GuestEnd::Failed(f), StoreMeter::default());
         }
-        store.set_epoch_deadline(deadline_ticks(Duration::from_millis(
-            applied.timeout_millis,
-        )));
+        let timeout = Duration::from_millis(applied.timeout_millis);
+        store.set_epoch_deadline(deadline_ticks(timeout));
+        if let Some(deadline) = Instant::now().checked_add(timeout) {
+            crate::state::lock(caps).set_deadline(deadline);
+        }
 
         let spec = TaskSpec {
             id: id.to_string(),

@@ -6,7 +6,7 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
 use crate::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
-use crate::limits::Limits;
+use crate::limits::{Limits, LimitsApplied};
 use crate::report::RunReport;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::task::{TaskOutcome, TaskRequest};
@@ -14,9 +14,11 @@ use crate::task::{TaskOutcome, TaskRequest};
 /// What the verifier brings besides the report and the module.
 #[derive(Debug, Clone, Default)]
 pub struct VerifyOptions {
-    /// Require the attestation to be signed by this key (else any valid signature passes and
-    /// the caller must judge the embedded `publicKey`).
+    /// Require the attestation to be signed by this key.
     pub trusted_key: Option<VerifyingKey>,
+    /// Without `trusted_key`, accept the attestation's embedded `publicKey` (the caller then
+    /// judges that key itself); without either, verification refuses.
+    pub accept_embedded_key: bool,
     /// The agent's signing key, needed to replay a task that used `signing` (signatures are
     /// recomputed, not recorded).
     pub signing: Option<SigningGrant>,
@@ -25,6 +27,11 @@ pub struct VerifyOptions {
 /// Which check failed. The `Display` text names the check first.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
+    #[error(
+        "signature check refused: no trusted key given; pin the signer's public key (the Agent's \
+         status.attestationPublicKey) or explicitly accept the embedded key {embedded}"
+    )]
+    NoTrustedKey { embedded: String },
     #[error("signature check failed: {0}")]
     Signature(#[from] AttestationError),
     #[error(
@@ -55,6 +62,11 @@ pub fn verify_report(
     opts: &VerifyOptions,
 ) -> Result<TaskOutcome, VerifyError> {
     let att = &report.attestation;
+    if opts.trusted_key.is_none() && !opts.accept_embedded_key {
+        return Err(VerifyError::NoTrustedKey {
+            embedded: att.public_key.clone(),
+        });
+    }
     att.verify_signature(opts.trusted_key.as_ref())?;
 
     let module_sha = sha256_hex(module);
@@ -73,6 +85,28 @@ pub fn verify_report(
         .map_err(|e| VerifyError::Malformed(e.to_string()))?;
     check_digest("output", &att.output_sha256, &sha256_hex(&output))?;
     check_digest("trace", &att.trace_sha256, &report.trace.sha256_hex())?;
+    // Unsigned report fields a replay or a reader would use must agree with the signed ones.
+    if report.limits_applied != att.limits_applied {
+        return Err(VerifyError::Digest {
+            what: "limitsApplied",
+            attested: format!("{:?}", att.limits_applied),
+            actual: format!("{:?}", report.limits_applied),
+        });
+    }
+    let expected_kind = att
+        .ending
+        .failure_kind()
+        .map_err(|e| VerifyError::Malformed(format!("ending: {e}")))?;
+    if report.error.as_ref().map(|f| f.kind) != expected_kind {
+        return Err(VerifyError::Digest {
+            what: "ending",
+            attested: format!("{}/{}", att.ending.phase, att.ending.reason),
+            actual: ending(
+                report.error.as_ref().map(|f| f.kind),
+                report.error.as_ref().map(|f| f.message.as_str()),
+            ),
+        });
+    }
     if report.resources_used != att.resources_used {
         return Err(VerifyError::Digest {
             what: "resourcesUsed",
@@ -83,27 +117,26 @@ pub fn verify_report(
 
     let seed = parse_seed(&att.seed)?;
     let agent = runtime.load(module)?;
+    // Everything below comes from the signed attestation, never from the report's copies.
     let mut req = TaskRequest::new(
-        report.task_id.clone(),
+        att.task.name.clone(),
         input,
         Arc::new(generate_signing_key()),
     );
-    req.requirements = report.requirements.clone();
-    req.grants = replay_grants(report, opts)?;
-    req.limits = replay_limits(report);
+    req.namespace = Some(att.task.namespace.clone()).filter(|n| !n.is_empty());
+    req.uid = Some(att.task.uid.clone()).filter(|u| !u.is_empty());
+    req.requirements = att.requirements.clone();
+    req.grants = replay_grants(&att.limits_applied, opts)?;
+    req.limits = replay_limits(&att.limits_applied);
     req.seed = Some(seed);
     req.executor = att.executor.clone();
     req.replay = Some(report.trace.clone());
     let replay = agent.run(req);
 
-    let expected_kind = report.error.as_ref().map(|f| f.kind);
     if replay.failure_kind() != expected_kind {
         return Err(VerifyError::Replay(format!(
             "the original run ended {}, the replay ended {}",
-            ending(
-                expected_kind,
-                report.error.as_ref().map(|f| f.message.as_str())
-            ),
+            ending(expected_kind, None),
             ending(
                 replay.failure_kind(),
                 replay.failure.as_ref().map(|f| f.message.as_str())
@@ -159,9 +192,8 @@ fn parse_seed(hex_seed: &str) -> Result<[u8; 32], VerifyError> {
         .map_err(|_| VerifyError::Malformed("seed: expected 32 bytes".into()))
 }
 
-/// The grants the original run had, rebuilt from `limitsApplied`.
-fn replay_grants(report: &RunReport, opts: &VerifyOptions) -> Result<Grants, VerifyError> {
-    let applied = &report.limits_applied;
+/// The grants the original run had, rebuilt from the signed `limitsApplied`.
+fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants, VerifyError> {
     let has = |name: &str| applied.capabilities.iter().any(|c| c == name);
     let mut grants = Grants::default();
     if has("storage") {
@@ -187,8 +219,7 @@ fn replay_grants(report: &RunReport, opts: &VerifyOptions) -> Result<Grants, Ver
     Ok(grants)
 }
 
-fn replay_limits(report: &RunReport) -> Limits {
-    let a = &report.limits_applied;
+fn replay_limits(a: &LimitsApplied) -> Limits {
     Limits {
         fuel: a.fuel,
         memory_bytes: a.memory_bytes,

@@ -82,7 +82,9 @@ fn a_retried_storage_task_returns_its_committed_outcome_without_writing_again() 
     let mut store = backend.clone();
     let kept = store.receipt("uid-1").expect("read").expect("receipt");
     let kept = ari_executor::TaskOutcome::from_receipt(&kept).expect("parse");
-    assert_eq!(kept.output, first.output);
+    // Receipts keep digests, not output bytes (docs/capabilities.md, receipts).
+    assert!(kept.output.is_empty() && kept.output_not_kept);
+    assert_eq!(kept.output_sha256, first.output_sha256);
     assert_eq!(kept.attestation, first.attestation);
     assert_eq!(
         output(&run(None)),
@@ -143,7 +145,14 @@ fn signing_granted_and_denied() {
     let sig = hex::decode(output(&o)).expect("hex signature");
     let sig = ed25519_dalek::Signature::from_slice(&sig).expect("signature");
     use ed25519_dalek::Verifier;
-    assert!(agent_key.verifying_key().verify(b"message", &sig).is_ok());
+    assert!(agent_key.verifying_key().verify(b"message", &sig).is_err());
+    let signed = ari_executor::attestation::guest_signed_message(b"message");
+    assert!(
+        agent_key
+            .verifying_key()
+            .verify_strict(&signed, &sig)
+            .is_ok()
+    );
     let o = run("signer", "message", grants(&[]));
     assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
 }
@@ -218,4 +227,67 @@ fn input_over_the_limit_is_refused() {
             .as_ref()
             .is_some_and(|f| f.message.contains("input"))
     );
+}
+
+#[test]
+fn a_gzip_bomb_response_fails_the_task_after_at_most_the_cap_of_decoded_bytes() {
+    let server = http::Server::start();
+    let url = format!("{}/bomb", server.base);
+    let o = run(
+        "fetch",
+        &url,
+        grants(&[&format!("network={}", server.base)]),
+    );
+    assert_eq!(o.failure_kind(), Some(FailureKind::HostError), "{o:?}");
+    let message = &o.failure.as_ref().expect("failed").message;
+    assert!(
+        message.contains("exceeds 4194304 bytes (after decoding)"),
+        "{message}"
+    );
+    // Bytes seen: nothing of the 64 MiB reached the trace, the meter or the guest.
+    assert!(matches!(
+        o.trace.events.as_slice(),
+        [ari_executor::trace::TraceEvent::HttpError { .. }]
+    ));
+    assert!(
+        o.resources_used.network_bytes < 4096,
+        "{:?}",
+        o.resources_used
+    );
+    assert!(
+        o.resources_used.memory_bytes < 16 << 20,
+        "{:?}",
+        o.resources_used
+    );
+}
+
+#[test]
+fn a_slow_server_cannot_hold_a_task_past_its_deadline() {
+    // The server answers after 3 s; the task has 1 s. The hop's timeout is cut to what is left
+    // of the deadline, so the host call ends at the deadline and the task ends DeadlineExceeded,
+    // with the hop recorded as cut by the deadline (not the server's late answer).
+    let server = http::Server::start();
+    let url = format!("{}/slow", server.base);
+    let mut req = request(&url, grants(&[&format!("network={}", server.base)]));
+    req.limits.timeout = std::time::Duration::from_secs(1);
+    let o = agent("fetch").run(req);
+    assert_eq!(
+        o.failure_kind(),
+        Some(FailureKind::DeadlineExceeded),
+        "{o:?}"
+    );
+    match o.trace.events.as_slice() {
+        [ari_executor::trace::TraceEvent::HttpError { error, .. }] => {
+            assert_eq!(error, ari_executor::capability::http::DEADLINE_ERROR)
+        }
+        other => panic!("expected one hop cut by the deadline, got {other:?}"),
+    }
+    // The replay ends the same way without the network.
+    let report = ari_executor::RunReport::new(o, url.as_bytes(), &[]);
+    let opts = ari_executor::VerifyOptions {
+        accept_embedded_key: true,
+        ..Default::default()
+    };
+    ari_executor::verify_report(runtime(), &report, &agent_bytes("fetch"), &opts)
+        .expect("replay of a deadline-cut hop");
 }

@@ -108,7 +108,39 @@ fn json_report_verifies_and_tampering_fails() {
     let file = dir.path().join("report.json");
     std::fs::write(&file, &out.stdout).expect("write");
     let file = file.display().to_string();
-    let ok = ari(&["verify", &file, "--module", &path("counter")]);
+    let unpinned = ari(&["verify", &file, "--module", &path("counter")]);
+    assert_eq!(
+        unpinned.status.code(),
+        Some(2),
+        "no key pinned, none accepted"
+    );
+    assert!(String::from_utf8_lossy(&unpinned.stderr).contains("--public-key"));
+    let pk = report["attestation"]["publicKey"]
+        .as_str()
+        .expect("key")
+        .to_string();
+    let pinned = ari(&[
+        "verify",
+        &file,
+        "--module",
+        &path("counter"),
+        "--public-key",
+        &pk,
+    ]);
+    assert_eq!(
+        pinned.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
+    let ok = ari(&[
+        "verify",
+        &file,
+        "--module",
+        &path("counter"),
+        "--accept-embedded-key",
+    ]);
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("EMBEDDED"));
     assert_eq!(
         ok.status.code(),
         Some(0),
@@ -119,7 +151,13 @@ fn json_report_verifies_and_tampering_fails() {
     let tampered =
         String::from_utf8_lossy(&out.stdout).replace("\"output\": \"2\"", "\"output\": \"3\"");
     std::fs::write(&file, tampered).expect("write");
-    let bad = ari(&["verify", &file, "--module", &path("counter")]);
+    let bad = ari(&[
+        "verify",
+        &file,
+        "--module",
+        &path("counter"),
+        "--accept-embedded-key",
+    ]);
     assert_eq!(bad.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("output digest check failed"));
 

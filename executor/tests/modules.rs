@@ -84,3 +84,39 @@ fn a_corrupt_artifact_is_recompiled() {
     assert_eq!(agent.load_source(), LoadSource::Compiled);
     assert_eq!(output(&agent.run(request("ok", Default::default()))), "ok");
 }
+
+/// A component whose core instances define `n` memories and `n` tables.
+fn component_with(n: usize) -> Vec<u8> {
+    let mut text = String::from("(component\n (core module $m (memory 1) (table 1 funcref))\n");
+    for i in 0..n {
+        text.push_str(&format!(" (core instance $i{i} (instantiate $m))\n"));
+    }
+    text.push(')');
+    wat::parse_str(&text).expect("wat")
+}
+
+#[test]
+fn a_component_over_the_per_component_memory_and_table_ceilings_is_refused_with_a_class() {
+    use ari_executor::{AllocatorChoice, EngineOptions};
+    let pooled = Runtime::new(RuntimeConfig {
+        cache_dir: None,
+        engine: EngineOptions {
+            allocator: AllocatorChoice::Pooling,
+            pool: ari_executor::PoolConfig::for_concurrency(2),
+            ..EngineOptions::default()
+        },
+    })
+    .expect("pooling runtime");
+    let max = ari_executor::engine::MAX_MEMORIES_PER_COMPONENT as usize;
+    let within = pooled
+        .load(&component_with(max))
+        .err()
+        .expect("no agent export");
+    assert!(within.to_string().contains("does not export"), "{within}");
+    let over = pooled
+        .load(&component_with(max + 1))
+        .err()
+        .expect("over the ceiling");
+    assert_eq!(over.kind(), FailureKind::InvalidModule, "{over}");
+    assert!(over.to_string().contains("linear memories"), "{over}");
+}

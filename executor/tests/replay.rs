@@ -54,6 +54,14 @@ fn a_missing_seed_is_generated_and_recorded() {
     assert_ne!(o.attestation.seed, hex::encode([7u8; 32]));
 }
 
+/// Trusts the embedded key: these tests check replay, not key pinning.
+fn embedded() -> VerifyOptions {
+    VerifyOptions {
+        accept_embedded_key: true,
+        ..Default::default()
+    }
+}
+
 fn report_of(name: &str, input: &str, g: &[&str]) -> (RunReport, Vec<u8>) {
     let o = run(name, input, grants(g));
     (RunReport::new(o, input.as_bytes(), &[]), agent_bytes(name))
@@ -74,7 +82,7 @@ fn replay_reproduces_storage_randomness_time_and_network_runs() {
     for (name, input, g) in cases {
         let (report, module) = report_of(name, input, &g);
         let hits = server.hits();
-        let replay = verify_report(runtime(), &report, &module, &VerifyOptions::default())
+        let replay = verify_report(runtime(), &report, &module, &embedded())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             replay.output_sha256, report.attestation.output_sha256,
@@ -91,7 +99,7 @@ fn replay_reproduces_storage_randomness_time_and_network_runs() {
 #[test]
 fn tampering_fails_verification_naming_the_check() {
     let (report, module) = report_of("dice", "7", &["randomness"]);
-    let opts = VerifyOptions::default();
+    let opts = embedded();
 
     let mut t = report.clone();
     t.output = Some("6 6 6 6 6 6 6".into());
@@ -143,11 +151,78 @@ fn a_failed_run_replays_to_the_same_failure() {
     );
     assert_eq!(o.failure_kind(), Some(FailureKind::FuelExhausted));
     let report = RunReport::new(o, b"", &[]);
-    verify_report(
-        runtime(),
-        &report,
-        &agent_bytes("spin"),
-        &VerifyOptions::default(),
-    )
-    .expect("replay of a fuel-exhausted run");
+    verify_report(runtime(), &report, &agent_bytes("spin"), &embedded())
+        .expect("replay of a fuel-exhausted run");
+}
+
+#[test]
+fn verify_refuses_without_a_pinned_key_unless_the_embedded_key_is_accepted() {
+    let (report, module) = report_of("dice", "7", &["randomness"]);
+    let e = verify_report(runtime(), &report, &module, &VerifyOptions::default())
+        .expect_err("no trusted key");
+    assert!(matches!(e, VerifyError::NoTrustedKey { .. }), "{e}");
+    let key =
+        ari_executor::attestation::parse_public_key(&report.attestation.public_key).expect("key");
+    let pinned = VerifyOptions {
+        trusted_key: Some(key),
+        ..Default::default()
+    };
+    verify_report(runtime(), &report, &module, &pinned).expect("pinned key");
+}
+
+#[test]
+fn unsigned_report_fields_that_disagree_with_the_signed_ones_fail_verification() {
+    let o = run("counter", "", grants(&["storage=1MiB"]));
+    let report = RunReport::new(o, b"", &[]);
+    let module = agent_bytes("counter");
+    verify_report(runtime(), &report, &module, &embedded()).expect("genuine");
+
+    let mut t = report.clone();
+    t.limits_applied.storage_max_bytes = Some(2 << 20);
+    let e = verify_report(runtime(), &t, &module, &embedded()).expect_err("quota lie");
+    assert!(e.to_string().starts_with("limitsApplied"), "{e}");
+
+    let mut t = report.clone();
+    t.error = Some(ari_executor::Failure::new(FailureKind::Trap, "lie"));
+    let e = verify_report(runtime(), &t, &module, &embedded()).expect_err("ending lie");
+    assert!(e.to_string().starts_with("ending"), "{e}");
+
+    // The replay uses the signed requirements and Task name, not the report's.
+    let mut t = report.clone();
+    t.requirements = vec!["signing".into()];
+    t.task_id = "other".into();
+    verify_report(runtime(), &t, &module, &embedded()).expect("report copies are not used");
+}
+
+#[test]
+fn the_attestation_states_the_task_ending_limits_and_grants() {
+    let mut req = request("", grants(&["storage=1MiB"]));
+    req.namespace = Some("team-a".into());
+    req.uid = Some("uid-1".into());
+    let o = agent("counter").run(req);
+    let a = &o.attestation;
+    assert_eq!(a.format, "ari.dev/attestation/v2");
+    assert_eq!(a.task.namespace, "team-a");
+    assert_eq!(a.task.uid, "uid-1");
+    assert_eq!(a.ending.phase, "Succeeded");
+    assert_eq!(a.limits_applied, o.limits_applied);
+    assert_eq!(a.limits_applied.storage_max_bytes, Some(1 << 20));
+    let o = run("trap", "", grants(&[]));
+    assert_eq!(o.attestation.ending.phase, "Failed");
+    assert_eq!(o.attestation.ending.reason, "Trap");
+}
+
+#[test]
+fn a_receipt_keeps_digests_and_the_attestation_never_the_output() {
+    let big = "x".repeat(512 << 10);
+    let o = run("echo", &big, grants(&[]));
+    assert_eq!(o.failure, None);
+    let receipt = o.receipt_bytes();
+    assert!(receipt.len() < 4096, "receipt is {} bytes", receipt.len());
+    let back = ari_executor::TaskOutcome::from_receipt(&receipt).expect("parses");
+    assert!(back.output.is_empty());
+    assert!(back.output_not_kept);
+    assert_eq!(back.output_sha256, o.output_sha256);
+    assert_eq!(back.attestation, o.attestation);
+    assert!(back.attestation.verify_signature(None).is_ok());
 }

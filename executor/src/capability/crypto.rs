@@ -1,9 +1,14 @@
 //! Hashing (always), Ed25519 signing with the granted key, verification (always).
+//!
+//! Guest signatures are domain-separated: `sign(data)` signs
+//! [`crate::attestation::GUEST_SIGNATURE_CONTEXT`] ‖ data and `verify` checks the same, so a
+//! guest holding any key can never produce an attestation signature (those sign a DSSE PAE).
 
 use ed25519_dalek::{Signature, Signer, VerifyingKey};
 use sha2::{Digest, Sha256};
 
 use super::{CapError, SigningGrant};
+use crate::attestation::guest_signed_message;
 
 pub struct CryptoCapability {
     signing: Option<SigningGrant>,
@@ -23,10 +28,15 @@ impl CryptoCapability {
             .signing
             .as_ref()
             .ok_or_else(|| CapError::not_granted("signing"))?;
-        Ok(grant.key.sign(data).to_bytes().to_vec())
+        Ok(grant
+            .key
+            .sign(&guest_signed_message(data))
+            .to_bytes()
+            .to_vec())
     }
 
-    /// Strict Ed25519 verification; malformed keys or signatures are simply `false`.
+    /// Strict Ed25519 verification of a guest signature (context prefix applied); malformed
+    /// keys or signatures are simply `false`.
     pub fn verify(&self, data: &[u8], sig: &[u8], pk: &[u8]) -> bool {
         let (Ok(pk), Ok(sig)) = (<[u8; 32]>::try_from(pk), <[u8; 64]>::try_from(sig)) else {
             return false;
@@ -34,7 +44,7 @@ impl CryptoCapability {
         let Ok(key) = VerifyingKey::from_bytes(&pk) else {
             return false;
         };
-        key.verify_strict(data, &Signature::from_bytes(&sig))
+        key.verify_strict(&guest_signed_message(data), &Signature::from_bytes(&sig))
             .is_ok()
     }
 
@@ -76,5 +86,21 @@ mod tests {
         assert!(!c.verify(b"hello", &sig[..63], &pk));
         assert!(!c.verify(b"hello", &sig, &pk[..31]));
         assert!(!c.verify(b"hello", &sig, &[0u8; 32]));
+    }
+
+    #[test]
+    fn guest_signatures_cover_the_context_prefix_and_not_the_bare_data() {
+        use ed25519_dalek::Verifier;
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let c = CryptoCapability::new(Some(SigningGrant::from_key(key.clone())));
+        let sig = Signature::from_slice(&c.sign(b"hello").unwrap()).unwrap();
+        let vk = key.verifying_key();
+        assert!(vk.verify(b"hello", &sig).is_err());
+        let mut prefixed = b"ari.dev/guest-signature/v1\0".to_vec();
+        prefixed.extend_from_slice(b"hello");
+        assert!(vk.verify_strict(&prefixed, &sig).is_ok());
+        // A signature over the bare data (what an attestation key makes) is not a guest one.
+        let bare = key.sign(b"hello").to_bytes();
+        assert!(!c.verify(b"hello", &bare, &vk.to_bytes()));
     }
 }

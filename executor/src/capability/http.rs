@@ -6,8 +6,13 @@
 //! No ambient proxy settings are honoured. Bytes are metered both ways per hop
 //! by a fixed formula (see `docs/capabilities.md`), and every hop's response
 //! (or transport error) is recorded, so a replay needs no network.
+//!
+//! The body cap counts *decoded* bytes (ureq decodes gzip outside its own limit, so a small
+//! compressed response could otherwise inflate without bound), and each hop's timeout is
+//! `min(timeout, time left before the task's deadline)`: a host call cannot outlive the task.
 
-use std::time::Duration;
+use std::io::Read;
+use std::time::{Duration, Instant};
 
 use url::Url;
 
@@ -69,9 +74,14 @@ const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
 pub struct HttpCapability {
     grant: Option<NetworkGrant>,
     limits: HttpLimits,
-    agent: Option<ureq::Agent>,
+    /// The task's deadline; no hop may run past it.
+    deadline: Option<Instant>,
     bytes: u64,
 }
+
+/// The error a hop reports when the task's deadline cut it short. Recorded in the trace like
+/// any transport error; the host turns it into the deadline trap, live and in replay alike.
+pub const DEADLINE_ERROR: &str = "http: task deadline exceeded";
 
 /// Logical bytes of a request: `METHOD SP URL SP HTTP/1.1 CRLF`, `name: value CRLF` each, `CRLF`, body.
 pub fn request_bytes(method: &str, url: &str, headers: &[(String, String)], body: &[u8]) -> u64 {
@@ -112,14 +122,18 @@ impl HttpCapability {
         Self {
             grant,
             limits,
-            agent: None,
+            deadline: None,
             bytes: 0,
         }
     }
 
     pub fn set_limits(&mut self, limits: HttpLimits) {
         self.limits = limits;
-        self.agent = None;
+    }
+
+    /// Bounds every later hop by `deadline`.
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
     }
 
     /// Bytes metered both ways so far.
@@ -243,18 +257,33 @@ impl HttpCapability {
         result
     }
 
-    fn agent(&mut self) -> &ureq::Agent {
-        let limits = self.limits;
-        self.agent.get_or_insert_with(|| {
+    /// A client for one hop, its timeout cut to what is left of the task (`None` when nothing
+    /// is left). Built per hop: the remaining time shrinks with every call.
+    fn agent(&self) -> Option<ureq::Agent> {
+        let timeout = match self.deadline {
+            Some(deadline) => self
+                .limits
+                .timeout
+                .min(deadline.saturating_duration_since(Instant::now())),
+            None => self.limits.timeout,
+        };
+        if timeout.is_zero() {
+            return None;
+        }
+        Some(
             ureq::Agent::config_builder()
                 .max_redirects(0)
                 .http_status_as_error(false)
-                .timeout_global(Some(limits.timeout))
+                .timeout_global(Some(timeout))
                 .proxy(None)
                 .user_agent("ari-executor")
                 .build()
-                .into()
-        })
+                .into(),
+        )
+    }
+
+    fn deadline_passed(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     fn send(
@@ -274,7 +303,16 @@ impl HttpCapability {
         let request = builder
             .body(body)
             .map_err(|e| failed(format!("invalid request: {e}")))?;
-        let response = self.agent().run(request).map_err(failed)?;
+        let Some(agent) = self.agent() else {
+            return Err(CapError::Failed(DEADLINE_ERROR.into()));
+        };
+        let response = match agent.run(request) {
+            Ok(r) => r,
+            Err(_) if self.deadline_passed() => {
+                return Err(CapError::Failed(DEADLINE_ERROR.into()));
+            }
+            Err(e) => return Err(failed(e)),
+        };
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -286,17 +324,25 @@ impl HttpCapability {
                 )
             })
             .collect();
-        let body = response
+        // Cap the decoded bytes: read at most max + 1 through the decoder, never more.
+        let mut body = Vec::new();
+        let read = response
             .into_body()
-            .with_config()
-            .limit(max)
-            .read_to_vec()
-            .map_err(|e| match e {
-                ureq::Error::BodyExceedsLimit(_) => {
-                    failed(format!("response body exceeds {max} bytes"))
-                }
-                e => failed(e),
-            })?;
+            .into_reader()
+            .take(max.saturating_add(1))
+            .read_to_end(&mut body);
+        match read {
+            Ok(_) if body.len() as u64 > max => {
+                return Err(failed(format!(
+                    "response body exceeds {max} bytes (after decoding)"
+                )));
+            }
+            Ok(_) => {}
+            Err(_) if self.deadline_passed() => {
+                return Err(CapError::Failed(DEADLINE_ERROR.into()));
+            }
+            Err(e) => return Err(failed(e)),
+        }
         Ok(HttpResponse {
             status,
             headers,

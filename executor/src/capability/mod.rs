@@ -86,6 +86,11 @@ impl TaskCapabilities {
         self.http.set_limits(limits);
     }
 
+    /// The task's deadline: host calls that block (HTTP) never wait past it.
+    pub fn set_deadline(&mut self, deadline: std::time::Instant) {
+        self.http.set_deadline(deadline);
+    }
+
     /// Notes a denial so the executor can classify the task as `CapabilityDenied`. Only the
     /// first [`MAX_NOTED`] are kept: a guest looping on a refused call must not grow host memory.
     fn note<T>(&mut self, result: Result<T, CapError>) -> Result<T, CapError> {

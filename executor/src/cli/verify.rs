@@ -18,9 +18,14 @@ pub struct VerifyArgs {
     /// The component the report claims to be about.
     #[arg(long)]
     module: PathBuf,
-    /// Require the attestation to be signed by this public key (64 hex digits).
-    #[arg(long)]
+    /// Require the attestation to be signed by this public key (64 hex digits), e.g. the
+    /// Agent's `status.attestationPublicKey`. Without it (or --accept-embedded-key) verify refuses.
+    #[arg(long, required_unless_present = "accept_embedded_key")]
     public_key: Option<String>,
+    /// Trust whatever key the attestation embeds (it only proves the report is unchanged since
+    /// that key signed it; you must judge the printed key yourself).
+    #[arg(long, conflicts_with = "public_key")]
+    accept_embedded_key: bool,
     /// The agent's signing key, to replay a task that used `signing`.
     #[arg(long)]
     signing_key: Option<PathBuf>,
@@ -43,6 +48,7 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .as_deref()
             .map(ari_executor::attestation::parse_public_key)
             .transpose()?,
+        accept_embedded_key: args.accept_embedded_key,
         signing: args
             .signing_key
             .as_deref()
@@ -52,8 +58,13 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     let runtime = Runtime::new(config)?;
     match verify_report(&runtime, &report, &module, &opts) {
         Ok(_) => {
+            let trust = if args.accept_embedded_key {
+                "the EMBEDDED (unpinned) key"
+            } else {
+                "the pinned key"
+            };
             println!(
-                "ari verify: OK: signature by {}, module {}, replay reproduced output {} and trace {}",
+                "ari verify: OK: signature by {trust} {}, module {}, replay reproduced output {} and trace {}",
                 report.attestation.public_key,
                 report.attestation.module_sha256,
                 report.attestation.output_sha256,

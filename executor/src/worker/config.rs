@@ -27,6 +27,9 @@ pub struct WorkerConfig {
     pub heartbeat: Duration,
     /// How long a Task another executor owns waits before this one may claim it.
     pub steal_after: Duration,
+    /// `ARI_MODULE_DIGEST`: the digest the operator validated; a module that hashes otherwise
+    /// is refused (see `module::check_pinned`).
+    pub module_digest: Option<String>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -115,6 +118,7 @@ impl WorkerConfig {
             signing_key: get("ARI_SIGNING_KEY"),
             heartbeat,
             steal_after,
+            module_digest: get("ARI_MODULE_DIGEST"),
         })
     }
 }
@@ -136,6 +140,19 @@ mod tests {
     const KEY: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
 
     #[test]
+    fn reads_the_module_digest_the_operator_validated() {
+        let c = WorkerConfig::from_lookup(env(&[
+            ("ARI_AGENT_NAME", "echo"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "echo-executor-1"),
+            ("ARI_ATTESTATION_KEY", KEY),
+            ("ARI_MODULE_DIGEST", "sha256:abc"),
+        ]))
+        .expect("valid config");
+        assert_eq!(c.module_digest.as_deref(), Some("sha256:abc"));
+    }
+
+    #[test]
     fn reads_required_and_defaults() {
         let c = WorkerConfig::from_lookup(env(&[
             ("ARI_AGENT_NAME", "echo"),
@@ -149,6 +166,7 @@ mod tests {
         assert_eq!(c.heartbeat, Duration::from_secs(10));
         assert_eq!(c.steal_after, Duration::from_millis(250));
         assert!(c.signing_key.is_none());
+        assert!(c.module_digest.is_none());
         assert!(
             !format!("{c:?}").contains(KEY),
             "the key must never be printed"

@@ -297,4 +297,60 @@ mod tests {
         assert!(short.is_some());
         assert!(seed(&task(None, None, Some("zz"))).is_err());
     }
+
+    #[test]
+    fn the_attestation_survives_the_status_mapping_and_still_verifies() {
+        use crate::attestation::{Attestation, Claims, TaskIdentity};
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let limits = crate::LimitsApplied {
+            fuel: 10,
+            memory_bytes: 20,
+            timeout_millis: 30,
+            max_output_bytes: 40,
+            max_input_bytes: 50,
+            capabilities: vec!["network".into(), "storage".into()],
+            storage_max_bytes: Some(60),
+            allowed_hosts: vec!["https://example.com".into()],
+        };
+        let attestation = Attestation::sign(
+            Claims {
+                task: TaskIdentity {
+                    namespace: "ns".into(),
+                    name: "t".into(),
+                    uid: "u".into(),
+                },
+                module_sha256: "ab".repeat(32),
+                input_sha256: "cd".repeat(32),
+                requirements: vec!["storage".into()],
+                seed: [1; 32],
+                limits_applied: limits.clone(),
+                failure: None,
+                output_sha256: "ef".repeat(32),
+                resources_used: crate::ResourcesUsed::default(),
+                trace_sha256: [2; 32],
+                executor: "pod".into(),
+            },
+            &key,
+        );
+        let outcome = TaskOutcome {
+            task_id: "t".into(),
+            output: Vec::new(),
+            output_sha256: "ef".repeat(32),
+            resources_used: crate::ResourcesUsed::default(),
+            limits_applied: limits,
+            attestation,
+            failure: None,
+            trace: crate::Trace::default(),
+            logs: Vec::new(),
+            output_not_kept: false,
+            storage_conflict: false,
+        };
+        let mut status = TaskStatus::default();
+        finish_with_outcome(&mut status, None, &outcome, None).expect("mapped");
+        let back: Attestation =
+            serde_json::from_value(serde_json::to_value(status.attestation.expect("set")).unwrap())
+                .expect("same shape");
+        assert_eq!(back, outcome.attestation);
+        assert_eq!(back.verify_signature(Some(&key.verifying_key())), Ok(()));
+    }
 }

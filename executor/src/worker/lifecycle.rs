@@ -185,6 +185,8 @@ impl Worker {
         elapsed: Duration,
     ) -> Result<TaskRequest, String> {
         let mut req = TaskRequest::new(task.name_any(), input, self.attestation_key.clone());
+        req.namespace = Some(self.config.namespace.clone());
+        req.uid = task.uid();
         req.requirements = convert::requirements(task);
         req.grants = self.grants.clone();
         req.limits = convert::limits(&self.agent.spec, task, elapsed);

@@ -99,7 +99,14 @@ async fn prepare(
     // a crash: stay up and not Ready (the Agent shows no available executor), retry now and
     // then, and leave at once on SIGTERM. Exiting instead would crash-loop the pod.
     let runtime_agent = loop {
-        match load_module(&client, &agent, &config).await {
+        // A download stuck on a slow server must not hold up SIGTERM.
+        let loaded = tokio::select! {
+            r = load_module(&client, &agent, &config) => r,
+            _ = stop.wait_for(|s| *s) => {
+                return Err(WorkerError::Module("shutdown while loading the module".into()));
+            }
+        };
+        match loaded {
             Ok(a) => break a,
             Err(e) => {
                 error!(
@@ -160,8 +167,9 @@ async fn load_module(
     agent: &ari_crds::Agent,
     config: &WorkerConfig,
 ) -> Result<crate::Agent, WorkerError> {
-    let bytes = module::fetch(client, agent).await?;
+    let bytes = module::fetch(client, agent, config.module_digest.as_deref()).await?;
     let mut runtime_config = RuntimeConfig::default();
+    runtime_config.engine.pool = crate::engine::PoolConfig::for_concurrency(config.concurrency);
     if let Some(dir) = &config.cache_dir {
         runtime_config.cache_dir = Some(dir.clone());
     }

@@ -16,6 +16,51 @@ pub struct Batch {
     /// [`StorageError::Conflict`] if a receipt `id` exists (its writes are in already), so a
     /// task retried after its executor died never applies its writes twice.
     pub receipt: Option<(String, Vec<u8>)>,
+    /// Seconds since the Unix epoch: the receipt's time stamp, and what receipt ages are
+    /// measured against.
+    pub now_unix_secs: u64,
+    /// How many receipts the Agent keeps and for how long (applied when a receipt is stored).
+    pub receipt_limits: ReceiptLimits,
+}
+
+/// Receipts are bounded and pruned: storing one first forgets those older than `ttl_secs`,
+/// then the oldest until fewer than `max_count` remain. A retry later than that (or behind more
+/// than `max_count` newer commits) is no longer recognised; the operator retries a lost Task
+/// within minutes, far inside both bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiptLimits {
+    pub max_count: u64,
+    pub ttl_secs: u64,
+}
+
+/// Receipts an Agent keeps at most (each at most [`MAX_RECEIPT_BYTES`]).
+pub const MAX_RECEIPTS: u64 = 10_000;
+/// How long a receipt is kept: 24 hours.
+pub const RECEIPT_TTL_SECS: u64 = 24 * 60 * 60;
+/// Largest receipt stored (digests and a signed attestation need about 2 KiB).
+pub const MAX_RECEIPT_BYTES: usize = 16 << 10;
+
+impl Default for ReceiptLimits {
+    fn default() -> Self {
+        Self {
+            max_count: MAX_RECEIPTS,
+            ttl_secs: RECEIPT_TTL_SECS,
+        }
+    }
+}
+
+impl ReceiptLimits {
+    /// Receipts stamped before this are expired at `now`.
+    pub fn cutoff(&self, now_unix_secs: u64) -> u64 {
+        now_unix_secs.saturating_sub(self.ttl_secs)
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn unix_now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,6 +105,8 @@ pub trait StorageBackend: Send {
     fn receipt(&mut self, id: &str) -> Result<Option<Vec<u8>>, StorageError>;
     /// Forgets receipt `id` (once the task's outcome is recorded elsewhere).
     fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError>;
+    /// How many receipts the Agent holds now.
+    fn receipt_count(&mut self) -> Result<u64, StorageError>;
 }
 
 /// What one entry costs against the quota: key bytes plus value bytes.

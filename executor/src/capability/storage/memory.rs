@@ -1,6 +1,6 @@
 //! In-memory backend: for `ari run` without `--state` and for tests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::backend::{Batch, StorageBackend, StorageError, check_reads, entry_size, plan_usage};
@@ -9,7 +9,29 @@ use super::backend::{Batch, StorageBackend, StorageError, check_reads, entry_siz
 struct Inner {
     map: BTreeMap<String, Vec<u8>>,
     used: u64,
-    receipts: BTreeMap<String, Vec<u8>>,
+    /// id → (stamp, receipt), and the same ordered by stamp for pruning.
+    receipts: BTreeMap<String, (u64, Vec<u8>)>,
+    receipt_times: BTreeSet<(u64, String)>,
+}
+
+impl Inner {
+    fn forget_receipt(&mut self, id: &str) {
+        if let Some((t, _)) = self.receipts.remove(id) {
+            self.receipt_times.remove(&(t, id.to_owned()));
+        }
+    }
+
+    /// Expired receipts, then the oldest until one more fits under the count.
+    fn prune_receipts(&mut self, batch: &Batch) {
+        let cutoff = batch.receipt_limits.cutoff(batch.now_unix_secs);
+        while let Some((t, id)) = self.receipt_times.first().cloned() {
+            let over = self.receipts.len() as u64 >= batch.receipt_limits.max_count;
+            if t >= cutoff && !over {
+                break;
+            }
+            self.forget_receipt(&id);
+        }
+    }
 }
 
 /// One agent's namespace in memory; clones share the data.
@@ -53,7 +75,10 @@ impl StorageBackend for MemoryBackend {
         }
         inner.used = new_used;
         if let Some((id, bytes)) = &batch.receipt {
-            inner.receipts.insert(id.clone(), bytes.clone());
+            inner.prune_receipts(batch);
+            let t = batch.now_unix_secs;
+            inner.receipts.insert(id.clone(), (t, bytes.clone()));
+            inner.receipt_times.insert((t, id.clone()));
         }
         Ok(())
     }
@@ -67,11 +92,15 @@ impl StorageBackend for MemoryBackend {
     }
 
     fn receipt(&mut self, id: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self.lock().receipts.get(id).cloned())
+        Ok(self.lock().receipts.get(id).map(|(_, r)| r.clone()))
     }
 
     fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError> {
-        self.lock().receipts.remove(id);
+        self.lock().forget_receipt(id);
         Ok(())
+    }
+
+    fn receipt_count(&mut self) -> Result<u64, StorageError> {
+        Ok(self.lock().receipts.len() as u64)
     }
 }

@@ -11,8 +11,14 @@ use super::backend::{Batch, StorageBackend, StorageError, check_reads, entry_siz
 const KV: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("kv");
 /// agent → committed bytes.
 const USED: TableDefinition<&str, u64> = TableDefinition::new("used");
-/// (agent, task id) → receipt of a committed batch.
-const RECEIPTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("receipts");
+/// (agent, task id) → (stamp, receipt of a committed batch).
+const RECEIPTS: TableDefinition<(&str, &str), (u64, &[u8])> = TableDefinition::new("receipts-v2");
+/// (agent, stamp, task id): receipts in age order, for pruning.
+const RECEIPT_TIMES: TableDefinition<(&str, u64, &str), ()> = TableDefinition::new("receipt-times");
+/// agent → receipts held.
+const RECEIPT_COUNT: TableDefinition<&str, u64> = TableDefinition::new("receipt-count");
+/// Receipts of earlier versions (whole outcomes, never pruned): dropped on open.
+const OLD_RECEIPTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("receipts");
 
 /// File name inside the state directory.
 pub const DB_FILE: &str = "storage.redb";
@@ -46,6 +52,9 @@ impl RedbBackend {
         txn.open_table(KV).map_err(be)?;
         txn.open_table(USED).map_err(be)?;
         txn.open_table(RECEIPTS).map_err(be)?;
+        txn.open_table(RECEIPT_TIMES).map_err(be)?;
+        txn.open_table(RECEIPT_COUNT).map_err(be)?;
+        txn.delete_table(OLD_RECEIPTS).map_err(be)?;
         txn.commit().map_err(be)?;
         Ok(Self {
             db: Arc::new(db),
@@ -85,9 +94,36 @@ impl StorageBackend for RedbBackend {
                 if receipts.get((agent, id.as_str())).map_err(be)?.is_some() {
                     return Err(StorageError::Conflict { key: id.clone() });
                 }
+                let mut times = txn.open_table(RECEIPT_TIMES).map_err(be)?;
+                let mut count_t = txn.open_table(RECEIPT_COUNT).map_err(be)?;
+                let mut count = count_t.get(agent).map_err(be)?.map_or(0, |g| g.value());
+                // Expired receipts, then the oldest until one more fits under the count.
+                let cutoff = batch.receipt_limits.cutoff(batch.now_unix_secs);
+                loop {
+                    let oldest = times
+                        .range((agent, 0u64, "")..=(agent, u64::MAX, "\u{10ffff}"))
+                        .map_err(be)?
+                        .next()
+                        .transpose()
+                        .map_err(be)?
+                        .map(|(k, _)| {
+                            let (_, t, id) = k.value();
+                            (t, id.to_owned())
+                        });
+                    let Some((t, old_id)) = oldest else { break };
+                    if t >= cutoff && count < batch.receipt_limits.max_count {
+                        break;
+                    }
+                    times.remove((agent, t, old_id.as_str())).map_err(be)?;
+                    receipts.remove((agent, old_id.as_str())).map_err(be)?;
+                    count = count.saturating_sub(1);
+                }
+                let t = batch.now_unix_secs;
                 receipts
-                    .insert((agent, id.as_str()), bytes.as_slice())
+                    .insert((agent, id.as_str()), (t, bytes.as_slice()))
                     .map_err(be)?;
+                times.insert((agent, t, id.as_str()), ()).map_err(be)?;
+                count_t.insert(agent, count + 1).map_err(be)?;
             }
             let new_used = plan_usage(batch, used, |k| {
                 Ok(kv
@@ -122,15 +158,30 @@ impl StorageBackend for RedbBackend {
         let txn = self.db.begin_read().map_err(be)?;
         let table = txn.open_table(RECEIPTS).map_err(be)?;
         let value = table.get((self.agent.as_str(), id)).map_err(be)?;
-        Ok(value.map(|v| v.value().to_vec()))
+        Ok(value.map(|v| v.value().1.to_vec()))
     }
 
     fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError> {
+        let agent = self.agent.as_str();
         let txn = self.db.begin_write().map_err(be)?;
         {
             let mut table = txn.open_table(RECEIPTS).map_err(be)?;
-            table.remove((self.agent.as_str(), id)).map_err(be)?;
+            let stamp = table.remove((agent, id)).map_err(be)?.map(|v| v.value().0);
+            if let Some(t) = stamp {
+                let mut times = txn.open_table(RECEIPT_TIMES).map_err(be)?;
+                times.remove((agent, t, id)).map_err(be)?;
+                let mut count_t = txn.open_table(RECEIPT_COUNT).map_err(be)?;
+                let count = count_t.get(agent).map_err(be)?.map_or(0, |g| g.value());
+                count_t.insert(agent, count.saturating_sub(1)).map_err(be)?;
+            }
         }
         txn.commit().map_err(be)
+    }
+
+    fn receipt_count(&mut self) -> Result<u64, StorageError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let table = txn.open_table(RECEIPT_COUNT).map_err(be)?;
+        let count = table.get(self.agent.as_str()).map_err(be)?;
+        Ok(count.map_or(0, |g| g.value()))
     }
 }

@@ -9,17 +9,18 @@ use super::backend::{Batch, StorageBackend, StorageError};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// KEYS: kv hash, used counter, receipts hash. ARGV: max (-1 = none), number of writes, number
-/// of reads, receipt id ("" = none), receipt, then field/present ("1"/"0")/value triples the task
-/// read, then field/value pairs, then fields to delete. Returns {1, new_used}; {0, would_use}
-/// over the quota; {2, i} if read `i` changed; {3, 0} if the receipt exists.
+/// KEYS: kv hash, used counter, receipts hash, receipt-times sorted set. ARGV: max (-1 = none),
+/// number of writes, number of reads, receipt id ("" = none), receipt, now (unix seconds),
+/// receipt cutoff (expired below), receipt max count, then field/present ("1"/"0")/value triples
+/// the task read, then field/value pairs, then fields to delete. Returns {1, new_used};
+/// {0, would_use} over the quota; {2, i} if read `i` changed; {3, 0} if the receipt exists.
 const APPLY_SCRIPT: &str = r#"
 local nw = tonumber(ARGV[2])
 local nr = tonumber(ARGV[3])
 for i = 0, nr - 1 do
-  local cur = redis.call('HGET', KEYS[1], ARGV[6 + 3 * i])
-  if ARGV[7 + 3 * i] == '1' then
-    if cur ~= ARGV[8 + 3 * i] then return {2, i} end
+  local cur = redis.call('HGET', KEYS[1], ARGV[9 + 3 * i])
+  if ARGV[10 + 3 * i] == '1' then
+    if cur ~= ARGV[11 + 3 * i] then return {2, i} end
   elseif cur then
     return {2, i}
   end
@@ -27,7 +28,7 @@ end
 if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[3], ARGV[4]) == 1 then
   return {3, 0}
 end
-local w = 6 + 3 * nr
+local w = 9 + 3 * nr
 local used = tonumber(redis.call('GET', KEYS[2]) or '0')
 local new = used
 local function size(f)
@@ -55,7 +56,16 @@ for i = w + 2 * nw, #ARGV do
 end
 redis.call('SET', KEYS[2], new)
 if ARGV[4] ~= '' then
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[7])
+  for _, id in ipairs(expired) do redis.call('HDEL', KEYS[3], id) end
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[7])
+  local over = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[8]) + 1
+  if over > 0 then
+    local oldest = redis.call('ZPOPMIN', KEYS[4], over)
+    for i = 1, #oldest, 2 do redis.call('HDEL', KEYS[3], oldest[i]) end
+  end
   redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
+  redis.call('ZADD', KEYS[4], ARGV[6], ARGV[4])
 end
 return {1, new}
 "#;
@@ -72,6 +82,7 @@ pub struct RedisBackend {
     kv_key: String,
     used_key: String,
     receipts_key: String,
+    receipt_times_key: String,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -105,6 +116,7 @@ impl RedisBackend {
             kv_key: format!("ari:{{{agent}}}:kv"),
             used_key: format!("ari:{{{agent}}}:used"),
             receipts_key: format!("ari:{{{agent}}}:receipts"),
+            receipt_times_key: format!("ari:{{{agent}}}:receipt-times"),
         }
     }
 
@@ -146,10 +158,11 @@ impl StorageBackend for RedisBackend {
     fn apply(&mut self, batch: &Batch) -> Result<(), StorageError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(APPLY_SCRIPT)
-            .arg(3)
+            .arg(4)
             .arg(&self.kv_key)
             .arg(&self.used_key)
             .arg(&self.receipts_key)
+            .arg(&self.receipt_times_key)
             .arg(batch.max_bytes.map_or(-1i128, i128::from).to_string())
             .arg(batch.writes.len())
             .arg(batch.reads.len());
@@ -157,6 +170,9 @@ impl StorageBackend for RedisBackend {
             Some((id, bytes)) => cmd.arg(id).arg(bytes.as_slice()),
             None => cmd.arg("").arg(""),
         };
+        cmd.arg(batch.now_unix_secs)
+            .arg(batch.receipt_limits.cutoff(batch.now_unix_secs))
+            .arg(batch.receipt_limits.max_count);
         for (k, v) in &batch.reads {
             match v {
                 Some(v) => cmd.arg(k).arg("1").arg(v.as_slice()),
@@ -215,6 +231,15 @@ impl StorageBackend for RedisBackend {
     fn drop_receipt(&mut self, id: &str) -> Result<(), StorageError> {
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(&self.receipts_key).arg(id);
+        self.query::<i64>(&cmd)?;
+        let mut cmd = redis::cmd("ZREM");
+        cmd.arg(&self.receipt_times_key).arg(id);
         self.query::<i64>(&cmd).map(|_| ())
+    }
+
+    fn receipt_count(&mut self) -> Result<u64, StorageError> {
+        let mut cmd = redis::cmd("HLEN");
+        cmd.arg(&self.receipts_key);
+        self.query(&cmd)
     }
 }

@@ -23,7 +23,55 @@ fn batch(writes: &[(&str, &[u8])], deletes: &[&str], max: Option<u64>) -> Batch 
         max_bytes: max,
         reads: Vec::new(),
         receipt: None,
+        ..Batch::default()
     }
+}
+
+/// Receipts are bounded by count and pruned by age, whatever the backend.
+fn receipt_contract(make: Make) {
+    let limits = ReceiptLimits {
+        max_count: 3,
+        ttl_secs: 100,
+    };
+    let commit = |id: &str, now: u64| {
+        make("receipts").apply(&Batch {
+            writes: vec![(format!("k-{id}"), b"v".to_vec())],
+            receipt: Some((id.to_owned(), id.as_bytes().to_vec())),
+            now_unix_secs: now,
+            receipt_limits: limits,
+            ..Batch::default()
+        })
+    };
+    let held = |id: &str| make("receipts").receipt(id).unwrap().is_some();
+    for (i, id) in ["r1", "r2", "r3"].into_iter().enumerate() {
+        commit(id, 1000 + i as u64).unwrap();
+    }
+    assert_eq!(make("receipts").receipt_count().unwrap(), 3);
+    // A fourth forgets the oldest: never more than max_count.
+    commit("r4", 1003).unwrap();
+    assert_eq!(make("receipts").receipt_count().unwrap(), 3);
+    assert!(!held("r1") && held("r2") && held("r3") && held("r4"));
+    // Receipts past their age are pruned by the next commit that stores one.
+    commit("r5", 1150).unwrap();
+    assert_eq!(make("receipts").receipt_count().unwrap(), 1);
+    assert!(!held("r2") && !held("r3") && !held("r4") && held("r5"));
+    assert_eq!(
+        make("receipts").receipt("r5").unwrap().as_deref(),
+        Some(&b"r5"[..])
+    );
+    // A commit without a receipt prunes nothing; dropping one frees its slot.
+    make("receipts")
+        .apply(&Batch {
+            writes: vec![("plain".into(), b"v".to_vec())],
+            now_unix_secs: 99_999,
+            receipt_limits: limits,
+            ..Batch::default()
+        })
+        .unwrap();
+    assert!(held("r5"));
+    make("receipts").drop_receipt("r5").unwrap();
+    assert_eq!(make("receipts").receipt_count().unwrap(), 0);
+    assert_eq!(make("other").receipt_count().unwrap(), 0);
 }
 
 fn backend_contract(make: Make) {
@@ -272,6 +320,7 @@ fn full_suite(make: Make) {
     wipe.apply(&batch(&[], &keys, None)).unwrap();
     assert_eq!(wipe.used_bytes().unwrap(), 0);
     replay_contract(make);
+    receipt_contract(make);
 }
 
 #[test]

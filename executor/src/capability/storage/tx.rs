@@ -2,7 +2,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::backend::{Batch, StorageBackend, StorageError, entry_size};
+use super::backend::{
+    Batch, MAX_RECEIPT_BYTES, StorageBackend, StorageError, entry_size, unix_now_secs,
+};
 use crate::capability::{CapError, StorageGrant};
 use crate::trace::{Recorder, TraceEvent, mismatch};
 
@@ -203,7 +205,16 @@ impl StorageCapability {
         if replay || pending.is_empty() {
             return Ok(());
         }
+        if let Some((_, r)) = &receipt
+            && r.len() > MAX_RECEIPT_BYTES
+        {
+            return Err(CapError::Failed(format!(
+                "storage receipt is {} bytes, over {MAX_RECEIPT_BYTES}",
+                r.len()
+            )));
+        }
         let mut batch = Batch {
+            now_unix_secs: unix_now_secs(),
             max_bytes: self.grant.map(|g| g.max_bytes),
             reads: self
                 .snapshot
