@@ -22,7 +22,8 @@ pub enum LogFormat {
 #[derive(Parser, Debug, Clone)]
 #[command(version, about)]
 pub struct Config {
-    /// Executor image used when an Agent does not override `spec.executor.image`.
+    /// Image of every executor pod (Agents cannot choose one: the executor holds the
+    /// namespace's attestation key).
     #[arg(long, env = "ARI_EXECUTOR_IMAGE", default_value = concat!("ari-executor:", env!("CARGO_PKG_VERSION")))]
     pub executor_image: String,
     /// Redis URL for agent storage; without it storage is embedded and an Agent with storage

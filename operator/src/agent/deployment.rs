@@ -84,12 +84,8 @@ fn field_env(name: &str, path: &str) -> EnvVar {
 pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deployment {
     let name = agent.name_any();
     let labels = selector_labels(&name);
-    let image = agent
-        .spec
-        .executor
-        .image
-        .clone()
-        .unwrap_or_else(|| settings.executor_image.clone());
+    // Always the operator's image: executor images are trusted, Agent authors are not.
+    let image = settings.executor_image.clone();
     let mut env_vars = vec![
         env("ARI_AGENT_NAME", &name),
         field_env("POD_NAME", "metadata.name"),
@@ -251,5 +247,38 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(executor: serde_json::Value) -> Agent {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u"},
+            "spec": {"module": {"configMap": {"name": "m", "key": "k"}}, "executor": executor}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn container(d: &Deployment) -> Container {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .map(|p| p.containers[0].clone())
+            .unwrap_or_else(|| panic!("no pod spec"))
+    }
+
+    #[test]
+    fn an_agent_cannot_choose_the_executor_image() {
+        let settings = Settings::default();
+        let d = build(
+            &agent(serde_json::json!({"image": "busybox"})),
+            "sha256:x",
+            &settings,
+        );
+        assert_eq!(container(&d).image, Some(settings.executor_image));
     }
 }
