@@ -5,6 +5,7 @@ mod agent;
 mod cache;
 mod config;
 mod context;
+mod decode;
 mod health;
 mod leader;
 mod metrics;
@@ -116,22 +117,22 @@ async fn main() -> anyhow::Result<()> {
         lost_it
     });
 
-    let (agents, tasks) = match &cfg.namespace {
-        Some(ns) => (
-            Api::<Agent>::namespaced(client.clone(), ns),
-            Api::<Task>::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::<Agent>::all(client.clone()),
-            Api::<Task>::all(client.clone()),
-        ),
-    };
     let deployments = match &cfg.namespace {
         Some(ns) => Api::<Deployment>::namespaced(client.clone(), ns),
         None => Api::<Deployment>::all(client.clone()),
     };
-    let agent_controller = Controller::new(agents, watcher::Config::default());
-    let agent_store = agent_controller.store();
+    // Agents and Tasks are written by namespace users: decode each object on its own so one
+    // that does not fit the types is skipped instead of failing every list (issue 13, item 3).
+    let (agent_store, agent_writer) = reflector::store();
+    let agent_events = decode::watch::<Agent>(
+        client.clone(),
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        metrics.decode_skipped.clone(),
+    )
+    .reflect(agent_writer)
+    .applied_objects();
+    let agent_controller = Controller::for_stream(agent_events, agent_store.clone());
     let agent_ctl = agent_controller
         .owns(
             deployments,
@@ -160,11 +161,15 @@ async fn main() -> anyhow::Result<()> {
     let pod_cache = tokio::spawn(pod_cache);
 
     let (task_store, task_writer) = reflector::store();
-    let task_events = watcher(tasks, watcher::Config::default())
-        .default_backoff()
-        .modify(cache::trim_task)
-        .reflect(task_writer)
-        .applied_objects();
+    let task_events = decode::watch::<Task>(
+        client.clone(),
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        metrics.decode_skipped.clone(),
+    )
+    .modify(cache::trim_task)
+    .reflect(task_writer)
+    .applied_objects();
     let task_controller = Controller::for_stream(task_events, task_store.clone())
         .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
     let task_ctx = Arc::new(TaskContext {
