@@ -67,6 +67,8 @@ pub struct Settings {
     pub redis_url: Option<String>,
     pub heartbeat_timeout: Duration,
     pub agent_grace: Duration,
+    /// The operator's own namespace: holds each namespace's attestation key source.
+    pub operator_namespace: String,
 }
 
 impl Config {
@@ -97,6 +99,7 @@ impl Config {
             redis_url: self.redis_url.clone(),
             heartbeat_timeout: Duration::from_secs(self.heartbeat_timeout_seconds),
             agent_grace: Duration::from_secs(self.agent_grace_seconds),
+            operator_namespace: self.lease_namespace.clone(),
         }
     }
 }
@@ -108,6 +111,7 @@ impl Default for Settings {
             redis_url: None,
             heartbeat_timeout: Duration::from_secs(30),
             agent_grace: Duration::from_secs(5),
+            operator_namespace: "ari-system".to_owned(),
         }
     }
 }

@@ -69,7 +69,11 @@ fn agent_routes(method: &str, path: &str, body: &Value) -> (u16, Value) {
             }),
         ),
         ("GET", "/api/v1/namespaces/demo/secrets/ari-attestation-key") => status(404, "NotFound"),
+        ("GET", "/api/v1/namespaces/ari-system/secrets/ari-attestation-key.demo") => {
+            status(404, "NotFound")
+        }
         ("POST", "/api/v1/namespaces/demo/secrets") => (201, body.clone()),
+        ("POST", "/api/v1/namespaces/ari-system/secrets") => (201, body.clone()),
         ("PATCH", "/apis/apps/v1/namespaces/demo/deployments/echo-executor") => {
             let mut d = body.clone();
             d["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
@@ -115,11 +119,16 @@ async fn agent_reconcile_applies_everything_and_reports_ready() {
             "shared objects have no owner"
         );
     }
-    let secret = one(&log, "POST", "/secrets");
-    let priv_hex = secret.body["data"]["private-key"]
+    // The key's source lives in the operator's namespace; the tenant gets a copy.
+    let source = one(&log, "POST", "namespaces/ari-system/secrets");
+    assert_eq!(source.body["metadata"]["name"], "ari-attestation-key.demo");
+    let priv_hex = source.body["data"]["private-key"]
         .as_str()
         .unwrap_or_default();
     assert!(!priv_hex.is_empty());
+    let copy = one(&log, "POST", "namespaces/demo/secrets");
+    assert_eq!(copy.body["metadata"]["name"], "ari-attestation-key");
+    assert_eq!(copy.body["data"], source.body["data"]);
 
     let dep = one(&log, "PATCH", "deployments/echo-executor").body;
     assert_eq!(dep["metadata"]["ownerReferences"][0]["uid"], "agent-uid");
