@@ -69,16 +69,10 @@ async fn main() -> anyhow::Result<()> {
         },
     );
     let (lead_tx, lead_rx) = watch::channel(false);
-    let release = LeaderElector::new(
-        Api::<Lease>::namespaced(client.clone(), &cfg.lease_namespace),
-        LeaseConfig {
-            name: cfg.lease_name.clone(),
-            identity: identity.clone(),
-            lease_duration: Duration::from_secs(15),
-            renew_every: Duration::from_secs(5),
-        },
-    );
-    let election = tokio::spawn(elector.run(lead_tx));
+    // Set once the controllers have stopped (or never started): the election then releases
+    // the Lease, so a standby takes over in one round instead of after its expiry.
+    let (done_tx, done_rx) = watch::channel(false);
+    let election = tokio::spawn(elector.run(lead_tx, done_rx));
     // A standby is healthy and ready to take over.
     health.set_ready(true);
 
@@ -88,8 +82,7 @@ async fn main() -> anyhow::Result<()> {
         _ = stop.wait_for(|s| *s) => {}
     }
     if *stop_rx.borrow() {
-        election.abort();
-        return finish(server, &release, false).await;
+        return finish(server, election, done_tx, false).await;
     }
     info!(%identity, "leading: starting controllers");
 
@@ -204,19 +197,24 @@ async fn main() -> anyhow::Result<()> {
     gauges.abort();
     pod_cache.abort();
     let lost_it = lost_leadership.await.unwrap_or(false);
-    election.abort();
-    finish(server, &release, lost_it).await
+    finish(server, election, done_tx, lost_it).await
 }
 
-/// Releases the lease, stops the HTTP server; exits non-zero after lost leadership so the
-/// pod restarts as a fresh candidate.
+/// Ends the election (which releases the Lease if ours), stops the HTTP server; exits
+/// non-zero after lost leadership so the pod restarts as a fresh candidate.
 async fn finish(
     server: tokio::task::JoinHandle<std::io::Result<()>>,
-    elector: &LeaderElector,
+    election: tokio::task::JoinHandle<()>,
+    done: watch::Sender<bool>,
     lost_leadership: bool,
 ) -> anyhow::Result<()> {
-    if let Err(e) = elector.release().await {
-        error!(error = %e, "releasing the lease failed");
+    let _ = done.send(true);
+    // Bounded: a hung API call must not keep the pod past its grace period.
+    if tokio::time::timeout(Duration::from_secs(10), election)
+        .await
+        .is_err()
+    {
+        error!("releasing the lease timed out");
     }
     server.abort();
     if lost_leadership {
