@@ -15,12 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use ari_crds::names;
 use ari_crds::{Agent, Task};
 use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, reflector::Store, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -126,6 +128,27 @@ async fn main() -> anyhow::Result<()> {
     .reflect(agent_writer)
     .applied_objects();
     let agent_controller = Controller::for_stream(agent_events, agent_store.clone());
+    // A change to a namespace's attestation key copy wakes that namespace's Agents, whose
+    // reconcile re-asserts the copy (issue 13, item 10). Only that name is watched (RBAC
+    // grants list/watch on it alone).
+    let key_copies = match &cfg.namespace {
+        Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
+        None => Api::<Secret>::all(client.clone()),
+    };
+    let agents_of_ns = agent_store.clone();
+    let agent_controller = agent_controller.watches(
+        key_copies,
+        watcher::Config::default().fields(&format!("metadata.name={}", names::ATTESTATION_SECRET)),
+        move |secret: Secret| {
+            let ns = secret.metadata.namespace.unwrap_or_default();
+            agents_of_ns
+                .state()
+                .into_iter()
+                .filter(|a| a.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .map(|a| ObjectRef::from_obj(a.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    );
     let agent_ctl = agent_controller
         .owns(
             deployments,
