@@ -246,10 +246,6 @@ pub struct ExecutorSpec {
     /// Container resources of each executor pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
-    /// Executor image override (default: the operator's `--executor-image`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 1024))]
-    pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,8 +275,10 @@ pub struct AgentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_digest: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2_147_483_647))]
     pub replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2_147_483_647))]
     pub ready_replicas: Option<i32>,
     /// Hex Ed25519 public key that verifies this namespace's task attestations.
     #[serde(default, skip_serializing_if = "Option::is_none")]

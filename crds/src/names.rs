@@ -12,6 +12,18 @@ pub const ATTESTATION_SECRET: &str = "ari-attestation-key";
 pub const ATTESTATION_PRIVATE_KEY: &str = "private-key";
 /// Key in [`ATTESTATION_SECRET`]: the Ed25519 public key as 64 hex digits.
 pub const ATTESTATION_PUBLIC_KEY: &str = "public-key";
+/// Label a Secret must carry (value `"true"`) before an Agent may name it in
+/// `capabilities.signing.secretRef`: a Secret is never a signing key by accident.
+pub const LABEL_SIGNING_KEY: &str = "ari.dev/signing-key";
+/// Label on the operator-namespace source of a namespace's attestation key: that namespace.
+pub const LABEL_ATTESTATION_FOR: &str = "ari.dev/attestation-key-for";
+
+/// Name, in the operator's namespace, of the source of truth of `namespace`'s attestation
+/// key; the tenant's [`ATTESTATION_SECRET`] is only a copy for the executor pods.
+pub fn attestation_source_name(namespace: &str) -> String {
+    format!("{ATTESTATION_SECRET}.{namespace}")
+}
+
 /// Label on executor pods and on task-output ConfigMaps: the Agent name.
 pub const LABEL_AGENT: &str = "ari.dev/agent";
 /// Label on task-output ConfigMaps: the Task name.

@@ -85,14 +85,18 @@ pub struct TaskSpec {
     pub retries: Option<u32>,
     /// Delete the Task this many seconds after it finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = 4_294_967_295u32))]
     pub ttl_seconds_after_finished: Option<u32>,
 }
 
 /// Reference to an Agent in the Task's namespace.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 pub struct AgentRef {
-    #[schemars(length(min = 1, max = 253))]
+    /// A DNS subdomain, as every Agent name is (it also ends up in request paths).
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub name: String,
 }
 
@@ -220,6 +224,7 @@ pub struct TaskStatus {
     pub executor: Option<String>,
     /// Claims so far (1 on the first run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 4_294_967_295u32))]
     pub attempts: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,

@@ -85,3 +85,60 @@ fn chart_carries_the_same_crds() {
         );
     }
 }
+
+/// Every `(path, format, minimum, maximum)` of an integer in a schema, nested fields included.
+fn integers(v: &serde_json::Value, path: &str, out: &mut Vec<(String, String, f64, f64)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if m.get("type").and_then(|t| t.as_str()) == Some("integer") {
+                let num = |k: &str| m.get(k).and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
+                let format = m.get("format").and_then(|f| f.as_str()).unwrap_or("");
+                out.push((
+                    path.to_owned(),
+                    format.to_owned(),
+                    num("minimum"),
+                    num("maximum"),
+                ));
+            }
+            for (k, child) in m {
+                integers(child, &format!("{path}.{k}"), out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, child) in a.iter().enumerate() {
+                integers(child, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A value the API server accepts but the Rust type cannot hold makes every typed list that
+/// contains the object fail to decode (issue 13, item 3): the schema must refuse it instead.
+#[test]
+fn every_integer_field_is_bounded_to_what_its_rust_type_holds() {
+    for name in ["ari.dev_agents.yaml", "ari.dev_tasks.yaml"] {
+        let crd: serde_json::Value = serde_yaml::from_str(&checked_in(name)).expect("parse CRD");
+        let mut found = Vec::new();
+        integers(&crd["spec"]["versions"][0]["schema"], "", &mut found);
+        assert!(!found.is_empty(), "{name}: no integer fields found");
+        for (path, format, min, max) in found {
+            let (lo, hi) = match format.as_str() {
+                "uint32" => (0.0, f64::from(u32::MAX)),
+                "int32" => (f64::from(i32::MIN), f64::from(i32::MAX)),
+                "uint64" | "uint" => (0.0, f64::INFINITY),
+                // int64 holds whatever the API server stores.
+                "int64" | "int" => continue,
+                other => panic!("{name}{path}: integer of unknown format {other:?}"),
+            };
+            assert!(
+                min >= lo,
+                "{name}{path} ({format}): minimum {min} below {lo}"
+            );
+            assert!(
+                max <= hi || (max.is_nan() && hi.is_infinite()),
+                "{name}{path} ({format}): maximum {max} missing or above {hi}"
+            );
+        }
+    }
+}

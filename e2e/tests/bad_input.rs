@@ -264,9 +264,10 @@ fn cases() -> Vec<Case> {
             &["spec.executor.concurrency"],
         ),
         rejected(
-            "agent-image-empty",
-            agent("image-empty", &with_executor("    image: \"\"\n")),
-            &["spec.executor.image"],
+            // No Agent may choose the executor image (issue 13, item 2): not a field.
+            "agent-image-not-a-field",
+            agent("image-set", &with_executor("    image: busybox\n")),
+            &["unknown field", "image"],
         ),
         rejected(
             "agent-tolerations-string",

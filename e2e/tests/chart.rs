@@ -637,7 +637,7 @@ fn executor_rbac(ctx: &Ctx) -> Result<()> {
     })
 }
 
-/// The operator's token: what the controllers do is allowed, the rest (deleting workloads,
+/// The operator's token: what the controllers do is allowed, the rest (deleting pods,
 /// listing Secrets, writing Task specs, escalating RBAC, Leases elsewhere) is not.
 fn operator_rbac(ctx: &Ctx) -> Result<()> {
     ctx.rt.block_on(async {
@@ -658,6 +658,8 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("delete", "ari.dev", "tasks", any),
                 ("create", "apps", "deployments", any),
                 ("patch", "apps", "deployments", any),
+                // The executors of an Agent that became invalid (issue 13, item 1).
+                ("delete", "apps", "deployments", any),
                 ("get", "", "pods", any),
                 ("get", "", "secrets", any),
                 ("create", "", "secrets", any),
@@ -667,9 +669,10 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("create", "events.k8s.io", "events", any),
                 ("update", lease, "leases", sys),
                 ("create", lease, "leases", sys),
+                // Each namespace's attestation key source lives in the release namespace.
+                ("create", "", "secrets", sys),
             ],
             &[
-                ("delete", "apps", "deployments", any),
                 ("update", "apps", "deployments", any),
                 ("list", "", "secrets", any),
                 ("update", "", "secrets", any),

@@ -634,6 +634,15 @@ fn signing_grant(ctx: &Ctx) -> Result<()> {
             &ns,
             &format!("--from-literal=private-key={KEY_HEX}"),
         ])?;
+        // Only a Secret marked for signing use may back the grant.
+        ctx.kubectl_ok([
+            "label",
+            "secret",
+            "signer-key",
+            "-n",
+            &ns,
+            "ari.dev/signing-key=true",
+        ])?;
         ctx.apply_ok(
             &ns,
             &agent_yaml(

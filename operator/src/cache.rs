@@ -12,14 +12,11 @@
 use ari_crds::{Task, TaskPhase};
 use k8s_openapi::api::core::v1::Pod;
 
-/// Annotation `kubectl apply` leaves with a full copy of the object.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
 pub fn trim_task(t: &mut Task) {
     t.metadata.managed_fields = None;
-    if let Some(a) = t.metadata.annotations.as_mut() {
-        a.remove(LAST_APPLIED);
-    }
+    // No decision reads a Task's labels or annotations, and their size is the author's choice.
+    t.metadata.labels = None;
+    t.metadata.annotations = None;
     t.spec.input = None;
     t.spec.input_base64 = None;
     if t.is_finished()
@@ -60,11 +57,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Annotation `kubectl apply` leaves with a full copy of the object.
+    const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
     fn task(phase: &str) -> Task {
         serde_json::from_value(json!({
             "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
             "metadata": {"name": "t", "namespace": "n",
-                "annotations": {LAST_APPLIED: "{...}", "keep": "me"},
+                "annotations": {LAST_APPLIED: "{...}", "keep": "me"}, "labels": {"big": "x"},
                 "managedFields": [{"manager": "kubectl", "operation": "Update"}]},
             "spec": {"agentRef": {"name": "a"}, "input": "x".repeat(10_000), "deadlineSeconds": 9},
             "status": {"phase": phase, "output": "out", "executor": "exec-1",
@@ -75,13 +75,12 @@ mod tests {
     }
 
     #[test]
-    fn keeps_what_decisions_and_metrics_read() {
+    fn keeps_what_decisions_and_metrics_read_and_drops_labels_and_annotations() {
         let mut t = task("Succeeded");
         trim_task(&mut t);
         assert!(t.metadata.managed_fields.is_none() && t.spec.input.is_none());
         assert_eq!(t.spec.deadline_seconds, Some(9));
-        let annotations = t.metadata.annotations.clone().unwrap_or_default();
-        assert!(!annotations.contains_key(LAST_APPLIED) && annotations.contains_key("keep"));
+        assert!(t.metadata.annotations.is_none() && t.metadata.labels.is_none());
         let s = t.status.clone().unwrap_or_default();
         assert!(s.output.is_none());
         assert_eq!(s.resources_used.map(|r| r.fuel), Some(5));

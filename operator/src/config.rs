@@ -22,7 +22,8 @@ pub enum LogFormat {
 #[derive(Parser, Debug, Clone)]
 #[command(version, about)]
 pub struct Config {
-    /// Executor image used when an Agent does not override `spec.executor.image`.
+    /// Image of every executor pod (Agents cannot choose one: the executor holds the
+    /// namespace's attestation key).
     #[arg(long, env = "ARI_EXECUTOR_IMAGE", default_value = concat!("ari-executor:", env!("CARGO_PKG_VERSION")))]
     pub executor_image: String,
     /// Redis URL for agent storage; without it storage is embedded and an Agent with storage
@@ -66,6 +67,8 @@ pub struct Settings {
     pub redis_url: Option<String>,
     pub heartbeat_timeout: Duration,
     pub agent_grace: Duration,
+    /// The operator's own namespace: holds each namespace's attestation key source.
+    pub operator_namespace: String,
 }
 
 impl Config {
@@ -96,6 +99,7 @@ impl Config {
             redis_url: self.redis_url.clone(),
             heartbeat_timeout: Duration::from_secs(self.heartbeat_timeout_seconds),
             agent_grace: Duration::from_secs(self.agent_grace_seconds),
+            operator_namespace: self.lease_namespace.clone(),
         }
     }
 }
@@ -107,6 +111,7 @@ impl Default for Settings {
             redis_url: None,
             heartbeat_timeout: Duration::from_secs(30),
             agent_grace: Duration::from_secs(5),
+            operator_namespace: "ari-system".to_owned(),
         }
     }
 }

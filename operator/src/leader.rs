@@ -108,17 +108,24 @@ impl LeaderElector {
         }
     }
 
-    /// Runs the election forever, publishing whether we lead. Errors count as not leading
-    /// once the lease would have expired, so a partitioned leader steps down in time.
-    pub async fn run(self, leading: watch::Sender<bool>) {
+    /// Runs the election until `stop` turns true, publishing whether we lead; then releases
+    /// the Lease (if ours) so a standby takes over at its next round instead of waiting for
+    /// the Lease to expire. Set `stop` only once the controllers have stopped.
+    ///
+    /// A leader whose renewals fail steps down once its last success is older than
+    /// [`LeaseConfig::renew_deadline`], well before the Lease expires for the others.
+    pub async fn run(self, leading: watch::Sender<bool>, mut stop: watch::Receiver<bool>) {
         let mut last_renew: Option<tokio::time::Instant> = None;
         loop {
+            if *stop.borrow() {
+                break;
+            }
             let now = Timestamp::now();
             let ok = match self.try_acquire_or_renew(now).await {
                 Ok(ok) => ok,
                 Err(e) => {
                     warn!(error = %e, "lease round failed");
-                    last_renew.is_some_and(|t| t.elapsed() < self.cfg.lease_duration)
+                    last_renew.is_some_and(|t| t.elapsed() < self.cfg.renew_deadline())
                 }
             };
             if ok {
@@ -128,8 +135,24 @@ impl LeaderElector {
                 info!(leading = ok, identity = %self.cfg.identity, "leadership changed");
                 let _ = leading.send(ok);
             }
-            tokio::time::sleep(self.cfg.renew_every).await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.renew_every) => {}
+                _ = stop.wait_for(|s| *s) => break,
+            }
         }
+        let _ = leading.send(false);
+        match self.release().await {
+            Ok(()) => info!(identity = %self.cfg.identity, "lease released"),
+            Err(e) => warn!(error = %e, "releasing the lease failed"),
+        }
+    }
+}
+
+impl LeaseConfig {
+    /// How long a leader keeps leading without a successful renewal: two thirds of the
+    /// Lease, so it stops acting well before another candidate may take the Lease.
+    pub fn renew_deadline(&self) -> Duration {
+        self.lease_duration.mul_f64(2.0 / 3.0)
     }
 }
 
@@ -165,5 +188,59 @@ mod tests {
         assert!(expired(&spec(Some("a"), 980, 15), now));
         assert!(expired(&spec(None, 999, 15), now));
         assert!(expired(&spec(Some(""), 999, 15), now));
+    }
+
+    #[test]
+    fn a_leader_gives_up_well_before_its_lease_expires() {
+        let cfg = LeaseConfig {
+            name: "l".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+        };
+        assert_eq!(cfg.renew_deadline(), Duration::from_secs(10));
+        assert!(
+            cfg.renew_deadline() >= cfg.renew_every * 2,
+            "one failed round is tolerated"
+        );
+    }
+
+    #[tokio::test]
+    async fn stopping_the_election_releases_a_lease_we_hold() {
+        use crate::testutil::{find, mock_client};
+        use serde_json::json;
+        let lease = |holder: Option<&str>| {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": "ari", "namespace": "ari-system", "resourceVersion": "3"},
+                   "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                            "renewTime": "2020-01-01T00:00:00.000000Z"}})
+        };
+        let (client, log) = mock_client(move |m, _, b| match m {
+            "GET" => (200, lease(Some("me"))),
+            _ => (200, b.clone()),
+        });
+        let elector = LeaderElector::new(
+            Api::namespaced(client, "ari-system"),
+            LeaseConfig {
+                name: "ari".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_secs(15),
+                renew_every: Duration::from_secs(3600),
+            },
+        );
+        let (lead_tx, mut lead_rx) = watch::channel(false);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let run = tokio::spawn(elector.run(lead_tx, stop_rx));
+        let _ = lead_rx.wait_for(|l| *l).await;
+        let _ = stop_tx.send(true);
+        let _ = run.await;
+        let puts = find(&log, "PUT", "leases/ari");
+        let last = puts
+            .last()
+            .map(|r| r.body["spec"].clone())
+            .unwrap_or_default();
+        assert!(puts.len() >= 2, "renew then release: {puts:?}");
+        assert!(last["holderIdentity"].is_null(), "released: {last}");
+        assert!(!*lead_rx.borrow(), "no longer leading after the release");
     }
 }

@@ -5,6 +5,7 @@ mod agent;
 mod cache;
 mod config;
 mod context;
+mod decode;
 mod health;
 mod leader;
 mod metrics;
@@ -14,12 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use ari_crds::names;
 use ari_crds::{Agent, Task};
 use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, reflector::Store, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -68,16 +71,10 @@ async fn main() -> anyhow::Result<()> {
         },
     );
     let (lead_tx, lead_rx) = watch::channel(false);
-    let release = LeaderElector::new(
-        Api::<Lease>::namespaced(client.clone(), &cfg.lease_namespace),
-        LeaseConfig {
-            name: cfg.lease_name.clone(),
-            identity: identity.clone(),
-            lease_duration: Duration::from_secs(15),
-            renew_every: Duration::from_secs(5),
-        },
-    );
-    let election = tokio::spawn(elector.run(lead_tx));
+    // Set once the controllers have stopped (or never started): the election then releases
+    // the Lease, so a standby takes over in one round instead of after its expiry.
+    let (done_tx, done_rx) = watch::channel(false);
+    let election = tokio::spawn(elector.run(lead_tx, done_rx));
     // A standby is healthy and ready to take over.
     health.set_ready(true);
 
@@ -87,8 +84,7 @@ async fn main() -> anyhow::Result<()> {
         _ = stop.wait_for(|s| *s) => {}
     }
     if *stop_rx.borrow() {
-        election.abort();
-        return finish(server, &release, false).await;
+        return finish(server, election, done_tx, false).await;
     }
     info!(%identity, "leading: starting controllers");
 
@@ -116,22 +112,43 @@ async fn main() -> anyhow::Result<()> {
         lost_it
     });
 
-    let (agents, tasks) = match &cfg.namespace {
-        Some(ns) => (
-            Api::<Agent>::namespaced(client.clone(), ns),
-            Api::<Task>::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::<Agent>::all(client.clone()),
-            Api::<Task>::all(client.clone()),
-        ),
-    };
     let deployments = match &cfg.namespace {
         Some(ns) => Api::<Deployment>::namespaced(client.clone(), ns),
         None => Api::<Deployment>::all(client.clone()),
     };
-    let agent_controller = Controller::new(agents, watcher::Config::default());
-    let agent_store = agent_controller.store();
+    // Agents and Tasks are written by namespace users: decode each object on its own so one
+    // that does not fit the types is skipped instead of failing every list (issue 13, item 3).
+    let (agent_store, agent_writer) = reflector::store();
+    let agent_events = decode::watch::<Agent>(
+        client.clone(),
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        metrics.decode_skipped.clone(),
+    )
+    .reflect(agent_writer)
+    .applied_objects();
+    let agent_controller = Controller::for_stream(agent_events, agent_store.clone());
+    // A change to a namespace's attestation key copy wakes that namespace's Agents, whose
+    // reconcile re-asserts the copy (issue 13, item 10). Only that name is watched (RBAC
+    // grants list/watch on it alone).
+    let key_copies = match &cfg.namespace {
+        Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
+        None => Api::<Secret>::all(client.clone()),
+    };
+    let agents_of_ns = agent_store.clone();
+    let agent_controller = agent_controller.watches(
+        key_copies,
+        watcher::Config::default().fields(&format!("metadata.name={}", names::ATTESTATION_SECRET)),
+        move |secret: Secret| {
+            let ns = secret.metadata.namespace.unwrap_or_default();
+            agents_of_ns
+                .state()
+                .into_iter()
+                .filter(|a| a.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .map(|a| ObjectRef::from_obj(a.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    );
     let agent_ctl = agent_controller
         .owns(
             deployments,
@@ -160,11 +177,15 @@ async fn main() -> anyhow::Result<()> {
     let pod_cache = tokio::spawn(pod_cache);
 
     let (task_store, task_writer) = reflector::store();
-    let task_events = watcher(tasks, watcher::Config::default())
-        .default_backoff()
-        .modify(cache::trim_task)
-        .reflect(task_writer)
-        .applied_objects();
+    let task_events = decode::watch::<Task>(
+        client.clone(),
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        metrics.decode_skipped.clone(),
+    )
+    .modify(cache::trim_task)
+    .reflect(task_writer)
+    .applied_objects();
     let task_controller = Controller::for_stream(task_events, task_store.clone())
         .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
     let task_ctx = Arc::new(TaskContext {
@@ -199,19 +220,24 @@ async fn main() -> anyhow::Result<()> {
     gauges.abort();
     pod_cache.abort();
     let lost_it = lost_leadership.await.unwrap_or(false);
-    election.abort();
-    finish(server, &release, lost_it).await
+    finish(server, election, done_tx, lost_it).await
 }
 
-/// Releases the lease, stops the HTTP server; exits non-zero after lost leadership so the
-/// pod restarts as a fresh candidate.
+/// Ends the election (which releases the Lease if ours), stops the HTTP server; exits
+/// non-zero after lost leadership so the pod restarts as a fresh candidate.
 async fn finish(
     server: tokio::task::JoinHandle<std::io::Result<()>>,
-    elector: &LeaderElector,
+    election: tokio::task::JoinHandle<()>,
+    done: watch::Sender<bool>,
     lost_leadership: bool,
 ) -> anyhow::Result<()> {
-    if let Err(e) = elector.release().await {
-        error!(error = %e, "releasing the lease failed");
+    let _ = done.send(true);
+    // Bounded: a hung API call must not keep the pod past its grace period.
+    if tokio::time::timeout(Duration::from_secs(10), election)
+        .await
+        .is_err()
+    {
+        error!("releasing the lease timed out");
     }
     server.abort();
     if lost_leadership {

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub task_duration: HistogramVec,
     /// Fuel used by finished tasks, by agent.
     pub fuel_used: IntCounterVec,
+    /// Watched objects skipped because they do not decode, by kind.
+    pub decode_skipped: IntCounterVec,
 }
 
 impl Metrics {
@@ -57,6 +59,14 @@ impl Metrics {
             Opts::new("task_fuel_used_total", "Fuel used by finished tasks"),
             &["agent"],
         )?;
+        let decode_skipped = IntCounterVec::new(
+            Opts::new(
+                "objects_skipped_total",
+                "Watched objects skipped because they do not decode",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(decode_skipped.clone()))?;
         registry.register(Box::new(reconciles.clone()))?;
         registry.register(Box::new(reconcile_errors.clone()))?;
         registry.register(Box::new(tasks.clone()))?;
@@ -71,6 +81,7 @@ impl Metrics {
             task_finished,
             task_duration,
             fuel_used,
+            decode_skipped,
         })
     }
 

@@ -69,7 +69,11 @@ fn agent_routes(method: &str, path: &str, body: &Value) -> (u16, Value) {
             }),
         ),
         ("GET", "/api/v1/namespaces/demo/secrets/ari-attestation-key") => status(404, "NotFound"),
+        ("GET", "/api/v1/namespaces/ari-system/secrets/ari-attestation-key.demo") => {
+            status(404, "NotFound")
+        }
         ("POST", "/api/v1/namespaces/demo/secrets") => (201, body.clone()),
+        ("POST", "/api/v1/namespaces/ari-system/secrets") => (201, body.clone()),
         ("PATCH", "/apis/apps/v1/namespaces/demo/deployments/echo-executor") => {
             let mut d = body.clone();
             d["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
@@ -115,11 +119,16 @@ async fn agent_reconcile_applies_everything_and_reports_ready() {
             "shared objects have no owner"
         );
     }
-    let secret = one(&log, "POST", "/secrets");
-    let priv_hex = secret.body["data"]["private-key"]
+    // The key's source lives in the operator's namespace; the tenant gets a copy.
+    let source = one(&log, "POST", "namespaces/ari-system/secrets");
+    assert_eq!(source.body["metadata"]["name"], "ari-attestation-key.demo");
+    let priv_hex = source.body["data"]["private-key"]
         .as_str()
         .unwrap_or_default();
     assert!(!priv_hex.is_empty());
+    let copy = one(&log, "POST", "namespaces/demo/secrets");
+    assert_eq!(copy.body["metadata"]["name"], "ari-attestation-key");
+    assert_eq!(copy.body["data"], source.body["data"]);
 
     let dep = one(&log, "PATCH", "deployments/echo-executor").body;
     assert_eq!(dep["metadata"]["ownerReferences"][0]["uid"], "agent-uid");
@@ -202,6 +211,231 @@ async fn agent_with_missing_configmap_is_not_resolved_and_gets_no_deployment() {
     assert_eq!(cond("ModuleResolved")["status"], "False");
     assert_eq!(cond("ModuleResolved")["reason"], "ConfigMapNotFound");
     assert_eq!(cond("Ready")["status"], "False");
+}
+
+/// The condition `ty` of the status the reconcile wrote.
+fn written_condition(log: &Log, ty: &str) -> Value {
+    let st = one(log, "PATCH", "agents/echo/status").body["status"].clone();
+    st["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == ty).cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn signing_agent(secret: &str) -> Agent {
+    let mut a = agent_json();
+    a["spec"]["capabilities"]["signing"] =
+        json!({"keyId": "k", "secretRef": {"name": secret, "key": "private-key"}});
+    serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn an_agent_naming_the_attestation_key_for_signing_is_invalid_and_gets_no_executors() {
+    let (client, log) = mock_client(|m, p, b| match (m, p) {
+        ("DELETE", "/apis/apps/v1/namespaces/demo/deployments/echo-executor") => (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+        _ => agent_routes(m, p, b),
+    });
+    let agent = signing_agent("ari-attestation-key");
+    let res = crate::agent::controller::reconcile(Arc::new(agent), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(
+        find(&log, "PATCH", "deployments").is_empty(),
+        "no executor may get the key"
+    );
+    assert_eq!(find(&log, "DELETE", "deployments/echo-executor").len(), 1);
+    assert!(
+        find(&log, "GET", "secrets/ari-attestation-key").is_empty()
+            || find(&log, "GET", "demo/secrets/ari-attestation-key").len() == 1,
+        "read only to re-assert the copy"
+    );
+    let valid = written_condition(&log, "Valid");
+    assert_eq!(valid["status"], "False");
+    assert_eq!(valid["reason"], "SigningSecretRejected");
+    assert!(
+        valid["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("attestation key")
+    );
+    let events = find(&log, "POST", "/events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.body["reason"] == "SigningSecretRejected" && e.body["type"] == "Warning"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unmarked_signing_secret_is_refused_and_a_marked_key_is_deployed() {
+    let secret = |labels: Value| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sig", "labels": labels},
+               "data": {"private-key": "OWQ2MWIxOWRlZmZkNWE2MGJhODQ0YWY0OTJlYzJjYzQ0NDQ5YzU2OTdiMzI2OTE5NzAzYmFjMDMxY2FlN2Y2MA=="}})
+    };
+    let (client, log) = mock_client(move |m, p, b| match (m, p) {
+        ("GET", "/api/v1/namespaces/demo/secrets/sig") => (200, secret(json!({}))),
+        ("DELETE", _) => (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+        _ => agent_routes(m, p, b),
+    });
+    let res =
+        crate::agent::controller::reconcile(Arc::new(signing_agent("sig")), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(find(&log, "PATCH", "deployments").is_empty());
+    let valid = written_condition(&log, "Valid");
+    assert!(
+        valid["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ari.dev/signing-key=true"),
+        "{valid}"
+    );
+
+    let (client, log) = mock_client(move |m, p, b| match (m, p) {
+        ("GET", "/api/v1/namespaces/demo/secrets/sig") => {
+            (200, secret(json!({"ari.dev/signing-key": "true"})))
+        }
+        _ => agent_routes(m, p, b),
+    });
+    let res =
+        crate::agent::controller::reconcile(Arc::new(signing_agent("sig")), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert_eq!(find(&log, "PATCH", "deployments/echo-executor").len(), 1);
+    assert_eq!(written_condition(&log, "Valid")["status"], "True");
+}
+
+#[tokio::test]
+async fn a_deployment_the_api_server_refuses_is_reported_with_its_message() {
+    let (client, log) = mock_client(|m, p, b| match (m, p) {
+        ("PATCH", "/apis/apps/v1/namespaces/demo/deployments/echo-executor") => (
+            422,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "Deployment.apps \"echo-executor\" is invalid: spec.template.spec.containers[0].resources.requests[cpu]: Invalid value: \"lots\"",
+                   "reason": "Invalid", "code": 422}),
+        ),
+        _ => agent_routes(m, p, b),
+    });
+    let agent: Agent = serde_json::from_value(agent_json()).unwrap_or_else(|e| panic!("{e}"));
+    let res = crate::agent::controller::reconcile(Arc::new(agent), ctx(client)).await;
+    assert!(
+        res.is_ok(),
+        "a refusal is reported, not retried as an error: {res:?}"
+    );
+    let ready = written_condition(&log, "Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "DeploymentRejected");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("requests[cpu]"),
+        "{ready}"
+    );
+    let events = find(&log, "POST", "/events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.body["reason"] == "DeploymentRejected" && e.body["type"] == "Warning"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_name_too_long_to_label_its_pods_is_invalid() {
+    let (client, log) = mock_client(|m, p, b| match (m, p) {
+        ("DELETE", _) => (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+        ("PATCH", p) if p.ends_with("/status") => {
+            let mut a = agent_json();
+            a["status"] = b["status"].clone();
+            (200, a)
+        }
+        _ => agent_routes(m, p, b),
+    });
+    let mut a = agent_json();
+    a["metadata"]["name"] = json!("a".repeat(64));
+    let agent: Agent = serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}"));
+    let res = crate::agent::controller::reconcile(Arc::new(agent), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(find(&log, "PATCH", "deployments").is_empty());
+    let st = find(&log, "PATCH", "/status");
+    assert_eq!(st.len(), 1);
+    let valid = st[0].body["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Valid").cloned())
+        .unwrap_or(Value::Null);
+    assert_eq!(valid["status"], "False");
+    assert!(
+        valid["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("at most 63"),
+        "{valid}"
+    );
+}
+
+#[tokio::test]
+async fn a_replaced_attestation_key_copy_is_restored_from_the_operator_namespace() {
+    let source = crate::agent::key::new_secret("ari-system", "demo");
+    let source_json = serde_json::to_value(&source).unwrap_or_default();
+    let public = crate::agent::key::public_key_hex(&source).unwrap_or_default();
+    let planted = crate::agent::key::new_secret("demo", "demo");
+    let mut planted_json = serde_json::to_value(&planted).unwrap_or_default();
+    planted_json["metadata"]["name"] = json!("ari-attestation-key");
+    let (client, log) = mock_client(move |m, p, b| match (m, p) {
+        ("GET", "/api/v1/namespaces/ari-system/secrets/ari-attestation-key.demo") => {
+            (200, source_json.clone())
+        }
+        ("GET", "/api/v1/namespaces/demo/secrets/ari-attestation-key") => {
+            (200, planted_json.clone())
+        }
+        ("DELETE", "/api/v1/namespaces/demo/secrets/ari-attestation-key") => (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+        _ => agent_routes(m, p, b),
+    });
+    let agent: Agent = serde_json::from_value(agent_json()).unwrap_or_else(|e| panic!("{e}"));
+    let res = crate::agent::controller::reconcile(Arc::new(agent), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert_eq!(
+        find(&log, "DELETE", "demo/secrets/ari-attestation-key").len(),
+        1
+    );
+    let copy = one(&log, "POST", "namespaces/demo/secrets").body;
+    assert_eq!(
+        copy["data"],
+        serde_json::to_value(&source.data).unwrap_or_default()
+    );
+    let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
+    assert_eq!(
+        st["attestationPublicKey"],
+        public.as_str(),
+        "published key comes from the source"
+    );
+    let dep = one(&log, "PATCH", "deployments/echo-executor").body;
+    let env = dep["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    assert!(
+        env.as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["name"] == "ARI_ATTESTATION_PUBLIC_KEY" && e["value"] == public.as_str()),
+        "{env}"
+    );
+    let events = find(&log, "POST", "/events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.body["reason"] == "AttestationKeyRestored"),
+        "{events:?}"
+    );
 }
 
 fn task_json(status: Value, extra_spec: Value) -> Task {

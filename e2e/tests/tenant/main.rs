@@ -6,7 +6,11 @@
 
 use ari_e2e::trials;
 
+mod operator_attacks;
+
 fn main() -> std::process::ExitCode {
     // Each attack family lives in its own module; add its trials here.
-    trials::run(Vec::new())
+    let mut all = Vec::new();
+    all.extend(operator_attacks::trials());
+    trials::run(all)
 }

@@ -21,6 +21,10 @@ pub struct WorkerConfig {
     pub state_dir: PathBuf,
     pub cache_dir: Option<PathBuf>,
     pub attestation_key: SigningKey,
+    /// Set when `ARI_ATTESTATION_KEY` is not the key whose public half the operator passed in
+    /// `ARI_ATTESTATION_PUBLIC_KEY` (the namespace copy was replaced): the worker then stays
+    /// not Ready and signs nothing.
+    pub attestation_key_mismatch: Option<String>,
     /// The signing grant's key (text as stored in the Secret), when the Agent grants signing.
     pub signing_key: Option<String>,
     /// How often a running task's `lastHeartbeatTime` is refreshed.
@@ -73,6 +77,15 @@ impl WorkerConfig {
                         .into(),
                 )
             })?;
+        let attestation_key_mismatch = get("ARI_ATTESTATION_PUBLIC_KEY").and_then(|want| {
+            let have = hex::encode(attestation_key.verifying_key().to_bytes());
+            (!want.trim().eq_ignore_ascii_case(&have)).then(|| {
+                format!(
+                    "ARI_ATTESTATION_KEY has public key {have}, not the namespace's {} that the operator published: the Secret was replaced; refusing to sign",
+                    want.trim()
+                )
+            })
+        });
         let concurrency = match get("ARI_CONCURRENCY") {
             None => 4,
             Some(v) => v
@@ -115,6 +128,7 @@ impl WorkerConfig {
                 .unwrap_or_else(|| PathBuf::from("/var/lib/ari")),
             cache_dir: get("ARI_CACHE_DIR").map(PathBuf::from),
             attestation_key,
+            attestation_key_mismatch,
             signing_key: get("ARI_SIGNING_KEY"),
             heartbeat,
             steal_after,
@@ -195,5 +209,25 @@ mod tests {
         ]))
         .expect_err("zero concurrency");
         assert!(err.to_string().contains("ARI_CONCURRENCY"), "{err}");
+    }
+
+    #[test]
+    fn a_key_that_is_not_the_published_one_is_flagged_not_used() {
+        let with = |public: &str| {
+            WorkerConfig::from_lookup(env(&[
+                ("ARI_AGENT_NAME", "echo"),
+                ("POD_NAMESPACE", "ns"),
+                ("POD_NAME", "p"),
+                ("ARI_ATTESTATION_KEY", KEY),
+                ("ARI_ATTESTATION_PUBLIC_KEY", public),
+            ]))
+            .expect("valid config")
+        };
+        // RFC 8032 test 1: KEY's public key.
+        let ok = with("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+        assert!(ok.attestation_key_mismatch.is_none());
+        let planted = with(&"ab".repeat(32));
+        let why = planted.attestation_key_mismatch.unwrap_or_default();
+        assert!(why.contains("refusing to sign"), "{why}");
     }
 }

@@ -93,6 +93,13 @@ async fn prepare(
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Worker, WorkerError> {
+    // A replaced attestation key must sign nothing; stay up and not Ready rather than
+    // crash-loop (issue 13, item 10).
+    if let Some(why) = &config.attestation_key_mismatch {
+        error!(error = %why, "attestation key does not match the operator's; not ready");
+        let _ = stop.wait_for(|s| *s).await;
+        return Err(WorkerError::Config(why.clone()));
+    }
     let agents: Api<ari_crds::Agent> = Api::namespaced(client.clone(), &config.namespace);
     let agent = agents.get(&config.agent).await?;
     // A module that cannot be fetched or loaded is bad input (or a passing network fault), not

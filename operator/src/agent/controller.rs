@@ -13,13 +13,13 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tracing::info;
+use tracing::{info, warn};
 
-use super::{deployment, key, module, rbac};
+use super::{deployment, key, module, rbac, signing};
 use crate::context::Context;
 
 /// Reconcile failures (retried with backoff by the error policy).
@@ -33,8 +33,82 @@ pub enum Error {
     NoNamespace,
 }
 
+/// Longest Agent name: it is the value of the `ari.dev/agent` label on executor pods.
+const MAX_AGENT_NAME: usize = 63;
+
+/// Whether `s` is a label value (also the name part of a label key): at most 63 characters,
+/// alphanumerics with `-`, `_`, `.` inside.
+fn is_label_value(s: &str) -> bool {
+    s.len() <= 63
+        && (s.is_empty()
+            || (s
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && s.ends_with(|c: char| c.is_ascii_alphanumeric())))
+}
+
+/// Whether `s` is a label key: `[prefix/]name`, prefix a DNS subdomain.
+fn is_label_key(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                !l.is_empty()
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            })
+    });
+    prefix_ok && !name.is_empty() && is_label_value(name)
+}
+
+/// `Valid=False` reason: the signing grant's Secret may not be used.
+pub const SIGNING_REJECTED: &str = "SigningSecretRejected";
+/// `Ready=False` reason: the API server refused the executor Deployment.
+pub const DEPLOYMENT_REJECTED: &str = "DeploymentRejected";
+/// Longest condition message the operator writes.
+const MESSAGE_MAX: usize = 1024;
+
 /// Semantic checks the schema cannot express; `Err` carries the message for `Valid=False`.
+/// Includes what the API server would refuse in the executor Deployment, so such an Agent
+/// says why instead of being retried silently.
 pub fn validate(agent: &Agent) -> Result<(), String> {
+    let name = agent.name_any();
+    if name.len() > MAX_AGENT_NAME {
+        return Err(format!(
+            "Agent name is {} characters; at most {MAX_AGENT_NAME} (it labels the executor pods)",
+            name.len()
+        ));
+    }
+    for (k, v) in agent.spec.executor.node_selector.iter().flatten() {
+        if !is_label_key(k) || !is_label_value(v) {
+            return Err(format!(
+                "executor.nodeSelector {k:?}: {v:?} is not a valid label key and value"
+            ));
+        }
+    }
+    for t in agent.spec.executor.tolerations.iter().flatten() {
+        if let Some(op) = t.operator.as_deref()
+            && !["Exists", "Equal"].contains(&op)
+        {
+            return Err(format!(
+                "executor.tolerations operator {op:?}: want Exists or Equal"
+            ));
+        }
+        if let Some(effect) = t.effect.as_deref()
+            && !["", "NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect)
+        {
+            return Err(format!(
+                "executor.tolerations effect {effect:?}: want NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+    }
     if let Some(net) = &agent.spec.capabilities.network {
         for h in &net.allowed_hosts {
             HostPattern::parse(h).map_err(|e| format!("network.allowedHosts {h}: {e}"))?;
@@ -92,10 +166,23 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
         ..old.clone()
     };
 
-    let valid = validate(&agent);
+    let mut valid = validate(&agent).map_err(|m| ("Invalid", m));
+    if valid.is_ok()
+        && let Some(grant) = &agent.spec.capabilities.signing
+    {
+        // Never even read the attestation key on an Agent's behalf.
+        let secret = if grant.secret_ref.name == names::ATTESTATION_SECRET {
+            None
+        } else {
+            Api::<Secret>::namespaced(client.clone(), &ns)
+                .get_opt(&grant.secret_ref.name)
+                .await?
+        };
+        valid = signing::check(grant, secret.as_ref()).map_err(|m| (SIGNING_REJECTED, m));
+    }
     let (vs, vr, vm) = match &valid {
         Ok(()) => (ConditionStatus::True, "Valid", String::new()),
-        Err(m) => (ConditionStatus::False, "Invalid", m.clone()),
+        Err((r, m)) => (ConditionStatus::False, *r, m.clone()),
     };
     conditions::set(
         &mut status.conditions,
@@ -166,21 +253,71 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
         &rbac::role_binding(&ns),
     )
     .await?;
-    status.attestation_public_key =
-        Some(key::ensure(&Api::<Secret>::namespaced(client.clone(), &ns), &ns).await?);
+    let op_ns = &ctx.settings.operator_namespace;
+    let key = key::ensure(
+        &Api::<Secret>::namespaced(client.clone(), op_ns),
+        op_ns,
+        &Api::<Secret>::namespaced(client.clone(), &ns),
+        &ns,
+    )
+    .await?;
+    if key.restored {
+        warn!(namespace = %ns, "attestation key Secret was changed; restored it");
+        ctx.event(
+            agent.as_ref(),
+            true,
+            "AttestationKeyRestored",
+            "RestoreKey",
+            format!(
+                "Secret {} did not hold this namespace's attestation key; the operator restored it",
+                names::ATTESTATION_SECRET
+            ),
+        )
+        .await;
+    }
+    status.attestation_public_key = Some(key.public_key.clone());
 
     let mut available = 0;
-    if let Ok(digest) = &module {
-        let dep = deployment::build(&agent, digest, &ctx.settings);
-        let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
-        let dep_name = names::executor_deployment_name(&name);
-        let applied = apply(&deps, &dep_name, &dep).await?;
-        let st = applied.status.unwrap_or_default();
-        status.replicas = Some(st.replicas.unwrap_or(0));
-        status.ready_replicas = Some(st.ready_replicas.unwrap_or(0));
-        available = st.available_replicas.unwrap_or(0);
+    let mut rejected = None;
+    let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
+    let dep_name = names::executor_deployment_name(&name);
+    if valid.is_err() {
+        // No executor may run on a spec the operator refused (e.g. a signing Secret that
+        // stopped qualifying): remove one left from an earlier, valid spec.
+        match deps.delete(&dep_name, &DeleteParams::background()).await {
+            Ok(_) => info!(agent = %name, namespace = %ns, "deleted executors of an invalid Agent"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        status.replicas = Some(0);
+        status.ready_replicas = Some(0);
+    } else if let Ok(digest) = &module {
+        let dep = deployment::build(&agent, digest, &ctx.settings, &key.public_key);
+        match apply(&deps, &dep_name, &dep).await {
+            Ok(applied) => {
+                let st = applied.status.unwrap_or_default();
+                status.replicas = Some(st.replicas.unwrap_or(0));
+                status.ready_replicas = Some(st.ready_replicas.unwrap_or(0));
+                available = st.available_replicas.unwrap_or(0);
+            }
+            // The API server refused the Deployment built from this spec: retrying will not
+            // help until the spec changes, so say why.
+            Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
+                let mut m = format!(
+                    "the API server refused the executor Deployment: {}",
+                    s.message
+                );
+                crate::cache::clip(&mut m, MESSAGE_MAX);
+                rejected = Some(m);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    let (rs, rr, rm) = ready_condition(module.is_ok(), available);
+    let (rs, rr, rm) = match (&valid, rejected.clone()) {
+        (Err((r, m)), _) if *r != "Invalid" => (ConditionStatus::False, *r, m.clone()),
+        (_, Some(m)) => (ConditionStatus::False, DEPLOYMENT_REJECTED, m),
+        _ => ready_condition(module.is_ok(), available),
+    };
     conditions::set(
         &mut status.conditions,
         conditions::READY,
@@ -201,9 +338,13 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
         info!(agent = %name, namespace = %ns, ready = ?rs, "agent status updated");
     }
     // Re-check a missing ConfigMap periodically; Deployment changes wake us through `owns`.
-    Ok(match module {
-        Ok(_) => Action::requeue(Duration::from_secs(300)),
-        Err(_) => Action::requeue(Duration::from_secs(15)),
+    // Secrets are not watched: re-check a refused signing Secret now and then.
+    Ok(match (&valid, &module) {
+        (Err((SIGNING_REJECTED, _)), _) => Action::requeue(Duration::from_secs(30)),
+        (Err(_), _) => Action::requeue(Duration::from_secs(300)),
+        _ if rejected.is_some() => Action::requeue(Duration::from_secs(300)),
+        (Ok(()), Ok(_)) => Action::requeue(Duration::from_secs(300)),
+        (Ok(()), Err(_)) => Action::requeue(Duration::from_secs(15)),
     })
 }
 

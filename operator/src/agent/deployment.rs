@@ -10,9 +10,11 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecretKeySelector, SecurityContext, Volume, VolumeMount,
+    HTTPGetAction, ObjectFieldSelector, PodDNSConfig, PodDNSConfigOption, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Volume,
+    VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
@@ -58,6 +60,18 @@ pub fn effective_replicas(agent: &Agent, settings: &Settings) -> i32 {
     }
 }
 
+/// Requests of an executor whose Agent sets no resources (no limits: the Agent's
+/// `limits.memoryBytes` bounds each instance).
+pub fn default_resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("100m".to_owned())),
+            ("memory".to_owned(), Quantity("128Mi".to_owned())),
+        ])),
+        ..Default::default()
+    }
+}
+
 fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
@@ -81,15 +95,19 @@ fn field_env(name: &str, path: &str) -> EnvVar {
 }
 
 /// The Deployment for `agent`, owned by it, with the module digest in the pod template.
-pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deployment {
+///
+/// `attestation_public_key` is the namespace key's public half from the operator's source of
+/// truth; the executor refuses to sign with a key that does not match it.
+pub fn build(
+    agent: &Agent,
+    module_digest: &str,
+    settings: &Settings,
+    attestation_public_key: &str,
+) -> Deployment {
     let name = agent.name_any();
     let labels = selector_labels(&name);
-    let image = agent
-        .spec
-        .executor
-        .image
-        .clone()
-        .unwrap_or_else(|| settings.executor_image.clone());
+    // Always the operator's image: executor images are trusted, Agent authors are not.
+    let image = settings.executor_image.clone();
     let mut env_vars = vec![
         env("ARI_AGENT_NAME", &name),
         field_env("POD_NAME", "metadata.name"),
@@ -116,6 +134,7 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
     if let Some(url) = &settings.redis_url {
         env_vars.push(env("ARI_REDIS_URL", url));
     }
+    env_vars.push(env("ARI_ATTESTATION_PUBLIC_KEY", attestation_public_key));
     env_vars.push(EnvVar {
         name: "ARI_ATTESTATION_KEY".to_owned(),
         value_from: Some(EnvVarSource {
@@ -163,7 +182,15 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
             period_seconds: Some(2),
             ..Default::default()
         }),
-        resources: agent.spec.executor.resources.clone(),
+        // Requests by default, so executors are not the first pods evicted (BestEffort).
+        resources: Some(
+            agent
+                .spec
+                .executor
+                .resources
+                .clone()
+                .unwrap_or_else(default_resources),
+        ),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: "state".to_owned(),
@@ -245,11 +272,77 @@ pub fn build(agent: &Agent, module_digest: &str, settings: &Settings) -> Deploym
                     node_selector: agent.spec.executor.node_selector.clone(),
                     tolerations: agent.spec.executor.tolerations.clone(),
                     termination_grace_period_seconds: Some(60),
+                    // ndots:5 would send every outbound name (1–4 dots) through all the
+                    // cluster search domains first.
+                    dns_config: Some(PodDNSConfig {
+                        options: Some(vec![PodDNSConfigOption {
+                            name: Some("ndots".to_owned()),
+                            value: Some("2".to_owned()),
+                        }]),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
             },
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(executor: serde_json::Value) -> Agent {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u"},
+            "spec": {"module": {"configMap": {"name": "m", "key": "k"}}, "executor": executor}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn container(d: &Deployment) -> Container {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .map(|p| p.containers[0].clone())
+            .unwrap_or_else(|| panic!("no pod spec"))
+    }
+
+    #[test]
+    fn an_agent_cannot_choose_the_executor_image() {
+        let settings = Settings::default();
+        let d = build(
+            &agent(serde_json::json!({"image": "busybox"})),
+            "sha256:x",
+            &settings,
+            "pk",
+        );
+        assert_eq!(container(&d).image, Some(settings.executor_image));
+    }
+
+    #[test]
+    fn executors_get_requests_the_published_key_and_a_short_ndots() {
+        let d = build(
+            &agent(serde_json::json!({})),
+            "sha256:x",
+            &Settings::default(),
+            "pk",
+        );
+        let c = container(&d);
+        let requests = c.resources.and_then(|r| r.requests).unwrap_or_default();
+        assert!(requests.contains_key("cpu") && requests.contains_key("memory"));
+        let env = c.env.unwrap_or_default();
+        let pk = env.iter().find(|e| e.name == "ARI_ATTESTATION_PUBLIC_KEY");
+        assert_eq!(pk.and_then(|e| e.value.as_deref()), Some("pk"));
+        let dns = d
+            .spec
+            .and_then(|s| s.template.spec)
+            .and_then(|p| p.dns_config)
+            .and_then(|c| c.options)
+            .unwrap_or_default();
+        assert!(dns.iter().any(|o| o.name.as_deref() == Some("ndots")));
     }
 }

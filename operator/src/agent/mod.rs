@@ -5,3 +5,4 @@ pub mod deployment;
 pub mod key;
 pub mod module;
 pub mod rbac;
+pub mod signing;
