@@ -169,7 +169,7 @@ async fn agent_condition(
     reason: &str,
 ) -> Result<String> {
     let agents = Api::<Agent>::namespaced(client.clone(), ns);
-    wait::until(
+    let msg = wait::until(
         &format!("Agent {name} {ty}={status} {reason}"),
         wait::DEFAULT,
         || async {
@@ -181,7 +181,8 @@ async fn agent_condition(
             }
         },
     )
-    .await
+    .await?;
+    Ok(msg)
 }
 
 /// The operator still serves: a fresh namespace's echo Task succeeds.
