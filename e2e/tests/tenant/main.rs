@@ -6,7 +6,22 @@
 
 use ari_e2e::trials;
 
+mod worker_attacks;
+
 fn main() -> std::process::ExitCode {
     // Each attack family lives in its own module; add its trials here.
-    trials::run(Vec::new())
+    trials::run(vec![
+        (
+            "stale_executor_cannot_overwrite_a_failed_task",
+            worker_attacks::stale_executor_cannot_overwrite_a_failed_task,
+        ),
+        (
+            "output_that_cannot_be_stored_ends_the_task",
+            worker_attacks::output_that_cannot_be_stored_ends_the_task,
+        ),
+        (
+            "task_cannot_read_unmarked_configmaps",
+            worker_attacks::task_cannot_read_unmarked_configmaps,
+        ),
+    ])
 }

@@ -33,7 +33,8 @@ pub async fn feed(
     metrics: &Metrics,
 ) {
     let selector = format!("spec.agentRef.name={agent}");
-    let stream = watcher(api.clone(), watcher::Config::default().fields(&selector)).default_backoff();
+    let stream =
+        watcher(api.clone(), watcher::Config::default().fields(&selector)).default_backoff();
     let mut stream = std::pin::pin!(stream);
     loop {
         match stream.try_next().await {
@@ -165,7 +166,11 @@ mod tests {
         let fed = async {
             let until = tokio::time::Instant::now() + Duration::from_secs(20);
             while !(backlog.len() == 1 && !find(&log, "PATCH", "/poison/status").is_empty()) {
-                assert!(tokio::time::Instant::now() < until, "backlog {}", backlog.len());
+                assert!(
+                    tokio::time::Instant::now() < until,
+                    "backlog {}",
+                    backlog.len()
+                );
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         };

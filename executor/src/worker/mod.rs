@@ -132,7 +132,9 @@ async fn prepare(
     };
     let grants = convert::grants(&agent.spec, signing_key).map_err(WorkerError::Config)?;
     // Keyed by the Agent's uid: a re-created Agent of the same name starts empty.
-    let agent_uid = agent.uid().ok_or_else(|| WorkerError::Config("the Agent has no uid".into()))?;
+    let agent_uid = agent
+        .uid()
+        .ok_or_else(|| WorkerError::Config("the Agent has no uid".into()))?;
     let storage = AgentStorage::open(
         agent.spec.capabilities.storage.is_some(),
         config.redis_url.as_deref(),
@@ -249,7 +251,14 @@ impl Worker {
     /// Keeps the backlog in step with the Agent's Tasks (see [`feed`]).
     async fn feed_backlog(self: Arc<Self>, peers: Peers) {
         let api = feed::dynamic_tasks(self.client.clone(), &self.config.namespace);
-        feed::feed(api, &self.config.agent, &self.backlog, &peers, &self.metrics).await;
+        feed::feed(
+            api,
+            &self.config.agent,
+            &self.backlog,
+            &peers,
+            &self.metrics,
+        )
+        .await;
     }
 }
 

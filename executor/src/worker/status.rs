@@ -77,11 +77,16 @@ pub enum Claim {
 /// Whether `task` is still attempt `attempt` (uid `uid`) of this `pod`, and `Running`.
 pub fn owned_by(task: &Task, uid: &str, pod: &str, attempt: u32) -> Result<(), NotOurs> {
     if task.uid().as_deref() != Some(uid) {
-        return Err(NotOurs("the Task was deleted (and perhaps re-created)".into()));
+        return Err(NotOurs(
+            "the Task was deleted (and perhaps re-created)".into(),
+        ));
     }
     let s = task.status.clone().unwrap_or_default();
     if s.phase != Some(TaskPhase::Running) {
-        let reason = s.reason.map(|r| format!("/{}", r.as_str())).unwrap_or_default();
+        let reason = s
+            .reason
+            .map(|r| format!("/{}", r.as_str()))
+            .unwrap_or_default();
         let phase = s.phase.map_or("Pending", TaskPhase::as_str);
         return Err(NotOurs(format!("the Task is {phase}{reason}")));
     }
@@ -174,13 +179,20 @@ impl Writer {
                         "status": {"lastHeartbeatTime": convert::now()},
                     });
                     self.tasks
-                        .patch_status(&attempt.name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .patch_status(
+                            &attempt.name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
                         .await
                 }
                 Write::Final(fill) => {
                     let mut next = attempt.current.clone();
                     let generation = next.meta().generation;
-                    fill(next.status.get_or_insert_with(TaskStatus::default), generation);
+                    fill(
+                        next.status.get_or_insert_with(TaskStatus::default),
+                        generation,
+                    );
                     self.tasks
                         .replace_status(&attempt.name, &PostParams::default(), &next)
                         .await
@@ -439,13 +451,20 @@ mod tests {
             _ => status(404, "NotFound"),
         });
         let mut a = attempt("6");
-        let err = writer(client).heartbeat(&mut a).await.expect_err("not ours");
+        let err = writer(client)
+            .heartbeat(&mut a)
+            .await
+            .expect_err("not ours");
         assert!(
             matches!(&err, WriteError::NotOurs(n) if n.0.contains("Failed/ExecutorLost")),
             "{err}"
         );
         let patches = find(&log, "PATCH", TASK);
-        assert_eq!(patches.len(), 1, "only the refused, guarded heartbeat: {patches:?}");
+        assert_eq!(
+            patches.len(),
+            1,
+            "only the refused, guarded heartbeat: {patches:?}"
+        );
         assert_eq!(patches[0].body["metadata"]["resourceVersion"], "6");
     }
 
@@ -480,9 +499,10 @@ mod tests {
     async fn a_final_write_on_a_task_reowned_meanwhile_is_dropped() {
         let (client, log) = mock_client(|method, path, _| match method {
             "PUT" => status(409, "Conflict"),
-            "GET" if path.starts_with(TASK) => {
-                (200, task_json("9", Some("Running"), Some("echo-executor-b"), 2))
-            }
+            "GET" if path.starts_with(TASK) => (
+                200,
+                task_json("9", Some("Running"), Some("echo-executor-b"), 2),
+            ),
             _ => status(404, "NotFound"),
         });
         let mut a = attempt("6");
@@ -494,7 +514,11 @@ mod tests {
             matches!(&err, WriteError::NotOurs(n) if n.0.contains("echo-executor-b")),
             "{err}"
         );
-        assert_eq!(find(&log, "PUT", TASK).len(), 1, "never written over the new owner");
+        assert_eq!(
+            find(&log, "PUT", TASK).len(),
+            1,
+            "never written over the new owner"
+        );
     }
 
     #[tokio::test]
@@ -509,7 +533,10 @@ mod tests {
             _ => status(404, "NotFound"),
         });
         let mut a = attempt("6");
-        let err = writer(client).finish(&mut a, &succeed).await.expect_err("new Task");
+        let err = writer(client)
+            .finish(&mut a, &succeed)
+            .await
+            .expect_err("new Task");
         assert!(matches!(err, WriteError::NotOurs(_)), "{err}");
         assert_eq!(find(&log, "PUT", TASK).len(), 1);
     }
@@ -523,12 +550,18 @@ mod tests {
             _ => status(404, "NotFound"),
         });
         let mut a = attempt("6");
-        let s = writer(client).finish(&mut a, &succeed).await.expect("written");
+        let s = writer(client)
+            .finish(&mut a, &succeed)
+            .await
+            .expect("written");
         assert_eq!(s.phase, Some(TaskPhase::Succeeded));
         let puts = find(&log, "PUT", TASK);
         assert_eq!(puts.len(), 2);
         assert_eq!(puts[1].body["status"]["phase"], "Succeeded");
-        assert_eq!(puts[1].body["status"]["executor"], POD, "the claim's fields are kept");
+        assert_eq!(
+            puts[1].body["status"]["executor"], POD,
+            "the claim's fields are kept"
+        );
     }
 
     const CMS: &str = "/api/v1/namespaces/demo/configmaps";
@@ -600,7 +633,10 @@ mod tests {
         }
         let r = w.store_output(&a, &out).await.expect("reused");
         assert_eq!(r.config_map, "t1-output");
-        assert!(find(&log, "PUT", CMS).is_empty(), "executors never update ConfigMaps");
+        assert!(
+            find(&log, "PUT", CMS).is_empty(),
+            "executors never update ConfigMaps"
+        );
     }
 
     #[tokio::test]
@@ -618,7 +654,10 @@ mod tests {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        assert_eq!(label, "uid-1", "the uid stands in for a name over 63 characters");
+        assert_eq!(
+            label, "uid-1",
+            "the uid stands in for a name over 63 characters"
+        );
         a.name = "m".repeat(250);
         assert_eq!(output_name(&a.name, &a.uid), "task-uid-1-output");
         assert!(label_value(&"z".repeat(64), None).len() <= 63);

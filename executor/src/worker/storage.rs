@@ -74,7 +74,11 @@ mod tests {
         drop((h, old));
         let new = AgentStorage::open(true, None, dir.path(), "ns", "uid-new").expect("open");
         let mut h = new.for_task().expect("granted");
-        assert_eq!(h.get("k").expect("get"), None, "the new Agent sees the old one's data");
+        assert_eq!(
+            h.get("k").expect("get"),
+            None,
+            "the new Agent sees the old one's data"
+        );
         assert_eq!(scope("ns", "uid-new"), "ns/uid-new");
     }
 }
