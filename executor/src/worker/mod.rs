@@ -28,7 +28,7 @@ use ari_crds::Task;
 use ed25519_dalek::SigningKey;
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::Semaphore;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 pub use config::WorkerConfig;
 pub use error::WorkerError;

@@ -63,7 +63,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let old = AgentStorage::open(true, None, dir.path(), "ns", "uid-old").expect("open");
         let mut h = old.for_task().expect("granted");
-        h.commit(crate::capability::storage::Batch {
+        h.apply(&crate::capability::storage::Batch {
             writes: vec![("k".into(), b"v".to_vec())],
             deletes: Vec::new(),
             reads: Vec::new(),
