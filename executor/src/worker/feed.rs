@@ -40,12 +40,12 @@ pub async fn feed(
         match stream.try_next().await {
             Ok(Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
                 let owned = o.uid().is_none_or(|uid| peers.owns(&uid));
-                match decode(o) {
+                match decode(&o) {
                     Ok(t) => {
                         let ok = super::claimable(&t);
                         backlog.offer(t, ok, owned);
                     }
-                    Err((o, e)) => {
+                    Err(e) => {
                         metrics.undecodable.inc();
                         warn!(task = %o.name_any(), error = %e, "skipping a Task this executor cannot decode");
                         backlog.remove(&o.name_any());
@@ -70,10 +70,10 @@ pub async fn feed(
     }
 }
 
-/// The typed Task, or the object back with why it does not decode.
-fn decode(o: DynamicObject) -> Result<Task, (DynamicObject, String)> {
-    let value = serde_json::to_value(&o).map_err(|e| (o.clone(), e.to_string()))?;
-    serde_json::from_value::<Task>(value).map_err(|e| (o, e.to_string()))
+/// The typed Task, or why it does not decode.
+fn decode(o: &DynamicObject) -> Result<Task, String> {
+    let value = serde_json::to_value(o).map_err(|e| e.to_string())?;
+    serde_json::from_value::<Task>(value).map_err(|e| e.to_string())
 }
 
 /// Fails a claimable Task that does not decode, so its author learns why it never runs.

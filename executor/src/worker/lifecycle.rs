@@ -126,7 +126,7 @@ impl Worker {
                 return Ok(Handled::Done);
             }
         };
-        let req = match self.request(&attempt, input, elapsed) {
+        let mut req = match self.request(&attempt, input, elapsed) {
             Ok(req) => req,
             Err(message) => {
                 self.finish_failed(&mut attempt, TaskReason::HostError, message)
@@ -135,7 +135,6 @@ impl Worker {
             }
         };
         let lost = Arc::new(AtomicBool::new(false));
-        let mut req = req;
         if req.storage.is_some() {
             req.commit_gate = Some(self.commit_gate(&attempt, lost.clone()));
         }
