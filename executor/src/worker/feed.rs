@@ -165,7 +165,7 @@ mod tests {
         let api = dynamic_tasks(client, "demo");
         let fed = async {
             let until = tokio::time::Instant::now() + Duration::from_secs(20);
-            while !(backlog.len() == 1 && !find(&log, "PATCH", "/poison/status").is_empty()) {
+            while backlog.len() != 1 || find(&log, "PATCH", "/poison/status").is_empty() {
                 assert!(
                     tokio::time::Instant::now() < until,
                     "backlog {}",
