@@ -629,6 +629,8 @@ fn bad_input(ctx: &Ctx) -> Result<()> {
         binary_configmap(&client, &ns, "empty-component", b"\0asm\x0d\0\x01\0".to_vec()).await?;
         text_configmap(&client, &ns, "text-module", "module.wasm", "not binary").await?;
         text_configmap(&client, &ns, "input-data", "k", "v").await?;
+        // Only ConfigMaps marked for Task input may be read (docs/capabilities.md).
+        ctx.kubectl_ok(["label", "configmap", "input-data", "-n", &ns, "ari.dev/task-input=true"])?;
         ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
         ctx.apply_ok(&ns, &agent_yaml("small-input", "echo-module", 1, "  limits:\n    maxInputBytes: 16\n"))?;
         agent_ready(&client, &ns, "echo").await?;

@@ -49,7 +49,13 @@ pub struct TaskRequest {
     /// [`crate::capability::storage::Batch::receipt`]): the worker sets the Task's UID, so a
     /// retry after a lost executor returns the committed outcome instead of writing twice.
     pub receipt: Option<String>,
+    /// Asked just before the storage commit; `Err(why)` skips the commit and fails the run
+    /// (the worker: this executor no longer owns the Task's attempt, so nothing may land).
+    pub commit_gate: Option<CommitGate>,
 }
+
+/// See [`TaskRequest::commit_gate`].
+pub type CommitGate = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 impl TaskRequest {
     /// A request with no grants, default limits and a generated seed.
@@ -69,6 +75,7 @@ impl TaskRequest {
             start_unix_nanos: None,
             replay: None,
             receipt: None,
+            commit_gate: None,
         }
     }
 }
@@ -160,6 +167,7 @@ impl TaskRequest {
             start_unix_nanos: self.start_unix_nanos,
             replay: None,
             receipt: self.receipt.clone(),
+            commit_gate: self.commit_gate.clone(),
         })
     }
 }
@@ -369,6 +377,16 @@ impl Agent {
         // Sealed before the commit, so the receipt stored with the writes is exactly what this
         // run returns.
         let outcome = seal(None, output, trace, logs);
+        if let Some(gate) = &req.commit_gate
+            && let Err(why) = gate()
+        {
+            drop(caps);
+            let failure = Failure::new(
+                FailureKind::HostError,
+                format!("storage not committed: {why}"),
+            );
+            return seal(Some(failure), Vec::new(), outcome.trace, outcome.logs);
+        }
         let receipt = req
             .receipt
             .as_ref()

@@ -7,10 +7,12 @@
 use ari_e2e::trials;
 
 mod operator_attacks;
+mod worker_attacks;
 
 fn main() -> std::process::ExitCode {
     // Each attack family lives in its own module; add its trials here.
     let mut all = Vec::new();
     all.extend(operator_attacks::trials());
+    all.extend(worker_attacks::trials());
     trials::run(all)
 }

@@ -3,7 +3,10 @@
 //! Fed by the Task watch, drained by the dispatcher as slots free up. A Task this pod owns
 //! (see [`super::peers`]) is offered at once; a peer's Task only after `steal_after`, and only
 //! if by then no watch event has shown it claimed. Holding only claimable Tasks (never
-//! finished ones) keeps the memory of an executor flat however many Tasks the Agent has.
+//! finished ones) keeps the memory of an executor flat however many Tasks the Agent has, and
+//! each is held slimmed ([`slim`]): without its inline input, annotations, labels and managed
+//! fields, so a backlog of Tasks with 1 MiB inputs stays small. The claim needs only the
+//! name, uid, resourceVersion and status, and the claim's reply carries the whole Task.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -43,7 +46,7 @@ impl Backlog {
     /// Records the latest version of a Task seen on the watch.
     pub fn offer(&self, task: Task, claimable: bool, owned: bool) {
         if claimable {
-            self.queue(task, owned);
+            self.queue(slim(task), owned);
         } else if let Ok(mut s) = self.state.lock() {
             s.pending.remove(&task.name_any());
         }
@@ -112,10 +115,42 @@ impl Backlog {
         }
     }
 
+    /// Bytes the held Tasks take as JSON (an estimate of the backlog's memory).
+    #[cfg(test)]
+    pub fn held_bytes(&self) -> usize {
+        self.state.lock().map_or(0, |s| {
+            s.pending
+                .values()
+                .map(|t| serde_json::to_vec(t).map_or(0, |v| v.len()))
+                .sum()
+        })
+    }
+
     /// How many Tasks wait (for the metrics).
     pub fn len(&self) -> usize {
         self.state.lock().map_or(0, |s| s.pending.len())
     }
+}
+
+/// What the backlog keeps of a Task: what deciding and claiming need (name, uid,
+/// resourceVersion, generation, timestamps, status, and the spec without its inline input).
+/// A status replace ignores everything but status, and returns the whole Task.
+pub fn slim(mut task: Task) -> Task {
+    let m = &mut task.metadata;
+    m.managed_fields = None;
+    m.annotations = None;
+    m.labels = None;
+    m.owner_references = None;
+    m.finalizers = None;
+    task.spec.input = task.spec.input.map(|_| String::new());
+    task.spec.input_base64 = task.spec.input_base64.map(|_| String::new());
+    if let Some(s) = task.status.as_mut() {
+        // A claimable Task has no result; never carry one into the claim.
+        s.output = None;
+        s.output_base64 = None;
+        s.message = s.message.take().map(|m| m.chars().take(256).collect());
+    }
+    task
 }
 
 impl State {
@@ -184,6 +219,30 @@ mod tests {
         tokio::time::advance(Duration::from_millis(201)).await;
         assert_eq!(next_now(&b).await.as_deref(), Some("a"));
         assert_eq!(next_now(&b).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_of_tasks_with_1_mib_inputs_stays_small() {
+        let b = Backlog::new(Duration::from_millis(200));
+        let input = "x".repeat(1024 * 1024);
+        for i in 0..64 {
+            let mut t = task(&format!("big-{i}"));
+            t.spec.input = Some(input.clone());
+            t.metadata.annotations = Some(
+                [(
+                    "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                    input.clone(),
+                )]
+                .into(),
+            );
+            b.offer(t, true, i % 2 == 0);
+        }
+        assert_eq!(b.len(), 64);
+        let held = b.held_bytes();
+        assert!(held < 64 * 1024, "64 Tasks of 2 MiB each hold {held} bytes");
+        // What comes out still claims the right Task.
+        let t = next_now(&b).await;
+        assert!(t.is_some_and(|n| n.starts_with("big-")));
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,23 +4,22 @@
 //! lets exactly one executor win; a conflict means someone else has it (or it changed), and the
 //! loser simply moves on — the next watch event brings the task back if it is still claimable.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ari_crds::names::{LABEL_AGENT, LABEL_TASK, OUTPUT_KEY, output_configmap_name};
 use ari_crds::{InputSource, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
 use base64::Engine as _;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::api::PostParams;
+use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::Worker;
 use super::convert::{self, OutputPlacement};
-use crate::{TaskOutcome, TaskRequest};
+use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found, owned_by};
+use crate::task::CommitGate;
+use crate::{Failure, FailureKind, TaskOutcome, TaskRequest};
 
 /// How far [`Worker::handle`] got.
 enum Handled {
@@ -56,7 +55,6 @@ impl Worker {
 
     async fn handle_inner(self: Arc<Self>, task: Task) -> Result<Handled, kube::Error> {
         let name = task.name_any();
-        let generation = task.meta().generation;
         let elapsed = task
             .meta()
             .creation_timestamp
@@ -81,6 +79,7 @@ impl Worker {
                     .map(|d| d.to_string())
             });
         if let Some(message) = denied {
+            let generation = task.meta().generation;
             let mut t = task.clone();
             let status = t.status.get_or_insert_with(TaskStatus::default);
             convert::finish_without_run(status, generation, TaskReason::CapabilityDenied, message);
@@ -93,77 +92,91 @@ impl Worker {
                     self.count(TaskPhase::Failed, TaskReason::CapabilityDenied);
                     Ok(Handled::Done)
                 }
-                Err(e) if is_conflict(&e) => Ok(Handled::Done),
+                Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(Handled::Done),
                 Err(e) => Ok(Handled::NotClaimed(Box::new(task), e)),
             };
         }
 
         // The claim.
-        let mut claim = task.clone();
-        let status = claim.status.get_or_insert_with(TaskStatus::default);
-        let attempt = status.attempts.unwrap_or(0) + 1;
-        let now = convert::now();
-        status.phase = Some(TaskPhase::Running);
-        status.reason = None;
-        status.message = Some(format!("running on {}", self.config.pod_name));
-        status.executor = Some(self.config.pod_name.clone());
-        status.attempts = Some(attempt);
-        status.start_time = Some(now.clone());
-        status.last_heartbeat_time = Some(now);
-        status.observed_generation = generation;
-        let mut current = match self
-            .tasks
-            .replace_status(&name, &PostParams::default(), &claim)
-            .await
-        {
-            Ok(t) => t,
-            Err(e) if is_conflict(&e) => {
+        let mut attempt = match self.writer.claim(&task).await {
+            Claim::Won(a) => *a,
+            Claim::Lost => {
                 self.metrics.claims_lost.inc();
                 debug!(task = %name, "claim lost");
                 return Ok(Handled::Done);
             }
-            Err(e) => return Ok(Handled::NotClaimed(Box::new(task), e)),
+            Claim::Error(e) => return Ok(Handled::NotClaimed(Box::new(task), e)),
         };
-        info!(task = %name, attempt, "claimed");
+        info!(task = %name, attempt = attempt.number, "claimed");
 
         // An earlier attempt may have committed its storage writes before its executor was
         // lost: finish with what that attempt returned instead of running (and writing) again.
-        if attempt > 1
-            && let Some(outcome) = self.committed_outcome(&current).await
+        if attempt.number > 1
+            && let Some(outcome) = self.committed_outcome(&attempt.current).await
         {
-            info!(task = %name, attempt, "an earlier attempt committed; finishing with its outcome");
-            self.finish(current, attempt, &outcome).await?;
+            info!(task = %name, attempt = attempt.number, "an earlier attempt committed; finishing with its outcome");
+            self.finish(&mut attempt, &outcome).await;
             return Ok(Handled::Done);
         }
 
-        let outcome = match self.resolve_input(&current).await {
-            Ok(input) => {
-                let request = self.request(&current, input, elapsed);
-                match request {
-                    Ok(req) => Some(self.run_with_heartbeat(&name, req, &mut current).await?),
-                    Err(message) => {
-                        self.finish_failed(&mut current, TaskReason::HostError, message)
-                            .await?;
-                        None
-                    }
-                }
-            }
-            Err(message) => {
-                self.finish_failed(&mut current, TaskReason::HostError, message)
-                    .await?;
-                None
+        let input = match self.resolve_input(&attempt.current).await {
+            Ok(input) => input,
+            Err((reason, message)) => {
+                self.finish_failed(&mut attempt, reason, message).await;
+                return Ok(Handled::Done);
             }
         };
-        if let Some(mut outcome) = outcome {
-            // Refused because another attempt of this Task committed meanwhile: its outcome.
-            if outcome.storage_conflict
-                && let Some(committed) = self.committed_outcome(&current).await
-            {
-                outcome = committed;
+        let mut req = match self.request(&attempt, input, elapsed) {
+            Ok(req) => req,
+            Err(message) => {
+                self.finish_failed(&mut attempt, TaskReason::HostError, message)
+                    .await;
+                return Ok(Handled::Done);
             }
-            self.finish(current, attempt, &outcome).await?;
+        };
+        let lost = Arc::new(AtomicBool::new(false));
+        if req.storage.is_some() {
+            req.commit_gate = Some(self.commit_gate(&attempt, lost.clone()));
         }
+        let mut outcome = self.run_with_heartbeat(req, &mut attempt, &lost).await?;
+        if lost.load(Ordering::Acquire) {
+            // Already logged by the heartbeat that found out; nothing of this run is written.
+            return Ok(Handled::Done);
+        }
+        // Refused because another attempt of this Task committed meanwhile: its outcome.
+        if outcome.storage_conflict
+            && let Some(committed) = self.committed_outcome(&attempt.current).await
+        {
+            outcome = committed;
+        }
+        self.finish(&mut attempt, &outcome).await;
         Ok(Handled::Done)
+    }
+
+    /// Checked by the runtime just before a storage commit: the commit only happens while the
+    /// Task is still this attempt's (the heartbeat may not have noticed yet, so ask the API).
+    fn commit_gate(&self, attempt: &Attempt, lost: Arc<AtomicBool>) -> CommitGate {
+        let handle = tokio::runtime::Handle::current();
+        let tasks = self.tasks.clone();
+        let (name, uid, pod, number) = (
+            attempt.name.clone(),
+            attempt.uid.clone(),
+            self.config.pod_name.clone(),
+            attempt.number,
+        );
+        Arc::new(move || {
+            if lost.load(Ordering::Acquire) {
+                return Err("this executor no longer owns the Task".into());
+            }
+            // Called on the run's blocking thread, never inside the async runtime.
+            let task = handle
+                .block_on(tasks.get_status(&name))
+                .map_err(|e| format!("cannot confirm this executor still owns the Task: {e}"))?;
+            owned_by(&task, &uid, &pod, number).map_err(|e| {
+                lost.store(true, Ordering::Release);
+                e.to_string()
+            })
+        })
     }
 
     /// The outcome an earlier attempt of `task` stored with its storage commit, if any.
@@ -180,10 +193,11 @@ impl Worker {
 
     fn request(
         &self,
-        task: &Task,
+        attempt: &Attempt,
         input: Vec<u8>,
         elapsed: Duration,
     ) -> Result<TaskRequest, String> {
+        let task = &attempt.current;
         let mut req = TaskRequest::new(task.name_any(), input, self.attestation_key.clone());
         req.namespace = Some(self.config.namespace.clone());
         req.uid = task.uid();
@@ -193,50 +207,47 @@ impl Worker {
         req.seed = convert::seed(task)?;
         req.storage = self.storage.for_task();
         if req.storage.is_some() {
-            req.receipt = task.uid();
+            req.receipt = Some(attempt.uid.clone());
         }
         req.executor = self.config.pod_name.clone();
         Ok(req)
     }
 
-    async fn resolve_input(&self, task: &Task) -> Result<Vec<u8>, String> {
-        let ns = &self.config.namespace;
-        match task.input_source().map_err(|e| e.to_string())? {
+    /// The Task's input, or the reason and message it fails with (before any instance runs).
+    async fn resolve_input(&self, task: &Task) -> Result<Vec<u8>, (TaskReason, String)> {
+        let host = |m: String| (TaskReason::HostError, m);
+        match task.input_source().map_err(|e| host(e.to_string()))? {
             InputSource::Inline(s) => Ok(s.as_bytes().to_vec()),
             InputSource::Base64(s) => base64::engine::general_purpose::STANDARD
                 .decode(s)
-                .map_err(|e| format!("spec.inputBase64 is not base64: {e}")),
+                .map_err(|e| host(format!("spec.inputBase64 is not base64: {e}"))),
             InputSource::ConfigMap(r) => {
-                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
-                let cm = api
+                let cm = self
+                    .writer
+                    .configmaps
                     .get(&r.name)
                     .await
-                    .map_err(|e| format!("input ConfigMap {}: {e}", r.name))?;
-                cm.data
-                    .and_then(|d| d.get(&r.key).map(|v| v.as_bytes().to_vec()))
-                    .or_else(|| {
-                        cm.binary_data
-                            .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
-                    })
-                    .ok_or_else(|| format!("input ConfigMap {} has no key {:?}", r.name, r.key))
+                    .map_err(|e| host(format!("input ConfigMap {}: {e}", r.name)))?;
+                input_from_configmap(cm, &r.name, &r.key)
             }
             // Executors hold no Secret access: reading any Secret a Task names would let
             // whoever may create Tasks read the namespace's Secrets through an echo agent.
-            InputSource::Secret(r) => Err(format!(
+            InputSource::Secret(r) => Err(host(format!(
                 "input from Secret {}: executors do not read Secrets; pass the input through a \
                  ConfigMap (inputFrom.configMapKeyRef) — see docs/install.md",
                 r.name
-            )),
+            ))),
         }
     }
 
     /// Runs on a blocking thread (CPU time is measured per thread) while refreshing the
-    /// heartbeat, so the operator can tell a long task from a lost executor.
+    /// heartbeat, so the operator can tell a long task from a lost executor. A heartbeat that
+    /// finds the Task no longer ours sets `lost`: the run's result will be dropped.
     async fn run_with_heartbeat(
         &self,
-        name: &str,
         req: TaskRequest,
-        current: &mut Task,
+        attempt: &mut Attempt,
+        lost: &AtomicBool,
     ) -> Result<TaskOutcome, kube::Error> {
         let agent = self.runtime_agent.clone();
         self.metrics.active.inc();
@@ -247,11 +258,15 @@ impl Worker {
         let outcome = loop {
             tokio::select! {
                 done = &mut run => break done,
-                _ = beat.tick() => {
-                    let patch = serde_json::json!({"status": {"lastHeartbeatTime": convert::now()}});
-                    match self.tasks.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                        Ok(t) => *current = t,
-                        Err(e) => warn!(task = %name, error = %e, "heartbeat failed"),
+                _ = beat.tick(), if !lost.load(Ordering::Acquire) => {
+                    match self.writer.heartbeat(attempt).await {
+                        Ok(()) => {}
+                        Err(WriteError::NotOurs(why)) => {
+                            lost.store(true, Ordering::Release);
+                            self.metrics.dropped.inc();
+                            warn!(task = %attempt.name, attempt = attempt.number, %why, "no longer this executor's; its result will be dropped");
+                        }
+                        Err(WriteError::Api(e)) => warn!(task = %attempt.name, error = %e, "heartbeat failed"),
                     }
                 }
             }
@@ -263,118 +278,97 @@ impl Worker {
         outcome.map_err(|e| kube::Error::Service(format!("task thread failed: {e}").into()))
     }
 
-    async fn finish_failed(
-        &self,
-        current: &mut Task,
-        reason: TaskReason,
-        message: String,
-    ) -> Result<(), kube::Error> {
-        let name = current.name_any();
-        let generation = current.meta().generation;
-        let status = current.status.get_or_insert_with(TaskStatus::default);
-        convert::finish_without_run(status, generation, reason, message);
-        self.tasks
-            .replace_status(&name, &PostParams::default(), current)
-            .await?;
-        self.count(TaskPhase::Failed, reason);
-        Ok(())
+    /// Ends the attempt Failed without a run.
+    async fn finish_failed(&self, attempt: &mut Attempt, reason: TaskReason, message: String) {
+        let fill = move |s: &mut TaskStatus, generation: Option<i64>| {
+            convert::finish_without_run(s, generation, reason, message.clone());
+        };
+        self.write_final(attempt, &fill, 0).await;
     }
 
-    /// The one final write. On a conflict the task is re-read: if it is still ours (same
-    /// executor, same attempt, still Running) the write is retried; otherwise the operator gave
-    /// the task to someone else and this result is dropped, so a task completes exactly once.
-    async fn finish(
-        &self,
-        mut current: Task,
-        attempt: u32,
-        outcome: &TaskOutcome,
-    ) -> Result<(), kube::Error> {
-        let name = current.name_any();
+    /// The one final write of a run's outcome. Large output goes to a ConfigMap first; output
+    /// that cannot be placed fails the Task in that same one write (never left Running).
+    async fn finish(&self, attempt: &mut Attempt, outcome: &TaskOutcome) {
         let output_ref = match convert::placement(&outcome.output) {
             OutputPlacement::Inline => None,
-            OutputPlacement::ConfigMap => Some(self.store_output(&current, &outcome.output).await?),
-        };
-        for _ in 0..5 {
-            let generation = current.meta().generation;
-            let status = current.status.get_or_insert_with(TaskStatus::default);
-            convert::finish_with_outcome(status, generation, outcome, output_ref.clone())
-                .map_err(kube::Error::SerdeError)?;
-            match self
-                .tasks
-                .replace_status(&name, &PostParams::default(), &current)
-                .await
-            {
-                Ok(done) => {
-                    let s = done.status.unwrap_or_default();
-                    let (phase, reason) = (
-                        s.phase.unwrap_or(TaskPhase::Failed),
-                        s.reason.unwrap_or(TaskReason::HostError),
-                    );
-                    self.count(phase, reason);
-                    self.metrics.fuel.inc_by(outcome.resources_used.fuel);
-                    info!(task = %name, phase = phase.as_str(), reason = reason.as_str(), fuel = outcome.resources_used.fuel, "finished");
-                    return Ok(());
-                }
-                Err(e) if is_conflict(&e) => {
-                    current = self.tasks.get_status(&name).await?;
-                    let s = current.status.clone().unwrap_or_default();
-                    let ours = s.executor.as_deref() == Some(self.config.pod_name.as_str())
-                        && s.attempts == Some(attempt)
-                        && s.phase == Some(TaskPhase::Running);
-                    if !ours {
-                        warn!(task = %name, "task was reassigned while running; dropping this result");
-                        return Ok(());
+            OutputPlacement::ConfigMap => {
+                match self.writer.store_output(attempt, &outcome.output).await {
+                    Ok(r) => Some(r),
+                    Err((reason, message)) => {
+                        warn!(task = %attempt.name, %message, "output not stored; failing the task");
+                        let kind = match reason {
+                            TaskReason::OutputTooLarge => FailureKind::OutputTooLarge,
+                            _ => FailureKind::HostError,
+                        };
+                        let mut failed = outcome.clone();
+                        failed.output = Vec::new();
+                        failed.failure = Some(Failure::new(kind, message));
+                        return self.finish_outcome(attempt, &failed, None).await;
                     }
                 }
-                Err(e) => return Err(e),
             }
-        }
-        Err(kube::Error::Service(
-            "final status write kept conflicting".into(),
-        ))
+        };
+        self.finish_outcome(attempt, outcome, output_ref).await;
     }
 
-    /// Large output goes to a ConfigMap the Task owns (deleted with it).
-    async fn store_output(&self, task: &Task, output: &[u8]) -> Result<OutputRef, kube::Error> {
-        let name = output_configmap_name(&task.name_any());
-        let owner = OwnerReference {
-            api_version: Task::api_version(&()).into_owned(),
-            kind: Task::kind(&()).into_owned(),
-            name: task.name_any(),
-            uid: task.uid().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        };
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(self.config.namespace.clone()),
-                labels: Some(BTreeMap::from([
-                    (LABEL_AGENT.to_string(), self.config.agent.clone()),
-                    (LABEL_TASK.to_string(), task.name_any()),
-                ])),
-                owner_references: Some(vec![owner]),
-                ..ObjectMeta::default()
-            },
-            binary_data: Some(BTreeMap::from([(
-                OUTPUT_KEY.to_string(),
-                ByteString(output.to_vec()),
-            )])),
-            ..ConfigMap::default()
-        };
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.config.namespace);
-        match api.create(&PostParams::default(), &cm).await {
-            Ok(_) => {}
-            // A retried attempt may find its predecessor's ConfigMap: replace it.
-            Err(e) if is_already_exists(&e) => {
-                api.replace(&name, &PostParams::default(), &cm).await?;
+    async fn finish_outcome(
+        &self,
+        attempt: &mut Attempt,
+        outcome: &TaskOutcome,
+        output_ref: Option<OutputRef>,
+    ) {
+        let fill = |s: &mut TaskStatus, generation: Option<i64>| {
+            if let Err(e) = convert::finish_with_outcome(s, generation, outcome, output_ref.clone())
+            {
+                convert::finish_without_run(
+                    s,
+                    generation,
+                    TaskReason::HostError,
+                    format!("cannot record the outcome: {e}"),
+                );
             }
-            Err(e) => return Err(e),
+        };
+        self.write_final(attempt, &fill, outcome.resources_used.fuel)
+            .await;
+    }
+
+    /// Writes the ending while the attempt is ours. A write the API server refuses for another
+    /// reason than ownership (e.g. invalid) is replaced by a plain HostError ending, so the
+    /// Task never stays Running because its result could not be recorded.
+    async fn write_final(
+        &self,
+        attempt: &mut Attempt,
+        fill: &(dyn Fn(&mut TaskStatus, Option<i64>) + Sync),
+        fuel: u64,
+    ) {
+        let name = attempt.name.clone();
+        let mut result = self.writer.finish(attempt, fill).await;
+        if let Err(WriteError::Api(e)) = &result {
+            warn!(task = %name, error = %e, "final status refused; recording a HostError ending instead");
+            let message = format!("the executor could not record this Task's result: {e}");
+            let fallback = move |s: &mut TaskStatus, generation: Option<i64>| {
+                convert::finish_without_run(s, generation, TaskReason::HostError, message.clone());
+            };
+            result = self.writer.finish(attempt, &fallback).await;
         }
-        Ok(OutputRef {
-            config_map: name,
-            key: OUTPUT_KEY.to_string(),
-        })
+        match result {
+            Ok(s) => {
+                let (phase, reason) = (
+                    s.phase.unwrap_or(TaskPhase::Failed),
+                    s.reason.unwrap_or(TaskReason::HostError),
+                );
+                self.count(phase, reason);
+                self.metrics.fuel.inc_by(fuel);
+                info!(task = %name, phase = phase.as_str(), reason = reason.as_str(), fuel, "finished");
+            }
+            Err(WriteError::NotOurs(why)) => {
+                self.metrics.dropped.inc();
+                warn!(task = %name, attempt = attempt.number, %why, "no longer this executor's; dropping this result");
+            }
+            Err(WriteError::Api(e)) => {
+                warn!(task = %name, error = %e, "final status write failed");
+            }
+        }
     }
 
     fn count(&self, phase: TaskPhase, reason: TaskReason) {
@@ -385,10 +379,71 @@ impl Worker {
     }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
+/// Label that marks a ConfigMap as readable as Task input (`"true"`). Without it a Task could
+/// read any ConfigMap of the namespace through an echo-like Agent.
+pub const LABEL_TASK_INPUT: &str = "ari.dev/task-input";
+
+/// The input a ConfigMap gives, if it is marked for Task input.
+fn input_from_configmap(
+    cm: ConfigMap,
+    name: &str,
+    key: &str,
+) -> Result<Vec<u8>, (TaskReason, String)> {
+    let marked = cm
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_TASK_INPUT))
+        .is_some_and(|v| v == "true");
+    if !marked {
+        return Err((
+            TaskReason::CapabilityDenied,
+            format!(
+                "input ConfigMap {name} is not marked for Task input: label it \
+                 {LABEL_TASK_INPUT}=\"true\" to let Tasks read it (see docs/capabilities.md)"
+            ),
+        ));
+    }
+    cm.data
+        .and_then(|d| d.get(key).map(|v| v.as_bytes().to_vec()))
+        .or_else(|| cm.binary_data.and_then(|d| d.get(key).map(|b| b.0.clone())))
+        .ok_or_else(|| {
+            (
+                TaskReason::HostError,
+                format!("input ConfigMap {name} has no key {key:?}"),
+            )
+        })
 }
 
-fn is_already_exists(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(labels: &[(&str, &str)]) -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "settings",
+                         "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string()))
+                             .collect::<std::collections::BTreeMap<_, _>>()},
+            "data": {"k": "secret-ish"},
+        }))
+        .unwrap_or_else(|e| panic!("configmap: {e}"))
+    }
+
+    #[test]
+    fn a_configmap_not_marked_for_task_input_is_refused_as_capability_denied() {
+        for labels in [&[][..], &[(LABEL_TASK_INPUT, "false")], &[("app", "x")]] {
+            let (reason, message) =
+                input_from_configmap(cm(labels), "settings", "k").expect_err("refused");
+            assert_eq!(reason, TaskReason::CapabilityDenied);
+            assert!(message.contains(LABEL_TASK_INPUT), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_configmap_marked_for_task_input_is_read() {
+        let input = input_from_configmap(cm(&[(LABEL_TASK_INPUT, "true")]), "settings", "k");
+        assert_eq!(input, Ok(b"secret-ish".to_vec()));
+        let missing = input_from_configmap(cm(&[(LABEL_TASK_INPUT, "true")]), "settings", "x");
+        assert!(matches!(missing, Err((TaskReason::HostError, _))));
+    }
 }

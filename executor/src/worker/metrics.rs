@@ -12,6 +12,8 @@ pub struct Metrics {
     pub fuel: IntCounter,
     pub active: IntGauge,
     pub claims_lost: IntCounter,
+    pub dropped: IntCounter,
+    pub undecodable: IntCounter,
     pub backlog: IntGauge,
     pub cache_hits: IntGauge,
     pub compiles: IntGauge,
@@ -33,6 +35,14 @@ impl Metrics {
         let claims_lost = IntCounter::new(
             "ari_executor_claims_lost_total",
             "Claims lost to another executor (resourceVersion conflicts)",
+        )?;
+        let dropped = IntCounter::new(
+            "ari_executor_results_dropped_total",
+            "Runs whose Task was no longer this executor's (failed, re-queued or deleted meanwhile)",
+        )?;
+        let undecodable = IntCounter::new(
+            "ari_executor_tasks_undecodable_total",
+            "Task watch events skipped because the Task could not be decoded",
         )?;
         let backlog = IntGauge::new(
             "ari_executor_backlog",
@@ -56,6 +66,8 @@ impl Metrics {
         registry.register(Box::new(fuel.clone()))?;
         registry.register(Box::new(active.clone()))?;
         registry.register(Box::new(claims_lost.clone()))?;
+        registry.register(Box::new(dropped.clone()))?;
+        registry.register(Box::new(undecodable.clone()))?;
         registry.register(Box::new(backlog.clone()))?;
         registry.register(Box::new(cache_hits.clone()))?;
         registry.register(Box::new(compiles.clone()))?;
@@ -66,6 +78,8 @@ impl Metrics {
             fuel,
             active,
             claims_lost,
+            dropped,
+            undecodable,
             backlog,
             cache_hits,
             compiles,

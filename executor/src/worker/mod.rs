@@ -10,23 +10,25 @@ mod backlog;
 mod config;
 mod convert;
 mod error;
+mod feed;
 mod lifecycle;
 mod metrics;
 mod module;
 mod peers;
 mod serve;
+mod status;
 mod storage;
+#[cfg(test)]
+mod testutil;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ari_crds::Task;
 use ed25519_dalek::SigningKey;
-use futures::TryStreamExt;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::Semaphore;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 pub use config::WorkerConfig;
 pub use error::WorkerError;
@@ -51,6 +53,8 @@ pub struct Worker {
     attestation_key: Arc<SigningKey>,
     metrics: Arc<Metrics>,
     backlog: Backlog,
+    /// Claim, heartbeat, output and final writes (see [`status`]).
+    writer: status::Writer,
 }
 
 /// Runs the worker until SIGTERM/SIGINT.
@@ -141,16 +145,26 @@ async fn prepare(
         None => None,
     };
     let grants = convert::grants(&agent.spec, signing_key).map_err(WorkerError::Config)?;
+    // Keyed by the Agent's uid: a re-created Agent of the same name starts empty.
+    let agent_uid = agent
+        .uid()
+        .ok_or_else(|| WorkerError::Config("the Agent has no uid".into()))?;
     let storage = AgentStorage::open(
         agent.spec.capabilities.storage.is_some(),
         config.redis_url.as_deref(),
         &config.state_dir,
         &config.namespace,
-        &config.agent,
+        &agent_uid,
     )
     .map_err(|e| WorkerError::Config(format!("agent storage: {e}")))?;
 
     Ok(Worker {
+        writer: status::Writer {
+            tasks: Api::namespaced(client.clone(), &config.namespace),
+            configmaps: Api::namespaced(client.clone(), &config.namespace),
+            pod: config.pod_name.clone(),
+            agent: config.agent.clone(),
+        },
         tasks: Api::namespaced(client.clone(), &config.namespace),
         client,
         attestation_key: Arc::new(config.attestation_key.clone()),
@@ -249,35 +263,17 @@ impl Worker {
         Ok(())
     }
 
-    /// Keeps the backlog in step with the Agent's Tasks (field selector on the agent name).
+    /// Keeps the backlog in step with the Agent's Tasks (see [`feed`]).
     async fn feed_backlog(self: Arc<Self>, peers: Peers) {
-        let selector = format!("spec.agentRef.name={}", self.config.agent);
-        let stream = watcher(
-            self.tasks.clone(),
-            watcher::Config::default().fields(&selector),
+        let api = feed::dynamic_tasks(self.client.clone(), &self.config.namespace);
+        feed::feed(
+            api,
+            &self.config.agent,
+            &self.backlog,
+            &peers,
+            &self.metrics,
         )
-        .default_backoff();
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            match stream.try_next().await {
-                Ok(Some(watcher::Event::Apply(t) | watcher::Event::InitApply(t))) => {
-                    let owned = t.uid().is_none_or(|uid| peers.owns(&uid));
-                    let ok = claimable(&t);
-                    self.backlog.offer(t, ok, owned);
-                }
-                Ok(Some(watcher::Event::Delete(t))) => self.backlog.remove(&t.name_any()),
-                Ok(Some(watcher::Event::Init)) => self.backlog.clear(),
-                Ok(Some(watcher::Event::InitDone)) => {
-                    info!(
-                        backlog = self.backlog.len(),
-                        executors = peers.count(),
-                        "task watch synced"
-                    );
-                }
-                Ok(None) => return,
-                Err(e) => warn!(error = %e, "task watch error"),
-            }
-        }
+        .await;
     }
 }
 

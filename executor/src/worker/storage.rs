@@ -21,10 +21,12 @@ impl AgentStorage {
         redis_url: Option<&str>,
         state_dir: &Path,
         namespace: &str,
-        agent: &str,
+        agent_uid: &str,
     ) -> Result<Self, StorageError> {
-        // Namespaced so two Agents of the same name in different namespaces never share state.
-        let scope = format!("{namespace}/{agent}");
+        // The Agent's uid, not its name: an Agent deleted and re-created under the same name
+        // must not inherit its predecessor's state (or its receipts). The namespace stays in
+        // the scope for readability of the keys.
+        let scope = scope(namespace, agent_uid);
         if !granted {
             return Ok(Self::None);
         }
@@ -44,5 +46,41 @@ impl AgentStorage {
             Self::Embedded(b) => Some(Box::new(b.clone())),
             Self::Redis(b) => Some(Box::new((**b).clone())),
         }
+    }
+}
+
+/// The storage scope of an Agent: `NAMESPACE/AGENT_UID`.
+pub fn scope(namespace: &str, agent_uid: &str) -> String {
+    format!("{namespace}/{agent_uid}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recreated_agent_of_the_same_name_gets_a_fresh_scope() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = AgentStorage::open(true, None, dir.path(), "ns", "uid-old").expect("open");
+        let mut h = old.for_task().expect("granted");
+        h.apply(&crate::capability::storage::Batch {
+            writes: vec![("k".into(), b"v".to_vec())],
+            deletes: Vec::new(),
+            reads: Vec::new(),
+            max_bytes: None,
+            receipt: None,
+            now_unix_secs: 0,
+            receipt_limits: Default::default(),
+        })
+        .expect("commit");
+        drop((h, old));
+        let new = AgentStorage::open(true, None, dir.path(), "ns", "uid-new").expect("open");
+        let mut h = new.for_task().expect("granted");
+        assert_eq!(
+            h.get("k").expect("get"),
+            None,
+            "the new Agent sees the old one's data"
+        );
+        assert_eq!(scope("ns", "uid-new"), "ns/uid-new");
     }
 }

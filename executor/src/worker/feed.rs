@@ -1,0 +1,192 @@
+//! The Task watch that keeps the backlog in step with the Agent's Tasks.
+//!
+//! Watched untyped (`DynamicObject`) and decoded one object at a time: a typed list fails as a
+//! whole when one Task does not decode (e.g. an integer the API server stores as int64 but the
+//! Rust type holds as u32), which would leave this Agent's executors blind to every Task. An
+//! undecodable Task is skipped, counted and logged, and — when it is still claimable and this
+//! pod is its first choice — failed with a message saying why, guarded by its
+//! resourceVersion.
+
+use ari_crds::{Task, TaskReason};
+use futures::TryStreamExt;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use tracing::{info, warn};
+
+use super::backlog::Backlog;
+use super::convert;
+use super::metrics::Metrics;
+use super::peers::Peers;
+
+/// The Tasks API, untyped (see the module docs).
+pub fn dynamic_tasks(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client, namespace, &ApiResource::erase::<Task>(&()))
+}
+
+/// Feeds `backlog` from the watch of `agent`'s Tasks until the watch ends.
+pub async fn feed(
+    api: Api<DynamicObject>,
+    agent: &str,
+    backlog: &Backlog,
+    peers: &Peers,
+    metrics: &Metrics,
+) {
+    let selector = format!("spec.agentRef.name={agent}");
+    let stream =
+        watcher(api.clone(), watcher::Config::default().fields(&selector)).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        match stream.try_next().await {
+            Ok(Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
+                let owned = o.uid().is_none_or(|uid| peers.owns(&uid));
+                match decode(&o) {
+                    Ok(t) => {
+                        let ok = super::claimable(&t);
+                        backlog.offer(t, ok, owned);
+                    }
+                    Err(e) => {
+                        metrics.undecodable.inc();
+                        warn!(task = %o.name_any(), error = %e, "skipping a Task this executor cannot decode");
+                        backlog.remove(&o.name_any());
+                        if owned {
+                            fail_undecodable(&api, &o, &e).await;
+                        }
+                    }
+                }
+            }
+            Ok(Some(watcher::Event::Delete(o))) => backlog.remove(&o.name_any()),
+            Ok(Some(watcher::Event::Init)) => backlog.clear(),
+            Ok(Some(watcher::Event::InitDone)) => {
+                info!(
+                    backlog = backlog.len(),
+                    executors = peers.count(),
+                    "task watch synced"
+                );
+            }
+            Ok(None) => return,
+            Err(e) => warn!(error = %e, "task watch error"),
+        }
+    }
+}
+
+/// The typed Task, or why it does not decode.
+fn decode(o: &DynamicObject) -> Result<Task, String> {
+    let value = serde_json::to_value(o).map_err(|e| e.to_string())?;
+    serde_json::from_value::<Task>(value).map_err(|e| e.to_string())
+}
+
+/// Fails a claimable Task that does not decode, so its author learns why it never runs.
+/// Only a Task with no phase or `Pending` is touched, and the merge patch carries its
+/// resourceVersion, so nothing another writer did is overwritten.
+async fn fail_undecodable(api: &Api<DynamicObject>, o: &DynamicObject, error: &str) {
+    let phase = o
+        .data
+        .get("status")
+        .and_then(|s| s.get("phase"))
+        .and_then(|p| p.as_str());
+    if !matches!(phase, None | Some("Pending")) || o.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    let reason = TaskReason::HostError.as_str();
+    let message = format!(
+        "the executor cannot read this Task ({error}); a field is outside the range the \
+         executor accepts — fix the value and create the Task again"
+    );
+    let now = convert::now();
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": o.resource_version()},
+        "status": {
+            "phase": "Failed",
+            "reason": reason,
+            "message": message,
+            "completionTime": now,
+            "conditions": [{
+                "type": ari_crds::conditions::SUCCEEDED,
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": now,
+            }],
+        },
+    });
+    let name = o.name_any();
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => warn!(task = %name, "failed an undecodable Task"),
+        Err(e) => warn!(task = %name, error = %e, "cannot fail an undecodable Task"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::worker::testutil::{find, mock_client, status};
+
+    const TASKS: &str = "/apis/ari.dev/v1alpha1/namespaces/demo/tasks";
+
+    fn task(name: &str, ttl: Value) -> Value {
+        json!({"apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+               "metadata": {"name": name, "namespace": "demo", "uid": format!("uid-{name}"),
+                            "resourceVersion": "5"},
+               "spec": {"agentRef": {"name": "echo"}, "input": "x",
+                        "ttlSecondsAfterFinished": ttl}})
+    }
+
+    #[tokio::test]
+    async fn one_undecodable_task_is_skipped_counted_and_failed_while_the_others_are_served() {
+        let (client, log) = mock_client(|method, uri, body| match method {
+            "GET" if uri.starts_with(TASKS) && !uri.contains("watch=") => (
+                200,
+                json!({"apiVersion": "ari.dev/v1alpha1", "kind": "TaskList",
+                       "metadata": {"resourceVersion": "10"},
+                       "items": [task("poison", json!(4_294_967_296u64)), task("fine", json!(60))]}),
+            ),
+            // The watch after the list: no events.
+            "GET" => (200, Value::Null),
+            "PATCH" if uri.starts_with(&format!("{TASKS}/poison/status")) => (200, body.clone()),
+            _ => status(404, "NotFound"),
+        });
+        // A typed list of the same body does not decode at all: the bug this guards against.
+        let typed = Api::<Task>::namespaced(client.clone(), "demo")
+            .list(&Default::default())
+            .await;
+        assert!(typed.is_err(), "the typed list decoded: {typed:?}");
+
+        let backlog = Backlog::new(Duration::from_millis(0));
+        let peers = Peers::alone("echo-executor-a");
+        let metrics = Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}"));
+        let api = dynamic_tasks(client, "demo");
+        let fed = async {
+            let until = tokio::time::Instant::now() + Duration::from_secs(20);
+            while backlog.len() != 1 || find(&log, "PATCH", "/poison/status").is_empty() {
+                assert!(
+                    tokio::time::Instant::now() < until,
+                    "backlog {}",
+                    backlog.len()
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            _ = feed(api, "echo", &backlog, &peers, &metrics) => panic!("the watch ended"),
+            _ = fed => {}
+        }
+        let next = tokio::time::timeout(Duration::from_secs(1), backlog.next())
+            .await
+            .map(|t| t.name_any());
+        assert_eq!(next.ok().as_deref(), Some("fine"));
+        assert!(metrics.undecodable.get() >= 1);
+        let patch = &find(&log, "PATCH", "/poison/status")[0];
+        assert_eq!(patch.body["metadata"]["resourceVersion"], "5", "guarded");
+        assert_eq!(patch.body["status"]["phase"], "Failed");
+        let message = patch.body["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("4294967296"), "{message}");
+    }
+}

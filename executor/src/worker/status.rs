@@ -1,0 +1,665 @@
+//! The executor's writes to a Task: the claim, heartbeats, the large-output ConfigMap and the
+//! one final status write — every write after the claim conditional on this executor still
+//! owning the attempt it claimed.
+//!
+//! Why: the operator fails or re-queues a Task whose executor went quiet (paused, partitioned,
+//! overloaded). Should that executor come back, none of its writes may land on a Task that is
+//! no longer its own. Each write carries the resourceVersion of a version this executor saw as
+//! its own; on a 409 it re-reads and retries only while the Task still has this uid, names this
+//! pod and this attempt, and is `Running`. A Task that is gone or given away is dropped.
+
+use std::collections::BTreeMap;
+
+use ari_crds::names::{LABEL_AGENT, LABEL_TASK, OUTPUT_KEY, output_configmap_name};
+use ari_crds::{OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+
+use super::convert;
+
+/// Most bytes of output a ConfigMap holds: the API server refuses a ConfigMap whose data and
+/// binaryData values add up to more than 1 MiB.
+pub const CONFIGMAP_MAX_BYTES: usize = 1024 * 1024;
+/// Longest label value (and so the longest Task name the `ari.dev/task` label can carry).
+const LABEL_VALUE_MAX: usize = 63;
+/// Longest object name (DNS subdomain).
+const NAME_MAX: usize = 253;
+/// How many 409s in a row one write retries (each time the Task was re-read and still ours).
+const MAX_CONFLICTS: usize = 5;
+
+/// The executor's view of the Task API, as one pod of one Agent.
+pub struct Writer {
+    pub tasks: Api<Task>,
+    pub configmaps: Api<ConfigMap>,
+    pub pod: String,
+    pub agent: String,
+}
+
+/// One attempt this executor claimed.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub name: String,
+    pub uid: String,
+    pub number: u32,
+    /// The latest version of the Task seen as this attempt's own; its resourceVersion guards
+    /// the next write.
+    pub current: Task,
+}
+
+/// Why a Task is not (or no longer) this executor's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotOurs(pub String);
+
+/// How a conditional write ended other than written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The Task was deleted, failed, re-queued or claimed again: drop this attempt.
+    #[error("no longer this executor's: {0}")]
+    NotOurs(#[from] NotOurs),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+/// How a claim ended.
+#[derive(Debug)]
+pub enum Claim {
+    Won(Box<Attempt>),
+    /// Someone else wrote first (409): another executor or the operator.
+    Lost,
+    /// Not a conflict (network, 5xx, ...): worth trying again.
+    Error(kube::Error),
+}
+
+/// Whether `task` is still attempt `attempt` (uid `uid`) of this `pod`, and `Running`.
+pub fn owned_by(task: &Task, uid: &str, pod: &str, attempt: u32) -> Result<(), NotOurs> {
+    if task.uid().as_deref() != Some(uid) {
+        return Err(NotOurs(
+            "the Task was deleted (and perhaps re-created)".into(),
+        ));
+    }
+    let s = task.status.clone().unwrap_or_default();
+    if s.phase != Some(TaskPhase::Running) {
+        let reason = s
+            .reason
+            .map(|r| format!("/{}", r.as_str()))
+            .unwrap_or_default();
+        let phase = s.phase.map_or("Pending", TaskPhase::as_str);
+        return Err(NotOurs(format!("the Task is {phase}{reason}")));
+    }
+    if s.executor.as_deref() != Some(pod) || s.attempts != Some(attempt) {
+        return Err(NotOurs(format!(
+            "the Task is attempt {:?} on {:?}, not attempt {attempt} on {pod}",
+            s.attempts, s.executor
+        )));
+    }
+    Ok(())
+}
+
+impl Attempt {
+    pub fn owns(&self, task: &Task, pod: &str) -> Result<(), NotOurs> {
+        owned_by(task, &self.uid, pod, self.number)
+    }
+}
+
+/// The writes [`Writer::write_while_ours`] retries.
+enum Write<'a> {
+    Heartbeat,
+    Final(&'a (dyn Fn(&mut TaskStatus, Option<i64>) + Sync)),
+}
+
+impl Writer {
+    /// Claims the version of `seen` (its resourceVersion unchanged): exactly one writer wins.
+    pub async fn claim(&self, seen: &Task) -> Claim {
+        let name = seen.name_any();
+        let mut claim = seen.clone();
+        let generation = claim.meta().generation;
+        let status = claim.status.get_or_insert_with(TaskStatus::default);
+        let number = status.attempts.unwrap_or(0).saturating_add(1);
+        let now = convert::now();
+        status.phase = Some(TaskPhase::Running);
+        status.reason = None;
+        status.message = Some(format!("running on {}", self.pod));
+        status.executor = Some(self.pod.clone());
+        status.attempts = Some(number);
+        status.start_time = Some(now.clone());
+        status.last_heartbeat_time = Some(now);
+        status.observed_generation = generation;
+        match self
+            .tasks
+            .replace_status(&name, &PostParams::default(), &claim)
+            .await
+        {
+            Ok(current) => Claim::Won(Box::new(Attempt {
+                uid: current.uid().or_else(|| seen.uid()).unwrap_or_default(),
+                name,
+                number,
+                current,
+            })),
+            Err(e) if is_conflict(&e) || is_not_found(&e) => Claim::Lost,
+            Err(e) => Claim::Error(e),
+        }
+    }
+
+    /// Refreshes `lastHeartbeatTime`, only while the attempt is still ours.
+    pub async fn heartbeat(&self, attempt: &mut Attempt) -> Result<(), WriteError> {
+        self.write_while_ours(attempt, Write::Heartbeat)
+            .await
+            .map(|_| ())
+    }
+
+    /// The one final write: `fill` sets the ending on the latest own version of the status.
+    /// Returns the status written.
+    pub async fn finish(
+        &self,
+        attempt: &mut Attempt,
+        fill: &(dyn Fn(&mut TaskStatus, Option<i64>) + Sync),
+    ) -> Result<TaskStatus, WriteError> {
+        self.write_while_ours(attempt, Write::Final(fill))
+            .await
+            .map(|t| t.status.unwrap_or_default())
+    }
+
+    /// Writes against the resourceVersion of the last version seen as ours; on a 409 re-reads
+    /// and retries only while the Task is still this attempt's.
+    async fn write_while_ours(
+        &self,
+        attempt: &mut Attempt,
+        write: Write<'_>,
+    ) -> Result<Task, WriteError> {
+        for _ in 0..MAX_CONFLICTS {
+            let result = match &write {
+                Write::Heartbeat => {
+                    // A merge patch carrying metadata.resourceVersion is a precondition.
+                    let patch = serde_json::json!({
+                        "metadata": {"resourceVersion": attempt.current.resource_version()},
+                        "status": {"lastHeartbeatTime": convert::now()},
+                    });
+                    self.tasks
+                        .patch_status(
+                            &attempt.name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
+                        .await
+                }
+                Write::Final(fill) => {
+                    let mut next = attempt.current.clone();
+                    let generation = next.meta().generation;
+                    fill(
+                        next.status.get_or_insert_with(TaskStatus::default),
+                        generation,
+                    );
+                    self.tasks
+                        .replace_status(&attempt.name, &PostParams::default(), &next)
+                        .await
+                }
+            };
+            match result {
+                Ok(t) => {
+                    attempt.current = t.clone();
+                    return Ok(t);
+                }
+                Err(e) if is_conflict(&e) => {
+                    let fresh = match self.tasks.get_status(&attempt.name).await {
+                        Ok(t) => t,
+                        Err(e) if is_not_found(&e) => {
+                            return Err(NotOurs("the Task was deleted".into()).into());
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                    attempt.owns(&fresh, &self.pod)?;
+                    attempt.current = fresh;
+                }
+                Err(e) if is_not_found(&e) => {
+                    return Err(NotOurs("the Task was deleted".into()).into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(kube::Error::Service("the Task kept changing (409 after 409)".into()).into())
+    }
+
+    /// Puts large output in a ConfigMap the Task owns (deleted with it). Never overwrites a
+    /// ConfigMap this Task does not own. `Err` is the reason and message the Task fails with.
+    pub async fn store_output(
+        &self,
+        attempt: &Attempt,
+        output: &[u8],
+    ) -> Result<OutputRef, (TaskReason, String)> {
+        if output.len() > CONFIGMAP_MAX_BYTES {
+            return Err((
+                TaskReason::OutputTooLarge,
+                format!(
+                    "output is {} bytes; output over {} bytes goes to a ConfigMap, which holds at \
+                     most {CONFIGMAP_MAX_BYTES} bytes (lower limits.maxOutputBytes to fail earlier)",
+                    output.len(),
+                    ari_crds::task::INLINE_OUTPUT_MAX_BYTES,
+                ),
+            ));
+        }
+        let first = output_name(&attempt.name, &attempt.uid);
+        // A ConfigMap of that name owned by this Task holds an earlier attempt's output: reuse
+        // it when it is the same, else write this attempt's beside it (executors may create
+        // ConfigMaps, not update them).
+        let again = format!("{first}-{}", attempt.number);
+        for name in [first, again] {
+            let cm = self.output_configmap(attempt, &name, output);
+            let existing = match self.configmaps.create(&PostParams::default(), &cm).await {
+                Ok(_) => return Ok(output_ref(name)),
+                Err(e) if is_conflict(&e) => match self.configmaps.get(&name).await {
+                    Ok(existing) => existing,
+                    Err(e) => return Err(cannot_store(&name, &e)),
+                },
+                Err(e) => return Err(cannot_store(&name, &e)),
+            };
+            let owned = existing
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == attempt.uid);
+            if !owned {
+                return Err((
+                    TaskReason::HostError,
+                    format!(
+                        "ConfigMap {name} already exists and is not owned by this Task: the output \
+                         was not stored (nothing was overwritten); delete that ConfigMap or use \
+                         another Task name"
+                    ),
+                ));
+            }
+            let same = existing
+                .binary_data
+                .as_ref()
+                .and_then(|d| d.get(OUTPUT_KEY))
+                .is_some_and(|b| b.0 == output);
+            if same {
+                return Ok(output_ref(name));
+            }
+        }
+        Err((
+            TaskReason::HostError,
+            "the output ConfigMaps of earlier attempts are in the way; output not stored".into(),
+        ))
+    }
+
+    fn output_configmap(&self, attempt: &Attempt, name: &str, output: &[u8]) -> ConfigMap {
+        let owner = OwnerReference {
+            api_version: Task::api_version(&()).into_owned(),
+            kind: Task::kind(&()).into_owned(),
+            name: attempt.name.clone(),
+            uid: attempt.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        };
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                labels: Some(BTreeMap::from([
+                    (LABEL_AGENT.to_string(), label_value(&self.agent, None)),
+                    (
+                        LABEL_TASK.to_string(),
+                        label_value(&attempt.name, Some(&attempt.uid)),
+                    ),
+                ])),
+                owner_references: Some(vec![owner]),
+                ..ObjectMeta::default()
+            },
+            binary_data: Some(BTreeMap::from([(
+                OUTPUT_KEY.to_string(),
+                ByteString(output.to_vec()),
+            )])),
+            ..ConfigMap::default()
+        }
+    }
+}
+
+/// `<task>-output`, or `task-<uid>-output` when the Task's name leaves no room for the suffix
+/// (names are at most 253 characters; an attempt suffix needs a few more).
+pub fn output_name(task: &str, uid: &str) -> String {
+    let plain = output_configmap_name(task);
+    if plain.len() + 4 <= NAME_MAX {
+        plain
+    } else {
+        format!("task-{uid}-output")
+    }
+}
+
+/// `value` when it fits a label (≤ 63 characters), else `fallback` (the Task's uid, 36
+/// characters), else a hash: a label that cannot be written must never block the output.
+pub fn label_value(value: &str, fallback: Option<&str>) -> String {
+    if value.len() <= LABEL_VALUE_MAX {
+        return value.to_string();
+    }
+    match fallback {
+        Some(f) if f.len() <= LABEL_VALUE_MAX => f.to_string(),
+        _ => {
+            use sha2::Digest as _;
+            let h = hex::encode(sha2::Sha256::digest(value.as_bytes()));
+            format!("sha256-{}", &h[..56])
+        }
+    }
+}
+
+fn output_ref(name: String) -> OutputRef {
+    OutputRef {
+        config_map: name,
+        key: OUTPUT_KEY.to_string(),
+    }
+}
+
+fn cannot_store(name: &str, e: &kube::Error) -> (TaskReason, String) {
+    let reason = match e {
+        // The API server's own size check (e.g. a smaller limit than ours).
+        kube::Error::Api(s) if s.code == 413 || s.message.contains("must have at most") => {
+            TaskReason::OutputTooLarge
+        }
+        _ => TaskReason::HostError,
+    };
+    (
+        reason,
+        format!("cannot store the output in ConfigMap {name}: {e}"),
+    )
+}
+
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::worker::testutil::{find, mock_client, status};
+
+    const TASK: &str = "/apis/ari.dev/v1alpha1/namespaces/demo/tasks/t1/status";
+    const POD: &str = "echo-executor-a";
+
+    fn task_json(rv: &str, phase: Option<&str>, executor: Option<&str>, attempts: u32) -> Value {
+        let mut t = json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+            "metadata": {"name": "t1", "namespace": "demo", "uid": "uid-1",
+                         "resourceVersion": rv, "generation": 1},
+            "spec": {"agentRef": {"name": "echo"}, "input": "hello"},
+        });
+        if let Some(p) = phase {
+            t["status"] = json!({"phase": p, "executor": executor, "attempts": attempts});
+        }
+        t
+    }
+
+    fn task(v: Value) -> Task {
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("task: {e}"))
+    }
+
+    fn writer(client: kube::Client) -> Writer {
+        Writer {
+            tasks: Api::namespaced(client.clone(), "demo"),
+            configmaps: Api::namespaced(client, "demo"),
+            pod: POD.into(),
+            agent: "echo".into(),
+        }
+    }
+
+    /// Attempt 1 of t1 on [`POD`], last seen at resourceVersion `rv`.
+    fn attempt(rv: &str) -> Attempt {
+        Attempt {
+            name: "t1".into(),
+            uid: "uid-1".into(),
+            number: 1,
+            current: task(task_json(rv, Some("Running"), Some(POD), 1)),
+        }
+    }
+
+    fn succeed(s: &mut TaskStatus, _generation: Option<i64>) {
+        s.phase = Some(TaskPhase::Succeeded);
+        s.reason = Some(TaskReason::Completed);
+    }
+
+    #[tokio::test]
+    async fn a_claim_that_conflicts_is_lost() {
+        let (client, log) = mock_client(|_, _, _| status(409, "Conflict"));
+        let seen = task(task_json("5", None, None, 0));
+        assert!(matches!(writer(client).claim(&seen).await, Claim::Lost));
+        let puts = find(&log, "PUT", TASK);
+        assert_eq!(puts.len(), 1);
+        assert_eq!(puts[0].body["metadata"]["resourceVersion"], "5");
+        assert_eq!(puts[0].body["status"]["executor"], POD);
+        assert_eq!(puts[0].body["status"]["attempts"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_after_the_operator_failed_the_task_is_refused_and_reports_it_lost() {
+        // The operator failed the Task (rv 7) after this executor's last own version (rv 6).
+        let (client, log) = mock_client(|method, path, body| match method {
+            "PATCH" if body["metadata"]["resourceVersion"] == "7" => (200, body.clone()),
+            "PATCH" => status(409, "Conflict"),
+            "GET" if path.starts_with(TASK) => {
+                let mut t = task_json("7", Some("Failed"), Some(POD), 1);
+                t["status"]["reason"] = json!("ExecutorLost");
+                (200, t)
+            }
+            _ => status(404, "NotFound"),
+        });
+        let mut a = attempt("6");
+        let err = writer(client)
+            .heartbeat(&mut a)
+            .await
+            .expect_err("not ours");
+        assert!(
+            matches!(&err, WriteError::NotOurs(n) if n.0.contains("Failed/ExecutorLost")),
+            "{err}"
+        );
+        let patches = find(&log, "PATCH", TASK);
+        assert_eq!(
+            patches.len(),
+            1,
+            "only the refused, guarded heartbeat: {patches:?}"
+        );
+        assert_eq!(patches[0].body["metadata"]["resourceVersion"], "6");
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_retries_a_conflict_while_the_task_is_still_ours() {
+        // Someone labelled the Task (rv 8): still ours, so the heartbeat goes on at rv 8.
+        let (client, log) = mock_client(|method, path, body| match method {
+            "PATCH" if body["metadata"]["resourceVersion"] == "8" => {
+                let mut t = task_json("9", Some("Running"), Some(POD), 1);
+                t["status"]["lastHeartbeatTime"] = body["status"]["lastHeartbeatTime"].clone();
+                (200, t)
+            }
+            "PATCH" => status(409, "Conflict"),
+            "GET" if path.starts_with(TASK) => (200, task_json("8", Some("Running"), Some(POD), 1)),
+            _ => status(404, "NotFound"),
+        });
+        let mut a = attempt("6");
+        writer(client).heartbeat(&mut a).await.expect("still ours");
+        assert_eq!(a.current.resource_version().as_deref(), Some("9"));
+        assert_eq!(find(&log, "PATCH", TASK).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_on_a_deleted_task_reports_it_lost() {
+        let (client, _log) = mock_client(|_, _, _| status(404, "NotFound"));
+        let mut a = attempt("6");
+        let err = writer(client).heartbeat(&mut a).await.expect_err("deleted");
+        assert!(matches!(err, WriteError::NotOurs(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_final_write_on_a_task_reowned_meanwhile_is_dropped() {
+        let (client, log) = mock_client(|method, path, _| match method {
+            "PUT" => status(409, "Conflict"),
+            "GET" if path.starts_with(TASK) => (
+                200,
+                task_json("9", Some("Running"), Some("echo-executor-b"), 2),
+            ),
+            _ => status(404, "NotFound"),
+        });
+        let mut a = attempt("6");
+        let err = writer(client)
+            .finish(&mut a, &succeed)
+            .await
+            .expect_err("re-owned");
+        assert!(
+            matches!(&err, WriteError::NotOurs(n) if n.0.contains("echo-executor-b")),
+            "{err}"
+        );
+        assert_eq!(
+            find(&log, "PUT", TASK).len(),
+            1,
+            "never written over the new owner"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_final_write_on_a_task_deleted_and_recreated_is_dropped() {
+        let (client, log) = mock_client(|method, path, _| match method {
+            "PUT" => status(409, "Conflict"),
+            "GET" if path.starts_with(TASK) => {
+                let mut t = task_json("9", Some("Running"), Some(POD), 1);
+                t["metadata"]["uid"] = json!("uid-2");
+                (200, t)
+            }
+            _ => status(404, "NotFound"),
+        });
+        let mut a = attempt("6");
+        let err = writer(client)
+            .finish(&mut a, &succeed)
+            .await
+            .expect_err("new Task");
+        assert!(matches!(err, WriteError::NotOurs(_)), "{err}");
+        assert_eq!(find(&log, "PUT", TASK).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_final_write_retries_with_the_fresh_version_while_still_ours() {
+        let (client, log) = mock_client(|method, path, body| match method {
+            "PUT" if body["metadata"]["resourceVersion"] == "8" => (200, body.clone()),
+            "PUT" => status(409, "Conflict"),
+            "GET" if path.starts_with(TASK) => (200, task_json("8", Some("Running"), Some(POD), 1)),
+            _ => status(404, "NotFound"),
+        });
+        let mut a = attempt("6");
+        let s = writer(client)
+            .finish(&mut a, &succeed)
+            .await
+            .expect("written");
+        assert_eq!(s.phase, Some(TaskPhase::Succeeded));
+        let puts = find(&log, "PUT", TASK);
+        assert_eq!(puts.len(), 2);
+        assert_eq!(puts[1].body["status"]["phase"], "Succeeded");
+        assert_eq!(
+            puts[1].body["status"]["executor"], POD,
+            "the claim's fields are kept"
+        );
+    }
+
+    const CMS: &str = "/api/v1/namespaces/demo/configmaps";
+
+    #[tokio::test]
+    async fn output_over_what_a_configmap_holds_fails_the_task_without_any_write() {
+        let (client, log) = mock_client(|_, _, _| status(500, "unexpected"));
+        let big = vec![b'x'; CONFIGMAP_MAX_BYTES + 1];
+        let (reason, message) = writer(client)
+            .store_output(&attempt("6"), &big)
+            .await
+            .expect_err("too large");
+        assert_eq!(reason, TaskReason::OutputTooLarge);
+        assert!(message.contains("1048577 bytes"), "{message}");
+        assert!(log.lock().map(|l| l.is_empty()).unwrap_or(false));
+    }
+
+    #[tokio::test]
+    async fn an_existing_output_configmap_the_task_does_not_own_is_never_overwritten() {
+        let (client, log) = mock_client(|method, path, _| match method {
+            "POST" => status(409, "AlreadyExists"),
+            "GET" if path.starts_with(&format!("{CMS}/t1-output")) => (
+                200,
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "t1-output", "resourceVersion": "3"},
+                       "data": {"precious": "yes"}}),
+            ),
+            _ => status(403, "Forbidden"),
+        });
+        let (reason, message) = writer(client)
+            .store_output(&attempt("6"), &[b'x'; 5000])
+            .await
+            .expect_err("not ours");
+        assert_eq!(reason, TaskReason::HostError);
+        assert!(message.contains("not owned by this Task"), "{message}");
+        assert!(find(&log, "PUT", CMS).is_empty(), "overwritten");
+        assert!(find(&log, "POST", CMS).len() == 1);
+    }
+
+    #[tokio::test]
+    async fn an_earlier_attempts_output_configmap_is_reused_or_written_beside() {
+        let earlier = Arc::new(Mutex::new(b"old".to_vec()));
+        let seen = earlier.clone();
+        let (client, log) = mock_client(move |method, path, body| match method {
+            "POST" if body["metadata"]["name"] == "t1-output" => status(409, "AlreadyExists"),
+            "POST" => (201, body.clone()),
+            "GET" if path.starts_with(&format!("{CMS}/t1-output")) => {
+                use base64::Engine as _;
+                let data = seen.lock().map(|d| d.clone()).unwrap_or_default();
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "t1-output",
+                                        "ownerReferences": [{"apiVersion": "ari.dev/v1alpha1",
+                                            "kind": "Task", "name": "t1", "uid": "uid-1"}]},
+                           "binaryData": {"output": base64::engine::general_purpose::STANDARD.encode(data)}}),
+                )
+            }
+            _ => status(403, "Forbidden"),
+        });
+        let w = writer(client);
+        let mut a = attempt("6");
+        a.number = 2;
+        let out = vec![b'y'; 5000];
+        let r = w.store_output(&a, &out).await.expect("stored beside");
+        assert_eq!(r.config_map, "t1-output-2");
+        if let Ok(mut d) = earlier.lock() {
+            d.clone_from(&out);
+        }
+        let r = w.store_output(&a, &out).await.expect("reused");
+        assert_eq!(r.config_map, "t1-output");
+        assert!(
+            find(&log, "PUT", CMS).is_empty(),
+            "executors never update ConfigMaps"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_name_too_long_for_a_label_still_gets_its_output_stored() {
+        let (client, log) = mock_client(|_, _, body| (201, body.clone()));
+        let mut a = attempt("6");
+        a.name = "n".repeat(200);
+        let r = writer(client)
+            .store_output(&a, &[b'x'; 5000])
+            .await
+            .expect("stored");
+        assert_eq!(r.config_map, format!("{}-output", a.name));
+        let posts = find(&log, "POST", CMS);
+        let label = posts[0].body["metadata"]["labels"][LABEL_TASK]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            label, "uid-1",
+            "the uid stands in for a name over 63 characters"
+        );
+        a.name = "m".repeat(250);
+        assert_eq!(output_name(&a.name, &a.uid), "task-uid-1-output");
+        assert!(label_value(&"z".repeat(64), None).len() <= 63);
+    }
+}
