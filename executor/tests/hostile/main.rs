@@ -1,0 +1,12 @@
+//! Every hostile agent (`fixtures/agents/`) is stopped with the right class, the host stays
+//! bounded, and the same runtime goes on serving. One file per thing proven.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod support;
+
+mod cpu_is_bounded;
+mod escapes_are_contained;
+mod memory_is_bounded;
+mod output_is_bounded;
+mod storage_is_isolated;
