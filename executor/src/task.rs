@@ -146,6 +146,17 @@ enum GuestEnd {
 /// Most runs of one task whose storage commit keeps losing to concurrent tasks.
 pub const MAX_STORAGE_RUNS: u32 = 16;
 
+/// The pause before re-run `attempt` (1-based) of a task that lost a storage commit: random in
+/// `[0, min(2^attempt, 64)]` ms. Without it, tasks contending for one key on a busy machine
+/// re-run in lock step and one can lose all [`MAX_STORAGE_RUNS`] times (seen with 8 threads on
+/// 2 cores); random spread lets one of them commit each round.
+fn conflict_backoff(attempt: u32) -> Duration {
+    use rand_core::RngCore;
+    let cap_ms = 1u64 << attempt.min(6);
+    let jitter = u64::from(rand_core::OsRng.next_u32()) % (cap_ms * 1000 + 1);
+    Duration::from_micros(jitter)
+}
+
 impl TaskRequest {
     /// The same request again, on a new handle of the same store (live runs with storage only).
     fn again(&self) -> Option<TaskRequest> {
@@ -225,11 +236,11 @@ impl Agent {
     /// time is measured on it). Never panics on guest behaviour; every failure is classified.
     ///
     /// Storage is optimistic: a task whose commit finds a key it read changed by a concurrent
-    /// task runs again from the start (fresh instance, new reads), up to [`MAX_STORAGE_RUNS`]
-    /// times, so concurrent tasks never lose each other's updates.
+    /// task runs again from the start (fresh instance, new reads) after a short random pause,
+    /// up to [`MAX_STORAGE_RUNS`] times, so concurrent tasks never lose each other's updates.
     pub fn run(&self, req: TaskRequest) -> TaskOutcome {
         let mut req = req;
-        for _ in 1..MAX_STORAGE_RUNS {
+        for attempt in 1..MAX_STORAGE_RUNS {
             let next = req.again();
             let outcome = self.run_once(req);
             match next {
@@ -237,6 +248,7 @@ impl Agent {
                     if receipt_exists(&mut next) {
                         return outcome;
                     }
+                    std::thread::sleep(conflict_backoff(attempt));
                     req = next;
                 }
                 _ => return outcome,
@@ -625,5 +637,21 @@ mod b64 {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let text = String::deserialize(d)?;
         STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_backoff_is_random_and_capped_at_64_ms() {
+        for attempt in 1..MAX_STORAGE_RUNS {
+            let cap = Duration::from_millis(1 << attempt.min(6));
+            assert!(conflict_backoff(attempt) <= cap, "attempt {attempt}");
+        }
+        let spread: std::collections::HashSet<Duration> =
+            (0..32).map(|_| conflict_backoff(6)).collect();
+        assert!(spread.len() > 1, "the pause is not random");
     }
 }
