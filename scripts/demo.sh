@@ -23,7 +23,7 @@ show run "$agents/wordcount.wasm" --input "the quick brown fox jumps over the la
 show run "$agents/counter.wasm" --grant storage=1KiB --state "$work/state" --input visits
 show run "$agents/counter.wasm" --grant storage=1KiB --state "$work/state" --input visits
 show run "$agents/dice.wasm" --grant randomness --seed "$(printf '%064d' 7)" --input 5
-show run "$agents/clock.wasm" --grant time --input host
+show run "$agents/clock.wasm" --grant timeAccess --input host
 show run "$agents/sha256-loop.wasm" --input "1000 abc"
 
 echo

@@ -39,7 +39,7 @@ pub struct LimitsApplied {
     pub timeout_millis: u64,
     pub max_output_bytes: u64,
     pub max_input_bytes: u64,
-    /// Granted capability names, e.g. `["storage", "time"]`.
+    /// Granted capability names, e.g. `["storage", "timeAccess"]` (the CRD vocabulary).
     pub capabilities: Vec<String>,
     /// The storage quota, when `storage` is granted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -208,7 +208,7 @@ fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants
         );
     }
     grants.randomness = has("randomness");
-    grants.time = has("time");
+    grants.time = has("timeAccess");
     if has("signing") {
         grants.signing = Some(opts.signing.clone().ok_or_else(|| {
             VerifyError::Replay(

@@ -2,7 +2,7 @@
 //!
 //! No preopens, environment, arguments or sockets; stdin is empty; stdout and stderr are
 //! forwarded line by line to the task log (bounded); wall and monotonic clocks read the task's
-//! logical clock when `time` is granted and stand still at the Unix epoch otherwise; secure and
+//! logical clock when `timeAccess` is granted and stand still at the Unix epoch otherwise; secure and
 //! insecure random come from the task's seeded PRNG. Everything is thus a function of the task's
 //! seed and trace, which is what makes replay exact.
 
@@ -59,7 +59,7 @@ fn insecure_seed(seed: &[u8; 32]) -> u128 {
     u128::from_le_bytes(first)
 }
 
-/// The task's logical clock (capability `time`): the same values the `now` host call returns.
+/// The task's logical clock (capability `timeAccess`): the same values the `now` host call returns.
 struct LogicalClock(SharedCaps);
 
 impl LogicalClock {
@@ -86,7 +86,7 @@ impl HostMonotonicClock for LogicalClock {
     }
 }
 
-/// Without `time`, every clock reads the Unix epoch, so no real time reaches the guest.
+/// Without `timeAccess`, every clock reads the Unix epoch, so no real time reaches the guest.
 struct StoppedClock;
 
 impl HostWallClock for StoppedClock {
@@ -248,7 +248,7 @@ const WALL_CLOCK: &str = "wasi:clocks/wall-clock@0.2.12";
 /// Replaces the WASI clocks' `now` so a read is charged fuel like the host `now` and traps when
 /// the task's trace is full.
 ///
-/// With `time` granted every read is recorded; stock WASI clocks cost the guest a few
+/// With `timeAccess` granted every read is recorded; stock WASI clocks cost the guest a few
 /// instructions and cannot stop it, so a loop on `SystemTime::now()` grew the trace (host
 /// memory) by millions of events a second until the deadline.
 pub(crate) fn meter_clocks(

@@ -161,7 +161,7 @@ fn signing_granted_and_denied() {
 fn time_granted_is_the_logical_clock_via_host_and_wasi() {
     let start = 1_700_000_000_000_000_000u64;
     for input in ["host", "wasi"] {
-        let o = run("clock", input, grants(&["time"]));
+        let o = run("clock", input, grants(&["timeAccess"]));
         assert_eq!(o.failure, None, "{input}: {o:?}");
         let nanos: u64 = output(&o).parse().expect("nanos");
         assert!(
@@ -209,7 +209,7 @@ fn network_denied_without_grant() {
 
 #[test]
 fn requirement_beyond_grants_fails_before_instantiation() {
-    let mut req = request("x", grants(&["time"]));
+    let mut req = request("x", grants(&["timeAccess"]));
     req.requirements = vec!["network".into()];
     let o = agent("echo").run(req);
     assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));

@@ -176,3 +176,26 @@ fn inspect_lists_imports_and_exports() {
     assert!(text.contains("func http-request("), "{text}");
     assert!(text.contains("instance ainur:ari/agent@2.0.0"), "{text}");
 }
+
+#[test]
+fn time_is_spelled_time_access_in_the_report_as_in_the_cluster() {
+    let out = ari(&[
+        "run",
+        &path("clock"),
+        "--grant",
+        "time",
+        "--require",
+        "time",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
+    assert_eq!(report["requirements"], serde_json::json!(["timeAccess"]));
+    let caps = &report["attestation"]["limitsApplied"]["capabilities"];
+    assert_eq!(caps, &serde_json::json!(["timeAccess"]), "{report}");
+}

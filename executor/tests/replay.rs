@@ -6,7 +6,7 @@ use ari_executor::{FailureKind, RunReport, VerifyError, VerifyOptions, verify_re
 use common::*;
 
 fn counter_run(backend: &MemoryBackend, seed: [u8; 32]) -> ari_executor::TaskOutcome {
-    let mut req = request("", grants(&["storage=1MiB", "randomness", "time"]));
+    let mut req = request("", grants(&["storage=1MiB", "randomness", "timeAccess"]));
     req.storage = Some(Box::new(backend.clone()));
     req.seed = Some(seed);
     agent("counter").run(req)
@@ -75,7 +75,7 @@ fn replay_reproduces_storage_randomness_time_and_network_runs() {
     let cases: Vec<(&str, &str, Vec<&str>)> = vec![
         ("counter", "", vec!["storage=1MiB"]),
         ("dice", "7", vec!["randomness"]),
-        ("clock", "wasi", vec!["time"]),
+        ("clock", "wasi", vec!["timeAccess"]),
         ("fetch", &url, vec![&net]),
         ("trap", "", vec![]),
     ];

@@ -22,15 +22,15 @@ impl ClockCapability {
         }
     }
 
-    /// `now`: needs `time`; every read is recorded.
+    /// `now`: needs `timeAccess`; every read is recorded.
     pub fn now(&mut self, rec: &mut Recorder) -> Result<u64, CapError> {
         if !self.granted {
-            return Err(CapError::not_granted("time"));
+            return Err(CapError::not_granted("timeAccess"));
         }
         self.tick(rec)
     }
 
-    /// WASI clocks: the logical clock when `time` is granted, else always 0.
+    /// WASI clocks: the logical clock when `timeAccess` is granted, else always 0.
     pub fn wasi_now(&mut self, rec: &mut Recorder) -> Result<u64, CapError> {
         if !self.granted {
             return Ok(0);

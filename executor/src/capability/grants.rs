@@ -110,12 +110,22 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(mult)
 }
 
-/// Capability names, in a fixed order (also the CLI and CRD vocabulary).
-pub const NAMES: [&str; 5] = ["storage", "network", "randomness", "signing", "time"];
+/// Capability names, in a fixed order: the CRD's `spec.capabilities` field names, the one
+/// vocabulary a user or guest sees (`status.limitsApplied`, attestations, task requirements).
+pub const NAMES: [&str; 5] = ["storage", "network", "randomness", "signing", "timeAccess"];
+
+/// The name a user may type for a capability, in the one vocabulary: `time` (the CLI's
+/// shorter spelling of earlier releases) is `timeAccess`; every other name is itself.
+pub fn canonical_name(name: &str) -> &str {
+    match name.trim() {
+        "time" => "timeAccess",
+        other => other,
+    }
+}
 
 impl Grants {
     /// Parses `--grant` values: `storage=1MiB`, `network=https://host[:port]`
-    /// (repeatable), `randomness`, `signing=KEYFILE`, `time`.
+    /// (repeatable), `randomness`, `signing=KEYFILE`, `timeAccess` (or its alias `time`).
     pub fn parse_cli(args: &[String]) -> Result<Self, GrantError> {
         let mut grants = Grants::default();
         let mut hosts = Vec::new();
@@ -154,8 +164,8 @@ impl Grants {
                 "signing" => {
                     grants.signing = Some(SigningGrant::from_file(Path::new(need("signing")?))?)
                 }
-                "time" | "timeAccess" => {
-                    flag("time")?;
+                "timeAccess" | "time" => {
+                    flag("timeAccess")?;
                     grants.time = true;
                 }
                 other => return Err(GrantError::Unknown(other.to_owned())),
@@ -185,11 +195,7 @@ impl Grants {
 
     /// Whether a task requirement (a capability name) is granted; unknown names are not.
     pub fn covers(&self, requirement: &str) -> bool {
-        let requirement = match requirement.trim() {
-            "timeAccess" => "time",
-            r => r,
-        };
-        self.names().contains(&requirement)
+        self.names().contains(&canonical_name(requirement))
     }
 }
 
@@ -212,6 +218,17 @@ mod tests {
         assert_eq!(parse_size("MiB"), None);
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("99999999999999GiB"), None);
+    }
+
+    #[test]
+    fn capability_names_are_the_crd_field_names() {
+        let crd: Vec<&str> = ari_crds::CapabilityName::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .collect();
+        assert_eq!(NAMES.to_vec(), crd);
+        assert_eq!(canonical_name("time"), "timeAccess");
+        assert_eq!(canonical_name(" storage "), "storage");
     }
 
     #[test]

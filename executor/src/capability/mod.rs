@@ -17,7 +17,9 @@ pub mod random;
 pub mod storage;
 
 pub use error::{CapError, GrantError};
-pub use grants::{Grants, NAMES, NetworkGrant, SigningGrant, StorageGrant, parse_size};
+pub use grants::{
+    Grants, NAMES, NetworkGrant, SigningGrant, StorageGrant, canonical_name, parse_size,
+};
 pub use http::{HttpLimits, HttpRequest, HttpResponse};
 pub use log::LogLevel;
 
@@ -159,7 +161,7 @@ impl TaskCapabilities {
         self.note(r)
     }
 
-    /// WASI wall and monotonic clocks: the logical clock with `time`, else 0.
+    /// WASI wall and monotonic clocks: the logical clock with `timeAccess`, else 0.
     /// A replay that diverges here also yields 0; the divergence shows in the trace digest.
     pub fn wasi_now_nanos(&mut self) -> u64 {
         self.clock.wasi_now(&mut self.recorder).unwrap_or(0)

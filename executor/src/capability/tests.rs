@@ -403,7 +403,7 @@ fn denials_and_usage_are_collected() {
         t.denials(),
         [
             "capability `randomness` not granted",
-            "capability `time` not granted",
+            "capability `timeAccess` not granted",
             "capability `signing` not granted"
         ]
     );

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use ari_executor::capability::storage::{MemoryBackend, RedbBackend, StorageBackend};
-use ari_executor::capability::{Grants, parse_size};
+use ari_executor::capability::{Grants, canonical_name, parse_size};
 use ari_executor::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 
 const EXIT_CODES: &str = "\
@@ -37,7 +37,8 @@ pub struct RunArgs {
     /// Read the input from a file.
     #[arg(long)]
     input_file: Option<PathBuf>,
-    /// Grant a capability: storage=1MiB, network=https://host, randomness, signing=KEYFILE, time.
+    /// Grant a capability: storage=1MiB, network=https://host, randomness, signing=KEYFILE,
+    /// timeAccess (alias: time).
     #[arg(long = "grant", value_name = "CAP[=VALUE]")]
     grants: Vec<String>,
     /// Capabilities the task requires (fails CapabilityDenied unless granted).
@@ -105,9 +106,15 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
         None => Box::new(MemoryBackend::new()),
     };
 
+    // The guest and the report see the cluster's vocabulary whatever spelling was typed.
+    let requirements: Vec<String> = args
+        .requirements
+        .iter()
+        .map(|r| canonical_name(r).to_owned())
+        .collect();
     let runtime = Runtime::new(config)?;
     let mut req = TaskRequest::new(args.id, input.clone(), Arc::new(key));
-    req.requirements = args.requirements.clone();
+    req.requirements = requirements.clone();
     req.grants = grants;
     req.limits = limits;
     req.seed = seed;
@@ -134,7 +141,7 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
         return Ok(code);
     };
     if args.json {
-        let report = RunReport::new(outcome, &input, &args.requirements);
+        let report = RunReport::new(outcome, &input, &requirements);
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(code);
     }

@@ -42,8 +42,8 @@ fn hostcall_loop_every_call_runs_out_of_fuel() {
         ("random", &["randomness"]),
         ("storage-get", &["storage=1KiB"]),
         ("storage-set", &["storage=1KiB"]),
-        ("now", &["time"]),
-        ("wasi-clock", &["time"]),
+        ("now", &["timeAccess"]),
+        ("wasi-clock", &["timeAccess"]),
         ("wasi-clock", &[]),
         ("stdout", &[]),
     ];
@@ -93,7 +93,12 @@ fn hostcall_loop_recording_calls_stop_at_the_trace_ceiling() {
     // Every `now` and WASI clock read is recorded: a loop on them must not grow host memory
     // until the deadline. The trace ceiling (64 MiB) comes long before the default fuel runs out.
     for mode in ["now", "wasi-clock"] {
-        let o = run_req("hostcall-loop", mode, grants(&["time"]), Limits::default());
+        let o = run_req(
+            "hostcall-loop",
+            mode,
+            grants(&["timeAccess"]),
+            Limits::default(),
+        );
         assert_failed(&o, FailureKind::Trap, "trace limit hit");
         let events = o.trace.events.len();
         assert!(events > 100_000, "{mode}: only {events} events");

@@ -1,4 +1,4 @@
-//! The task's logical clock (capability `time`). It starts at the task's recorded start time
+//! The task's logical clock (capability `timeAccess`). It starts at the task's recorded start time
 //! and advances one microsecond per read, so a replay sees the same values.
 
 use std::time::{Duration, SystemTime};
