@@ -6,6 +6,7 @@
 
 use ari_e2e::trials;
 
+mod namespace_user;
 mod operator_attacks;
 mod worker_attacks;
 

@@ -8,13 +8,12 @@ use anyhow::{Context, Result, bail, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::wait;
+
+use crate::namespace_user;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::core::ApiResource;
 use kube::{Api, Client, ResourceExt};
@@ -41,90 +40,6 @@ pub fn trials() -> Vec<(&'static str, ari_e2e::trials::TrialFn)> {
             undeployable_agents,
         ),
     ]
-}
-
-const TENANT: &str = "tenant";
-
-/// A client acting as the namespace user of `ns`: create/get/list on Agents and Tasks, and
-/// create/update on Secrets when `secrets`.
-async fn tenant(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Result<Client> {
-    let pp = PostParams::default();
-    let meta = |name: &str| ObjectMeta {
-        name: Some(name.to_owned()),
-        namespace: Some(ns.to_owned()),
-        ..Default::default()
-    };
-    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create(
-            &pp,
-            &ServiceAccount {
-                metadata: meta(TENANT),
-                ..Default::default()
-            },
-        )
-        .await?;
-    let mut rules = vec![PolicyRule {
-        api_groups: Some(vec!["ari.dev".into()]),
-        resources: Some(vec!["agents".into(), "tasks".into()]),
-        verbs: vec!["create".into(), "get".into(), "list".into()],
-        ..Default::default()
-    }];
-    if secrets {
-        rules.push(PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["secrets".into()]),
-            verbs: vec!["create".into(), "update".into()],
-            ..Default::default()
-        });
-    }
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(
-            &pp,
-            &Role {
-                metadata: meta(TENANT),
-                rules: Some(rules),
-            },
-        )
-        .await?;
-    Api::<RoleBinding>::namespaced(admin.clone(), ns)
-        .create(
-            &pp,
-            &RoleBinding {
-                metadata: meta(TENANT),
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: TENANT.into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "ServiceAccount".into(),
-                    name: TENANT.into(),
-                    namespace: Some(ns.to_owned()),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await?;
-    let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(3600),
-            bound_object_ref: None,
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create_token_request(TENANT, &pp, &req)
-        .await?
-        .status
-        .context("empty TokenRequest")?
-        .token;
-    let mut cfg = ctx.cluster.config().clone();
-    cfg.auth_info = kube::config::AuthInfo {
-        token: Some(token.into()),
-        ..Default::default()
-    };
-    Ok(Client::try_from(cfg)?)
 }
 
 /// Creates an object of kind `K` from JSON as `client` (unknown fields reach the API server).
@@ -211,7 +126,7 @@ const KEY_HEX: &str = "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4
 fn signing_oracle(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("t-signing", |admin, ns| async move {
         ctx.module_configmap(&ns, "echo-module", "signer")?;
-        let user = tenant(ctx, &admin, &ns, true).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, true).await?;
         let secret = |name: &str, labels: Value, value: &str| {
             json!({"apiVersion": "v1", "kind": "Secret",
                    "metadata": {"name": name, "labels": labels},
@@ -268,7 +183,7 @@ fn signing_oracle(ctx: &Ctx) -> Result<()> {
 fn executor_image(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("t-image", |admin, ns| async move {
         ctx.module_configmap(&ns, "echo-module", "echo")?;
-        let user = tenant(ctx, &admin, &ns, false).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         // Without strict field validation the API server drops the unknown field (with a
         // warning); `kubectl apply` refuses it (bad_input.rs).
         create::<Agent>(
@@ -310,7 +225,7 @@ fn executor_image(ctx: &Ctx) -> Result<()> {
 /// of other namespaces.
 fn undecodable_task(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("t-poison", |admin, ns| async move {
-        let user = tenant(ctx, &admin, &ns, false).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         let path = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/ttlSecondsAfterFinished/maximum";
         ctx.kubectl_ok([
             "patch",
@@ -415,7 +330,7 @@ fn undecodable_task(ctx: &Ctx) -> Result<()> {
 fn planted_key(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("t-key", |admin, ns| async move {
         ctx.module_configmap(&ns, "echo-module", "echo")?;
-        let user = tenant(ctx, &admin, &ns, true).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, true).await?;
         create::<Agent>(&user, &ns, agent_json("echo", json!({}))).await?;
         let agent = agent_ready(&admin, &ns, "echo").await?;
         let published = agent
@@ -481,7 +396,7 @@ fn planted_key(ctx: &Ctx) -> Result<()> {
 fn undeployable_agents(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("t-undeployable", |admin, ns| async move {
         ctx.module_configmap(&ns, "echo-module", "echo")?;
-        let user = tenant(ctx, &admin, &ns, false).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         let long = "a".repeat(64);
         let cases = [
             (long.as_str(), json!({}), "Valid", "Invalid", "at most 63"),

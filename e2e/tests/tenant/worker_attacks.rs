@@ -8,85 +8,12 @@ use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::wait;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+
+use crate::namespace_user;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::{Api, Client};
-
-/// The namespace user: a ServiceAccount whose Role allows only create/get/list on Agents and
-/// Tasks in `ns`, acting with its own token.
-async fn tenant(ctx: &Ctx, admin: &Client, ns: &str) -> Result<Client> {
-    let meta = |name: &str| ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(ns.into()),
-        ..ObjectMeta::default()
-    };
-    let pp = PostParams::default();
-    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create(
-            &pp,
-            &ServiceAccount {
-                metadata: meta("tenant"),
-                ..Default::default()
-            },
-        )
-        .await?;
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(
-            &pp,
-            &Role {
-                metadata: meta("tenant"),
-                rules: Some(vec![PolicyRule {
-                    api_groups: Some(vec!["ari.dev".into()]),
-                    resources: Some(vec!["agents".into(), "tasks".into()]),
-                    verbs: vec!["create".into(), "get".into(), "list".into()],
-                    ..PolicyRule::default()
-                }]),
-            },
-        )
-        .await?;
-    Api::<RoleBinding>::namespaced(admin.clone(), ns)
-        .create(
-            &pp,
-            &RoleBinding {
-                metadata: meta("tenant"),
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: "tenant".into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "ServiceAccount".into(),
-                    name: "tenant".into(),
-                    namespace: Some(ns.into()),
-                    ..Subject::default()
-                }]),
-            },
-        )
-        .await?;
-    let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(600),
-            bound_object_ref: None,
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create_token_request("tenant", &pp, &req)
-        .await?
-        .status
-        .context("empty TokenRequest")?
-        .token;
-    let mut cfg = ctx.cluster.config().clone();
-    cfg.auth_info = kube::config::AuthInfo {
-        token: Some(token.into()),
-        ..Default::default()
-    };
-    Ok(Client::try_from(cfg)?)
-}
 
 /// Creates an Agent or Task from YAML as the tenant.
 async fn create<K>(client: &Client, ns: &str, yaml: &str) -> Result<()>
@@ -125,7 +52,7 @@ pub fn stale_executor_cannot_overwrite_a_failed_task(ctx: &Ctx) -> Result<()> {
     use nix::sys::signal::{Signal, killpg};
     use nix::unistd::Pid;
     ctx.in_namespace("stale", |admin, ns| async move {
-        let user = tenant(ctx, &admin, &ns).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         ctx.module_configmap(&ns, "loop-module", "sha256-loop")?;
         create::<Agent>(
             &user,
@@ -223,7 +150,7 @@ pub fn stale_executor_cannot_overwrite_a_failed_task(ctx: &Ctx) -> Result<()> {
 /// stays untouched) — and a Task name over 63 characters still gets its output stored.
 pub fn output_that_cannot_be_stored_ends_the_task(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("output", |admin, ns| async move {
-        let user = tenant(ctx, &admin, &ns).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         ctx.module_configmap(&ns, "flood-module", "flood")?;
         ctx.module_configmap(&ns, "echo-module", "echo")?;
         create::<Agent>(
@@ -307,7 +234,7 @@ pub fn output_that_cannot_be_stored_ends_the_task(ctx: &Ctx) -> Result<()> {
 /// Item 15: a Task cannot read a ConfigMap that is not marked for Task input.
 pub fn task_cannot_read_unmarked_configmaps(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("cm-input", |admin, ns| async move {
-        let user = tenant(ctx, &admin, &ns).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         ctx.module_configmap(&ns, "echo-module", "echo")?;
         let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
         let cm = |name: &str, labels: Option<BTreeMap<String, String>>| ConfigMap {

@@ -1,0 +1,96 @@
+//! The namespace user every tenant trial acts as: a ServiceAccount of the trial's namespace
+//! whose Role allows only create/get/list on Agents and Tasks (and, for the Secret attacks,
+//! create/update on Secrets), talking to the API server with its own token — never as admin.
+
+use anyhow::{Context, Result};
+use ari_e2e::scenario::Ctx;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+const TENANT: &str = "tenant";
+
+/// A client acting as the namespace user of `ns`: create/get/list on Agents and Tasks, and
+/// create/update on Secrets when `secrets`.
+pub async fn client(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Result<Client> {
+    let pp = PostParams::default();
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(ns.to_owned()),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create(
+            &pp,
+            &ServiceAccount {
+                metadata: meta(TENANT),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let mut rules = vec![PolicyRule {
+        api_groups: Some(vec!["ari.dev".into()]),
+        resources: Some(vec!["agents".into(), "tasks".into()]),
+        verbs: vec!["create".into(), "get".into(), "list".into()],
+        ..Default::default()
+    }];
+    if secrets {
+        rules.push(PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".into()]),
+            verbs: vec!["create".into(), "update".into()],
+            ..Default::default()
+        });
+    }
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(
+            &pp,
+            &Role {
+                metadata: meta(TENANT),
+                rules: Some(rules),
+            },
+        )
+        .await?;
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .create(
+            &pp,
+            &RoleBinding {
+                metadata: meta(TENANT),
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: TENANT.into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".into(),
+                    name: TENANT.into(),
+                    namespace: Some(ns.to_owned()),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await?;
+    let req = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(3600),
+            bound_object_ref: None,
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create_token_request(TENANT, &pp, &req)
+        .await?
+        .status
+        .context("empty TokenRequest")?
+        .token;
+    let mut cfg = ctx.cluster.config().clone();
+    cfg.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..Default::default()
+    };
+    Ok(Client::try_from(cfg)?)
+}
