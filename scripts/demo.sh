@@ -43,7 +43,10 @@ echo
 echo "== a signed, replayable report"
 "$ari" run "$agents/dice.wasm" --grant randomness --input 3 --json >"$work/report.json"
 head -c 600 "$work/report.json"; echo " ..."
-show verify "$work/report.json" --module "$agents/dice.wasm"
+# `ari verify` trusts only a key it is given: in a cluster the Agent's
+# status.attestationPublicKey; here the key `ari run` generated, as its report states it.
+pub="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attestation"]["publicKey"])' "$work/report.json")"
+show verify "$work/report.json" --module "$agents/dice.wasm" --public-key "$pub"
 # Claim a different output: the signature no longer matches.
 python3 - "$work/report.json" "$work/tampered.json" <<'PY'
 import json, sys
@@ -52,7 +55,7 @@ report["output"] = "6 6 6"
 report["attestation"]["resourcesUsed"]["fuel"] = 1
 json.dump(report, open(sys.argv[2], "w"))
 PY
-show verify "$work/tampered.json" --module "$agents/dice.wasm"
+show verify "$work/tampered.json" --module "$agents/dice.wasm" --public-key "$pub"
 
 echo
 echo "== what a component imports and exports"
