@@ -9,6 +9,7 @@ cd "$repo"
 scripts/setup.sh
 scripts/build-agents.sh >/dev/null
 # The dev profile optimises the Wasm compiler crates and shares its build with the tests.
+echo "demo: building the ari binary (the first run compiles Wasmtime: several minutes on 2 cores)" >&2
 cargo build --locked -q -p ari-executor --bin ari
 ari="$repo/target/debug/ari"
 agents="$repo/target/agents"

@@ -35,6 +35,8 @@ step "binaries for the e2e suite"
 cargo build --locked --bins
 
 step "waiting for the control plane build"
+scripts/control-plane.sh --print >/dev/null 2>&1 ||
+  echo "building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and helm from Go modules: the first run takes 10-20 minutes on 2 cores (log: $cp_log)"
 if ! wait "$cp_pid"; then
   cat "$cp_log" >&2
   echo "control plane build failed" >&2
