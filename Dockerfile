@@ -16,6 +16,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY wit wit
 COPY crds crds
+COPY runtime runtime
 COPY executor executor
 COPY operator operator
 COPY sdk sdk

@@ -1,5 +1,5 @@
 //! The properties the fuzz targets check, shared with the regression tests
-//! (`executor/tests/fuzz_regressions.rs` includes this file), so every crashing input found by
+//! (`runtime/tests/fuzz_regressions.rs` includes this file), so every crashing input found by
 //! `scripts/fuzz.sh` is replayed by `cargo test` forever after.
 //!
 //! A check panics when a property fails; anything else (an error for bad input) is fine.
@@ -9,11 +9,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ari_executor::attestation::{Attestation, parse_public_key, parse_signing_key};
-use ari_executor::capability::allowlist::AllowList;
-use ari_executor::capability::{Grants, NetworkGrant};
-use ari_executor::engine::{AllocatorChoice, EngineOptions};
-use ari_executor::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
+use ari_runtime::attestation::{Attestation, parse_public_key, parse_signing_key};
+use ari_runtime::capability::allowlist::AllowList;
+use ari_runtime::capability::{Grants, NetworkGrant};
+use ari_runtime::engine::{AllocatorChoice, EngineOptions};
+use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 use ed25519_dalek::SigningKey;
 
 /// Input: an allow-list entry, a newline, then URLs one a line.
@@ -86,8 +86,8 @@ fn genuine() -> &'static (Attestation, SigningKey) {
     static GENUINE: OnceLock<(Attestation, SigningKey)> = OnceLock::new();
     GENUINE.get_or_init(|| {
         let key = SigningKey::from_bytes(&[7; 32]);
-        let claims = ari_executor::attestation::Claims {
-            task: ari_executor::attestation::TaskIdentity {
+        let claims = ari_runtime::attestation::Claims {
+            task: ari_runtime::attestation::TaskIdentity {
                 namespace: "team-a".into(),
                 name: "t-1".into(),
                 uid: "0f0f-uid".into(),
@@ -96,7 +96,7 @@ fn genuine() -> &'static (Attestation, SigningKey) {
             input_sha256: "cd".repeat(32),
             requirements: vec!["network".into(), "storage".into()],
             seed: [1; 32],
-            limits_applied: ari_executor::LimitsApplied {
+            limits_applied: ari_runtime::LimitsApplied {
                 fuel: 1_000_000,
                 memory_bytes: 16 << 20,
                 timeout_millis: 30_000,
@@ -106,9 +106,9 @@ fn genuine() -> &'static (Attestation, SigningKey) {
                 storage_max_bytes: Some(4096),
                 allowed_hosts: vec!["https://example.com".into()],
             },
-            failure: Some(ari_executor::FailureKind::Trap),
+            failure: Some(ari_runtime::FailureKind::Trap),
             output_sha256: "ef".repeat(32),
-            resources_used: ari_executor::ResourcesUsed {
+            resources_used: ari_runtime::ResourcesUsed {
                 fuel: 12345,
                 cpu_millis: 3,
                 memory_bytes: 1 << 20,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the cargo-fuzz targets in fuzz/ and runs each for a bounded time, one process each,
 # one after the other. Not part of scripts/test.sh: crashes it finds become regression inputs
-# in fuzz/regressions/<target>/, which `cargo test -p ari-executor --test fuzz_regressions` replays.
+# in fuzz/regressions/<target>/, which `cargo test -p ari-runtime --test fuzz_regressions` replays.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     # default 60 s; allowlist attestation load
 #
@@ -70,6 +70,6 @@ done
 printf 'fuzz: %s\n' "${summary[@]}"
 if [ "$status" -ne 0 ]; then
   echo "fuzz: copy each crashing input to fuzz/regressions/<target>/, fix the cause, and" \
-    "cargo test -p ari-executor --test fuzz_regressions" >&2
+    "cargo test -p ari-runtime --test fuzz_regressions" >&2
 fi
 exit "$status"

@@ -6,7 +6,7 @@
 //! are (lower case, IDNA to punycode, IPv4 forms to dotted decimal, IPv6 compressed in
 //! brackets), and must not end in a dot or hold an empty label.
 //!
-//! The executor enforces the same grammar (`ari_executor::capability::allowlist`); a test there
+//! The executor enforces the same grammar (`ari_runtime::capability::allowlist`); a test there
 //! checks both accept and reject the same entries, so an Agent the operator marks `Valid` is
 //! one its executors can run.
 

@@ -363,13 +363,13 @@ pub fn expect_reason(t: &Task, phase: TaskPhase, reason: TaskReason) -> Result<(
 pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
     let status = task.status.as_ref().context("no status")?;
     let att = status.attestation.as_ref().context("no attestation")?;
-    let att: ari_executor::Attestation = serde_json::from_value(serde_json::to_value(att)?)?;
+    let att: ari_runtime::Attestation = serde_json::from_value(serde_json::to_value(att)?)?;
     let published = agent
         .status
         .as_ref()
         .and_then(|s| s.attestation_public_key.clone())
         .context("Agent publishes no attestationPublicKey")?;
-    let key = ari_executor::attestation::parse_public_key(&published)?;
+    let key = ari_runtime::attestation::parse_public_key(&published)?;
     att.verify_signature(Some(&key))
         .context("attestation does not verify against the Agent's published key")?;
     ensure!(
@@ -404,7 +404,7 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
 
 /// Lower-case hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    Ok(ari_executor::attestation::sha256_hex(&std::fs::read(path)?))
+    Ok(ari_runtime::attestation::sha256_hex(&std::fs::read(path)?))
 }
 
 /// Events about the object `name` in `ns` (the core/v1 view, which includes events.k8s.io

@@ -1,4 +1,5 @@
 //! The `ari` binary: output, JSON report, exit codes, verify and inspect.
+#[path = "../../runtime/tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;

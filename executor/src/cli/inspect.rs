@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
+use ari_runtime::wasmtime::component::types::{ComponentItem, Type};
 use clap::Args;
-use wasmtime::component::types::{ComponentItem, Type};
 
-use ari_executor::{Runtime, RuntimeConfig};
+use ari_runtime::{Runtime, RuntimeConfig};
 
 /// Show a component's imports and exports, and whether it is a valid ari agent.
 #[derive(Args)]
@@ -19,17 +19,19 @@ pub fn inspect(args: InspectArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     let runtime = Runtime::new(config)?;
     println!(
         "module sha256: {}",
-        ari_executor::attestation::sha256_hex(&bytes)
+        ari_runtime::attestation::sha256_hex(&bytes)
     );
     let (component, verdict) = match runtime.load(&bytes) {
         Ok(agent) => (agent.component().clone(), "valid ari agent".to_string()),
-        Err(err) => match wasmtime::component::Component::new(runtime.engine(), &bytes) {
-            Ok(c) => (c, err.to_string()),
-            Err(_) => {
-                println!("agent: {err}");
-                return Ok(ari_executor::FailureKind::InvalidModule.exit_code());
+        Err(err) => {
+            match ari_runtime::wasmtime::component::Component::new(runtime.engine(), &bytes) {
+                Ok(c) => (c, err.to_string()),
+                Err(_) => {
+                    println!("agent: {err}");
+                    return Ok(ari_runtime::FailureKind::InvalidModule.exit_code());
+                }
             }
-        },
+        }
     };
     println!("agent: {verdict}");
     let engine = runtime.engine();
@@ -45,7 +47,12 @@ pub fn inspect(args: InspectArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn print_item(engine: &wasmtime::Engine, name: &str, item: &ComponentItem, depth: usize) {
+fn print_item(
+    engine: &ari_runtime::wasmtime::Engine,
+    name: &str,
+    item: &ComponentItem,
+    depth: usize,
+) {
     let pad = "  ".repeat(depth);
     match item {
         ComponentItem::ComponentInstance(inst) => {

@@ -45,12 +45,12 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Worker(_)));
-    let runtime_config = ari_executor::RuntimeConfig {
+    let runtime_config = ari_runtime::RuntimeConfig {
         cache_dir: if cli.no_cache {
             None
         } else {
             cli.cache_dir
-                .or_else(ari_executor::cache::ArtifactCache::default_dir)
+                .or_else(ari_runtime::cache::ArtifactCache::default_dir)
         },
         ..Default::default()
     };

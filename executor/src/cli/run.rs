@@ -8,9 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use ari_executor::capability::storage::{MemoryBackend, RedbBackend, StorageBackend};
-use ari_executor::capability::{Grants, canonical_name, parse_size};
-use ari_executor::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
+use ari_runtime::capability::storage::{MemoryBackend, RedbBackend, StorageBackend};
+use ari_runtime::capability::{Grants, canonical_name, parse_size};
+use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -95,8 +95,8 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     };
     let seed = args.seed.as_deref().map(parse_seed).transpose()?;
     let key = match &args.key {
-        Some(path) => ari_executor::attestation::load_signing_key(path)?,
-        None => ari_executor::attestation::generate_signing_key(),
+        Some(path) => ari_runtime::attestation::load_signing_key(path)?,
+        None => ari_runtime::attestation::generate_signing_key(),
     };
     let storage: Box<dyn StorageBackend> = match &args.state {
         Some(dir) => Box::new(

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use ari_executor::capability::SigningGrant;
-use ari_executor::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_report};
+use ari_runtime::capability::SigningGrant;
+use ari_runtime::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_report};
 
 /// Verify a report of `ari run --json`: the Ed25519 signature, the module, input, output and
 /// trace digests, then re-execute from the recorded trace to the same output and trace digests.
@@ -46,7 +46,7 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
         trusted_key: args
             .public_key
             .as_deref()
-            .map(ari_executor::attestation::parse_public_key)
+            .map(ari_runtime::attestation::parse_public_key)
             .transpose()?,
         accept_embedded_key: args.accept_embedded_key,
         signing: args

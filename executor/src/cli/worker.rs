@@ -11,11 +11,11 @@ use clap::Args;
 pub struct WorkerArgs {}
 
 pub fn worker(_args: WorkerArgs) -> anyhow::Result<u8> {
-    let config = ari_executor::worker::WorkerConfig::from_env()?;
+    let config = crate::worker::WorkerConfig::from_env()?;
     tracing::info!(?config, "starting worker");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(ari_executor::worker::run(config))?;
+    runtime.block_on(crate::worker::run(config))?;
     Ok(0)
 }

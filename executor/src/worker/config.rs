@@ -70,7 +70,7 @@ impl WorkerConfig {
         let namespace = required("POD_NAMESPACE")?;
         let pod_name = required("POD_NAME")?;
         let key_text = required("ARI_ATTESTATION_KEY")?;
-        let attestation_key = crate::attestation::parse_signing_key(key_text.as_bytes())
+        let attestation_key = ari_runtime::attestation::parse_signing_key(key_text.as_bytes())
             .ok_or_else(|| {
                 WorkerError::Config(
                     "ARI_ATTESTATION_KEY is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"

@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-use crate::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
-use crate::{FailureKind, Limits, TaskOutcome};
+use ari_runtime::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
+use ari_runtime::{FailureKind, Limits, TaskOutcome};
 
 /// The runtime grants of an Agent. `signing_key` is the Secret-held key when signing is granted.
 pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grants, String> {
@@ -300,9 +300,9 @@ mod tests {
 
     #[test]
     fn the_attestation_survives_the_status_mapping_and_still_verifies() {
-        use crate::attestation::{Attestation, Claims, TaskIdentity};
+        use ari_runtime::attestation::{Attestation, Claims, TaskIdentity};
         let key = SigningKey::from_bytes(&[3; 32]);
-        let limits = crate::LimitsApplied {
+        let limits = ari_runtime::LimitsApplied {
             fuel: 10,
             memory_bytes: 20,
             timeout_millis: 30,
@@ -326,7 +326,7 @@ mod tests {
                 limits_applied: limits.clone(),
                 failure: None,
                 output_sha256: "ef".repeat(32),
-                resources_used: crate::ResourcesUsed::default(),
+                resources_used: ari_runtime::ResourcesUsed::default(),
                 trace_sha256: [2; 32],
                 executor: "pod".into(),
             },
@@ -336,11 +336,11 @@ mod tests {
             task_id: "t".into(),
             output: Vec::new(),
             output_sha256: "ef".repeat(32),
-            resources_used: crate::ResourcesUsed::default(),
+            resources_used: ari_runtime::ResourcesUsed::default(),
             limits_applied: limits,
             attestation,
             failure: None,
-            trace: crate::Trace::default(),
+            trace: ari_runtime::Trace::default(),
             logs: Vec::new(),
             output_not_kept: false,
             storage_conflict: false,

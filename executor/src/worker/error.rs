@@ -10,7 +10,7 @@ pub enum WorkerError {
     #[error("module: {0}")]
     Module(String),
     #[error("runtime: {0}")]
-    Runtime(#[from] crate::RuntimeError),
+    Runtime(#[from] ari_runtime::RuntimeError),
     #[error("serving metrics: {0}")]
     Serve(#[from] std::io::Error),
 }

@@ -18,8 +18,8 @@ use tracing::{debug, info, warn};
 use super::Worker;
 use super::convert::{self, OutputPlacement};
 use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found, owned_by};
-use crate::task::CommitGate;
-use crate::{Failure, FailureKind, TaskOutcome, TaskRequest};
+use ari_runtime::CommitGate;
+use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
 
 /// How far [`Worker::handle`] got.
 enum Handled {

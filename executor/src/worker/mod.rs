@@ -34,8 +34,8 @@ pub use config::WorkerConfig;
 pub use error::WorkerError;
 pub use lifecycle::claimable;
 
-use crate::capability::Grants;
-use crate::{Runtime, RuntimeConfig};
+use ari_runtime::capability::Grants;
+use ari_runtime::{Runtime, RuntimeConfig};
 use backlog::Backlog;
 use metrics::Metrics;
 use peers::Peers;
@@ -47,7 +47,7 @@ pub struct Worker {
     tasks: Api<Task>,
     config: WorkerConfig,
     agent: ari_crds::Agent,
-    runtime_agent: crate::Agent,
+    runtime_agent: ari_runtime::Agent,
     grants: Grants,
     storage: AgentStorage,
     attestation_key: Arc<SigningKey>,
@@ -187,10 +187,11 @@ async fn load_module(
     client: &Client,
     agent: &ari_crds::Agent,
     config: &WorkerConfig,
-) -> Result<crate::Agent, WorkerError> {
+) -> Result<ari_runtime::Agent, WorkerError> {
     let bytes = module::fetch(client, agent, config.module_digest.as_deref()).await?;
     let mut runtime_config = RuntimeConfig::default();
-    runtime_config.engine.pool = crate::engine::PoolConfig::for_concurrency(config.concurrency);
+    runtime_config.engine.pool =
+        ari_runtime::engine::PoolConfig::for_concurrency(config.concurrency);
     if let Some(dir) = &config.cache_dir {
         runtime_config.cache_dir = Some(dir.clone());
     }
@@ -211,7 +212,7 @@ fn signing_key(config: &WorkerConfig, name: &str, key: &str) -> Result<SigningKe
             "the Agent grants signing with Secret {name} key {key:?}, but ARI_SIGNING_KEY is not set (is the executor Deployment current?)"
         ))
     })?;
-    crate::attestation::parse_signing_key(bytes.as_bytes()).ok_or_else(|| {
+    ari_runtime::attestation::parse_signing_key(bytes.as_bytes()).ok_or_else(|| {
         WorkerError::Config(format!(
             "signing Secret {name} key {key:?} is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"
         ))

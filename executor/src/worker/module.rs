@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 
 use super::WorkerError;
-use crate::attestation::sha256_hex;
+use ari_runtime::attestation::sha256_hex;
 
 /// Largest component the worker accepts (a ConfigMap tops out at 1 MiB; URLs may be larger).
 pub const MAX_MODULE_BYTES: u64 = 256 << 20;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::capability::storage::{RedbBackend, RedisBackend, StorageBackend, StorageError};
+use ari_runtime::capability::storage::{RedbBackend, RedisBackend, StorageBackend, StorageError};
 
 /// One backend handle per process; each task gets its own view of it.
 #[derive(Clone)]
@@ -63,7 +63,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let old = AgentStorage::open(true, None, dir.path(), "ns", "uid-old").expect("open");
         let mut h = old.for_task().expect("granted");
-        h.apply(&crate::capability::storage::Batch {
+        h.apply(&ari_runtime::capability::storage::Batch {
             writes: vec![("k".into(), b"v".to_vec())],
             deletes: Vec::new(),
             reads: Vec::new(),

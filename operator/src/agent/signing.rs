@@ -50,7 +50,7 @@ pub fn check(grant: &SigningCapability, secret: Option<&Secret>) -> Result<(), S
     Ok(())
 }
 
-/// The forms the executor accepts (`executor/src/attestation.rs` `parse_signing_key`).
+/// The forms the executor accepts (`runtime/src/attestation.rs` `parse_signing_key`).
 fn parse_signing_key(bytes: &[u8]) -> Option<SigningKey> {
     if let Ok(text) = std::str::from_utf8(bytes) {
         let text = text.trim();

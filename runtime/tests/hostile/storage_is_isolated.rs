@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ari_executor::FailureKind;
-use ari_executor::capability::storage::{
+use ari_runtime::FailureKind;
+use ari_runtime::capability::storage::{
     Batch, MemoryBackend, RedbBackend, RedisBackend, StorageBackend,
 };
 

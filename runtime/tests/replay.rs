@@ -1,11 +1,11 @@
 //! Determinism, replay and verification of real runs.
 mod common;
 
-use ari_executor::capability::storage::MemoryBackend;
-use ari_executor::{FailureKind, RunReport, VerifyError, VerifyOptions, verify_report};
+use ari_runtime::capability::storage::MemoryBackend;
+use ari_runtime::{FailureKind, RunReport, VerifyError, VerifyOptions, verify_report};
 use common::*;
 
-fn counter_run(backend: &MemoryBackend, seed: [u8; 32]) -> ari_executor::TaskOutcome {
+fn counter_run(backend: &MemoryBackend, seed: [u8; 32]) -> ari_runtime::TaskOutcome {
     let mut req = request("", grants(&["storage=1MiB", "randomness", "timeAccess"]));
     req.storage = Some(Box::new(backend.clone()));
     req.seed = Some(seed);
@@ -110,7 +110,7 @@ fn tampering_fails_verification_naming_the_check() {
     );
 
     let mut t = report.clone();
-    t.attestation.output_sha256 = ari_executor::attestation::sha256_hex(b"6 6 6");
+    t.attestation.output_sha256 = ari_runtime::attestation::sha256_hex(b"6 6 6");
     let e = verify_report(runtime(), &t, &module, &opts).expect_err("attestation tampered");
     assert!(matches!(e, VerifyError::Signature(_)), "{e}");
 
@@ -121,7 +121,7 @@ fn tampering_fails_verification_naming_the_check() {
     );
 
     let mut t = report.clone();
-    if let Some(ari_executor::trace::TraceEvent::Random { bytes }) = t.trace.events.first_mut() {
+    if let Some(ari_runtime::trace::TraceEvent::Random { bytes }) = t.trace.events.first_mut() {
         bytes[0] ^= 1;
     }
     let e = verify_report(runtime(), &t, &module, &opts).expect_err("trace tampered");
@@ -144,7 +144,7 @@ fn a_failed_run_replays_to_the_same_failure() {
     let o = run_with_limits(
         "spin",
         "",
-        ari_executor::Limits {
+        ari_runtime::Limits {
             fuel: 1_000_000,
             ..Default::default()
         },
@@ -162,7 +162,7 @@ fn verify_refuses_without_a_pinned_key_unless_the_embedded_key_is_accepted() {
         .expect_err("no trusted key");
     assert!(matches!(e, VerifyError::NoTrustedKey { .. }), "{e}");
     let key =
-        ari_executor::attestation::parse_public_key(&report.attestation.public_key).expect("key");
+        ari_runtime::attestation::parse_public_key(&report.attestation.public_key).expect("key");
     let pinned = VerifyOptions {
         trusted_key: Some(key),
         ..Default::default()
@@ -183,7 +183,7 @@ fn unsigned_report_fields_that_disagree_with_the_signed_ones_fail_verification()
     assert!(e.to_string().starts_with("limitsApplied"), "{e}");
 
     let mut t = report.clone();
-    t.error = Some(ari_executor::Failure::new(FailureKind::Trap, "lie"));
+    t.error = Some(ari_runtime::Failure::new(FailureKind::Trap, "lie"));
     let e = verify_report(runtime(), &t, &module, &embedded()).expect_err("ending lie");
     assert!(e.to_string().starts_with("ending"), "{e}");
 
@@ -219,7 +219,7 @@ fn a_receipt_keeps_digests_and_the_attestation_never_the_output() {
     assert_eq!(o.failure, None);
     let receipt = o.receipt_bytes();
     assert!(receipt.len() < 4096, "receipt is {} bytes", receipt.len());
-    let back = ari_executor::TaskOutcome::from_receipt(&receipt).expect("parses");
+    let back = ari_runtime::TaskOutcome::from_receipt(&receipt).expect("parses");
     assert!(back.output.is_empty());
     assert!(back.output_not_kept);
     assert_eq!(back.output_sha256, o.output_sha256);

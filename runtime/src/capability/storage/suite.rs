@@ -343,93 +343,99 @@ fn storage_redb_backend_suite() {
     assert_eq!(reopened.get("other").unwrap().as_deref(), Some(&b"abc"[..]));
 }
 
-/// A real `redis-server` on a free 127.0.0.1 port in a temp dir; killed on drop.
-struct RedisServer {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
+/// The Redis backend's share of the suite (the backend is behind the `redis` feature).
+#[cfg(feature = "redis")]
+mod redis_backend {
+    use super::*;
 
-impl RedisServer {
-    fn binary() -> Option<PathBuf> {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
-            .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/sbin")])
-            .map(|d| d.join("redis-server"))
-            .find(|p| p.is_file())
+    /// A real `redis-server` on a free 127.0.0.1 port in a temp dir; killed on drop.
+    struct RedisServer {
+        child: Child,
+        url: String,
+        _dir: tempfile::TempDir,
     }
 
-    fn start() -> Option<Self> {
-        let Some(bin) = Self::binary() else {
-            eprintln!(
-                "NOTICE: redis-server not found; skipping Redis backend tests (apt-get install -y redis-server)"
-            );
-            return None;
+    impl RedisServer {
+        fn binary() -> Option<PathBuf> {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path)
+                .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/sbin")])
+                .map(|d| d.join("redis-server"))
+                .find(|p| p.is_file())
+        }
+
+        fn start() -> Option<Self> {
+            let Some(bin) = Self::binary() else {
+                eprintln!(
+                    "NOTICE: redis-server not found; skipping Redis backend tests (apt-get install -y redis-server)"
+                );
+                return None;
+            };
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("free port");
+            let dir = tempfile::tempdir().expect("tempdir");
+            let child = Command::new(bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server");
+            let server = Self {
+                child,
+                url: format!("redis://127.0.0.1:{port}/"),
+                _dir: dir,
+            };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if let Ok(mut b) = RedisBackend::connect(&server.url, "probe")
+                    && b.used_bytes().is_ok()
+                {
+                    return Some(server);
+                }
+                assert!(Instant::now() < deadline, "redis-server did not come up");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    impl Drop for RedisServer {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    #[test]
+    fn storage_redis_backend_suite() {
+        let Some(server) = RedisServer::start() else {
+            return;
         };
+        let root = RedisBackend::connect(&server.url, "root").unwrap();
+        full_suite(&|agent| Box::new(root.for_agent(agent)));
+        // Keys are namespaced by agent (hash-tagged).
+        let mut raw = redis::Client::open(server.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
+        assert!(keys.contains(&"ari:{agent}:kv".to_string()), "{keys:?}");
+        assert!(keys.contains(&"ari:{alpha}:used".to_string()), "{keys:?}");
+    }
+
+    #[test]
+    fn storage_redis_unreachable_is_a_backend_error() {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
-            .expect("free port");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let child = Command::new(bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        let server = Self {
-            child,
-            url: format!("redis://127.0.0.1:{port}/"),
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut b) = RedisBackend::connect(&server.url, "probe")
-                && b.used_bytes().is_ok()
-            {
-                return Some(server);
-            }
-            assert!(Instant::now() < deadline, "redis-server did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            .unwrap();
+        let err = RedisBackend::connect(&format!("redis://127.0.0.1:{port}/"), "a").unwrap_err();
+        assert!(matches!(err, StorageError::Backend(_)), "{err:?}");
     }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[test]
-fn storage_redis_backend_suite() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let root = RedisBackend::connect(&server.url, "root").unwrap();
-    full_suite(&|agent| Box::new(root.for_agent(agent)));
-    // Keys are namespaced by agent (hash-tagged).
-    let mut raw = redis::Client::open(server.url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
-    assert!(keys.contains(&"ari:{agent}:kv".to_string()), "{keys:?}");
-    assert!(keys.contains(&"ari:{alpha}:used".to_string()), "{keys:?}");
-}
-
-#[test]
-fn storage_redis_unreachable_is_a_backend_error() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap();
-    let err = RedisBackend::connect(&format!("redis://127.0.0.1:{port}/"), "a").unwrap_err();
-    assert!(matches!(err, StorageError::Backend(_)), "{err:?}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ari_executor::{FailureKind, Limits};
+use ari_runtime::{FailureKind, Limits};
 
 use crate::common::*;
 use crate::support::*;

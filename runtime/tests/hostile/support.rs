@@ -1,7 +1,7 @@
 //! What the hostile-agent tests share: run a guest, assert how it ended, check the host.
 
-use ari_executor::capability::Grants;
-use ari_executor::{FailureKind, Limits, TaskOutcome};
+use ari_runtime::capability::Grants;
+use ari_runtime::{FailureKind, Limits, TaskOutcome};
 
 use crate::common::*;
 

@@ -1,6 +1,6 @@
 //! Runtime benchmarks (a `harness = false` bench binary; results go to BENCHMARKS.md).
 //!
-//! Run: `scripts/build-agents.sh && cargo bench -p ari-executor --bench runtime`
+//! Run: `scripts/build-agents.sh && cargo bench -p ari-runtime --bench runtime`
 //! (`ARI_BENCH_TASKS=N` changes the number of timed echo tasks, default 20000).
 
 #[path = "../../examples/agents/sha256-loop/src/kernel.rs"]
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ari_executor::{Agent, EngineOptions, Grants, Limits, Runtime, RuntimeConfig, TaskRequest};
+use ari_runtime::{Agent, EngineOptions, Grants, Limits, Runtime, RuntimeConfig, TaskRequest};
 use ed25519_dalek::SigningKey;
 
 fn agent_bytes(name: &str) -> Vec<u8> {
@@ -63,7 +63,7 @@ fn request(input: &[u8], key: &Arc<SigningKey>, fuel: u64) -> TaskRequest {
     req
 }
 
-fn run_ok(agent: &Agent, req: TaskRequest) -> ari_executor::TaskOutcome {
+fn run_ok(agent: &Agent, req: TaskRequest) -> ari_runtime::TaskOutcome {
     let o = agent.run(req);
     assert!(o.failure.is_none(), "{:?}", o.failure);
     o

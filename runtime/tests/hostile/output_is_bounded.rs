@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ari_executor::{FailureKind, Limits};
+use ari_runtime::{FailureKind, Limits};
 
 use crate::common::*;
 use crate::support::*;

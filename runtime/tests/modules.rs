@@ -1,7 +1,7 @@
 //! Module validation and the artifact cache.
 mod common;
 
-use ari_executor::{FailureKind, LoadSource, Runtime, RuntimeConfig, RuntimeError};
+use ari_runtime::{FailureKind, LoadSource, Runtime, RuntimeConfig, RuntimeError};
 use common::*;
 
 fn invalid(bytes: &[u8]) -> String {
@@ -97,17 +97,17 @@ fn component_with(n: usize) -> Vec<u8> {
 
 #[test]
 fn a_component_over_the_per_component_memory_and_table_ceilings_is_refused_with_a_class() {
-    use ari_executor::{AllocatorChoice, EngineOptions};
+    use ari_runtime::{AllocatorChoice, EngineOptions};
     let pooled = Runtime::new(RuntimeConfig {
         cache_dir: None,
         engine: EngineOptions {
             allocator: AllocatorChoice::Pooling,
-            pool: ari_executor::PoolConfig::for_concurrency(2),
+            pool: ari_runtime::PoolConfig::for_concurrency(2),
             ..EngineOptions::default()
         },
     })
     .expect("pooling runtime");
-    let max = ari_executor::engine::MAX_MEMORIES_PER_COMPONENT as usize;
+    let max = ari_runtime::engine::MAX_MEMORIES_PER_COMPONENT as usize;
     let within = pooled
         .load(&component_with(max))
         .err()

@@ -10,6 +10,7 @@
 mod backend;
 mod memory;
 mod redb_store;
+#[cfg(feature = "redis")]
 mod redis_store;
 mod tx;
 
@@ -22,5 +23,6 @@ pub use backend::{
 };
 pub use memory::MemoryBackend;
 pub use redb_store::RedbBackend;
+#[cfg(feature = "redis")]
 pub use redis_store::RedisBackend;
 pub use tx::{MAX_KEY_BYTES, StorageCapability};

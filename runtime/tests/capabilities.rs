@@ -1,8 +1,8 @@
 //! Every capability, granted and denied, through real example components.
 mod common;
 
-use ari_executor::FailureKind;
-use ari_executor::capability::storage::{MemoryBackend, StorageBackend};
+use ari_runtime::FailureKind;
+use ari_runtime::capability::storage::{MemoryBackend, StorageBackend};
 use common::*;
 
 #[test]
@@ -81,7 +81,7 @@ fn a_retried_storage_task_returns_its_committed_outcome_without_writing_again() 
     assert!(retry.storage_conflict, "{retry:?}");
     let mut store = backend.clone();
     let kept = store.receipt("uid-1").expect("read").expect("receipt");
-    let kept = ari_executor::TaskOutcome::from_receipt(&kept).expect("parse");
+    let kept = ari_runtime::TaskOutcome::from_receipt(&kept).expect("parse");
     // Receipts keep digests, not output bytes (docs/capabilities.md, receipts).
     assert!(kept.output.is_empty() && kept.output_not_kept);
     assert_eq!(kept.output_sha256, first.output_sha256);
@@ -146,7 +146,7 @@ fn signing_granted_and_denied() {
     let sig = ed25519_dalek::Signature::from_slice(&sig).expect("signature");
     use ed25519_dalek::Verifier;
     assert!(agent_key.verifying_key().verify(b"message", &sig).is_err());
-    let signed = ari_executor::attestation::guest_signed_message(b"message");
+    let signed = ari_runtime::attestation::guest_signed_message(b"message");
     assert!(
         agent_key
             .verifying_key()
@@ -247,7 +247,7 @@ fn a_gzip_bomb_response_fails_the_task_after_at_most_the_cap_of_decoded_bytes() 
     // Bytes seen: nothing of the 64 MiB reached the trace, the meter or the guest.
     assert!(matches!(
         o.trace.events.as_slice(),
-        [ari_executor::trace::TraceEvent::HttpError { .. }]
+        [ari_runtime::trace::TraceEvent::HttpError { .. }]
     ));
     assert!(
         o.resources_used.network_bytes < 4096,
@@ -277,17 +277,17 @@ fn a_slow_server_cannot_hold_a_task_past_its_deadline() {
         "{o:?}"
     );
     match o.trace.events.as_slice() {
-        [ari_executor::trace::TraceEvent::HttpError { error, .. }] => {
-            assert_eq!(error, ari_executor::capability::http::DEADLINE_ERROR)
+        [ari_runtime::trace::TraceEvent::HttpError { error, .. }] => {
+            assert_eq!(error, ari_runtime::capability::http::DEADLINE_ERROR)
         }
         other => panic!("expected one hop cut by the deadline, got {other:?}"),
     }
     // The replay ends the same way without the network.
-    let report = ari_executor::RunReport::new(o, url.as_bytes(), &[]);
-    let opts = ari_executor::VerifyOptions {
+    let report = ari_runtime::RunReport::new(o, url.as_bytes(), &[]);
+    let opts = ari_runtime::VerifyOptions {
         accept_embedded_key: true,
         ..Default::default()
     };
-    ari_executor::verify_report(runtime(), &report, &agent_bytes("fetch"), &opts)
+    ari_runtime::verify_report(runtime(), &report, &agent_bytes("fetch"), &opts)
         .expect("replay of a deadline-cut hop");
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use ari_executor::capability::Grants;
-use ari_executor::{Agent, Limits, Runtime, RuntimeConfig, TaskOutcome, TaskRequest};
+use ari_runtime::capability::Grants;
+use ari_runtime::{Agent, Limits, Runtime, RuntimeConfig, TaskOutcome, TaskRequest};
 use ed25519_dalek::SigningKey;
 
 pub fn repo_root() -> PathBuf {

@@ -1,7 +1,7 @@
 //! Memory: the limiter refuses growth past the limit before the host commits a page, and the
 //! Wasm stack is bounded.
 
-use ari_executor::{FailureKind, Limits};
+use ari_runtime::{FailureKind, Limits};
 
 use crate::common::*;
 use crate::support::*;

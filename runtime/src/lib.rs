@@ -1,12 +1,15 @@
 //! The ari runtime: runs agent components under Wasmtime with every limit metered and every
 //! run attested. See `docs/runtime.md` for the rules this crate implements.
 //!
+//! Nothing here knows Kubernetes: the `ari` binary (`executor/`) maps Agents and Tasks onto
+//! these types, and anyone embedding the runtime gets only Wasmtime and the capabilities.
+//!
 //! ```no_run
 //! use std::sync::Arc;
-//! use ari_executor::{Runtime, RuntimeConfig, TaskRequest};
+//! use ari_runtime::{Runtime, RuntimeConfig, TaskRequest};
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
 //! let agent = runtime.load(&std::fs::read("echo.wasm")?)?;
-//! let key = Arc::new(ari_executor::attestation::generate_signing_key());
+//! let key = Arc::new(ari_runtime::attestation::generate_signing_key());
 //! let outcome = agent.run(TaskRequest::new("t1", b"hello".to_vec(), key));
 //! assert!(outcome.succeeded());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -30,7 +33,9 @@ pub mod trace;
 mod validate;
 pub mod verify;
 mod wasi;
-pub mod worker;
+
+/// The Wasmtime this runtime is built on (its `Engine` and component types appear in our API).
+pub use wasmtime;
 
 pub use attestation::Attestation;
 pub use cache::LoadSource;
@@ -41,6 +46,6 @@ pub use limits::{Limits, LimitsApplied};
 pub use metering::ResourcesUsed;
 pub use report::RunReport;
 pub use runtime::{Agent, Runtime, RuntimeConfig, RuntimeError, RuntimeStats};
-pub use task::{TaskOutcome, TaskRequest, default_executor_name};
+pub use task::{CommitGate, TaskOutcome, TaskRequest, default_executor_name};
 pub use trace::Trace;
 pub use verify::{VerifyError, VerifyOptions, verify_report};

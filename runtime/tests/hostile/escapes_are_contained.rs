@@ -4,7 +4,7 @@
 use std::io::ErrorKind;
 use std::net::TcpListener;
 
-use ari_executor::{FailureKind, Limits};
+use ari_runtime::{FailureKind, Limits};
 
 use crate::common::*;
 use crate::support::*;

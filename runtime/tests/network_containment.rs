@@ -4,8 +4,8 @@
 //! the request may reach, and checks that no other server saw a request.
 mod common;
 
-use ari_executor::FailureKind;
-use ari_executor::capability::allowlist::AllowList;
+use ari_runtime::FailureKind;
+use ari_runtime::capability::allowlist::AllowList;
 use common::http::Server;
 use common::*;
 
