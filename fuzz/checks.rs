@@ -94,7 +94,10 @@ fn genuine() -> &'static (Attestation, SigningKey) {
             },
             module_sha256: "ab".repeat(32),
             input_sha256: "cd".repeat(32),
-            requirements: vec!["network".into(), "storage".into()],
+            requirements: vec![
+                ari_runtime::model::CapabilityName::Network,
+                ari_runtime::model::CapabilityName::Storage,
+            ],
             seed: [1; 32],
             limits_applied: ari_runtime::LimitsApplied {
                 fuel: 1_000_000,
@@ -102,7 +105,10 @@ fn genuine() -> &'static (Attestation, SigningKey) {
                 timeout_millis: 30_000,
                 max_output_bytes: 1 << 20,
                 max_input_bytes: 1 << 20,
-                capabilities: vec!["network".into(), "storage".into()],
+                capabilities: vec![
+                    ari_runtime::model::CapabilityName::Network,
+                    ari_runtime::model::CapabilityName::Storage,
+                ],
                 storage_max_bytes: Some(4096),
                 allowed_hosts: vec!["https://example.com".into()],
             },

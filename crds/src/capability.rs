@@ -3,53 +3,13 @@
 //! Both the operator (before anything runs) and the executor (defence in depth) call
 //! [`requirements_within_grants`], so the rule lives once, next to the types.
 
-use std::fmt;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentSpec;
 use crate::hosts::{HostPattern, pattern_covers};
 
-/// A capability, named as its field in `spec.capabilities`.
-#[derive(
-    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
-)]
-#[serde(rename_all = "camelCase")]
-pub enum CapabilityName {
-    Storage,
-    Network,
-    Randomness,
-    Signing,
-    TimeAccess,
-}
-
-impl CapabilityName {
-    pub const ALL: [CapabilityName; 5] = [
-        CapabilityName::Storage,
-        CapabilityName::Network,
-        CapabilityName::Randomness,
-        CapabilityName::Signing,
-        CapabilityName::TimeAccess,
-    ];
-
-    /// The camelCase name used in YAML and in `status.limitsApplied.capabilities`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CapabilityName::Storage => "storage",
-            CapabilityName::Network => "network",
-            CapabilityName::Randomness => "randomness",
-            CapabilityName::Signing => "signing",
-            CapabilityName::TimeAccess => "timeAccess",
-        }
-    }
-}
-
-impl fmt::Display for CapabilityName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use ari_model::CapabilityName;
 
 /// What a Task needs from its Agent. Anything beyond the grants fails the Task with
 /// `CapabilityDenied` before an instance is created.

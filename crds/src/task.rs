@@ -9,6 +9,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use ari_model::{
+    Attestation, Ending, LimitsApplied, ResourcesUsed, TaskIdentity, TaskPhase, TaskReason,
+};
+
 use crate::capability::TaskRequirements;
 
 /// Most retries after executor loss a Task may ask for.
@@ -120,86 +124,6 @@ pub struct KeyRef {
     pub key: String,
 }
 
-/// Lifecycle phase.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum TaskPhase {
-    #[default]
-    Pending,
-    Running,
-    Succeeded,
-    Failed,
-}
-
-impl TaskPhase {
-    pub const ALL: [TaskPhase; 4] = [
-        TaskPhase::Pending,
-        TaskPhase::Running,
-        TaskPhase::Succeeded,
-        TaskPhase::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskPhase::Pending => "Pending",
-            TaskPhase::Running => "Running",
-            TaskPhase::Succeeded => "Succeeded",
-            TaskPhase::Failed => "Failed",
-        }
-    }
-
-    /// `Succeeded` or `Failed`: nothing will run any more.
-    pub fn is_finished(self) -> bool {
-        matches!(self, TaskPhase::Succeeded | TaskPhase::Failed)
-    }
-}
-
-/// The fixed reasons of the `Succeeded` condition (and `status.reason`).
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TaskReason {
-    Completed,
-    Trap,
-    FuelExhausted,
-    DeadlineExceeded,
-    CapabilityDenied,
-    HostError,
-    InvalidModule,
-    OutputTooLarge,
-    ExecutorLost,
-}
-
-impl TaskReason {
-    pub const ALL: [TaskReason; 9] = [
-        TaskReason::Completed,
-        TaskReason::Trap,
-        TaskReason::FuelExhausted,
-        TaskReason::DeadlineExceeded,
-        TaskReason::CapabilityDenied,
-        TaskReason::HostError,
-        TaskReason::InvalidModule,
-        TaskReason::OutputTooLarge,
-        TaskReason::ExecutorLost,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskReason::Completed => "Completed",
-            TaskReason::Trap => "Trap",
-            TaskReason::FuelExhausted => "FuelExhausted",
-            TaskReason::DeadlineExceeded => "DeadlineExceeded",
-            TaskReason::CapabilityDenied => "CapabilityDenied",
-            TaskReason::HostError => "HostError",
-            TaskReason::InvalidModule => "InvalidModule",
-            TaskReason::OutputTooLarge => "OutputTooLarge",
-            TaskReason::ExecutorLost => "ExecutorLost",
-        }
-    }
-
-    /// Parses one of the reason names (e.g. from the executor's failure kind).
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-}
-
 /// Observed state of a Task, written by the executor (claim, heartbeat, result) and the
 /// operator (rejection, deadline, executor loss).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -262,91 +186,6 @@ pub struct TaskStatus {
 pub struct OutputRef {
     pub config_map: String,
     pub key: String,
-}
-
-/// What a run really used.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourcesUsed {
-    pub fuel: u64,
-    pub cpu_millis: u64,
-    pub memory_bytes: u64,
-    pub storage_bytes: u64,
-    pub network_bytes: u64,
-    pub wall_millis: u64,
-}
-
-/// The limits and capabilities really enforced (same shape as the executor's `LimitsApplied`).
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct LimitsApplied {
-    pub fuel: u64,
-    pub memory_bytes: u64,
-    pub timeout_millis: u64,
-    pub max_output_bytes: u64,
-    pub max_input_bytes: u64,
-    /// Granted capability names (`storage`, `network`, `randomness`, `signing`, `timeAccess`).
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-}
-
-/// Signed, replayable record of a run (format `ari.dev/attestation/v2`); `signature` is Ed25519
-/// over the DSSE pre-authentication encoding of the canonical JSON of the other fields, in this
-/// order (docs/runtime.md). Field names and order must match the executor's `Attestation`.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct Attestation {
-    pub format: String,
-    pub task: AttestedTask,
-    pub module_sha256: String,
-    pub input_sha256: String,
-    /// Capability names the Task required.
-    #[serde(default)]
-    pub requirements: Vec<String>,
-    pub seed: String,
-    pub limits_applied: AttestedLimits,
-    pub ending: AttestedEnding,
-    pub output_sha256: String,
-    pub resources_used: ResourcesUsed,
-    pub trace_sha256: String,
-    pub executor: String,
-    /// Hex Ed25519 public key.
-    pub public_key: String,
-    /// Hex Ed25519 signature.
-    pub signature: String,
-}
-
-/// The Task an attestation is about (empty strings where the runner did not know).
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct AttestedTask {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-/// How the attested run ended: `Succeeded`/`Completed` or `Failed`/<reason>.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct AttestedEnding {
-    pub phase: String,
-    pub reason: String,
-}
-
-/// The signed limits and grants (all of the executor's `LimitsApplied`, replay needs each).
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct AttestedLimits {
-    pub fuel: u64,
-    pub memory_bytes: u64,
-    pub timeout_millis: u64,
-    pub max_output_bytes: u64,
-    pub max_input_bytes: u64,
-    pub capabilities: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_max_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_hosts: Vec<String>,
 }
 
 /// Where a Task's input comes from.

@@ -363,7 +363,6 @@ pub fn expect_reason(t: &Task, phase: TaskPhase, reason: TaskReason) -> Result<(
 pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
     let status = task.status.as_ref().context("no status")?;
     let att = status.attestation.as_ref().context("no attestation")?;
-    let att: ari_runtime::Attestation = serde_json::from_value(serde_json::to_value(att)?)?;
     let published = agent
         .status
         .as_ref()
@@ -383,11 +382,12 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
         "attestation is for Task {:?}, not this one",
         att.task
     );
-    let phase = status.phase.as_ref().map(|p| format!("{p:?}"));
     ensure!(
-        Some(&att.ending.phase) == phase.as_ref(),
-        "attestation ending {:?} differs from status phase {phase:?}",
-        att.ending
+        Some(att.ending.phase) == status.phase && Some(att.ending.reason) == status.reason,
+        "attestation ending {:?} differs from status {:?}/{:?}",
+        att.ending,
+        status.phase,
+        status.reason
     );
     let digest = agent
         .status

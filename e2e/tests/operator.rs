@@ -75,7 +75,7 @@ fn task_succeeds(ctx: &Ctx) -> Result<()> {
             "output {:?}",
             s.output
         );
-        let used = s.resources_used.clone().context("no resourcesUsed")?;
+        let used = s.resources_used.context("no resourcesUsed")?;
         ensure!(used.fuel > 0, "no fuel recorded: {used:?}");
         let limits = s.limits_applied.clone().context("no limitsApplied")?;
         ensure!(

@@ -34,6 +34,8 @@ mod validate;
 pub mod verify;
 mod wasi;
 
+/// The shared vocabulary (capability names, reasons, usage, limits, attestations).
+pub use ari_model as model;
 /// The Wasmtime this runtime is built on (its `Engine` and component types appear in our API).
 pub use wasmtime;
 

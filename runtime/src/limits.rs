@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+pub use ari_model::LimitsApplied;
 use serde::{Deserialize, Serialize};
 
 /// What a task may use. Each value is a ceiling; the runtime may clamp it (see [`LimitsApplied`]).
@@ -28,25 +29,6 @@ impl Default for Limits {
             max_input_bytes: 1 << 20,
         }
     }
-}
-
-/// The limits and capabilities that were really enforced for a task (goes to `Task.status`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LimitsApplied {
-    pub fuel: u64,
-    pub memory_bytes: u64,
-    pub timeout_millis: u64,
-    pub max_output_bytes: u64,
-    pub max_input_bytes: u64,
-    /// Granted capability names, e.g. `["storage", "timeAccess"]` (the CRD vocabulary).
-    pub capabilities: Vec<String>,
-    /// The storage quota, when `storage` is granted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_max_bytes: Option<u64>,
-    /// The network allow-list, when `network` is granted.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_hosts: Vec<String>,
 }
 
 /// Enforces the memory ceiling across all memories of one instance and records the peak.

@@ -3,6 +3,7 @@
 //! It carries everything a verifier needs to re-execute the task: the input, the requirements,
 //! the limits and grants that applied, the seed (in the attestation) and the trace.
 
+use ari_model::CapabilityName;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
@@ -24,7 +25,7 @@ pub struct RunReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_base64: Option<String>,
     #[serde(default)]
-    pub requirements: Vec<String>,
+    pub requirements: Vec<CapabilityName>,
     /// The output when it is UTF-8, else `outputBase64`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
@@ -51,7 +52,7 @@ pub struct ReportError {
 }
 
 impl RunReport {
-    pub fn new(outcome: TaskOutcome, input: &[u8], requirements: &[String]) -> Self {
+    pub fn new(outcome: TaskOutcome, input: &[u8], requirements: &[CapabilityName]) -> Self {
         let (input, input_base64) = text_or_base64(input);
         let (output, output_base64) = text_or_base64(&outcome.output);
         Self {

@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ari_model::CapabilityName;
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 use wasmtime::Store;
@@ -30,7 +31,7 @@ pub struct TaskRequest {
     pub input: Vec<u8>,
     /// Capability names the task needs; each must be granted or the task fails
     /// `CapabilityDenied` before any instance is created.
-    pub requirements: Vec<String>,
+    pub requirements: Vec<CapabilityName>,
     pub grants: Grants,
     pub limits: Limits,
     /// PRNG seed; generated (and recorded in the attestation) when `None`.
@@ -442,7 +443,7 @@ impl Agent {
             timeout_millis: u64::try_from(req.limits.timeout.as_millis()).unwrap_or(u64::MAX),
             max_output_bytes: req.limits.max_output_bytes,
             max_input_bytes: req.limits.max_input_bytes,
-            capabilities: req.grants.names().iter().map(|s| s.to_string()).collect(),
+            capabilities: req.grants.names(),
             storage_max_bytes: req.grants.storage.map(|g| g.max_bytes),
             allowed_hosts: req
                 .grants
@@ -459,7 +460,7 @@ impl Agent {
         &self,
         id: &str,
         input: &[u8],
-        requirements: &[String],
+        requirements: &[CapabilityName],
         grants: &Grants,
         applied: &LimitsApplied,
         seed: [u8; 32],
@@ -494,7 +495,7 @@ impl Agent {
         let spec = TaskSpec {
             id: id.to_string(),
             input: input.to_vec(),
-            requirements: requirements.to_vec(),
+            requirements: requirements.iter().map(|c| c.as_str().to_owned()).collect(),
             deadline_seconds: applied.timeout_millis.div_ceil(1000),
         };
         let end = call_guest(&self.pre, &mut store, &spec);
@@ -595,8 +596,8 @@ fn precheck(req: &TaskRequest, applied: &LimitsApplied) -> Option<Failure> {
     let missing: Vec<&str> = req
         .requirements
         .iter()
-        .filter(|r| !req.grants.covers(r))
-        .map(String::as_str)
+        .filter(|r| !req.grants.grants(**r))
+        .map(|r| r.as_str())
         .collect();
     if !missing.is_empty() {
         return Some(Failure::new(
@@ -604,7 +605,12 @@ fn precheck(req: &TaskRequest, applied: &LimitsApplied) -> Option<Failure> {
             format!(
                 "task requires {} but the agent is granted only [{}]",
                 missing.join(", "),
-                req.grants.names().join(", ")
+                req.grants
+                    .names()
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ));
     }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use ari_model::CapabilityName;
 use ed25519_dalek::VerifyingKey;
 
 use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
@@ -194,22 +195,22 @@ fn parse_seed(hex_seed: &str) -> Result<[u8; 32], VerifyError> {
 
 /// The grants the original run had, rebuilt from the signed `limitsApplied`.
 fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants, VerifyError> {
-    let has = |name: &str| applied.capabilities.iter().any(|c| c == name);
+    let has = |name: CapabilityName| applied.capabilities.contains(&name);
     let mut grants = Grants::default();
-    if has("storage") {
+    if has(CapabilityName::Storage) {
         grants.storage = Some(StorageGrant {
             max_bytes: applied.storage_max_bytes.unwrap_or(u64::MAX),
         });
     }
-    if has("network") {
+    if has(CapabilityName::Network) {
         grants.network = Some(
             NetworkGrant::new(applied.allowed_hosts.clone())
                 .map_err(|e| VerifyError::Malformed(format!("allowedHosts: {e}")))?,
         );
     }
-    grants.randomness = has("randomness");
-    grants.time = has("timeAccess");
-    if has("signing") {
+    grants.randomness = has(CapabilityName::Randomness);
+    grants.time = has(CapabilityName::TimeAccess);
+    if has(CapabilityName::Signing) {
         grants.signing = Some(opts.signing.clone().ok_or_else(|| {
             VerifyError::Replay(
                 "the task used `signing`; pass the agent's signing key to replay it".into(),

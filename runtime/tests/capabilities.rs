@@ -210,7 +210,7 @@ fn network_denied_without_grant() {
 #[test]
 fn requirement_beyond_grants_fails_before_instantiation() {
     let mut req = request("x", grants(&["timeAccess"]));
-    req.requirements = vec!["network".into()];
+    req.requirements = vec![ari_runtime::model::CapabilityName::Network];
     let o = agent("echo").run(req);
     assert_eq!(o.failure_kind(), Some(FailureKind::CapabilityDenied));
     assert_eq!(o.resources_used.fuel, 0, "no instance may run");

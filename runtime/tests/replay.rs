@@ -189,7 +189,7 @@ fn unsigned_report_fields_that_disagree_with_the_signed_ones_fail_verification()
 
     // The replay uses the signed requirements and Task name, not the report's.
     let mut t = report.clone();
-    t.requirements = vec!["signing".into()];
+    t.requirements = vec![ari_runtime::model::CapabilityName::Signing];
     t.task_id = "other".into();
     verify_report(runtime(), &t, &module, &embedded()).expect("report copies are not used");
 }
@@ -204,12 +204,18 @@ fn the_attestation_states_the_task_ending_limits_and_grants() {
     assert_eq!(a.format, "ari.dev/attestation/v2");
     assert_eq!(a.task.namespace, "team-a");
     assert_eq!(a.task.uid, "uid-1");
-    assert_eq!(a.ending.phase, "Succeeded");
+    assert_eq!(a.ending.phase, ari_runtime::model::TaskPhase::Succeeded);
     assert_eq!(a.limits_applied, o.limits_applied);
     assert_eq!(a.limits_applied.storage_max_bytes, Some(1 << 20));
     let o = run("trap", "", grants(&[]));
-    assert_eq!(o.attestation.ending.phase, "Failed");
-    assert_eq!(o.attestation.ending.reason, "Trap");
+    assert_eq!(
+        o.attestation.ending.phase,
+        ari_runtime::model::TaskPhase::Failed
+    );
+    assert_eq!(
+        o.attestation.ending.reason,
+        ari_runtime::model::TaskReason::Trap
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use ari_runtime::capability::storage::{MemoryBackend, RedbBackend, StorageBackend};
-use ari_runtime::capability::{Grants, canonical_name, parse_size};
+use ari_runtime::capability::{Grants, parse_cli_name, parse_size};
 use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 
 const EXIT_CODES: &str = "\
@@ -107,11 +107,11 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     };
 
     // The guest and the report see the cluster's vocabulary whatever spelling was typed.
-    let requirements: Vec<String> = args
+    let requirements = args
         .requirements
         .iter()
-        .map(|r| canonical_name(r).to_owned())
-        .collect();
+        .map(|r| parse_cli_name(r))
+        .collect::<Result<Vec<_>, _>>()?;
     let runtime = Runtime::new(config)?;
     let mut req = TaskRequest::new(args.id, input.clone(), Arc::new(key));
     req.requirements = requirements.clone();

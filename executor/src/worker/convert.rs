@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::task::INLINE_OUTPUT_MAX_BYTES;
-use ari_crds::{AgentSpec, Task, TaskPhase, TaskReason, TaskStatus};
+use ari_crds::{AgentSpec, CapabilityName, Task, TaskPhase, TaskReason, TaskStatus};
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
 use ari_runtime::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
-use ari_runtime::{FailureKind, Limits, TaskOutcome};
+use ari_runtime::{Limits, TaskOutcome};
 
 /// The runtime grants of an Agent. `signing_key` is the Secret-held key when signing is granted.
 pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grants, String> {
@@ -59,24 +59,21 @@ pub fn limits(spec: &AgentSpec, task: &Task, elapsed: Duration) -> Limits {
     }
 }
 
-/// Capability names a task requires, in the runtime's vocabulary.
-pub fn requirements(task: &Task) -> Vec<String> {
+/// The capabilities a task requires: those it names, and those its host, storage and key
+/// requirements imply.
+pub fn requirements(task: &Task) -> Vec<CapabilityName> {
     let Some(req) = &task.spec.requirements else {
         return Vec::new();
     };
-    let mut names: Vec<String> = req
-        .capabilities
-        .iter()
-        .map(|c| c.as_str().to_string())
-        .collect();
+    let mut names = req.capabilities.clone();
     if !req.hosts.is_empty() {
-        names.push("network".into());
+        names.push(CapabilityName::Network);
     }
     if req.storage_bytes.is_some() {
-        names.push("storage".into());
+        names.push(CapabilityName::Storage);
     }
     if req.signing_key_id.is_some() {
-        names.push("signing".into());
+        names.push(CapabilityName::Signing);
     }
     names.sort();
     names.dedup();
@@ -97,18 +94,6 @@ pub fn seed(task: &Task) -> Result<Option<[u8; 32]>, String> {
         Ok(exact) => exact,
         Err(_) => Sha256::digest(&bytes).into(),
     }))
-}
-
-pub fn reason_of(kind: FailureKind) -> TaskReason {
-    match kind {
-        FailureKind::Trap => TaskReason::Trap,
-        FailureKind::FuelExhausted => TaskReason::FuelExhausted,
-        FailureKind::DeadlineExceeded => TaskReason::DeadlineExceeded,
-        FailureKind::CapabilityDenied => TaskReason::CapabilityDenied,
-        FailureKind::HostError => TaskReason::HostError,
-        FailureKind::InvalidModule => TaskReason::InvalidModule,
-        FailureKind::OutputTooLarge => TaskReason::OutputTooLarge,
-    }
 }
 
 pub fn now() -> Time {
@@ -161,7 +146,7 @@ pub fn finish_with_outcome(
     generation: Option<i64>,
     outcome: &TaskOutcome,
     output_ref: Option<ari_crds::OutputRef>,
-) -> Result<(), serde_json::Error> {
+) {
     let end = now();
     let (phase, reason, message) = match &outcome.failure {
         None => (
@@ -169,7 +154,7 @@ pub fn finish_with_outcome(
             TaskReason::Completed,
             "completed".to_string(),
         ),
-        Some(f) => (TaskPhase::Failed, reason_of(f.kind), f.message.clone()),
+        Some(f) => (TaskPhase::Failed, f.kind.into(), f.message.clone()),
     };
     status.phase = Some(phase);
     status.reason = Some(reason);
@@ -202,17 +187,10 @@ pub fn finish_with_outcome(
         },
     }
     status.output_sha256 = Some(outcome.output_sha256.clone());
-    // Same field names on both sides; a JSON round trip keeps them in step without a hand copy.
-    status.resources_used = Some(serde_json::from_value(serde_json::to_value(
-        outcome.resources_used,
-    )?)?);
-    status.limits_applied = Some(serde_json::from_value(serde_json::to_value(
-        &outcome.limits_applied,
-    )?)?);
-    status.attestation = Some(serde_json::from_value(serde_json::to_value(
-        &outcome.attestation,
-    )?)?);
-    Ok(())
+    // The runtime's values are the status types themselves (ari-model): nothing to convert.
+    status.resources_used = Some(outcome.resources_used);
+    status.limits_applied = Some(outcome.limits_applied.clone());
+    status.attestation = Some(outcome.attestation.clone());
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -299,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn the_attestation_survives_the_status_mapping_and_still_verifies() {
+    fn every_limit_and_the_attestation_reach_the_status_unchanged_and_still_verify() {
         use ari_runtime::attestation::{Attestation, Claims, TaskIdentity};
         let key = SigningKey::from_bytes(&[3; 32]);
         let limits = ari_runtime::LimitsApplied {
@@ -308,7 +286,7 @@ mod tests {
             timeout_millis: 30,
             max_output_bytes: 40,
             max_input_bytes: 50,
-            capabilities: vec!["network".into(), "storage".into()],
+            capabilities: vec![CapabilityName::Network, CapabilityName::Storage],
             storage_max_bytes: Some(60),
             allowed_hosts: vec!["https://example.com".into()],
         };
@@ -321,7 +299,7 @@ mod tests {
                 },
                 module_sha256: "ab".repeat(32),
                 input_sha256: "cd".repeat(32),
-                requirements: vec!["storage".into()],
+                requirements: vec![CapabilityName::Storage],
                 seed: [1; 32],
                 limits_applied: limits.clone(),
                 failure: None,
@@ -346,10 +324,12 @@ mod tests {
             storage_conflict: false,
         };
         let mut status = TaskStatus::default();
-        finish_with_outcome(&mut status, None, &outcome, None).expect("mapped");
-        let back: Attestation =
-            serde_json::from_value(serde_json::to_value(status.attestation.expect("set")).unwrap())
-                .expect("same shape");
+        finish_with_outcome(&mut status, None, &outcome, None);
+        assert_eq!(
+            status.limits_applied.as_ref(),
+            Some(&outcome.limits_applied)
+        );
+        let back = status.attestation.expect("set");
         assert_eq!(back, outcome.attestation);
         assert_eq!(back.verify_signature(Some(&key.verifying_key())), Ok(()));
     }

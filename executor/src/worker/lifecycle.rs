@@ -318,15 +318,7 @@ impl Worker {
         output_ref: Option<OutputRef>,
     ) {
         let fill = |s: &mut TaskStatus, generation: Option<i64>| {
-            if let Err(e) = convert::finish_with_outcome(s, generation, outcome, output_ref.clone())
-            {
-                convert::finish_without_run(
-                    s,
-                    generation,
-                    TaskReason::HostError,
-                    format!("cannot record the outcome: {e}"),
-                );
-            }
+            convert::finish_with_outcome(s, generation, outcome, output_ref.clone());
         };
         self.write_final(attempt, &fill, outcome.resources_used.fuel)
             .await;

@@ -8,8 +8,7 @@
 
 use ari_crds::SigningCapability;
 use ari_crds::names;
-use ed25519_dalek::SigningKey;
-use ed25519_dalek::pkcs8::DecodePrivateKey;
+use ari_model::keys::parse_signing_key;
 use k8s_openapi::api::core::v1::Secret;
 
 /// Why the Secret is refused (the message of `Valid=False`), or `Ok`.
@@ -48,24 +47,6 @@ pub fn check(grant: &SigningCapability, secret: Option<&Secret>) -> Result<(), S
         ));
     }
     Ok(())
-}
-
-/// The forms the executor accepts (`runtime/src/attestation.rs` `parse_signing_key`).
-fn parse_signing_key(bytes: &[u8]) -> Option<SigningKey> {
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        let text = text.trim();
-        if text.starts_with("-----BEGIN") {
-            return SigningKey::from_pkcs8_pem(text).ok();
-        }
-        if let Ok(raw) = hex::decode(text)
-            && let Ok(arr) = <[u8; 32]>::try_from(raw.as_slice())
-        {
-            return Some(SigningKey::from_bytes(&arr));
-        }
-    }
-    <[u8; 32]>::try_from(bytes)
-        .ok()
-        .map(|arr| SigningKey::from_bytes(&arr))
 }
 
 #[cfg(test)]
@@ -128,7 +109,7 @@ mod tests {
             check(&grant("s"), Some(&secret(Some("true"), &[7; 32]))),
             Ok(())
         );
-        let pem = SigningKey::from_bytes(&[7; 32])
+        let pem = ed25519_dalek::SigningKey::from_bytes(&[7; 32])
             .to_pkcs8_pem(Default::default())
             .map(|p| p.as_bytes().to_vec())
             .unwrap_or_default();

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use ari_model::{CapabilityName, UnknownCapability};
 use ed25519_dalek::SigningKey;
 use ed25519_dalek::pkcs8::DecodePrivateKey;
 use sha2::{Digest, Sha256};
@@ -110,16 +111,12 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(mult)
 }
 
-/// Capability names, in a fixed order: the CRD's `spec.capabilities` field names, the one
-/// vocabulary a user or guest sees (`status.limitsApplied`, attestations, task requirements).
-pub const NAMES: [&str; 5] = ["storage", "network", "randomness", "signing", "timeAccess"];
-
-/// The name a user may type for a capability, in the one vocabulary: `time` (the CLI's
-/// shorter spelling of earlier releases) is `timeAccess`; every other name is itself.
-pub fn canonical_name(name: &str) -> &str {
+/// Reads a capability name as a user may type it on the command line: the CRD spelling, or
+/// `time`, the CLI's shorter spelling of earlier releases, for `timeAccess`.
+pub fn parse_cli_name(name: &str) -> Result<CapabilityName, UnknownCapability> {
     match name.trim() {
-        "time" => "timeAccess",
-        other => other,
+        "time" => Ok(CapabilityName::TimeAccess),
+        other => other.parse(),
     }
 }
 
@@ -177,25 +174,23 @@ impl Grants {
         Ok(grants)
     }
 
-    /// Names of the granted capabilities, in [`NAMES`] order.
-    pub fn names(&self) -> Vec<&'static str> {
-        let on = [
-            self.storage.is_some(),
-            self.network.is_some(),
-            self.randomness,
-            self.signing.is_some(),
-            self.time,
-        ];
-        NAMES
-            .iter()
-            .zip(on)
-            .filter_map(|(n, on)| on.then_some(*n))
+    /// The granted capabilities, in [`CapabilityName::ALL`] order.
+    pub fn names(&self) -> Vec<CapabilityName> {
+        CapabilityName::ALL
+            .into_iter()
+            .filter(|c| self.grants(*c))
             .collect()
     }
 
-    /// Whether a task requirement (a capability name) is granted; unknown names are not.
-    pub fn covers(&self, requirement: &str) -> bool {
-        self.names().contains(&canonical_name(requirement))
+    /// Whether `capability` is granted.
+    pub fn grants(&self, capability: CapabilityName) -> bool {
+        match capability {
+            CapabilityName::Storage => self.storage.is_some(),
+            CapabilityName::Network => self.network.is_some(),
+            CapabilityName::Randomness => self.randomness,
+            CapabilityName::Signing => self.signing.is_some(),
+            CapabilityName::TimeAccess => self.time,
+        }
     }
 }
 
@@ -221,22 +216,18 @@ mod tests {
     }
 
     #[test]
-    fn capability_names_are_the_crd_field_names() {
-        let crd: Vec<&str> = ari_crds::CapabilityName::ALL
-            .iter()
-            .map(|c| c.as_str())
-            .collect();
-        assert_eq!(NAMES.to_vec(), crd);
-        assert_eq!(canonical_name("time"), "timeAccess");
-        assert_eq!(canonical_name(" storage "), "storage");
+    fn the_cli_reads_crd_names_and_the_time_alias() {
+        assert_eq!(parse_cli_name("time"), Ok(CapabilityName::TimeAccess));
+        assert_eq!(parse_cli_name(" storage "), Ok(CapabilityName::Storage));
+        assert!(parse_cli_name("teleport").is_err());
     }
 
     #[test]
     fn grants_default_denies_everything() {
         let g = Grants::parse_cli(&[]).unwrap();
         assert!(g.names().is_empty());
-        for n in NAMES {
-            assert!(!g.covers(n));
+        for n in CapabilityName::ALL {
+            assert!(!g.grants(n));
         }
     }
 
@@ -258,9 +249,8 @@ mod tests {
         let net = g.network.as_ref().unwrap();
         assert_eq!(net.allowed_hosts.len(), 2);
         assert!(net.allow_list().check("http://x.svc:8080/").is_ok());
-        assert_eq!(g.names(), NAMES.to_vec());
-        assert!(g.covers("timeAccess"));
-        assert!(!g.covers("teleport"));
+        assert_eq!(g.names(), CapabilityName::ALL.to_vec());
+        assert!(g.grants(CapabilityName::TimeAccess));
         let signing = g.signing.unwrap();
         assert_eq!(signing.key.to_bytes(), [7u8; 32]);
         assert_eq!(signing.key_id.len(), 16);

@@ -17,9 +17,7 @@ pub mod random;
 pub mod storage;
 
 pub use error::{CapError, GrantError};
-pub use grants::{
-    Grants, NAMES, NetworkGrant, SigningGrant, StorageGrant, canonical_name, parse_size,
-};
+pub use grants::{Grants, NetworkGrant, SigningGrant, StorageGrant, parse_cli_name, parse_size};
 pub use http::{HttpLimits, HttpRequest, HttpResponse};
 pub use log::LogLevel;
 

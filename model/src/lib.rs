@@ -1,0 +1,20 @@
+//! ari's shared vocabulary, one type per concept: what a capability is called, how a Task ends,
+//! what a run used and was limited to, and the signed attestation of it.
+//!
+//! The runtime (`ari-runtime`) produces these values, the CRDs (`ari-crds`) embed them in
+//! `Task.status`, and `ari verify` reads them back; because all three use these very types,
+//! nothing converts between copies and no field can be lost on the way. Nothing here depends on
+//! Kubernetes or Wasmtime. The `schema` feature derives JSON Schemas for the CRDs.
+
+pub mod attestation;
+pub mod capability;
+pub mod keys;
+pub mod limits;
+pub mod outcome;
+pub mod usage;
+
+pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
+pub use capability::{CapabilityName, UnknownCapability};
+pub use limits::LimitsApplied;
+pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
+pub use usage::ResourcesUsed;

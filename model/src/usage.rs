@@ -1,0 +1,22 @@
+//! What a run used, measured by the host (never taken from the guest's own claims).
+
+use serde::{Deserialize, Serialize};
+
+/// Resources a run used; `Task.status.resourcesUsed` and part of the attestation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesUsed {
+    /// Fuel consumed: Wasm instructions plus host-call charges (deterministic).
+    pub fuel: u64,
+    /// CPU time of the thread that ran the task (instantiate + calls + host work).
+    pub cpu_millis: u64,
+    /// Peak total linear memory of the instance.
+    pub memory_bytes: u64,
+    /// Storage bytes written (committed) by the task.
+    pub storage_bytes: u64,
+    /// HTTP bytes sent plus received.
+    pub network_bytes: u64,
+    /// Wall-clock time from accepting the task to its outcome.
+    pub wall_millis: u64,
+}
