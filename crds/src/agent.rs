@@ -332,8 +332,3 @@ impl Agent {
 pub fn module_digest(sha256_hex: &str) -> String {
     format!("sha256:{sha256_hex}")
 }
-
-/// The hex part of a `sha256:<hex>` digest (or the input, if it has no prefix).
-pub fn digest_hex(digest: &str) -> &str {
-    digest.strip_prefix("sha256:").unwrap_or(digest)
-}
