@@ -3,6 +3,7 @@
 //! The types are the contract between the operator and the executor; the CRD YAML in this
 //! crate's directory is generated from them (`cargo run -p ari-crds --bin crdgen`).
 
+pub mod admission;
 pub mod agent;
 pub mod capability;
 pub mod conditions;
@@ -10,6 +11,7 @@ pub mod hosts;
 pub mod names;
 pub mod task;
 
+pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
     Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, EffectiveLimits,
     EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability, SecretKeyRef,

@@ -127,7 +127,7 @@ impl fmt::Display for Failure {
 }
 
 /// The fixed reasons of a Task's `Succeeded` condition (and `status.reason`): `Completed`, a
-/// failure the runtime decided, or `ExecutorLost`, which only the operator decides.
+/// failure the runtime decided, or one only the operator decides before or after a run.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum TaskReason {
@@ -140,10 +140,12 @@ pub enum TaskReason {
     InvalidModule,
     OutputTooLarge,
     ExecutorLost,
+    /// The Agent's `mode` does not take Tasks from where this one came (a user or a parent).
+    ModeRefused,
 }
 
 impl TaskReason {
-    pub const ALL: [TaskReason; 9] = [
+    pub const ALL: [TaskReason; 10] = [
         TaskReason::Completed,
         TaskReason::Trap,
         TaskReason::FuelExhausted,
@@ -153,6 +155,7 @@ impl TaskReason {
         TaskReason::InvalidModule,
         TaskReason::OutputTooLarge,
         TaskReason::ExecutorLost,
+        TaskReason::ModeRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -166,6 +169,7 @@ impl TaskReason {
             TaskReason::InvalidModule => "InvalidModule",
             TaskReason::OutputTooLarge => "OutputTooLarge",
             TaskReason::ExecutorLost => "ExecutorLost",
+            TaskReason::ModeRefused => "ModeRefused",
         }
     }
 

@@ -67,22 +67,11 @@ impl Worker {
 
         // Defence in depth: the operator checks this too, but the executor never runs a task
         // beyond its grants even if it sees the task first.
-        let denied = task
-            .spec
-            .requirements
-            .as_ref()
-            .and_then(|r| ari_crds::requirements_within_grants(r, &self.agent.spec).err())
-            .map(|d| d.to_string())
-            .or_else(|| {
-                ari_crds::fuel_within_limit(task.spec.fuel, &self.agent.spec)
-                    .err()
-                    .map(|d| d.to_string())
-            });
-        if let Some(message) = denied {
+        if let Err(refusal) = ari_crds::admit(&task, &self.agent.spec) {
             let generation = task.meta().generation;
             let mut t = task.clone();
             let status = t.status.get_or_insert_with(TaskStatus::default);
-            convert::finish_without_run(status, generation, TaskReason::CapabilityDenied, message);
+            convert::finish_without_run(status, generation, refusal.reason, refusal.message);
             return match self
                 .tasks
                 .replace_status(&name, &PostParams::default(), &t)

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ari_crds::{Agent, Task, TaskPhase, TaskReason, fuel_within_limit, requirements_within_grants};
+use ari_crds::{Agent, Task, TaskPhase, TaskReason, admit};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// What is known about the pod named in `status.executor`.
@@ -114,16 +114,10 @@ pub fn decide(
                     message: format!("agent {} not found", task.spec.agent_ref.name),
                 };
             };
-            let checked = task
-                .spec
-                .requirements
-                .as_ref()
-                .map_or(Ok(()), |r| requirements_within_grants(r, &agent.spec))
-                .and_then(|()| fuel_within_limit(task.spec.fuel, &agent.spec).map(|_| ()));
-            if let Err(denied) = checked {
+            if let Err(refusal) = admit(task, &agent.spec) {
                 return Decision::Fail {
-                    reason: TaskReason::CapabilityDenied,
-                    message: denied.to_string(),
+                    reason: refusal.reason,
+                    message: refusal.message,
                 };
             }
             Decision::Wait(wake)
@@ -267,6 +261,35 @@ mod tests {
             }
             d => panic!("{d:?}"),
         }
+    }
+
+    #[test]
+    fn a_pending_task_for_a_subagent_mode_agent_fails_mode_refused() {
+        let mut sub = agent();
+        sub.spec.mode = Some(ari_crds::AgentMode::Subagent);
+        let decision = decide(
+            &task(None),
+            Some(&sub),
+            ExecutorPod::NotChecked,
+            ts(1_001),
+            TIMING,
+        );
+        assert!(
+            matches!(&decision, Decision::Fail { reason: TaskReason::ModeRefused, message } if message.contains("subagent")),
+            "{decision:?}"
+        );
+        let mut primary = agent();
+        primary.spec.mode = Some(ari_crds::AgentMode::Primary);
+        assert!(matches!(
+            decide(
+                &task(None),
+                Some(&primary),
+                ExecutorPod::NotChecked,
+                ts(1_001),
+                TIMING
+            ),
+            Decision::Wait(_)
+        ));
     }
 
     #[test]

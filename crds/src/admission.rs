@@ -1,0 +1,153 @@
+//! Whether an Agent takes a Task at all, decided before anything runs: its mode, the Task's
+//! requirements against the grants, and its fuel budget against the limit.
+//!
+//! The operator calls [`admit`] to fail a Task early (with an Event); the executor calls it
+//! again before it runs a Task it saw first (defence in depth). One rule, one place.
+
+use crate::agent::{AgentMode, AgentSpec};
+use crate::capability::{Denied, fuel_within_limit, requirements_within_grants};
+use crate::task::{Task, TaskReason};
+
+/// Who asked for a Task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskOrigin {
+    /// A user (or their GitOps tool) created it.
+    User,
+    /// An executor created it for a parent Task that delegated to this Agent.
+    Delegation,
+}
+
+impl Task {
+    /// Who asked for this Task. Every Task is a user's until delegation gives Tasks a parent.
+    pub fn origin(&self) -> TaskOrigin {
+        TaskOrigin::User
+    }
+}
+
+impl AgentMode {
+    /// Whether an Agent in this mode takes Tasks of `origin`: `primary` only users', `subagent`
+    /// only delegated ones, `all` both.
+    pub fn accepts(self, origin: TaskOrigin) -> bool {
+        matches!(
+            (self, origin),
+            (AgentMode::All, _)
+                | (AgentMode::Primary, TaskOrigin::User)
+                | (AgentMode::Subagent, TaskOrigin::Delegation)
+        )
+    }
+}
+
+/// Why an Agent does not take a Task: the reason and message its status gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: TaskReason,
+    pub message: String,
+}
+
+impl From<Denied> for Refusal {
+    fn from(denied: Denied) -> Self {
+        Refusal {
+            reason: TaskReason::CapabilityDenied,
+            message: denied.to_string(),
+        }
+    }
+}
+
+/// Checks, in order, the Agent's mode, the Task's requirements and its fuel budget.
+pub fn admit(task: &Task, agent: &AgentSpec) -> Result<(), Refusal> {
+    let mode = agent.mode.unwrap_or_default();
+    let origin = task.origin();
+    if !mode.accepts(origin) {
+        let message = match origin {
+            TaskOrigin::User => {
+                "the agent's mode is subagent: it takes only Tasks another agent delegates to it"
+            }
+            TaskOrigin::Delegation => {
+                "the agent's mode is primary: it takes only Tasks users create, not delegated ones"
+            }
+        };
+        return Err(Refusal {
+            reason: TaskReason::ModeRefused,
+            message: message.to_owned(),
+        });
+    }
+    if let Some(req) = &task.spec.requirements {
+        requirements_within_grants(req, agent)?;
+    }
+    fuel_within_limit(task.spec.fuel, agent)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{ConfigMapModule, ModuleSource};
+    use crate::task::{AgentRef, TaskSpec};
+
+    fn agent(mode: Option<AgentMode>) -> AgentSpec {
+        AgentSpec {
+            module: ModuleSource {
+                config_map: Some(ConfigMapModule {
+                    name: "m".into(),
+                    key: "k".into(),
+                }),
+                ..Default::default()
+            },
+            capabilities: Default::default(),
+            limits: Default::default(),
+            executor: Default::default(),
+            description: None,
+            mode,
+        }
+    }
+
+    fn task(fuel: Option<u64>) -> Task {
+        Task::new(
+            "t",
+            TaskSpec {
+                agent_ref: AgentRef { name: "a".into() },
+                input: Some("x".into()),
+                input_base64: None,
+                input_from: None,
+                requirements: None,
+                deadline_seconds: None,
+                fuel,
+                seed: None,
+                retries: None,
+                ttl_seconds_after_finished: None,
+            },
+        )
+    }
+
+    #[test]
+    fn each_mode_takes_exactly_the_origins_it_names() {
+        use AgentMode::*;
+        use TaskOrigin::*;
+        let table = [
+            (Primary, User, true),
+            (Primary, Delegation, false),
+            (Subagent, User, false),
+            (Subagent, Delegation, true),
+            (All, User, true),
+            (All, Delegation, true),
+        ];
+        for (mode, origin, takes) in table {
+            assert_eq!(mode.accepts(origin), takes, "{mode:?} {origin:?}");
+        }
+    }
+
+    #[test]
+    fn a_subagent_refuses_a_task_a_user_created_with_a_reason_that_says_so() {
+        let refused = admit(&task(None), &agent(Some(AgentMode::Subagent))).unwrap_err();
+        assert_eq!(refused.reason, TaskReason::ModeRefused);
+        assert!(refused.message.contains("subagent"), "{}", refused.message);
+        assert_eq!(admit(&task(None), &agent(Some(AgentMode::Primary))), Ok(()));
+        assert_eq!(admit(&task(None), &agent(None)), Ok(()));
+    }
+
+    #[test]
+    fn a_fuel_budget_over_the_limit_is_a_capability_denial() {
+        let refused = admit(&task(Some(u64::MAX)), &agent(None)).unwrap_err();
+        assert_eq!(refused.reason, TaskReason::CapabilityDenied);
+    }
+}
