@@ -186,7 +186,11 @@ fn failure_reasons(ctx: &Ctx) -> Result<()> {
         )?;
         ctx.apply_ok(&ns, &agent_yaml("trap", "trap-module", 1, ""))?;
         ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
-        for a in ["spin", "trap", "echo"] {
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml("helper", "echo-module", 1, "  mode: subagent\n"),
+        )?;
+        for a in ["spin", "trap", "echo", "helper"] {
             agent_ready(&client, &ns, a).await?;
         }
         ctx.apply_ok(
@@ -208,6 +212,7 @@ fn failure_reasons(ctx: &Ctx) -> Result<()> {
             ),
         )?;
         ctx.apply_ok(&ns, &task_yaml("fine", "echo", "still fine", ""))?;
+        ctx.apply_ok(&ns, &task_yaml("not-for-users", "helper", "x", ""))?;
 
         let t = task_finished(&client, &ns, "out-of-fuel", wait::DEFAULT).await?;
         expect_reason(&t, TaskPhase::Failed, TaskReason::FuelExhausted)?;
@@ -237,11 +242,22 @@ fn failure_reasons(ctx: &Ctx) -> Result<()> {
         );
         let t = task_finished(&client, &ns, "fine", wait::DEFAULT).await?;
         expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        // A subagent-mode Agent takes only delegated Tasks: a user's is refused, unrun.
+        let t = task_finished(&client, &ns, "not-for-users", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::ModeRefused)?;
+        ensure!(
+            t.status
+                .as_ref()
+                .and_then(|s| s.attestation.as_ref())
+                .is_none(),
+            "a refused task must not run"
+        );
         // Failures the executor decided get a Warning Event too, like the operator's own.
         for (task, reason) in [
             ("out-of-fuel", "FuelExhausted"),
             ("crash", "Trap"),
             ("wants-network", "CapabilityDenied"),
+            ("not-for-users", "ModeRefused"),
         ] {
             let e = event_with_reason(&client, &ns, task, reason).await?;
             ensure!(
