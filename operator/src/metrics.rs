@@ -10,8 +10,10 @@ pub struct Metrics {
     registry: Registry,
     /// Reconciles by controller (`agent`, `task`).
     pub reconciles: IntCounterVec,
-    /// Reconcile errors by controller.
+    /// Reconcile errors by controller and kind (`Error::metric_label`).
     pub reconcile_errors: IntCounterVec,
+    /// Wall time of each reconcile, success or error, by controller.
+    pub reconcile_duration: HistogramVec,
     /// Tasks observed by phase and reason (reason empty while not finished).
     pub tasks: IntGaugeVec,
     /// Finished task transitions the operator observed, by phase and reason.
@@ -32,7 +34,15 @@ impl Metrics {
             &["controller"],
         )?;
         let reconcile_errors = IntCounterVec::new(
-            Opts::new("reconcile_errors_total", "Reconciles that failed"),
+            Opts::new("reconcile_errors_total", "Reconciles that failed, by kind"),
+            &["controller", "error"],
+        )?;
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new("reconcile_duration_seconds", "Wall time of one reconcile").buckets(
+                vec![
+                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+                ],
+            ),
             &["controller"],
         )?;
         let tasks = IntGaugeVec::new(
@@ -69,6 +79,7 @@ impl Metrics {
         registry.register(Box::new(decode_skipped.clone()))?;
         registry.register(Box::new(reconciles.clone()))?;
         registry.register(Box::new(reconcile_errors.clone()))?;
+        registry.register(Box::new(reconcile_duration.clone()))?;
         registry.register(Box::new(tasks.clone()))?;
         registry.register(Box::new(task_finished.clone()))?;
         registry.register(Box::new(task_duration.clone()))?;
@@ -77,6 +88,7 @@ impl Metrics {
             registry,
             reconciles,
             reconcile_errors,
+            reconcile_duration,
             tasks,
             task_finished,
             task_duration,

@@ -664,3 +664,41 @@ async fn operator_decided_failure_is_announced_once() {
     assert!(res.is_ok(), "{res:?}");
     assert_eq!(find(&log, "POST", "/events").len(), 1);
 }
+
+#[tokio::test]
+async fn a_failed_reconcile_is_counted_by_kind_and_every_reconcile_is_timed() {
+    // The Agent is missing, so the Task is failed; the API server refuses that write.
+    let (client, _log) = mock_client(|m, p, _| match (m, p) {
+        ("PUT", p) if p.ends_with("/status") => status(500, "InternalError"),
+        _ => status(404, "NotFound"),
+    });
+    let ctx = task_ctx(client);
+    let task = Arc::new(task_json(Value::Null, json!({})));
+    let err = crate::task::controller::reconcile(task.clone(), ctx.clone())
+        .await
+        .expect_err("the status write fails");
+    assert_eq!(err.metric_label(), "kube_api");
+    crate::task::controller::error_policy(task, &err, ctx.clone());
+    let metrics = &ctx.base.metrics;
+    assert_eq!(
+        metrics
+            .reconcile_errors
+            .with_label_values(&["task", "kube_api"])
+            .get(),
+        1
+    );
+    assert_eq!(
+        metrics
+            .reconcile_duration
+            .with_label_values(&["task"])
+            .get_sample_count(),
+        1
+    );
+    assert_eq!(
+        metrics
+            .reconcile_duration
+            .with_label_values(&["agent"])
+            .get_sample_count(),
+        0
+    );
+}

@@ -21,17 +21,7 @@ use tracing::{info, warn};
 
 use super::{deployment, key, module, rbac, signing};
 use crate::context::Context;
-
-/// Reconcile failures (retried with backoff by the error policy).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("attestation key: {0}")]
-    Key(#[from] key::KeyError),
-    #[error("object has no namespace")]
-    NoNamespace,
-}
+use crate::error::Error;
 
 /// Longest Agent name: it is the value of the `ari.dev/agent` label on executor pods.
 const MAX_AGENT_NAME: usize = 63;
@@ -155,6 +145,16 @@ where
 /// Reconciles one Agent.
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.metrics.reconciles.with_label_values(&["agent"]).inc();
+    let _timer = ctx
+        .metrics
+        .reconcile_duration
+        .with_label_values(&["agent"])
+        .start_timer();
+    sync_agent(agent, ctx.clone()).await
+}
+
+/// One pass over an Agent: its key, module, RBAC, signing grant and Deployment.
+async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = agent.namespace().ok_or(Error::NoNamespace)?;
     let name = agent.name_any();
     let client = ctx.client.clone();
@@ -371,7 +371,7 @@ async fn publish_changes(ctx: &Context, agent: &Agent, old: &AgentStatus, new: &
 pub fn error_policy(_agent: Arc<Agent>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics
         .reconcile_errors
-        .with_label_values(&["agent"])
+        .with_label_values(&["agent", err.metric_label()])
         .inc();
     tracing::warn!(error = %err, "agent reconcile failed");
     Action::requeue(Duration::from_secs(10))

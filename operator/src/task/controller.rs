@@ -21,15 +21,7 @@ use tracing::info;
 
 use super::decide::{Decision, ExecutorPod, Timing, decide};
 use crate::context::Context;
-
-/// Reconcile failures (retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("object has no namespace")]
-    NoNamespace,
-}
+use crate::error::Error;
 
 /// Task UIDs already handled once: completions counted in the metrics, failures announced with
 /// an Event (bounded; cleared when full).
@@ -218,8 +210,18 @@ async fn announce_failure(ctx: &TaskContext, task: &Task) {
 
 /// Reconciles one Task.
 pub async fn reconcile(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Error> {
+    let metrics = &ctx.base.metrics;
+    metrics.reconciles.with_label_values(&["task"]).inc();
+    let _timer = metrics
+        .reconcile_duration
+        .with_label_values(&["task"])
+        .start_timer();
+    sync_task(task, ctx.clone()).await
+}
+
+/// One pass over a Task: count and announce its ending, then decide and act.
+async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Error> {
     let base = &ctx.base;
-    base.metrics.reconciles.with_label_values(&["task"]).inc();
     observe_finished(&ctx, &task);
     announce_failure(&ctx, &task).await;
     let ns = task.namespace().ok_or(Error::NoNamespace)?;
@@ -310,7 +312,7 @@ pub fn error_policy(_task: Arc<Task>, err: &Error, ctx: Arc<TaskContext>) -> Act
     ctx.base
         .metrics
         .reconcile_errors
-        .with_label_values(&["task"])
+        .with_label_values(&["task", err.metric_label()])
         .inc();
     tracing::warn!(error = %err, "task reconcile failed");
     Action::requeue(Duration::from_secs(5))

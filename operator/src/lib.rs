@@ -1,0 +1,23 @@
+//! The ari operator: the Agent controller (executor Deployments, RBAC, attestation keys) and
+//! the Task controller (admission, deadlines, executor loss, TTL), behind leader election, with
+//! metrics and health endpoints. `main.rs` is only the binary's edge.
+
+pub mod agent;
+mod cache;
+pub mod config;
+mod context;
+mod decode;
+pub mod error;
+mod health;
+mod leader;
+mod metrics;
+mod run;
+pub mod task;
+
+pub use error::Error;
+pub use run::run;
+
+#[cfg(test)]
+mod reconcile_tests;
+#[cfg(test)]
+mod testutil;
