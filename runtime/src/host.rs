@@ -85,8 +85,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
             charge(&mut cx, fuel_costs::HTTP_REQUEST, request_bytes(&request))?;
             let result = cx.data().caps().http_request(to_cap_request(request));
             // The deadline passed while the host waited: end the task as the epoch would have.
-            if matches!(&result, Err(CapError::Failed(m)) if m == capability::http::DEADLINE_ERROR)
-            {
+            if matches!(result, Err(CapError::DeadlineExceeded)) {
                 check_trace(&cx)?;
                 return Err(wasmtime::Trap::Interrupt.into());
             }
@@ -149,15 +148,21 @@ fn guest_result<T>(
     check_trace(cx)?;
     Ok(result.map_err(|err| match err {
         CapError::Denied(msg) => format!("capability denied: {msg}"),
-        CapError::Failed(msg) => {
-            // Bounded: a guest looping on a failing call must not grow host memory.
-            let failures = &mut cx.data_mut().host_failures;
-            if failures.len() < capability::MAX_NOTED {
-                failures.push(msg.clone());
-            }
-            msg
+        CapError::Failed(msg) => remember_failure(cx, msg),
+        other @ (CapError::Conflict(_) | CapError::DeadlineExceeded) => {
+            remember_failure(cx, other.to_string())
         }
     }))
+}
+
+/// Keeps a host failure for classification and returns its message for the guest.
+fn remember_failure(cx: &mut Cx<'_>, msg: String) -> String {
+    // Bounded: a guest looping on a failing call must not grow host memory.
+    let failures = &mut cx.data_mut().host_failures;
+    if failures.len() < capability::MAX_NOTED {
+        failures.push(msg.clone());
+    }
+    msg
 }
 
 fn log_level(level: LogLevel) -> capability::LogLevel {

@@ -409,15 +409,12 @@ impl Agent {
         let Err(err) = commit else {
             return outcome;
         };
-        let storage_conflict = matches!(
-            &err,
-            CapError::Failed(m) if m.starts_with(crate::capability::storage::STORAGE_CONFLICT)
-        );
+        let storage_conflict = matches!(err, CapError::Conflict(_));
         let failure = match err {
             CapError::Denied(msg) => Failure::new(FailureKind::CapabilityDenied, msg),
-            CapError::Failed(msg) => Failure::new(
+            other => Failure::new(
                 FailureKind::HostError,
-                format!("storage commit failed: {msg}"),
+                format!("storage commit failed: {other}"),
             ),
         };
         TaskOutcome {

@@ -79,8 +79,9 @@ pub struct HttpCapability {
     bytes: u64,
 }
 
-/// The error a hop reports when the task's deadline cut it short. Recorded in the trace like
-/// any transport error; the host turns it into the deadline trap, live and in replay alike.
+/// How a hop the task's deadline cut short ([`CapError::DeadlineExceeded`]) is written in the
+/// trace, which keeps transport errors as text; replay reads it back as that variant, so the
+/// host ends the task with the deadline trap live and in replay alike.
 pub const DEADLINE_ERROR: &str = "http: task deadline exceeded";
 
 /// Logical bytes of a request: `METHOD SP URL SP HTTP/1.1 CRLF`, `name: value CRLF` each, `CRLF`, body.
@@ -235,6 +236,10 @@ impl HttpCapability {
                     headers,
                     body,
                 }),
+                // The trace keeps errors as text; the one the runtime acts on comes back typed.
+                TraceEvent::HttpError { error, .. } if error == DEADLINE_ERROR => {
+                    Err(CapError::DeadlineExceeded)
+                }
                 TraceEvent::HttpError { error, .. } => Err(CapError::Failed(error)),
                 _ => Err(CapError::Failed("replay: internal kind mismatch".into())),
             };
@@ -304,12 +309,12 @@ impl HttpCapability {
             .body(body)
             .map_err(|e| failed(format!("invalid request: {e}")))?;
         let Some(agent) = self.agent() else {
-            return Err(CapError::Failed(DEADLINE_ERROR.into()));
+            return Err(CapError::DeadlineExceeded);
         };
         let response = match agent.run(request) {
             Ok(r) => r,
             Err(_) if self.deadline_passed() => {
-                return Err(CapError::Failed(DEADLINE_ERROR.into()));
+                return Err(CapError::DeadlineExceeded);
             }
             Err(e) => return Err(failed(e)),
         };
@@ -339,7 +344,7 @@ impl HttpCapability {
             }
             Ok(_) => {}
             Err(_) if self.deadline_passed() => {
-                return Err(CapError::Failed(DEADLINE_ERROR.into()));
+                return Err(CapError::DeadlineExceeded);
             }
             Err(e) => return Err(failed(e)),
         }

@@ -69,12 +69,10 @@ pub enum StorageError {
     QuotaExceeded { would_use: u64, max_bytes: u64 },
     #[error("storage backend: {0}")]
     Backend(String),
-    #[error("{STORAGE_CONFLICT}: `{key}` changed since this task read it")]
+    /// A key read by the task (or its receipt id) changed before the commit.
+    #[error("storage conflict: `{key}` changed since this task read it")]
     Conflict { key: String },
 }
-
-/// How a [`StorageError::Conflict`] message starts (the runtime re-runs such a task).
-pub const STORAGE_CONFLICT: &str = "storage conflict";
 
 /// The first key of `batch.reads` whose committed value is no longer the one read.
 pub fn check_reads(

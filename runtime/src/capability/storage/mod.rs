@@ -18,8 +18,8 @@ mod tx;
 mod suite;
 
 pub use backend::{
-    Batch, MAX_RECEIPT_BYTES, MAX_RECEIPTS, RECEIPT_TTL_SECS, ReceiptLimits, STORAGE_CONFLICT,
-    StorageBackend, StorageError, check_reads, entry_size, plan_usage, unix_now_secs,
+    Batch, MAX_RECEIPT_BYTES, MAX_RECEIPTS, RECEIPT_TTL_SECS, ReceiptLimits, StorageBackend,
+    StorageError, check_reads, entry_size, plan_usage, unix_now_secs,
 };
 pub use memory::MemoryBackend;
 pub use redb_store::RedbBackend;

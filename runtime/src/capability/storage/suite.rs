@@ -216,10 +216,7 @@ fn transaction_contract(make: Make) {
     q.storage_set("n", b"1").unwrap();
     p.commit(None).unwrap();
     let err = q.commit(None).unwrap_err();
-    assert!(
-        matches!(&err, CapError::Failed(m) if m.starts_with(STORAGE_CONFLICT)),
-        "{err:?}"
-    );
+    assert!(matches!(&err, CapError::Conflict(_)), "{err:?}");
     let mut r = task(make, 1000);
     assert_eq!(r.storage_get("n").unwrap().as_deref(), Some(&b"1"[..]));
     r.storage_set("n", b"2").unwrap();
@@ -251,10 +248,7 @@ fn transaction_contract(make: Make) {
     let err = again
         .commit(Some(("task-1".into(), b"again".to_vec())))
         .unwrap_err();
-    assert!(
-        matches!(&err, CapError::Failed(m) if m.starts_with(STORAGE_CONFLICT)),
-        "{err:?}"
-    );
+    assert!(matches!(&err, CapError::Conflict(_)), "{err:?}");
     assert_eq!(make("agent").get("r").unwrap().as_deref(), Some(&b"1"[..]));
     make("agent").drop_receipt("task-1").unwrap();
     assert_eq!(make("agent").receipt("task-1").unwrap(), None);

@@ -29,7 +29,8 @@ pub struct StorageCapability {
 fn backend_err(e: StorageError) -> CapError {
     match e {
         StorageError::QuotaExceeded { .. } => CapError::Denied(e.to_string()),
-        StorageError::Backend(_) | StorageError::Conflict { .. } => CapError::Failed(e.to_string()),
+        StorageError::Conflict { key } => CapError::Conflict(key),
+        StorageError::Backend(_) => CapError::Failed(e.to_string()),
     }
 }
 
