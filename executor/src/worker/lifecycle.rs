@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::Worker;
 use super::convert::{self, OutputPlacement};
+use super::error::TaskError;
 use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found, owned_by};
 use ari_runtime::CommitGate;
 use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
@@ -53,7 +54,7 @@ impl Worker {
         }
     }
 
-    async fn handle_inner(self: Arc<Self>, task: Task) -> Result<Handled, kube::Error> {
+    async fn handle_inner(self: Arc<Self>, task: Task) -> Result<Handled, TaskError> {
         let name = task.name_any();
         let elapsed = task
             .meta()
@@ -237,7 +238,7 @@ impl Worker {
         req: TaskRequest,
         attempt: &mut Attempt,
         lost: &AtomicBool,
-    ) -> Result<TaskOutcome, kube::Error> {
+    ) -> Result<TaskOutcome, TaskError> {
         let agent = self.runtime_agent.clone();
         self.metrics.active.inc();
         let started = Instant::now();
@@ -255,7 +256,7 @@ impl Worker {
                             self.metrics.dropped.inc();
                             warn!(task = %attempt.name, attempt = attempt.number, %why, "no longer this executor's; its result will be dropped");
                         }
-                        Err(WriteError::Api(e)) => warn!(task = %attempt.name, error = %e, "heartbeat failed"),
+                        Err(e @ (WriteError::Api(_) | WriteError::KeptChanging)) => warn!(task = %attempt.name, error = %e, "heartbeat failed"),
                     }
                 }
             }
@@ -264,7 +265,7 @@ impl Worker {
         self.metrics
             .task_seconds
             .observe(started.elapsed().as_secs_f64());
-        outcome.map_err(|e| kube::Error::Service(format!("task thread failed: {e}").into()))
+        Ok(outcome?)
     }
 
     /// Ends the attempt Failed without a run.
@@ -346,7 +347,7 @@ impl Worker {
                 self.metrics.dropped.inc();
                 warn!(task = %name, attempt = attempt.number, %why, "no longer this executor's; dropping this result");
             }
-            Err(WriteError::Api(e)) => {
+            Err(e @ (WriteError::Api(_) | WriteError::KeptChanging)) => {
                 warn!(task = %name, error = %e, "final status write failed");
             }
         }

@@ -62,6 +62,9 @@ pub enum WriteError {
     NotOurs(#[from] NotOurs),
     #[error(transparent)]
     Api(#[from] kube::Error),
+    /// Every retry met a newer version of the Task (409 after 409); the operator settles it.
+    #[error("the Task kept changing (409 after 409)")]
+    KeptChanging,
 }
 
 /// How a claim ended.
@@ -220,7 +223,7 @@ impl Writer {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(kube::Error::Service("the Task kept changing (409 after 409)".into()).into())
+        Err(WriteError::KeptChanging)
     }
 
     /// Puts large output in a ConfigMap the Task owns (deleted with it). Never overwrites a
