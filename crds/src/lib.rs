@@ -8,6 +8,7 @@ pub mod agent;
 pub mod capability;
 pub mod conditions;
 pub mod hosts;
+pub mod lifecycle;
 pub mod names;
 pub mod task;
 

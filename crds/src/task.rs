@@ -254,11 +254,6 @@ impl Task {
         self.phase().is_finished()
     }
 
-    /// An executor may claim the Task (phase empty or `Pending`).
-    pub fn is_claimable(&self) -> bool {
-        self.phase() == TaskPhase::Pending
-    }
-
     /// Claims so far.
     pub fn attempts(&self) -> u32 {
         self.status.as_ref().and_then(|s| s.attempts).unwrap_or(0)

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use ari_crds::conditions::{self, ConditionStatus};
+use ari_crds::lifecycle::NotAllowed;
 use ari_crds::task::INLINE_OUTPUT_MAX_BYTES;
-use ari_crds::{AgentSpec, CapabilityName, Task, TaskPhase, TaskReason, TaskStatus};
+use ari_crds::{AgentSpec, CapabilityName, Task, TaskStatus};
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -116,59 +116,19 @@ pub fn placement(output: &[u8]) -> OutputPlacement {
     }
 }
 
-/// Marks `status` finished with `reason` (and no run): used for failures before any instance.
-pub fn finish_without_run(
-    status: &mut TaskStatus,
-    generation: Option<i64>,
-    reason: TaskReason,
-    message: String,
-) {
-    let end = now();
-    status.phase = Some(TaskPhase::Failed);
-    status.reason = Some(reason);
-    status.message = Some(message.clone());
-    status.completion_time = Some(end.clone());
-    conditions::set(
-        &mut status.conditions,
-        conditions::SUCCEEDED,
-        ConditionStatus::False,
-        reason.as_str(),
-        &message,
-        generation,
-        end,
-    );
-}
-
-/// Writes a run's outcome into `status` (one final write carries all of it). The output goes
+/// Writes a run's outcome into `status` (one final write carries all of it): the ending by the
+/// Task state machine's `finish`, then output, usage, limits and attestation. The output goes
 /// inline when `output_ref` is `None`; otherwise the caller stored it in that ConfigMap.
 pub fn finish_with_outcome(
     status: &mut TaskStatus,
     generation: Option<i64>,
     outcome: &TaskOutcome,
     output_ref: Option<ari_crds::OutputRef>,
-) {
-    let end = now();
-    let (phase, reason, message) = match &outcome.failure {
-        None => (
-            TaskPhase::Succeeded,
-            TaskReason::Completed,
-            "completed".to_string(),
-        ),
-        Some(f) => (TaskPhase::Failed, f.kind.into(), f.message.clone()),
-    };
-    status.phase = Some(phase);
-    status.reason = Some(reason);
-    status.message = Some(truncate(&message, 1024));
-    conditions::set(
-        &mut status.conditions,
-        conditions::SUCCEEDED,
-        ConditionStatus::from(outcome.succeeded()),
-        reason.as_str(),
-        truncate(&message, 1024),
-        generation,
-        end.clone(),
-    );
-    status.completion_time = Some(end);
+) -> Result<(), NotAllowed> {
+    match &outcome.failure {
+        None => status.finish(None, "completed", generation, now())?,
+        Some(f) => status.finish(Some(f.kind.into()), &f.message, generation, now())?,
+    }
     status.duration = Some(ari_crds::format_duration_millis(
         outcome.resources_used.wall_millis,
     ));
@@ -191,17 +151,7 @@ pub fn finish_with_outcome(
     status.resources_used = Some(outcome.resources_used);
     status.limits_applied = Some(outcome.limits_applied.clone());
     status.attestation = Some(outcome.attestation.clone());
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    Ok(())
 }
 
 #[cfg(test)]
@@ -324,7 +274,8 @@ mod tests {
             storage_conflict: false,
         };
         let mut status = TaskStatus::default();
-        finish_with_outcome(&mut status, None, &outcome, None);
+        status.claim("pod", None, now()).expect("claim");
+        finish_with_outcome(&mut status, None, &outcome, None).expect("finish a running task");
         assert_eq!(
             status.limits_applied.as_ref(),
             Some(&outcome.limits_applied)

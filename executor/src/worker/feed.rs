@@ -42,7 +42,7 @@ pub async fn feed(
                 let owned = o.uid().is_none_or(|uid| peers.owns(&uid));
                 match decode(&o) {
                     Ok(t) => {
-                        let ok = super::claimable(&t);
+                        let ok = t.is_claimable();
                         backlog.offer(t, ok, owned);
                     }
                     Err(e) => {

@@ -30,15 +30,6 @@ enum Handled {
     NotClaimed(Box<Task>, kube::Error),
 }
 
-/// Whether this executor should try to claim `task` now.
-pub fn claimable(task: &Task) -> bool {
-    task.meta().deletion_timestamp.is_none()
-        && matches!(
-            task.status.as_ref().and_then(|s| s.phase),
-            None | Some(TaskPhase::Pending)
-        )
-}
-
 impl Worker {
     /// Claims, runs and finishes one task. Errors are logged; the task's fate is in its status.
     /// A claim that failed for another reason than a lost race goes back to the backlog.
@@ -72,7 +63,12 @@ impl Worker {
             let generation = task.meta().generation;
             let mut t = task.clone();
             let status = t.status.get_or_insert_with(TaskStatus::default);
-            convert::finish_without_run(status, generation, refusal.reason, refusal.message);
+            if let Err(e) =
+                status.fail(refusal.reason, &refusal.message, generation, convert::now())
+            {
+                warn!(task = %name, error = %e, "not refusing the Task");
+                return Ok(Handled::Done);
+            }
             return match self
                 .tasks
                 .replace_status(&name, &PostParams::default(), &t)
@@ -271,7 +267,8 @@ impl Worker {
     /// Ends the attempt Failed without a run.
     async fn finish_failed(&self, attempt: &mut Attempt, reason: TaskReason, message: String) {
         let fill = move |s: &mut TaskStatus, generation: Option<i64>| {
-            convert::finish_without_run(s, generation, reason, message.clone());
+            // The attempt is ours (checked before the fill), so the Task is Running.
+            let _ = s.fail(reason, &message, generation, convert::now());
         };
         self.write_final(attempt, &fill, 0).await;
     }
@@ -308,7 +305,8 @@ impl Worker {
         output_ref: Option<OutputRef>,
     ) {
         let fill = |s: &mut TaskStatus, generation: Option<i64>| {
-            convert::finish_with_outcome(s, generation, outcome, output_ref.clone());
+            // The attempt is ours (checked before the fill), so the Task is Running.
+            let _ = convert::finish_with_outcome(s, generation, outcome, output_ref.clone());
         };
         self.write_final(attempt, &fill, outcome.resources_used.fuel)
             .await;
@@ -329,7 +327,7 @@ impl Worker {
             warn!(task = %name, error = %e, "final status refused; recording a HostError ending instead");
             let message = format!("the executor could not record this Task's result: {e}");
             let fallback = move |s: &mut TaskStatus, generation: Option<i64>| {
-                convert::finish_without_run(s, generation, TaskReason::HostError, message.clone());
+                let _ = s.fail(TaskReason::HostError, &message, generation, convert::now());
             };
             result = self.writer.finish(attempt, &fallback).await;
         }

@@ -32,7 +32,6 @@ use tracing::{error, info};
 
 pub use config::WorkerConfig;
 pub use error::WorkerError;
-pub use lifecycle::claimable;
 
 use ari_runtime::capability::Grants;
 use ari_runtime::{Runtime, RuntimeConfig};

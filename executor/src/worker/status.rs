@@ -93,7 +93,7 @@ pub fn owned_by(task: &Task, uid: &str, pod: &str, attempt: u32) -> Result<(), N
         let phase = s.phase.map_or("Pending", TaskPhase::as_str);
         return Err(NotOurs(format!("the Task is {phase}{reason}")));
     }
-    if s.executor.as_deref() != Some(pod) || s.attempts != Some(attempt) {
+    if !s.is_attempt(pod, attempt) {
         return Err(NotOurs(format!(
             "the Task is attempt {:?} on {:?}, not attempt {attempt} on {pod}",
             s.attempts, s.executor
@@ -121,16 +121,10 @@ impl Writer {
         let mut claim = seen.clone();
         let generation = claim.meta().generation;
         let status = claim.status.get_or_insert_with(TaskStatus::default);
-        let number = status.attempts.unwrap_or(0).saturating_add(1);
-        let now = convert::now();
-        status.phase = Some(TaskPhase::Running);
-        status.reason = None;
-        status.message = Some(format!("running on {}", self.pod));
-        status.executor = Some(self.pod.clone());
-        status.attempts = Some(number);
-        status.start_time = Some(now.clone());
-        status.last_heartbeat_time = Some(now);
-        status.observed_generation = generation;
+        let Ok(number) = status.claim(&self.pod, generation, convert::now()) else {
+            // No longer Pending in the version we saw: someone else has it.
+            return Claim::Lost;
+        };
         match self
             .tasks
             .replace_status(&name, &PostParams::default(), &claim)

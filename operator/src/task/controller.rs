@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::{Agent, Task, TaskPhase, TaskStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -118,46 +117,17 @@ pub fn pod_state(pod: Option<&Pod>, claimed_at: Option<Timestamp>) -> ExecutorPo
     }
 }
 
-/// The status after a decision (None when the decision writes no status).
+/// The status after a decision (None when the decision writes no status, or when the Task's
+/// phase no longer allows it: the transition rules are `ari_crds::lifecycle`'s).
 pub fn next_status(task: &Task, decision: &Decision, now: Timestamp) -> Option<TaskStatus> {
     let mut s = task.status.clone().unwrap_or_default();
-    let gen_ = task.metadata.generation;
-    s.observed_generation = gen_;
-    match decision {
-        Decision::Fail { reason, message } => {
-            s.phase = Some(TaskPhase::Failed);
-            s.reason = Some(*reason);
-            s.message = Some(message.clone());
-            s.completion_time = Some(Time(now));
-            conditions::set(
-                &mut s.conditions,
-                conditions::SUCCEEDED,
-                ConditionStatus::False,
-                reason.as_str(),
-                message.clone(),
-                gen_,
-                Time(now),
-            );
-            Some(s)
-        }
-        Decision::Requeue { message } => {
-            s.phase = Some(TaskPhase::Pending);
-            s.executor = None;
-            s.last_heartbeat_time = None;
-            s.message = Some(message.clone());
-            conditions::set(
-                &mut s.conditions,
-                conditions::SUCCEEDED,
-                ConditionStatus::Unknown,
-                "Requeued",
-                message.clone(),
-                gen_,
-                Time(now),
-            );
-            Some(s)
-        }
-        Decision::Wait(_) | Decision::Delete => None,
-    }
+    let generation = task.metadata.generation;
+    let written = match decision {
+        Decision::Fail { reason, message } => s.fail(*reason, message, generation, Time(now)),
+        Decision::Requeue { message } => s.requeue(message, generation, Time(now)),
+        Decision::Wait(_) | Decision::Delete => return None,
+    };
+    written.ok().map(|()| s)
 }
 
 fn observe_finished(ctx: &TaskContext, task: &Task) {

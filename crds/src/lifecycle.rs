@@ -1,0 +1,368 @@
+//! The Task state machine, in one place: every status transition the operator or an executor
+//! writes is a method here, and each refuses the phases it does not start from.
+//!
+//! ```text
+//!   Pending ──claim──▶ Running ──finish──▶ Succeeded | Failed
+//!      │  ▲              │ │
+//!      │  └───requeue────┘ └──fail──▶ Failed
+//!      └────────fail───────────────▶ Failed
+//! ```
+//! Both writers race on the same object; the API server's resourceVersion check decides who
+//! wins, and these rules decide what the winner may write: a claim only of a Pending Task, a
+//! heartbeat, requeue or finish only of a Running one, nothing after the end.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::conditions::{self, ConditionStatus};
+use crate::task::{Task, TaskPhase, TaskReason, TaskStatus};
+
+/// Longest `status.message` (and condition message) written; longer ones end in `…`.
+pub const MESSAGE_MAX_BYTES: usize = 1024;
+
+/// The `Succeeded` condition's reason while a Task waits for another claim.
+pub const REQUEUED: &str = "Requeued";
+
+/// A transition the Task's current phase does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("cannot {event} a Task that is {from}")]
+pub struct NotAllowed {
+    pub event: &'static str,
+    pub from: TaskPhase,
+}
+
+impl Task {
+    /// An executor may claim the Task: it is Pending and not being deleted.
+    pub fn is_claimable(&self) -> bool {
+        self.metadata.deletion_timestamp.is_none() && self.phase() == TaskPhase::Pending
+    }
+}
+
+impl TaskStatus {
+    /// The phase, `Pending` when none was written yet.
+    pub fn current_phase(&self) -> TaskPhase {
+        self.phase.unwrap_or_default()
+    }
+
+    fn require(&self, event: &'static str, from: &[TaskPhase]) -> Result<(), NotAllowed> {
+        let phase = self.current_phase();
+        if from.contains(&phase) {
+            Ok(())
+        } else {
+            Err(NotAllowed { event, from: phase })
+        }
+    }
+
+    /// Pending → Running on `executor`; returns the attempt number (1 on the first run).
+    pub fn claim(
+        &mut self,
+        executor: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<u32, NotAllowed> {
+        self.require("claim", &[TaskPhase::Pending])?;
+        let attempt = self.attempts.unwrap_or(0).saturating_add(1);
+        self.phase = Some(TaskPhase::Running);
+        self.reason = None;
+        self.message = Some(format!("running on {executor}"));
+        self.executor = Some(executor.to_owned());
+        self.attempts = Some(attempt);
+        self.start_time = Some(now.clone());
+        self.last_heartbeat_time = Some(now);
+        self.observed_generation = generation;
+        Ok(attempt)
+    }
+
+    /// Whether this is attempt `attempt` on `executor`, still Running: the only state in which
+    /// that executor may write.
+    pub fn is_attempt(&self, executor: &str, attempt: u32) -> bool {
+        self.current_phase() == TaskPhase::Running
+            && self.executor.as_deref() == Some(executor)
+            && self.attempts == Some(attempt)
+    }
+
+    /// Running: the executor is alive.
+    pub fn heartbeat(&mut self, now: Time) -> Result<(), NotAllowed> {
+        self.require("heartbeat", &[TaskPhase::Running])?;
+        self.last_heartbeat_time = Some(now);
+        Ok(())
+    }
+
+    /// Running → Pending after the executor was lost with retries left.
+    pub fn requeue(
+        &mut self,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("requeue", &[TaskPhase::Running])?;
+        let message = clip(message);
+        self.phase = Some(TaskPhase::Pending);
+        self.executor = None;
+        self.last_heartbeat_time = None;
+        self.message = Some(message.clone());
+        self.observed_generation = generation;
+        conditions::set(
+            &mut self.conditions,
+            conditions::SUCCEEDED,
+            ConditionStatus::Unknown,
+            REQUEUED,
+            message,
+            generation,
+            now,
+        );
+        Ok(())
+    }
+
+    /// Pending or Running → Failed with `reason`, without (or instead of) a run's result.
+    pub fn fail(
+        &mut self,
+        reason: TaskReason,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("fail", &[TaskPhase::Pending, TaskPhase::Running])?;
+        self.end(TaskPhase::Failed, reason, message, generation, now);
+        Ok(())
+    }
+
+    /// Running → the run's ending: `Succeeded`/`Completed` or `Failed`/its reason. The output,
+    /// usage and attestation are the caller's to set beside it.
+    pub fn finish(
+        &mut self,
+        failure: Option<TaskReason>,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("finish", &[TaskPhase::Running])?;
+        match failure {
+            None => self.end(
+                TaskPhase::Succeeded,
+                TaskReason::Completed,
+                message,
+                generation,
+                now,
+            ),
+            Some(reason) => self.end(TaskPhase::Failed, reason, message, generation, now),
+        }
+        Ok(())
+    }
+
+    fn end(
+        &mut self,
+        phase: TaskPhase,
+        reason: TaskReason,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) {
+        let message = clip(message);
+        self.phase = Some(phase);
+        self.reason = Some(reason);
+        self.message = Some(message.clone());
+        self.completion_time = Some(now.clone());
+        self.observed_generation = generation;
+        conditions::set(
+            &mut self.conditions,
+            conditions::SUCCEEDED,
+            ConditionStatus::from(phase == TaskPhase::Succeeded),
+            reason.as_str(),
+            message,
+            generation,
+            now,
+        );
+    }
+}
+
+/// `message`, cut to [`MESSAGE_MAX_BYTES`] on a character boundary.
+fn clip(message: &str) -> String {
+    if message.len() <= MESSAGE_MAX_BYTES {
+        return message.to_owned();
+    }
+    let mut end = MESSAGE_MAX_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn now() -> Time {
+        Time(Timestamp::UNIX_EPOCH)
+    }
+
+    fn status(phase: TaskPhase) -> TaskStatus {
+        let mut s = TaskStatus::default();
+        if phase != TaskPhase::Pending {
+            s.claim("pod-a", Some(1), now())
+                .expect("claim a pending task");
+        }
+        match phase {
+            TaskPhase::Succeeded => s.finish(None, "done", Some(1), now()),
+            TaskPhase::Failed => s.fail(TaskReason::Trap, "boom", Some(1), now()),
+            _ => Ok(()),
+        }
+        .expect("reach the phase");
+        s
+    }
+
+    type Event = (&'static str, fn(&mut TaskStatus) -> Result<(), NotAllowed>);
+
+    const EVENTS: [Event; 6] = [
+        ("claim", |s| s.claim("pod-b", Some(1), now()).map(|_| ())),
+        ("heartbeat", |s| s.heartbeat(now())),
+        ("requeue", |s| s.requeue("lost", Some(1), now())),
+        ("fail", |s| {
+            s.fail(TaskReason::ExecutorLost, "lost", Some(1), now())
+        }),
+        ("finish", |s| s.finish(None, "completed", Some(1), now())),
+        ("finish failed", |s| {
+            s.finish(Some(TaskReason::FuelExhausted), "out", Some(1), now())
+        }),
+    ];
+
+    #[test]
+    fn every_event_from_every_phase_goes_where_the_table_says_or_is_refused() {
+        use TaskPhase::*;
+        // (from, event, Some(to) or None for refused)
+        let table: [(TaskPhase, &str, Option<TaskPhase>); 24] = [
+            (Pending, "claim", Some(Running)),
+            (Pending, "heartbeat", None),
+            (Pending, "requeue", None),
+            (Pending, "fail", Some(Failed)),
+            (Pending, "finish", None),
+            (Pending, "finish failed", None),
+            (Running, "claim", None),
+            (Running, "heartbeat", Some(Running)),
+            (Running, "requeue", Some(Pending)),
+            (Running, "fail", Some(Failed)),
+            (Running, "finish", Some(Succeeded)),
+            (Running, "finish failed", Some(Failed)),
+            (Succeeded, "claim", None),
+            (Succeeded, "heartbeat", None),
+            (Succeeded, "requeue", None),
+            (Succeeded, "fail", None),
+            (Succeeded, "finish", None),
+            (Succeeded, "finish failed", None),
+            (Failed, "claim", None),
+            (Failed, "heartbeat", None),
+            (Failed, "requeue", None),
+            (Failed, "fail", None),
+            (Failed, "finish", None),
+            (Failed, "finish failed", None),
+        ];
+        for (from, name, to) in table {
+            let (_, event) = EVENTS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .expect("event in the list");
+            let mut s = status(from);
+            let before = s.clone();
+            match (event(&mut s), to) {
+                (Ok(()), Some(to)) => assert_eq!(s.current_phase(), to, "{from:?} + {name}"),
+                (Err(e), None) => {
+                    assert_eq!(e.from, from, "{name}");
+                    assert_eq!(
+                        s, before,
+                        "a refused {name} from {from:?} changed the status"
+                    );
+                }
+                (got, want) => panic!("{from:?} + {name}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_claim_counts_the_attempt_and_names_the_executor() {
+        let mut s = TaskStatus::default();
+        assert_eq!(s.claim("pod-a", Some(3), now()), Ok(1));
+        assert!(s.is_attempt("pod-a", 1));
+        s.requeue("executor lost", Some(3), now()).expect("requeue");
+        assert_eq!(s.executor, None);
+        assert_eq!(s.last_heartbeat_time, None);
+        assert_eq!(s.conditions[0].reason, REQUEUED);
+        assert_eq!(s.claim("pod-b", Some(3), now()), Ok(2));
+        assert!(s.is_attempt("pod-b", 2));
+        assert!(!s.is_attempt("pod-a", 1));
+    }
+
+    #[test]
+    fn the_executor_finishing_after_the_operator_failed_it_lost_is_refused() {
+        // The race: the operator decided ExecutorLost (no retries left) while the run went on.
+        let mut s = status(TaskPhase::Running);
+        s.fail(TaskReason::ExecutorLost, "no heartbeat", Some(1), now())
+            .expect("the operator's write");
+        let refused = s.finish(None, "completed", Some(1), now());
+        assert_eq!(
+            refused,
+            Err(NotAllowed {
+                event: "finish",
+                from: TaskPhase::Failed
+            })
+        );
+        assert_eq!(s.reason, Some(TaskReason::ExecutorLost));
+    }
+
+    #[test]
+    fn a_heartbeat_after_the_operator_requeued_the_task_is_refused_and_a_second_claim_wins_alone() {
+        let mut s = status(TaskPhase::Running);
+        s.requeue("executor lost", Some(1), now()).expect("requeue");
+        assert!(s.heartbeat(now()).is_err(), "the old executor may not beat");
+        assert_eq!(s.claim("pod-b", Some(1), now()), Ok(2));
+        assert!(s.claim("pod-c", Some(1), now()).is_err(), "one claim wins");
+        assert!(
+            !s.is_attempt("pod-a", 1),
+            "the first attempt is no longer the owner"
+        );
+    }
+
+    #[test]
+    fn an_ending_sets_the_succeeded_condition_and_clips_long_messages() {
+        let mut s = status(TaskPhase::Running);
+        let long = "é".repeat(MESSAGE_MAX_BYTES);
+        s.finish(Some(TaskReason::Trap), &long, Some(2), now())
+            .expect("finish");
+        let message = s.message.clone().unwrap_or_default();
+        assert!(message.len() <= MESSAGE_MAX_BYTES + '…'.len_utf8());
+        assert!(message.ends_with('…'));
+        let c = &s.conditions[0];
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            (conditions::SUCCEEDED, "False", "Trap")
+        );
+        assert_eq!(s.completion_time, Some(now()));
+        let mut ok = status(TaskPhase::Running);
+        ok.finish(None, "completed", Some(2), now())
+            .expect("finish");
+        assert_eq!(ok.reason, Some(TaskReason::Completed));
+        assert_eq!(ok.conditions[0].status, "True");
+    }
+
+    #[test]
+    fn a_task_being_deleted_is_not_claimable() {
+        let mut t = Task::new(
+            "t",
+            crate::task::TaskSpec {
+                agent_ref: crate::task::AgentRef { name: "a".into() },
+                input: Some("x".into()),
+                input_base64: None,
+                input_from: None,
+                requirements: None,
+                deadline_seconds: None,
+                fuel: None,
+                seed: None,
+                retries: None,
+                ttl_seconds_after_finished: None,
+            },
+        );
+        assert!(t.is_claimable());
+        t.metadata.deletion_timestamp = Some(now());
+        assert!(!t.is_claimable());
+    }
+}
