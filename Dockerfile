@@ -16,6 +16,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY wit wit
 COPY crds crds
+COPY model model
 COPY runtime runtime
 COPY executor executor
 COPY operator operator
