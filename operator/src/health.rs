@@ -1,8 +1,8 @@
 //! `/metrics`, `/healthz` and `/readyz` over HTTP.
 //!
-//! `/healthz` answers while the process runs; `/readyz` answers 200 once the operator holds
-//! the leader lease or stands by healthily (a standby is ready to take over), and 503 while
-//! shutting down.
+//! `/healthz` answers while the process runs; `/readyz` answers 503 until the process has
+//! started leader election, then 200, leader or standby alike (a standby is ready to take
+//! over). Nothing sets it back on shutdown: the server stops with the process.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -8,11 +8,13 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 /// What is known about the pod named in `status.executor`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorPod {
-    /// Exists, phase Running, not being deleted.
+    /// Exists, Pending or Running, and the process that claimed the Task still runs in it. A
+    /// pod being deleted is still this: it drains within its grace period.
     Running,
     /// Not found.
     Gone,
-    /// Exists but terminated, failed or being deleted.
+    /// Exists but has finished (Succeeded/Failed), or a container is not running or was
+    /// restarted after the claim: the process that claimed the Task is gone.
     Stopped,
     /// Not looked up (the Task is not Running).
     NotChecked,
