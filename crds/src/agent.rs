@@ -165,7 +165,8 @@ pub struct NetworkCapability {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct SigningCapability {
-    /// The key id the guest names in `sign`.
+    /// The key's name: a Task that needs this key names it in `requirements.signingKeyId`
+    /// (the guest's `sign` always uses the Agent's one key).
     #[schemars(length(min = 1, max = 253))]
     pub key_id: String,
     /// Secret (same namespace) and key holding the signing key.

@@ -22,9 +22,9 @@ pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
 };
 pub use task::{
-    AgentRef, Attestation, Ending, InputError, InputFrom, InputSource, KeyRef, LimitsApplied,
-    OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason, TaskSpec, TaskStatus,
-    format_duration_millis,
+    AgentRef, Attestation, Ending, Estimate, InputError, InputFrom, InputSource, KeyRef,
+    LimitsApplied, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason, TaskSpec,
+    TaskStatus, format_duration_millis,
 };
 
 use kube::CustomResourceExt;

@@ -10,7 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::{
-    Attestation, Ending, LimitsApplied, ResourcesUsed, TaskIdentity, TaskPhase, TaskReason,
+    Attestation, Ending, Estimate, LimitsApplied, ResourcesUsed, TaskIdentity, TaskPhase,
+    TaskReason,
 };
 
 use crate::capability::TaskRequirements;
@@ -176,6 +177,9 @@ pub struct TaskStatus {
     pub resources_used: Option<ResourcesUsed>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits_applied: Option<LimitsApplied>,
+    /// The agent's own estimate of this Task (its `estimate` export), beside what was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation: Option<Attestation>,
 }

@@ -235,7 +235,7 @@ fn gauntlet(ctx: &Ctx) -> Result<()> {
             // short on a loaded machine.
             Case::hostile("hostcall", g, "hostcall", FuelExhausted).fuel(SMALL_FUEL / 10),
             Case::hostile("loud", g, "loud", FuelExhausted).fuel(SMALL_FUEL / 10),
-            Case::hostile("wasi", g, "wasi", Trap).check(contained),
+            Case::hostile("wasi", g, "wasi", AgentError).check(contained),
         ];
         // An echo after every attack: `echo <its own name>`, filled in by `run_cases`.
         let mut cases = Vec::new();

@@ -17,4 +17,4 @@ pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentit
 pub use capability::{CapabilityName, UnknownCapability};
 pub use limits::LimitsApplied;
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
-pub use usage::ResourcesUsed;
+pub use usage::{Estimate, ResourcesUsed};

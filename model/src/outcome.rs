@@ -50,7 +50,7 @@ impl fmt::Display for TaskPhase {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum FailureKind {
     /// The guest failed: a Wasm trap (unreachable, stack overflow, out-of-bounds, memory limit),
-    /// a panic, `exit`, or an `err` returned from `initialize`/`execute` without a host failure.
+    /// a panic or `exit`.
     Trap,
     /// The fuel budget ran out (Wasm instructions plus host-call charges).
     FuelExhausted,
@@ -66,10 +66,13 @@ pub enum FailureKind {
     InvalidModule,
     /// The output exceeded `maxOutputBytes`.
     OutputTooLarge,
+    /// The agent returned an `error-code` from `initialize` or `execute` (or declined the task
+    /// in `can-execute`) without a host failure behind it: it ran, and said no.
+    AgentError,
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 7] = [
+    pub const ALL: [FailureKind; 8] = [
         FailureKind::Trap,
         FailureKind::FuelExhausted,
         FailureKind::DeadlineExceeded,
@@ -77,6 +80,7 @@ impl FailureKind {
         FailureKind::HostError,
         FailureKind::InvalidModule,
         FailureKind::OutputTooLarge,
+        FailureKind::AgentError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -93,6 +97,7 @@ impl FailureKind {
             FailureKind::HostError => 14,
             FailureKind::InvalidModule => 15,
             FailureKind::OutputTooLarge => 16,
+            FailureKind::AgentError => 17,
         }
     }
 }
@@ -142,10 +147,11 @@ pub enum TaskReason {
     ExecutorLost,
     /// The Agent's `mode` does not take Tasks from where this one came (a user or a parent).
     ModeRefused,
+    AgentError,
 }
 
 impl TaskReason {
-    pub const ALL: [TaskReason; 10] = [
+    pub const ALL: [TaskReason; 11] = [
         TaskReason::Completed,
         TaskReason::Trap,
         TaskReason::FuelExhausted,
@@ -156,6 +162,7 @@ impl TaskReason {
         TaskReason::OutputTooLarge,
         TaskReason::ExecutorLost,
         TaskReason::ModeRefused,
+        TaskReason::AgentError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -170,6 +177,7 @@ impl TaskReason {
             TaskReason::OutputTooLarge => "OutputTooLarge",
             TaskReason::ExecutorLost => "ExecutorLost",
             TaskReason::ModeRefused => "ModeRefused",
+            TaskReason::AgentError => "AgentError",
         }
     }
 
@@ -202,6 +210,7 @@ impl From<FailureKind> for TaskReason {
             FailureKind::HostError => TaskReason::HostError,
             FailureKind::InvalidModule => TaskReason::InvalidModule,
             FailureKind::OutputTooLarge => TaskReason::OutputTooLarge,
+            FailureKind::AgentError => TaskReason::AgentError,
         }
     }
 }

@@ -20,3 +20,15 @@ pub struct ResourcesUsed {
     /// Wall-clock time from accepting the task to its outcome.
     pub wall_millis: u64,
 }
+
+/// What the agent itself expects a task to need (its `estimate` export), in the units the
+/// executor limits. Recorded in `Task.status.estimate` next to what was measured; never
+/// enforced, never trusted: a planner may read it, the limits still decide.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Estimate {
+    pub fuel: u64,
+    pub duration_millis: u64,
+    pub memory_bytes: u64,
+}

@@ -9,6 +9,7 @@ wasmtime::component::bindgen!({
 });
 
 pub use ainur::ari::host::{HttpHeader, IncomingResponse, LogLevel, OutgoingRequest};
+pub use ainur::ari::types::{ErrorCode, Estimation, HashAlgorithm, HttpError, StorageError};
 pub use exports::ainur::ari::agent::{ExecutionResult, ResourceUsage, TaskSpec};
 
 /// The fully qualified name of the interface every agent must export.

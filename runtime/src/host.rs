@@ -1,14 +1,17 @@
 //! The `ainur:ari/host@2.0.0` imports, registered by hand so each call can charge fuel on the
 //! `Store` before delegating to the task's capabilities.
 //!
-//! Capability errors become `err(string)` for the guest, never a trap. The only traps raised
+//! Capability errors become the WIT's typed errors for the guest, never a trap. The only traps raised
 //! here are fuel exhaustion (a host call the budget cannot pay for) and a trace over its
 //! ceiling (`trace::MAX_TRACE_BYTES`).
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
-use crate::bindings::{HOST_IMPORT, HttpHeader, IncomingResponse, LogLevel, OutgoingRequest};
+use crate::bindings::{
+    ErrorCode, HOST_IMPORT, HashAlgorithm, HttpError, HttpHeader, IncomingResponse, LogLevel,
+    OutgoingRequest, StorageError,
+};
 use crate::capability::{self, CapError};
 use crate::fuel_costs::{self, FuelCost};
 use crate::state::TaskState;
@@ -32,7 +35,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
     host.func_wrap("storage-get", |mut cx: Cx<'_>, (key,): (String,)| {
         charge(&mut cx, fuel_costs::STORAGE_GET, key.len())?;
         let result = cx.data().caps().storage_get(&key);
-        let result = guest_result(&mut cx, result)?;
+        let result = guest_result(&mut cx, result, storage_error)?;
         if let Ok(Some(value)) = &result {
             charge_bytes(&mut cx, fuel_costs::STORAGE_GET, value.len())?;
         }
@@ -44,38 +47,41 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
         |mut cx: Cx<'_>, (key, value): (String, Vec<u8>)| {
             charge(&mut cx, fuel_costs::STORAGE_SET, key.len() + value.len())?;
             let result = cx.data().caps().storage_set(&key, &value);
-            Ok((guest_result(&mut cx, result)?,))
+            Ok((guest_result(&mut cx, result, storage_error)?,))
         },
     )?;
 
     host.func_wrap("storage-delete", |mut cx: Cx<'_>, (key,): (String,)| {
         charge(&mut cx, fuel_costs::STORAGE_DELETE, key.len())?;
         let result = cx.data().caps().storage_delete(&key);
-        Ok((guest_result(&mut cx, result)?,))
+        Ok((guest_result(&mut cx, result, storage_error)?,))
     })?;
 
     host.func_wrap("random-bytes", |mut cx: Cx<'_>, (len,): (u32,)| {
         charge(&mut cx, fuel_costs::RANDOM_BYTES, len as usize)?;
         let result = cx.data().caps().random_bytes(len);
-        Ok((guest_result(&mut cx, result)?,))
+        Ok((guest_result(&mut cx, result, error_code)?,))
     })?;
 
-    host.func_wrap("hash", |mut cx: Cx<'_>, (data,): (Vec<u8>,)| {
-        charge(&mut cx, fuel_costs::HASH, data.len())?;
-        Ok((cx.data().caps().hash(&data),))
-    })?;
+    host.func_wrap(
+        "hash",
+        |mut cx: Cx<'_>, (algorithm, data): (HashAlgorithm, Vec<u8>)| {
+            charge(&mut cx, fuel_costs::HASH, data.len())?;
+            Ok((cx.data().caps().hash(hash_algorithm(algorithm), &data),))
+        },
+    )?;
 
     host.func_wrap("sign", |mut cx: Cx<'_>, (data,): (Vec<u8>,)| {
         charge(&mut cx, fuel_costs::SIGN, data.len())?;
         let result = cx.data().caps().sign(&data);
-        Ok((guest_result(&mut cx, result)?,))
+        Ok((guest_result(&mut cx, result, error_code)?,))
     })?;
 
     host.func_wrap(
         "verify",
-        |mut cx: Cx<'_>, (data, signature, public_key): (Vec<u8>, Vec<u8>, Vec<u8>)| {
+        |mut cx: Cx<'_>, (public_key, data, signature): (Vec<u8>, Vec<u8>, Vec<u8>)| {
             charge(&mut cx, fuel_costs::VERIFY, data.len())?;
-            Ok((cx.data().caps().verify(&data, &signature, &public_key),))
+            Ok((cx.data().caps().verify(&public_key, &data, &signature),))
         },
     )?;
 
@@ -89,7 +95,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
                 check_trace(&cx)?;
                 return Err(wasmtime::Trap::Interrupt.into());
             }
-            let result = guest_result(&mut cx, result)?.map(from_cap_response);
+            let result = guest_result(&mut cx, result, http_error)?.map(from_cap_response);
             if let Ok(response) = &result {
                 charge_bytes(&mut cx, fuel_costs::HTTP_REQUEST, response_bytes(response))?;
             }
@@ -100,7 +106,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<
     host.func_wrap("now", |mut cx: Cx<'_>, (): ()| {
         charge(&mut cx, fuel_costs::NOW, 0)?;
         let result = cx.data().caps().now();
-        Ok((guest_result(&mut cx, result)?,))
+        Ok((guest_result(&mut cx, result, error_code)?,))
     })?;
 
     Ok(())
@@ -139,30 +145,70 @@ pub(crate) fn check_trace(cx: &Cx<'_>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Maps a capability result to what the guest sees, remembering host failures for
-/// classification (denials are remembered by the capabilities themselves).
-fn guest_result<T>(
+/// Maps a capability result to what the guest sees (`to_guest` picks the WIT error type),
+/// remembering host failures for classification (denials are remembered by the capabilities
+/// themselves).
+fn guest_result<T, E>(
     cx: &mut Cx<'_>,
     result: Result<T, CapError>,
-) -> wasmtime::Result<Result<T, String>> {
+    to_guest: fn(CapError) -> E,
+) -> wasmtime::Result<Result<T, E>> {
     check_trace(cx)?;
-    Ok(result.map_err(|err| match err {
-        CapError::Denied(msg) => format!("capability denied: {msg}"),
-        CapError::Failed(msg) => remember_failure(cx, msg),
-        other @ (CapError::Conflict(_) | CapError::DeadlineExceeded) => {
-            remember_failure(cx, other.to_string())
+    Ok(result.map_err(|err| {
+        if matches!(
+            err,
+            CapError::Failed(_) | CapError::Conflict(_) | CapError::DeadlineExceeded
+        ) {
+            remember_failure(cx, err.to_string());
         }
+        to_guest(err)
     }))
 }
 
-/// Keeps a host failure for classification and returns its message for the guest.
-fn remember_failure(cx: &mut Cx<'_>, msg: String) -> String {
+/// Keeps a host failure for classification.
+fn remember_failure(cx: &mut Cx<'_>, msg: String) {
     // Bounded: a guest looping on a failing call must not grow host memory.
     let failures = &mut cx.data_mut().host_failures;
     if failures.len() < capability::MAX_NOTED {
-        failures.push(msg.clone());
+        failures.push(msg);
     }
-    msg
+}
+
+/// A capability error as `error-code`, the type of every call without an error type of its own.
+fn error_code(err: CapError) -> ErrorCode {
+    match err {
+        CapError::Denied(msg) | CapError::QuotaExceeded(msg) => ErrorCode::Denied(msg),
+        CapError::Invalid(msg) => ErrorCode::InvalidInput(msg),
+        other => ErrorCode::Failed(other.to_string()),
+    }
+}
+
+/// A capability error as `storage-error`. A conflict is `failed` to the guest: the runtime
+/// runs the task again anyway.
+fn storage_error(err: CapError) -> StorageError {
+    match err {
+        CapError::Denied(msg) => StorageError::Denied(msg),
+        CapError::QuotaExceeded(msg) => StorageError::QuotaExceeded(msg),
+        CapError::Invalid(msg) => StorageError::InvalidKey(msg),
+        other => StorageError::Failed(other.to_string()),
+    }
+}
+
+/// A capability error as `http-error`.
+fn http_error(err: CapError) -> HttpError {
+    match err {
+        CapError::Denied(msg) | CapError::QuotaExceeded(msg) => HttpError::Denied(msg),
+        CapError::Invalid(msg) => HttpError::InvalidRequest(msg),
+        other => HttpError::Failed(other.to_string()),
+    }
+}
+
+fn hash_algorithm(algorithm: HashAlgorithm) -> capability::HashAlgorithm {
+    match algorithm {
+        HashAlgorithm::Sha256 => capability::HashAlgorithm::Sha256,
+        HashAlgorithm::Sha384 => capability::HashAlgorithm::Sha384,
+        HashAlgorithm::Sha512 => capability::HashAlgorithm::Sha512,
+    }
 }
 
 fn log_level(level: LogLevel) -> capability::LogLevel {

@@ -3,13 +3,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ari_model::CapabilityName;
+use ari_model::{CapabilityName, Estimate};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 use wasmtime::Store;
 
 use crate::attestation::{Attestation, Claims, TaskIdentity, sha256_hex};
-use crate::bindings::{ExecutionResult, TaskSpec};
+use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
 use crate::capability::storage::{MemoryBackend, StorageBackend};
 use crate::capability::{CapError, Grants, Mode, TaskCapabilities};
 use crate::engine::deadline_ticks;
@@ -113,6 +113,9 @@ pub struct TaskOutcome {
     pub attestation: Attestation,
     /// `None` when the task succeeded.
     pub failure: Option<Failure>,
+    /// The agent's own `estimate` of this task, when it gave one (recorded, never enforced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
     /// The recorded host-call trace (its digest is `attestation.traceSha256`).
     pub trace: Trace,
     /// What the guest logged (host `log`, stdout as INFO, stderr as WARN), as `LEVEL message`,
@@ -142,6 +145,12 @@ impl TaskOutcome {
 enum GuestEnd {
     Done(ExecutionResult),
     Failed(Failure),
+}
+
+/// What the guest calls produced and what the agent estimated on the way.
+struct GuestRun {
+    end: GuestEnd,
+    estimate: Option<Estimate>,
 }
 
 /// Most runs of one task whose storage commit keeps losing to concurrent tasks.
@@ -225,6 +234,7 @@ impl TaskOutcome {
             limits_applied: r.limits_applied,
             attestation: r.attestation,
             failure: None,
+            estimate: None,
             trace: Trace::default(),
             logs: Vec::new(),
             storage_conflict: false,
@@ -279,8 +289,14 @@ impl Agent {
         let caps = TaskCapabilities::new(&req.grants, storage, seed, start_nanos, mode);
         let caps: SharedCaps = Arc::new(Mutex::new(caps));
 
-        let (end, meter) = match pre_failure {
-            Some(f) => (GuestEnd::Failed(f), StoreMeter::default()),
+        let (GuestRun { end, estimate }, meter) = match pre_failure {
+            Some(f) => (
+                GuestRun {
+                    end: GuestEnd::Failed(f),
+                    estimate: None,
+                },
+                StoreMeter::default(),
+            ),
             None => self.execute(
                 &req.id,
                 &req.input,
@@ -378,6 +394,7 @@ impl Agent {
                 limits_applied: applied.clone(),
                 attestation,
                 failure,
+                estimate,
                 trace,
                 logs,
                 output_not_kept: false,
@@ -411,7 +428,9 @@ impl Agent {
         };
         let storage_conflict = matches!(err, CapError::Conflict(_));
         let failure = match err {
-            CapError::Denied(msg) => Failure::new(FailureKind::CapabilityDenied, msg),
+            CapError::Denied(msg) | CapError::QuotaExceeded(msg) => {
+                Failure::new(FailureKind::CapabilityDenied, msg)
+            }
             other => Failure::new(
                 FailureKind::HostError,
                 format!("storage commit failed: {other}"),
@@ -451,7 +470,8 @@ impl Agent {
         }
     }
 
-    /// Instantiates in a fresh store and calls `initialize`, `can-execute`, `execute`.
+    /// Instantiates in a fresh store and calls `initialize`, `can-execute`, `estimate`,
+    /// `execute`.
     #[allow(clippy::too_many_arguments)]
     fn execute(
         &self,
@@ -462,7 +482,7 @@ impl Agent {
         applied: &LimitsApplied,
         seed: [u8; 32],
         caps: &SharedCaps,
-    ) -> (GuestEnd, StoreMeter) {
+    ) -> (GuestRun, StoreMeter) {
         let inner = &self.runtime.inner;
         let state = TaskState {
             wasi: wasi::build_ctx(caps, grants.time, &seed),
@@ -481,7 +501,11 @@ impl Agent {
                 FailureKind::HostError,
                 format!("cannot set fuel: {}", error_chain(&e)),
             );
-            return (GuestEnd::Failed(f), StoreMeter::default());
+            let run = GuestRun {
+                end: GuestEnd::Failed(f),
+                estimate: None,
+            };
+            return (run, StoreMeter::default());
         }
         let timeout = Duration::from_millis(applied.timeout_millis);
         store.set_epoch_deadline(deadline_ticks(timeout));
@@ -495,7 +519,7 @@ impl Agent {
             requirements: requirements.iter().map(|c| c.as_str().to_owned()).collect(),
             deadline_seconds: applied.timeout_millis.div_ceil(1000),
         };
-        let end = call_guest(&self.pre, &mut store, &spec);
+        let run = call_guest(&self.pre, &mut store, &spec);
 
         let meter = StoreMeter {
             fuel: if inner.consume_fuel {
@@ -506,7 +530,7 @@ impl Agent {
             peak_memory: store.data().limiter.peak(),
         };
         drop(store);
-        (end, meter)
+        (run, meter)
     }
 }
 
@@ -521,6 +545,17 @@ fn call_guest(
     pre: &crate::bindings::AriAgentPre<TaskState>,
     store: &mut Store<TaskState>,
     spec: &TaskSpec,
+) -> GuestRun {
+    let mut estimate = None;
+    let end = call_exports(pre, store, spec, &mut estimate);
+    GuestRun { end, estimate }
+}
+
+fn call_exports(
+    pre: &crate::bindings::AriAgentPre<TaskState>,
+    store: &mut Store<TaskState>,
+    spec: &TaskSpec,
+    estimate: &mut Option<Estimate>,
 ) -> GuestEnd {
     let classify = |store: &Store<TaskState>, e: wasmtime::Error| {
         GuestEnd::Failed(classify_call_error(&e, store.data().limiter.limit_hit()))
@@ -543,37 +578,53 @@ fn call_guest(
     let guest = agent.ainur_ari_agent();
     match guest.call_initialize(&mut *store, &[]) {
         Ok(Ok(())) => {}
-        Ok(Err(msg)) => return guest_error(store, "initialize", msg),
+        Ok(Err(code)) => return guest_error(store, "initialize", code),
         Err(e) => return classify(store, e),
     }
     match guest.call_can_execute(&mut *store, spec) {
         Ok(true) => {}
         Ok(false) => {
             return GuestEnd::Failed(Failure::new(
-                FailureKind::Trap,
+                FailureKind::AgentError,
                 "the agent declined the task (can-execute returned false)",
             ));
         }
         Err(e) => return classify(store, e),
     }
+    // An agent that cannot estimate is not a failed task: the estimate is only recorded.
+    match guest.call_estimate(&mut *store, spec) {
+        Ok(Ok(e)) => {
+            *estimate = Some(Estimate {
+                fuel: e.fuel,
+                duration_millis: e.duration_millis,
+                memory_bytes: e.memory_bytes,
+            });
+        }
+        Ok(Err(_)) => {}
+        Err(e) => return classify(store, e),
+    }
     match guest.call_execute(&mut *store, spec) {
         Ok(Ok(result)) => GuestEnd::Done(result),
-        Ok(Err(msg)) => guest_error(store, "execute", msg),
+        Ok(Err(code)) => guest_error(store, "execute", code),
         Err(e) => classify(store, e),
     }
 }
 
-/// The guest returned `err(msg)`: a host failure it passed on is `HostError`, else `Trap`.
-fn guest_error(store: &Store<TaskState>, call: &str, msg: String) -> GuestEnd {
+/// The guest returned an `error-code`: a host failure it passed on is `HostError`, a
+/// capability it says it was refused is `CapabilityDenied`, anything else `AgentError`.
+fn guest_error(store: &Store<TaskState>, call: &str, code: ErrorCode) -> GuestEnd {
+    let (kind, name, msg) = match code {
+        ErrorCode::Denied(m) => (FailureKind::CapabilityDenied, "denied", m),
+        ErrorCode::InvalidInput(m) => (FailureKind::AgentError, "invalid-input", m),
+        ErrorCode::Unsupported(m) => (FailureKind::AgentError, "unsupported", m),
+        ErrorCode::Failed(m) => (FailureKind::AgentError, "failed", m),
+    };
     let failure = match store.data().host_failures.first() {
         Some(host) => Failure::new(
             FailureKind::HostError,
-            format!("{call} returned an error: {msg} (after host failure: {host})"),
+            format!("{call} returned {name}: {msg} (after host failure: {host})"),
         ),
-        None => Failure::new(
-            FailureKind::Trap,
-            format!("{call} returned an error: {msg}"),
-        ),
+        None => Failure::new(kind, format!("{call} returned {name}: {msg}")),
     };
     GuestEnd::Failed(failure)
 }

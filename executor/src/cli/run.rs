@@ -17,13 +17,14 @@ Exit codes:
   0   the task succeeded
   1   ari itself failed (unreadable file, bad value)
   2   usage error
-  10  Trap              (guest trap, panic, memory limit, stack overflow, guest error)
+  10  Trap              (guest trap, panic, memory limit, stack overflow, exit)
   11  FuelExhausted
   12  DeadlineExceeded
   13  CapabilityDenied
   14  HostError
   15  InvalidModule
-  16  OutputTooLarge";
+  16  OutputTooLarge
+  17  AgentError        (the agent returned an error code or declined the task)";
 
 /// Run an agent component on one input, under limits, and print its output.
 #[derive(Args)]

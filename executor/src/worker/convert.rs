@@ -150,6 +150,7 @@ pub fn finish_with_outcome(
     // The runtime's values are the status types themselves (ari-model): nothing to convert.
     status.resources_used = Some(outcome.resources_used);
     status.limits_applied = Some(outcome.limits_applied.clone());
+    status.estimate = outcome.estimate;
     status.attestation = Some(outcome.attestation.clone());
     Ok(())
 }
@@ -268,6 +269,11 @@ mod tests {
             limits_applied: limits,
             attestation,
             failure: None,
+            estimate: Some(ari_crds::Estimate {
+                fuel: 7,
+                duration_millis: 1,
+                memory_bytes: 2,
+            }),
             trace: ari_runtime::Trace::default(),
             logs: Vec::new(),
             output_not_kept: false,
@@ -280,6 +286,7 @@ mod tests {
             status.limits_applied.as_ref(),
             Some(&outcome.limits_applied)
         );
+        assert_eq!(status.estimate, outcome.estimate);
         let back = status.attestation.expect("set");
         assert_eq!(back, outcome.attestation);
         assert_eq!(back.verify_signature(Some(&key.verifying_key())), Ok(()));

@@ -5,10 +5,18 @@
 //! guest holding any key can never produce an attestation signature (those sign a DSSE PAE).
 
 use ed25519_dalek::{Signature, Signer, VerifyingKey};
-use sha2::{Digest, Sha256};
+use sha2::{Digest, Sha256, Sha384, Sha512};
 
 use super::{CapError, SigningGrant};
 use crate::attestation::guest_signed_message;
+
+/// The digests `hash` offers (the WIT `hash-algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashAlgorithm {
+    Sha256,
+    Sha384,
+    Sha512,
+}
 
 pub struct CryptoCapability {
     signing: Option<SigningGrant>,
@@ -19,10 +27,15 @@ impl CryptoCapability {
         Self { signing }
     }
 
-    pub fn hash(&self, data: &[u8]) -> Vec<u8> {
-        Sha256::digest(data).to_vec()
+    pub fn hash(&self, algorithm: HashAlgorithm, data: &[u8]) -> Vec<u8> {
+        match algorithm {
+            HashAlgorithm::Sha256 => Sha256::digest(data).to_vec(),
+            HashAlgorithm::Sha384 => Sha384::digest(data).to_vec(),
+            HashAlgorithm::Sha512 => Sha512::digest(data).to_vec(),
+        }
     }
 
+    /// Signs with the Agent's one granted key.
     pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, CapError> {
         let grant = self
             .signing
@@ -37,7 +50,7 @@ impl CryptoCapability {
 
     /// Strict Ed25519 verification of a guest signature (context prefix applied); malformed
     /// keys or signatures are simply `false`.
-    pub fn verify(&self, data: &[u8], sig: &[u8], pk: &[u8]) -> bool {
+    pub fn verify(&self, pk: &[u8], data: &[u8], sig: &[u8]) -> bool {
         let (Ok(pk), Ok(sig)) = (<[u8; 32]>::try_from(pk), <[u8; 64]>::try_from(sig)) else {
             return false;
         };
@@ -65,8 +78,13 @@ mod tests {
     fn crypto_hash_is_sha256() {
         let c = CryptoCapability::new(None);
         assert_eq!(
-            hex::encode(c.hash(b"abc")),
+            hex::encode(c.hash(HashAlgorithm::Sha256, b"abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(c.hash(HashAlgorithm::Sha384, b"abc").len(), 48);
+        assert_eq!(
+            &hex::encode(c.hash(HashAlgorithm::Sha512, b"abc"))[..16],
+            "ddaf35a193617aba"
         );
     }
 
@@ -81,11 +99,11 @@ mod tests {
         ))));
         let sig = c.sign(b"hello").unwrap();
         let pk = c.public_key().unwrap();
-        assert!(c.verify(b"hello", &sig, &pk));
-        assert!(!c.verify(b"hellO", &sig, &pk));
-        assert!(!c.verify(b"hello", &sig[..63], &pk));
-        assert!(!c.verify(b"hello", &sig, &pk[..31]));
-        assert!(!c.verify(b"hello", &sig, &[0u8; 32]));
+        assert!(c.verify(&pk, b"hello", &sig));
+        assert!(!c.verify(&pk, b"hellO", &sig));
+        assert!(!c.verify(&pk, b"hello", &sig[..63]));
+        assert!(!c.verify(&pk[..31], b"hello", &sig));
+        assert!(!c.verify(&[0u8; 32], b"hello", &sig));
     }
 
     #[test]
@@ -101,6 +119,6 @@ mod tests {
         assert!(vk.verify_strict(&prefixed, &sig).is_ok());
         // A signature over the bare data (what an attestation key makes) is not a guest one.
         let bare = key.sign(b"hello").to_bytes();
-        assert!(!c.verify(b"hello", &bare, &vk.to_bytes()));
+        assert!(!c.verify(&vk.to_bytes(), b"hello", &bare));
     }
 }

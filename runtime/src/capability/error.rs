@@ -1,16 +1,21 @@
 //! Errors of the capability layer.
 
-/// What a capability-gated host call returns to the guest (as `err(string)`).
+/// What a capability-gated host call returns; the host maps it onto the WIT error variants.
 ///
-/// `Denied` is a policy decision (capability not granted, host not allowed,
-/// quota exceeded) that the executor reports as `CapabilityDenied`; `Conflict` and
-/// `DeadlineExceeded` are the two failures the runtime acts on (a re-run, an interrupt), so
-/// they are variants rather than messages to match; `Failed` is everything else (I/O, bad
-/// input, replay divergence).
+/// `Denied` and `QuotaExceeded` are policy decisions (capability not granted, host not
+/// allowed, quota reached) that the executor reports as `CapabilityDenied`; `Invalid` is a
+/// guest's malformed argument; `Conflict` and `DeadlineExceeded` are the two failures the
+/// runtime acts on (a re-run, an interrupt); `Failed` is everything else (I/O, transport,
+/// replay divergence).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CapError {
     #[error("denied: {0}")]
     Denied(String),
+    #[error("denied: {0}")]
+    QuotaExceeded(String),
+    /// A malformed argument (an empty key, a bad URL or header); nothing was done.
+    #[error("invalid: {0}")]
+    Invalid(String),
     /// The committed storage changed under the task (the key named): the runtime runs the
     /// task again on the new state.
     #[error("storage conflict: `{0}` changed since this task read it")]
@@ -26,6 +31,19 @@ pub enum CapError {
 impl CapError {
     pub(crate) fn not_granted(capability: &str) -> Self {
         Self::Denied(format!("capability `{capability}` not granted"))
+    }
+
+    /// Whether this is a policy refusal (reported as `CapabilityDenied`).
+    pub fn is_denial(&self) -> bool {
+        matches!(self, Self::Denied(_) | Self::QuotaExceeded(_))
+    }
+
+    /// The refusal's reason, for the task's failure message.
+    pub(crate) fn denial_reason(&self) -> Option<&str> {
+        match self {
+            Self::Denied(reason) | Self::QuotaExceeded(reason) => Some(reason),
+            _ => None,
+        }
     }
 }
 

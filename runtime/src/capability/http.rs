@@ -104,13 +104,18 @@ fn failed(msg: impl std::fmt::Display) -> CapError {
     CapError::Failed(format!("http: {msg}"))
 }
 
+/// A malformed request the guest built; refused before anything is sent or recorded.
+fn invalid(msg: impl std::fmt::Display) -> CapError {
+    CapError::Invalid(format!("http: {msg}"))
+}
+
 fn sanitize(headers: Vec<(String, String)>) -> Result<Vec<(String, String)>, CapError> {
     let mut out = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         let name = ureq::http::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| failed(format!("invalid header name `{name}`")))?;
+            .map_err(|_| invalid(format!("invalid header name `{name}`")))?;
         ureq::http::HeaderValue::from_str(&value)
-            .map_err(|_| failed(format!("invalid value for header `{name}`")))?;
+            .map_err(|_| invalid(format!("invalid value for header `{name}`")))?;
         if !RESERVED_HEADERS.contains(&name.as_str()) {
             out.push((name.as_str().to_owned(), value));
         }
@@ -151,7 +156,7 @@ impl HttpCapability {
             return Err(CapError::not_granted("network"));
         };
         let mut method = ureq::http::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| failed(format!("invalid method `{}`", req.method)))?
+            .map_err(|_| invalid(format!("invalid method `{}`", req.method)))?
             .to_string();
         let mut url = req.url;
         let mut headers = sanitize(req.headers)?;

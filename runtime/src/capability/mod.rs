@@ -16,6 +16,7 @@ pub mod log;
 pub mod random;
 pub mod storage;
 
+pub use crypto::HashAlgorithm;
 pub use error::{CapError, GrantError};
 pub use grants::{Grants, NetworkGrant, SigningGrant, StorageGrant, parse_cli_name, parse_size};
 pub use http::{HttpLimits, HttpRequest, HttpResponse};
@@ -94,10 +95,10 @@ impl TaskCapabilities {
     /// Notes a denial so the executor can classify the task as `CapabilityDenied`. Only the
     /// first [`MAX_NOTED`] are kept: a guest looping on a refused call must not grow host memory.
     fn note<T>(&mut self, result: Result<T, CapError>) -> Result<T, CapError> {
-        if let Err(CapError::Denied(reason)) = &result
+        if let Some(reason) = result.as_ref().err().and_then(CapError::denial_reason)
             && self.denials.len() < MAX_NOTED
         {
-            self.denials.push(reason.clone());
+            self.denials.push(reason.to_owned());
         }
         result
     }
@@ -136,8 +137,8 @@ impl TaskCapabilities {
         self.random.fill_wasi(buf);
     }
 
-    pub fn hash(&mut self, data: &[u8]) -> Vec<u8> {
-        self.crypto.hash(data)
+    pub fn hash(&mut self, algorithm: HashAlgorithm, data: &[u8]) -> Vec<u8> {
+        self.crypto.hash(algorithm, data)
     }
 
     pub fn sign(&mut self, data: &[u8]) -> Result<Vec<u8>, CapError> {
@@ -145,8 +146,8 @@ impl TaskCapabilities {
         self.note(r)
     }
 
-    pub fn verify(&mut self, data: &[u8], sig: &[u8], pk: &[u8]) -> bool {
-        self.crypto.verify(data, sig, pk)
+    pub fn verify(&mut self, pk: &[u8], data: &[u8], sig: &[u8]) -> bool {
+        self.crypto.verify(pk, data, sig)
     }
 
     pub fn http_request(&mut self, req: HttpRequest) -> Result<HttpResponse, CapError> {
@@ -181,7 +182,7 @@ impl TaskCapabilities {
 
     /// Commits the storage transaction, with `receipt` (see `storage::Batch::receipt`); call
     /// only when the task succeeded. A replay commits nothing. A quota overrun by concurrent
-    /// tasks is `Denied`.
+    /// tasks is `QuotaExceeded`.
     pub fn commit(&mut self, receipt: Option<(String, Vec<u8>)>) -> Result<(), CapError> {
         let r = self.storage.commit(self.recorder.is_replay(), receipt);
         self.note(r)

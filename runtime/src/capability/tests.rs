@@ -274,13 +274,13 @@ fn http_invalid_requests_fail_cleanly() {
     let mut t = live(&net(&[a.origin()]));
     let mut bad = get(format!("{}/ok", a.origin()));
     bad.method = "GE T".into();
-    assert!(matches!(t.http_request(bad), Err(CapError::Failed(_))));
+    assert!(matches!(t.http_request(bad), Err(CapError::Invalid(_))));
     let mut bad = get(format!("{}/ok", a.origin()));
     bad.headers.push(("bad name".into(), "v".into()));
-    assert!(matches!(t.http_request(bad), Err(CapError::Failed(_))));
+    assert!(matches!(t.http_request(bad), Err(CapError::Invalid(_))));
     let mut bad = get(format!("{}/ok", a.origin()));
     bad.headers.push(("x".into(), "line\nbreak".into()));
-    assert!(matches!(t.http_request(bad), Err(CapError::Failed(_))));
+    assert!(matches!(t.http_request(bad), Err(CapError::Invalid(_))));
     assert!(matches!(
         t.http_request(get("not a url".into())),
         Err(CapError::Denied(_))
@@ -396,7 +396,7 @@ fn denials_and_usage_are_collected() {
     let mut buf = [0u8; 8];
     t.fill_wasi_random(&mut buf);
     assert_ne!(buf, [0u8; 8]);
-    assert_eq!(t.hash(b"").len(), 32);
+    assert_eq!(t.hash(HashAlgorithm::Sha256, b"").len(), 32);
     t.log(LogLevel::Info, "hello");
     assert_eq!(t.logs(), ["INFO hello"]);
     assert_eq!(
@@ -427,6 +427,6 @@ fn signing_with_grant_verifies() {
     };
     let mut t = live(&grants);
     let sig = t.sign(b"msg").unwrap();
-    assert!(t.verify(b"msg", &sig, key.verifying_key().as_bytes()));
+    assert!(t.verify(key.verifying_key().as_bytes(), b"msg", &sig));
     assert_eq!(t.signing_public_key(), Some(key.verifying_key().to_bytes()));
 }

@@ -3,6 +3,7 @@
 
 use std::marker::PhantomData;
 
+use crate::bindings::ainur::ari::types as wit_types;
 use crate::bindings::exports::ainur::ari::agent as wit;
 use crate::error::Error;
 
@@ -13,7 +14,8 @@ pub struct Task {
     pub id: String,
     /// The task's input bytes.
     pub input: Vec<u8>,
-    /// Capability names the task asked for (`storage`, `network`, `randomness`, `signing`, `time`).
+    /// Capability names the task asked for (`storage`, `network`, `randomness`, `signing`,
+    /// `timeAccess`).
     pub requirements: Vec<String>,
     /// Wall-clock budget the executor enforces; zero means the agent's default.
     pub deadline_seconds: u64,
@@ -39,6 +41,15 @@ pub struct Usage {
     pub memory_bytes: u64,
     pub storage_bytes: u64,
     pub network_bytes: u64,
+}
+
+/// What an agent expects a task to need, in the units the executor limits (recorded in the
+/// Task's status beside what was measured; never enforced).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Estimate {
+    pub fuel: u64,
+    pub duration_millis: u64,
+    pub memory_bytes: u64,
 }
 
 /// The result of a successful [`Agent::execute`].
@@ -104,7 +115,7 @@ impl From<&str> for Output {
 /// state lives in locals and persistent state goes through [`crate::host::storage`].
 pub trait Agent {
     /// Called once per instance with the agent's configuration bytes, before any task.
-    fn initialize(_config: Vec<u8>) -> Result<(), String> {
+    fn initialize(_config: Vec<u8>) -> Result<(), Error> {
         Ok(())
     }
 
@@ -113,13 +124,14 @@ pub trait Agent {
         true
     }
 
-    /// The agent's estimate of what `task` will use. Defaults to "no idea" (all zero).
-    fn estimate(_task: &Task) -> Usage {
-        Usage::default()
+    /// The agent's estimate of what `task` will need. Defaults to no estimate.
+    fn estimate(_task: &Task) -> Result<Estimate, Error> {
+        Err(Error::Unsupported("this agent gives no estimate".into()))
     }
 
-    /// Runs the task. An `Err` fails the task with the message.
-    fn execute(task: Task) -> Result<Output, String>;
+    /// Runs the task. An `Err` fails the task (`AgentError`, or `CapabilityDenied` for
+    /// [`Error::Denied`]) with the message; a plain `String` converts into [`Error::Failed`].
+    fn execute(task: Task) -> Result<Output, Error>;
 }
 
 /// Bridges an [`Agent`] to the generated `Guest` trait; named by [`crate::export_agent!`].
@@ -127,20 +139,26 @@ pub trait Agent {
 pub struct Adapter<A>(PhantomData<A>);
 
 impl<A: Agent> wit::Guest for Adapter<A> {
-    fn initialize(config: Vec<u8>) -> Result<(), String> {
-        A::initialize(config)
+    fn initialize(config: Vec<u8>) -> Result<(), wit_types::ErrorCode> {
+        A::initialize(config).map_err(Into::into)
     }
 
     fn can_execute(task: wit::TaskSpec) -> bool {
         A::can_execute(&task.into())
     }
 
-    fn estimate(task: wit::TaskSpec) -> wit::ResourceUsage {
-        A::estimate(&task.into()).into()
+    fn estimate(task: wit::TaskSpec) -> Result<wit_types::Estimation, wit_types::ErrorCode> {
+        A::estimate(&task.into())
+            .map(|e| wit_types::Estimation {
+                fuel: e.fuel,
+                duration_millis: e.duration_millis,
+                memory_bytes: e.memory_bytes,
+            })
+            .map_err(Into::into)
     }
 
-    fn execute(task: wit::TaskSpec) -> Result<wit::ExecutionResult, String> {
-        A::execute(task.into()).map(Into::into)
+    fn execute(task: wit::TaskSpec) -> Result<wit::ExecutionResult, wit_types::ErrorCode> {
+        A::execute(task.into()).map(Into::into).map_err(Into::into)
     }
 }
 
@@ -183,7 +201,7 @@ mod tests {
     struct Upper;
 
     impl Agent for Upper {
-        fn execute(task: Task) -> Result<Output, String> {
+        fn execute(task: Task) -> Result<Output, Error> {
             Ok(Output::from(task.input_str()?.to_uppercase()))
         }
     }
@@ -203,16 +221,19 @@ mod tests {
         let result = Adapter::<Upper>::execute(spec(b"hi")).map(|r| r.output);
         assert_eq!(result, Ok(b"HI".to_vec()));
         assert!(Adapter::<Upper>::can_execute(spec(b"")));
-        assert_eq!(Adapter::<Upper>::estimate(spec(b"")).cpu_millis, 0);
+        assert!(matches!(
+            Adapter::<Upper>::estimate(spec(b"")),
+            Err(wit_types::ErrorCode::Unsupported(_))
+        ));
         assert_eq!(Adapter::<Upper>::initialize(vec![]), Ok(()));
     }
 
     #[test]
-    fn invalid_utf8_input_is_an_error_message() {
+    fn invalid_utf8_input_is_an_invalid_input_error() {
         use wit::Guest;
         let err = Adapter::<Upper>::execute(spec(&[0xff, 0xfe])).map(|r| r.output);
         assert!(
-            matches!(err, Err(ref m) if m.contains("not UTF-8")),
+            matches!(err, Err(wit_types::ErrorCode::InvalidInput(ref m)) if m.contains("not UTF-8")),
             "{err:?}"
         );
     }

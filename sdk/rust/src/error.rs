@@ -1,20 +1,118 @@
-//! The one error type of the SDK.
+//! The one error type of the SDK, one case per case of the contract's error variants.
 
-/// Why an SDK call failed.
+use crate::bindings::ainur::ari::types as wit;
+
+/// Why an agent or an SDK call failed. The host's typed errors (`error-code`, `storage-error`,
+/// `http-error`) arrive as these cases, and what [`crate::Agent::execute`] returns leaves as an
+/// `error-code`, so an agent can branch on a refusal instead of parsing a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// The host refused or failed the call (capability not granted, quota reached,
-    /// host not allowed, ...). The message is the host's.
-    #[error("host error: {0}")]
-    Host(String),
-    /// Data handed to or returned by a call did not have the expected shape.
-    #[error("invalid data: {0}")]
+    /// A capability is not granted, or the call is outside the grant (a host not on the
+    /// allow-list, a signing key id that is not the granted one). Fails the Task
+    /// `CapabilityDenied`.
+    #[error("denied: {0}")]
+    Denied(String),
+    /// A storage write would take the Agent over its quota.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
+    /// An argument or the data is not acceptable (an empty key, a bad URL, task input the agent
+    /// cannot read).
+    #[error("invalid: {0}")]
     Invalid(String),
+    /// The agent does not handle this kind of task.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Anything else (a backend or transport failure, an agent's own error); another attempt
+    /// may succeed.
+    #[error("{0}")]
+    Failed(String),
 }
 
-/// Lets `?` turn an SDK error into the `String` error of [`crate::Agent::execute`].
-impl From<Error> for String {
+/// An agent's own error message: `Err(format!(..))?` and `Err("..".into())` just work.
+impl From<String> for Error {
+    fn from(message: String) -> Self {
+        Error::Failed(message)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Self {
+        Error::Failed(message.to_owned())
+    }
+}
+
+impl From<wit::ErrorCode> for Error {
+    fn from(code: wit::ErrorCode) -> Self {
+        match code {
+            wit::ErrorCode::Denied(m) => Error::Denied(m),
+            wit::ErrorCode::InvalidInput(m) => Error::Invalid(m),
+            wit::ErrorCode::Unsupported(m) => Error::Unsupported(m),
+            wit::ErrorCode::Failed(m) => Error::Failed(m),
+        }
+    }
+}
+
+impl From<wit::StorageError> for Error {
+    fn from(err: wit::StorageError) -> Self {
+        match err {
+            wit::StorageError::Denied(m) => Error::Denied(m),
+            wit::StorageError::QuotaExceeded(m) => Error::QuotaExceeded(m),
+            wit::StorageError::InvalidKey(m) => Error::Invalid(m),
+            wit::StorageError::Failed(m) => Error::Failed(m),
+        }
+    }
+}
+
+impl From<wit::HttpError> for Error {
+    fn from(err: wit::HttpError) -> Self {
+        match err {
+            wit::HttpError::Denied(m) => Error::Denied(m),
+            wit::HttpError::InvalidRequest(m) => Error::Invalid(m),
+            wit::HttpError::Failed(m) => Error::Failed(m),
+        }
+    }
+}
+
+/// What an agent's error becomes on the wire. A quota refusal is a denial there: the contract's
+/// `error-code` has no quota case of its own.
+impl From<Error> for wit::ErrorCode {
     fn from(err: Error) -> Self {
-        err.to_string()
+        match err {
+            Error::Denied(m) | Error::QuotaExceeded(m) => wit::ErrorCode::Denied(m),
+            Error::Invalid(m) => wit::ErrorCode::InvalidInput(m),
+            Error::Unsupported(m) => wit::ErrorCode::Unsupported(m),
+            Error::Failed(m) => wit::ErrorCode::Failed(m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_host_error_case_keeps_its_meaning_through_the_sdk() {
+        let denied = Error::from(wit::StorageError::Denied("d".into()));
+        assert_eq!(denied, Error::Denied("d".into()));
+        let quota = Error::from(wit::StorageError::QuotaExceeded("q".into()));
+        assert_eq!(quota, Error::QuotaExceeded("q".into()));
+        assert_eq!(
+            Error::from(wit::HttpError::InvalidRequest("u".into())),
+            Error::Invalid("u".into())
+        );
+        assert_eq!(
+            Error::from(wit::ErrorCode::Unsupported("x".into())),
+            Error::Unsupported("x".into())
+        );
+    }
+
+    #[test]
+    fn an_agent_error_leaves_as_the_matching_error_code() {
+        let code: wit::ErrorCode = Error::Invalid("bad".into()).into();
+        assert_eq!(code, wit::ErrorCode::InvalidInput("bad".into()));
+        let code: wit::ErrorCode = Error::from("plain message").into();
+        assert_eq!(code, wit::ErrorCode::Failed("plain message".into()));
+        let code: wit::ErrorCode = Error::QuotaExceeded("q".into()).into();
+        assert_eq!(code, wit::ErrorCode::Denied("q".into()));
     }
 }

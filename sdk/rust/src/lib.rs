@@ -6,12 +6,12 @@
 //! call [`export_agent!`] once.
 //!
 //! ```
-//! use ari_sdk::{Agent, Output, Task};
+//! use ari_sdk::{Agent, Error, Output, Task};
 //!
 //! struct Echo;
 //!
 //! impl Agent for Echo {
-//!     fn execute(task: Task) -> Result<Output, String> {
+//!     fn execute(task: Task) -> Result<Output, Error> {
 //!         Ok(Output::from(task.input))
 //!     }
 //! }
@@ -31,13 +31,14 @@
 //! | [`host::log`] | `trace` `debug` `info` `warn` `error` `log` | always |
 //! | [`host::storage`] | `get` `set` `delete`, `get_string` `set_string` `get_u64` `set_u64` | `storage` |
 //! | [`host::random`] | `bytes` `u64` `below` | `randomness` |
-//! | [`host::crypto`] | `hash` `hash_hex` `verify` (always), `sign` (`signing`) | see left |
+//! | [`host::crypto`] | `hash` `digest` `hash_hex` `verify` (always), `sign` (`signing`) | see left |
 //! | [`host::http`] | `get` `request`, [`host::http::Request`] / [`host::http::Response`] | `network` |
-//! | [`host::clock`] | `now` `now_system_time` | `time` |
+//! | [`host::clock`] | `now` `now_system_time` | `timeAccess` |
 //!
-//! A capability the agent was not granted makes the call return [`Error::Host`]; the host
-//! never traps for it. [`Error`] converts into `String`, so `?` works inside
-//! [`Agent::execute`].
+//! A capability the agent was not granted makes the call return [`Error::Denied`]; the host
+//! never traps for it. Every host error arrives as an [`Error`] case (denied, quota exceeded,
+//! invalid, failed), so `?` works inside [`Agent::execute`] and an agent can match on a
+//! refusal; a `String` converts into [`Error::Failed`].
 //!
 //! # Native builds
 //!
@@ -53,7 +54,7 @@ pub mod host;
 #[doc(hidden)]
 pub mod bindings;
 
-pub use agent::{Agent, Output, Task, Usage};
+pub use agent::{Agent, Estimate, Output, Task, Usage};
 pub use error::Error;
 
 /// Items the [`export_agent!`] macro expands to; not part of the public API.

@@ -97,6 +97,44 @@ fn host_interface_has_every_capability_function() {
     }
 }
 
+fn variant_cases(resolve: &Resolve, id: InterfaceId, name: &str) -> Vec<String> {
+    let ty = resolve.interfaces[id]
+        .types
+        .get(name)
+        .unwrap_or_else(|| panic!("type {name} missing"));
+    match &resolve.types[*ty].kind {
+        TypeDefKind::Variant(v) => v.cases.iter().map(|c| c.name.clone()).collect(),
+        TypeDefKind::Enum(e) => e.cases.iter().map(|c| c.name.clone()).collect(),
+        other => panic!("{name} is not a variant or enum: {other:?}"),
+    }
+}
+
+#[test]
+fn errors_are_typed_variants_an_sdk_can_map_case_by_case() {
+    let (resolve, pkg) = load();
+    let types = interface(&resolve, pkg, "types");
+    assert_eq!(
+        variant_cases(&resolve, types, "error-code"),
+        ["denied", "invalid-input", "unsupported", "failed"]
+    );
+    assert_eq!(
+        variant_cases(&resolve, types, "storage-error"),
+        ["denied", "quota-exceeded", "invalid-key", "failed"]
+    );
+    assert_eq!(
+        variant_cases(&resolve, types, "http-error"),
+        ["denied", "invalid-request", "failed"]
+    );
+    assert_eq!(
+        variant_cases(&resolve, types, "hash-algorithm"),
+        ["sha256", "sha384", "sha512"]
+    );
+    assert_eq!(
+        record_fields(&resolve, types, "estimation"),
+        ["fuel", "duration-millis", "memory-bytes"]
+    );
+}
+
 #[test]
 fn world_imports_host_and_exports_agent_only() {
     let (resolve, pkg) = load();
@@ -114,7 +152,17 @@ fn world_imports_host_and_exports_agent_only() {
             })
             .collect()
     };
-    assert_eq!(ids(&world.imports), [interface(&resolve, pkg, "host")]);
+    let mut imports = ids(&world.imports);
+    imports.sort();
+    let mut expected = [
+        interface(&resolve, pkg, "types"),
+        interface(&resolve, pkg, "host"),
+    ];
+    expected.sort();
+    assert_eq!(
+        imports, expected,
+        "the world imports `host` and the shared `types`"
+    );
     assert_eq!(ids(&world.exports), [interface(&resolve, pkg, "agent")]);
     assert_eq!(world.exports.len(), 1, "the world exports only `agent`");
 }

@@ -5,12 +5,12 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ari_sdk::host::clock;
-use ari_sdk::{Agent, Output, Task};
+use ari_sdk::{Agent, Error, Output, Task};
 
 struct Clock;
 
 impl Agent for Clock {
-    fn execute(task: Task) -> Result<Output, String> {
+    fn execute(task: Task) -> Result<Output, Error> {
         let nanos = match task.input_str()?.trim() {
             "" | "host" => clock::now()?,
             "wasi" => {
@@ -20,9 +20,9 @@ impl Agent for Clock {
                 u64::try_from(since.as_nanos()).map_err(|e| e.to_string())?
             }
             other => {
-                return Err(format!(
+                return Err(Error::Invalid(format!(
                     "input must be empty, `host` or `wasi`, got {other:?}"
-                ));
+                )));
             }
         };
         Ok(Output::from(nanos.to_string()))

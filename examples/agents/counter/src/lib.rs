@@ -2,12 +2,12 @@
 //! (empty input means `counter`).
 
 use ari_sdk::host::storage;
-use ari_sdk::{Agent, Output, Task};
+use ari_sdk::{Agent, Error, Output, Task};
 
 struct Counter;
 
 impl Agent for Counter {
-    fn execute(task: Task) -> Result<Output, String> {
+    fn execute(task: Task) -> Result<Output, Error> {
         let key = match task.input_str()?.trim() {
             "" => "counter",
             key => key,

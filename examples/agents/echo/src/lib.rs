@@ -1,11 +1,11 @@
 //! Returns its input unchanged: the smallest useful agent, and the per-task overhead baseline.
 
-use ari_sdk::{Agent, Output, Task};
+use ari_sdk::{Agent, Error, Output, Task};
 
 struct Echo;
 
 impl Agent for Echo {
-    fn execute(task: Task) -> Result<Output, String> {
+    fn execute(task: Task) -> Result<Output, Error> {
         Ok(Output::from(task.input))
     }
 }

@@ -1,6 +1,6 @@
 //! Pure compute: counts lines, words and bytes of its input like `wc`, answers in JSON.
 
-use ari_sdk::{Agent, Output, Task};
+use ari_sdk::{Agent, Error, Output, Task};
 
 struct WordCount;
 
@@ -15,7 +15,7 @@ fn count(input: &[u8]) -> (usize, usize, usize) {
 }
 
 impl Agent for WordCount {
-    fn execute(task: Task) -> Result<Output, String> {
+    fn execute(task: Task) -> Result<Output, Error> {
         let (lines, words, bytes) = count(&task.input);
         Ok(Output::from(format!(
             r#"{{"lines":{lines},"words":{words},"bytes":{bytes}}}"#

@@ -176,7 +176,7 @@ fn transaction_contract(make: Make) {
     q.storage_set("b", &[2; 9]).unwrap(); // 20: exactly at quota
     let err = q.storage_set("c", &[3]).unwrap_err();
     assert!(
-        matches!(&err, CapError::Denied(m) if m.starts_with("storage quota exceeded")),
+        matches!(&err, CapError::QuotaExceeded(m) if m.starts_with("storage quota exceeded")),
         "{err:?}"
     );
     assert_eq!(q.denials().len(), 1);
@@ -187,7 +187,10 @@ fn transaction_contract(make: Make) {
     assert_eq!(make("agent").used_bytes().unwrap(), 20);
     // The next task sees the committed bytes against its quota; a delete frees room.
     let mut n = task(make, 20);
-    assert!(matches!(n.storage_set("d", &[0]), Err(CapError::Denied(_))));
+    assert!(matches!(
+        n.storage_set("d", &[0]),
+        Err(CapError::QuotaExceeded(_))
+    ));
     n.storage_delete("a").unwrap();
     n.storage_set("d", &[0; 9]).unwrap();
     n.commit(None).unwrap();
@@ -201,7 +204,7 @@ fn transaction_contract(make: Make) {
     x.commit(None).unwrap();
     let err = y.commit(None).unwrap_err();
     assert!(
-        matches!(&err, CapError::Denied(m) if m.contains("quota")),
+        matches!(&err, CapError::QuotaExceeded(m) if m.contains("quota")),
         "{err:?}"
     );
     assert_eq!(make("agent").used_bytes().unwrap(), 35);
@@ -446,9 +449,9 @@ fn storage_denied_without_grant_and_bad_keys() {
     assert!(matches!(t.storage_delete("k"), Err(CapError::Denied(_))));
     assert_eq!(t.denials().len(), 3);
     let mut g = task(&|_| Box::new(MemoryBackend::new()), 10_000);
-    assert!(matches!(g.storage_set("", b"v"), Err(CapError::Failed(_))));
+    assert!(matches!(g.storage_set("", b"v"), Err(CapError::Invalid(_))));
     let long = "k".repeat(MAX_KEY_BYTES + 1);
-    assert!(matches!(g.storage_get(&long), Err(CapError::Failed(_))));
+    assert!(matches!(g.storage_get(&long), Err(CapError::Invalid(_))));
     let mut none = TaskCapabilities::new(
         &Grants {
             storage: Some(StorageGrant { max_bytes: 10 }),

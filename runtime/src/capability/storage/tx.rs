@@ -28,7 +28,7 @@ pub struct StorageCapability {
 
 fn backend_err(e: StorageError) -> CapError {
     match e {
-        StorageError::QuotaExceeded { .. } => CapError::Denied(e.to_string()),
+        StorageError::QuotaExceeded { .. } => CapError::QuotaExceeded(e.to_string()),
         StorageError::Conflict { key } => CapError::Conflict(key),
         StorageError::Backend(_) => CapError::Failed(e.to_string()),
     }
@@ -55,7 +55,7 @@ impl StorageCapability {
     fn check(&self, key: &str) -> Result<StorageGrant, CapError> {
         let grant = self.grant.ok_or_else(|| CapError::not_granted("storage"))?;
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
-            return Err(CapError::Failed(format!(
+            return Err(CapError::Invalid(format!(
                 "storage key must be 1..={MAX_KEY_BYTES} bytes, got {}",
                 key.len()
             )));
@@ -171,7 +171,7 @@ impl StorageCapability {
             let used = i128::from(self.used_at_start(rec)?);
             let projected = used + self.pending_delta - old + new;
             if projected > i128::from(grant.max_bytes) {
-                return Err(CapError::Denied(format!(
+                return Err(CapError::QuotaExceeded(format!(
                     "storage quota exceeded: writing `{key}` would use {projected} bytes, limit {}",
                     grant.max_bytes
                 )));

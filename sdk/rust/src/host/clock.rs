@@ -8,7 +8,7 @@ use crate::Error;
 
 /// Nanoseconds since the Unix epoch.
 pub fn now() -> Result<u64, Error> {
-    wit::now().map_err(Error::Host)
+    wit::now().map_err(Error::from)
 }
 
 /// [`now`] as a [`SystemTime`].

@@ -3,9 +3,16 @@
 use super::wit;
 use crate::Error;
 
+pub use crate::bindings::ainur::ari::types::HashAlgorithm;
+
 /// SHA-256 of `data` (always available).
 pub fn hash(data: &[u8]) -> Vec<u8> {
-    wit::hash(data)
+    wit::hash(HashAlgorithm::Sha256, data)
+}
+
+/// `data`'s digest under `algorithm` (SHA-256, SHA-384 or SHA-512; always available).
+pub fn digest(algorithm: HashAlgorithm, data: &[u8]) -> Vec<u8> {
+    wit::hash(algorithm, data)
 }
 
 /// SHA-256 of `data` as lower-case hex.
@@ -13,12 +20,12 @@ pub fn hash_hex(data: &[u8]) -> String {
     crate::hex::encode(&hash(data))
 }
 
-/// Ed25519 signature of `data` with the agent's granted key (capability `signing`).
+/// Ed25519 signature of `data` with the Agent's granted key (capability `signing`).
 pub fn sign(data: &[u8]) -> Result<Vec<u8>, Error> {
-    wit::sign(data).map_err(Error::Host)
+    wit::sign(data).map_err(Error::from)
 }
 
 /// Whether `signature` is a valid Ed25519 signature of `data` by `public_key` (always available).
-pub fn verify(data: &[u8], signature: &[u8], public_key: &[u8]) -> bool {
-    wit::verify(data, signature, public_key)
+pub fn verify(public_key: &[u8], data: &[u8], signature: &[u8]) -> bool {
+    wit::verify(public_key, data, signature)
 }

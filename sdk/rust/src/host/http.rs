@@ -91,7 +91,7 @@ pub fn get(url: &str) -> Result<Response, Error> {
 pub fn request(req: Request) -> Result<Response, Error> {
     wit::http_request(&req.into())
         .map(Response::from)
-        .map_err(Error::Host)
+        .map_err(Error::from)
 }
 
 impl From<Request> for wit::OutgoingRequest {

@@ -1,6 +1,7 @@
 //! Safe wrappers for the `ainur:ari/host@2.0.0` functions, one module per capability.
 //!
-//! Capability-gated calls return [`crate::Error::Host`] when the capability was not granted.
+//! Capability-gated calls return [`crate::Error::Denied`] when the capability was not granted;
+//! the host never traps for it.
 
 pub mod clock;
 pub mod crypto;

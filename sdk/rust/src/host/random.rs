@@ -6,7 +6,7 @@ use crate::Error;
 
 /// `len` random bytes.
 pub fn bytes(len: u32) -> Result<Vec<u8>, Error> {
-    let bytes = wit::random_bytes(len).map_err(Error::Host)?;
+    let bytes = wit::random_bytes(len).map_err(Error::from)?;
     if bytes.len() != len as usize {
         return Err(Error::Invalid(format!(
             "host returned {} random bytes, asked for {len}",

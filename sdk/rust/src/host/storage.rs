@@ -6,17 +6,17 @@ use crate::Error;
 
 /// Reads `key`; `None` when it does not exist.
 pub fn get(key: &str) -> Result<Option<Vec<u8>>, Error> {
-    wit::storage_get(key).map_err(Error::Host)
+    wit::storage_get(key).map_err(Error::from)
 }
 
 /// Writes `value` under `key`; fails when the storage quota would be exceeded.
 pub fn set(key: &str, value: &[u8]) -> Result<(), Error> {
-    wit::storage_set(key, value).map_err(Error::Host)
+    wit::storage_set(key, value).map_err(Error::from)
 }
 
 /// Deletes `key`; deleting a missing key is not an error.
 pub fn delete(key: &str) -> Result<(), Error> {
-    wit::storage_delete(key).map_err(Error::Host)
+    wit::storage_delete(key).map_err(Error::from)
 }
 
 /// Reads `key` as UTF-8 text.
