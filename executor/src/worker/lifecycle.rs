@@ -18,7 +18,8 @@ use tracing::{debug, info, warn};
 use super::Worker;
 use super::convert::{self, OutputPlacement};
 use super::error::TaskError;
-use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found, owned_by};
+use super::gate;
+use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found};
 use ari_runtime::CommitGate;
 use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
 
@@ -154,14 +155,24 @@ impl Worker {
             if lost.load(Ordering::Acquire) {
                 return Err("this executor no longer owns the Task".into());
             }
+            let asker = gate::Asker {
+                uid: &uid,
+                pod: &pod,
+                attempt: number,
+                patience: gate::PATIENCE,
+                first_pause: Duration::from_millis(100),
+            };
             // Called on the run's blocking thread, never inside the async runtime.
-            let task = handle
-                .block_on(tasks.get_status(&name))
-                .map_err(|e| format!("cannot confirm this executor still owns the Task: {e}"))?;
-            owned_by(&task, &uid, &pod, number).map_err(|e| {
-                lost.store(true, Ordering::Release);
-                e.to_string()
-            })
+            match asker.confirm(|| handle.block_on(tasks.get_status(&name))) {
+                gate::Verdict::Owned => Ok(()),
+                gate::Verdict::Abandon(why) => {
+                    // Nothing of this run is written: the Task is someone else's, gone, or (the
+                    // API not answering) left for the operator to requeue when the heartbeat
+                    // stops, so it runs again instead of failing on an outage.
+                    lost.store(true, Ordering::Release);
+                    Err(why)
+                }
+            }
         })
     }
 

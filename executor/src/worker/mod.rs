@@ -11,6 +11,7 @@ mod config;
 mod convert;
 mod error;
 mod feed;
+mod gate;
 mod lifecycle;
 mod metrics;
 mod module;
