@@ -64,6 +64,8 @@ pub struct SoakReport {
     /// Tasks not `Succeeded` at the end (failed or never finished).
     pub lost: usize,
     pub failed_by_reason: BTreeMap<String, usize>,
+    /// `name: message` of the first lost Tasks, so a failure says why, not only how many.
+    pub lost_messages: Vec<String>,
     /// Tasks whose status has no `attempts`.
     pub without_attempts: usize,
     /// Tasks that needed more than one attempt.
@@ -89,9 +91,10 @@ impl SoakReport {
     pub fn check(&self) -> Result<()> {
         ensure!(
             self.lost == 0,
-            "{} Tasks lost: {:?}",
+            "{} Tasks lost: {:?}: {:?}",
             self.lost,
-            self.failed_by_reason
+            self.failed_by_reason,
+            self.lost_messages
         );
         ensure!(
             self.finished_twice == 0,
@@ -253,6 +256,12 @@ async fn soak(ctx: &Ctx, client: &Client, ns: &str, cfg: &SoakConfig) -> Result<
             (Some(TaskPhase::Succeeded), _) => report.succeeded += 1,
             (_, reason) => {
                 report.lost += 1;
+                if report.lost_messages.len() < 10 {
+                    report.lost_messages.push(format!(
+                        "{name}: {}",
+                        s.message.as_deref().unwrap_or("(no message)")
+                    ));
+                }
                 *report
                     .failed_by_reason
                     .entry(reason.map_or("none", TaskReason::as_str).to_string())
