@@ -82,21 +82,34 @@ if [ "$mode" = "print" ]; then
 fi
 
 port="${ARI_REGISTRY_PORT:-5000}"
+config="$(mktemp "${TMPDIR:-/tmp}/ari-registry-XXXXXX.yml")"
+cleanup=("$config")
 data="${ARI_REGISTRY_DATA:-}"
 if [ -z "$data" ]; then
   data="$(mktemp -d "${TMPDIR:-/tmp}/ari-registry-XXXXXX")"
-  log "storage: $data (temporary; set ARI_REGISTRY_DATA to keep it)"
+  cleanup+=("$data")
+  log "storage: $data (temporary, removed on exit; set ARI_REGISTRY_DATA to keep it)"
 fi
+trap 'rm -rf "${cleanup[@]}"' EXIT
 mkdir -p "$data"
-# The registry's defaults come from its environment: plain http on loopback, filesystem storage.
-export REGISTRY_HTTP_ADDR="127.0.0.1:$port"
-export REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY="$data"
-export REGISTRY_LOG_LEVEL="${REGISTRY_LOG_LEVEL:-info}"
-log "serving on http://127.0.0.1:$port (push with an insecure/plain-http client; Ctrl-C stops)"
-exec "$bin" serve /dev/stdin <<<'version: 0.1
+# Plain http on loopback only, filesystem storage, deletes allowed (handy for trying things out).
+cat >"$config" <<YAML
+version: 0.1
+log:
+  level: ${REGISTRY_LOG_LEVEL:-info}
 storage:
   filesystem:
-    rootdirectory: /var/lib/registry
+    rootdirectory: $data
+  delete:
+    enabled: true
 http:
-  addr: 127.0.0.1:5000
-'
+  addr: 127.0.0.1:$port
+YAML
+log "serving on http://127.0.0.1:$port (plain http: list it as an insecure registry; Ctrl-C stops)"
+# In the background and waited for, so a TERM or INT to this script stops the registry and the
+# EXIT trap still cleans up.
+"$bin" serve "$config" &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true' INT TERM
+wait "$pid" || true
+wait "$pid" 2>/dev/null || true

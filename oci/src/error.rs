@@ -56,7 +56,7 @@ impl Error {
 
     /// Sorts an `oci-client` error into a variant; `what` (a reference) prefixes the message.
     pub(crate) fn from_registry(what: &str, err: OciDistributionError) -> Error {
-        let message = format!("{what}: {err}");
+        let message = format!("{what}: {}", with_causes(&err));
         match err {
             OciDistributionError::ImageManifestNotFoundError(_) => Error::NotFound(message),
             OciDistributionError::UnauthorizedError { .. }
@@ -104,24 +104,31 @@ impl Error {
         }
     }
 
-    /// Sorts an I/O error met while streaming a blob: the stream reports a digest mismatch and
-    /// a dropped connection this way.
+    /// Sorts an I/O error met while streaming a blob: the stream reports a digest mismatch this
+    /// way, and otherwise a transfer that broke off (reset, timeout, truncated body), which is
+    /// worth retrying.
     pub(crate) fn from_stream(what: &str, err: std::io::Error) -> Error {
-        if let Some(mismatch) = digest_mismatch_in(&err) {
-            return mismatch;
+        match digest_mismatch_in(&err) {
+            Some(mismatch) => mismatch,
+            None => Error::RegistryUnavailable(format!("{what}: {}", with_causes(&err))),
         }
-        if let Some(inner) = err
-            .get_ref()
-            .and_then(|e| e.downcast_ref::<OciDistributionError>())
-        {
-            if let OciDistributionError::RequestError(e) = inner {
-                if e.is_connect() || e.is_timeout() || e.is_body() {
-                    return Error::RegistryUnavailable(format!("{what}: {err}"));
-                }
-            }
-        }
-        Error::Other(format!("{what}: {err}"))
     }
+}
+
+/// The error and its causes on one line: reqwest's own message ("error sending request") does
+/// not say that the connection was refused; its sources do.
+fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn from_status(code: u16, message: String) -> Error {
