@@ -174,23 +174,18 @@ impl Client {
                 limit,
             });
         }
-        let descriptor = OciDescriptor {
-            media_type: crate::layout::WASM_LAYER_MEDIA_TYPE.to_string(),
-            digest: layer.digest.clone(),
-            size: manifest.layers.first().map_or(0, |l| l.size),
-            ..Default::default()
-        };
-        let bytes = download(&oci, reference, &descriptor, layer.size, limit).await?;
+        let bytes = download(&oci, reference, layer.descriptor, layer.size, limit).await?;
+        let layer_digest = layer.descriptor.digest.clone();
         let actual = sha256_digest(&bytes);
-        if actual != layer.digest {
+        if actual != layer_digest {
             return Err(Error::DigestMismatch {
-                expected: layer.digest,
+                expected: layer_digest,
                 actual,
             });
         }
         Ok(PulledModule {
             manifest_digest,
-            layer_digest: layer.digest,
+            layer_digest,
             bytes,
         })
     }

@@ -36,7 +36,7 @@ impl Credentials {
         }
     }
 
-    /// The credentials for `registry` (host[:port], as in the image reference) in the bytes of a
+    /// The credentials for `registry` (`host[:port]`, as in the image reference) in the bytes of a
     /// secret's `.dockerconfigjson` value (or a legacy `.dockercfg`). Keys may carry a scheme and
     /// path (`https://index.docker.io/v1/`); Docker Hub's names are aliases of one another. No
     /// entry for the registry means anonymous, as the kubelet does: the registry then decides.

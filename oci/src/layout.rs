@@ -5,7 +5,7 @@
 //! modules pushed here run there.
 
 use oci_client::client::{Config, ImageLayer};
-use oci_client::manifest::OciImageManifest;
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -54,12 +54,12 @@ pub(crate) fn artifact_for(bytes: Vec<u8>) -> Result<(Config, ImageLayer), Error
 
 /// The one Wasm layer a manifest describes, checked before anything is downloaded: the config
 /// media type, exactly one layer, `application/wasm`, a sha256 digest and a sane size.
-pub(crate) struct WasmLayer {
-    pub digest: String,
+pub(crate) struct WasmLayer<'a> {
+    pub descriptor: &'a OciDescriptor,
     pub size: u64,
 }
 
-pub(crate) fn wasm_layer_of(manifest: &OciImageManifest) -> Result<WasmLayer, Error> {
+pub(crate) fn wasm_layer_of(manifest: &OciImageManifest) -> Result<WasmLayer<'_>, Error> {
     if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
         return Err(Error::NotAWasmArtifact(format!(
             "config media type is {:?}, not {WASM_CONFIG_MEDIA_TYPE:?}",
@@ -90,7 +90,7 @@ pub(crate) fn wasm_layer_of(manifest: &OciImageManifest) -> Result<WasmLayer, Er
     let size = u64::try_from(layer.size)
         .map_err(|_| Error::NotAWasmArtifact(format!("layer size {} is negative", layer.size)))?;
     Ok(WasmLayer {
-        digest: layer.digest.clone(),
+        descriptor: layer,
         size,
     })
 }
@@ -132,13 +132,12 @@ mod tests {
 
     #[test]
     fn one_wasm_layer_under_the_wasm_config_is_accepted() {
-        let layer = wasm_layer_of(&manifest(
-            WASM_CONFIG_MEDIA_TYPE,
-            &[(WASM_LAYER_MEDIA_TYPE, 7)],
-        ))
-        .map_err(|e| e.to_string())
-        .expect("accepted");
+        let m = manifest(WASM_CONFIG_MEDIA_TYPE, &[(WASM_LAYER_MEDIA_TYPE, 7)]);
+        let layer = wasm_layer_of(&m)
+            .map_err(|e| e.to_string())
+            .expect("accepted");
         assert_eq!(layer.size, 7);
+        assert_eq!(layer.descriptor.digest, crate::digest::sha256_digest(b"x"));
     }
 
     #[test]

@@ -40,7 +40,7 @@ impl Reference {
         self.0.registry()
     }
 
-    /// The host[:port] requests go to (`index.docker.io` for Docker Hub).
+    /// The `host[:port]` requests go to (`index.docker.io` for Docker Hub).
     pub fn resolve_registry(&self) -> &str {
         self.0.resolve_registry()
     }

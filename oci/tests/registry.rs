@@ -40,7 +40,9 @@ impl Registry {
 
     fn start_with(test: &str, login: Option<(&str, &str)>) -> Option<Registry> {
         let Some(bin) = std::env::var_os("ARI_REGISTRY_BIN").filter(|b| !b.is_empty()) else {
-            eprintln!(
+            // Straight to stderr, past the test harness's capture, so a skip is never silent.
+            let _ = writeln!(
+                std::io::stderr(),
                 "skipping {test}: ARI_REGISTRY_BIN is not set; run \
                  ARI_REGISTRY_BIN=\"$(scripts/registry.sh --print)\" cargo test -p ari-oci"
             );
@@ -211,7 +213,9 @@ const LIMIT: u64 = 1024 * 1024;
 
 #[tokio::test]
 async fn a_pushed_module_pulls_back_byte_for_byte_by_tag_and_by_digest() {
-    let Some(registry) = Registry::start("a_pushed_module_pulls_back_byte_for_byte") else {
+    let Some(registry) =
+        Registry::start("a_pushed_module_pulls_back_byte_for_byte_by_tag_and_by_digest")
+    else {
         return;
     };
     let client = registry.client(LIMIT);
@@ -281,7 +285,8 @@ async fn a_pushed_module_pulls_back_byte_for_byte_by_tag_and_by_digest() {
 
 #[tokio::test]
 async fn a_pinned_reference_keeps_its_bytes_when_the_tag_moves() {
-    let Some(registry) = Registry::start("a_pinned_reference_keeps_its_bytes") else {
+    let Some(registry) = Registry::start("a_pinned_reference_keeps_its_bytes_when_the_tag_moves")
+    else {
         return;
     };
     let client = registry.client(LIMIT);
@@ -634,7 +639,8 @@ async fn private_registry_needs_the_pull_secret() {
 
 #[tokio::test]
 async fn the_cache_survives_a_restart_and_drops_corrupt_entries() {
-    let Some(registry) = Registry::start("the_cache_survives_a_restart") else {
+    let Some(registry) = Registry::start("the_cache_survives_a_restart_and_drops_corrupt_entries")
+    else {
         return;
     };
     let anon = Credentials::anonymous();
