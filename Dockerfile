@@ -18,6 +18,7 @@ COPY wit wit
 COPY crds crds
 COPY model model
 COPY runtime runtime
+COPY oci oci
 COPY executor executor
 COPY operator operator
 COPY sdk sdk
