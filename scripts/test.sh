@@ -19,6 +19,13 @@ cp_log="$(mktemp)"
 scripts/control-plane.sh >"$cp_log" 2>&1 &
 cp_pid=$!
 
+step "OCI registry (Go module, cached)"
+# The CNCF distribution registry, for the oci crate's tests against a real registry; built beside
+# the rest like the control plane.
+reg_log="$(mktemp)"
+scripts/registry.sh --print >"$reg_log" 2>&1 &
+reg_pid=$!
+
 step "guest agents (wasm32-wasip2)"
 scripts/build-agents.sh
 
@@ -45,6 +52,18 @@ fi
 ARI_CONTROL_PLANE_BIN="$(tail -n 1 "$cp_log")"
 export ARI_CONTROL_PLANE_BIN
 echo "control plane: $ARI_CONTROL_PLANE_BIN"
+
+step "waiting for the registry build"
+grep -q "^registry: building" "$reg_log" 2>/dev/null &&
+  echo "building the CNCF distribution registry from its Go module: the first run takes 2-3 minutes (log: $reg_log)"
+if ! wait "$reg_pid"; then
+  cat "$reg_log" >&2
+  echo "registry build failed" >&2
+  exit 1
+fi
+ARI_REGISTRY_BIN="$(tail -n 1 "$reg_log")"
+export ARI_REGISTRY_BIN
+echo "registry: $ARI_REGISTRY_BIN"
 
 step "tests"
 cargo test --workspace --locked
