@@ -98,6 +98,7 @@ mod tests {
             executor: Default::default(),
             description: None,
             mode,
+            config: None,
         }
     }
 
@@ -115,6 +116,7 @@ mod tests {
                 seed: None,
                 retries: None,
                 ttl_seconds_after_finished: None,
+                cancelled: None,
             },
         )
     }

@@ -82,6 +82,11 @@ pub struct AgentSpec {
     /// How the agent may be used: as a primary agent, as a subagent of another, or both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<AgentMode>,
+    /// Handed as bytes to the guest's `initialize` before every task, so one module can serve
+    /// several Agents configured differently (JSON or YAML as text is the usual form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
+    pub config: Option<String>,
 }
 
 /// The component source. Exactly one of `configMap` and `url`.
@@ -137,6 +142,29 @@ pub struct Capabilities {
     /// Access to the task's logical clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_access: Option<EmptyCapability>,
+    /// Running tasks on other Agents of the namespace, out of the task's own budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<DelegationCapability>,
+}
+
+/// Delegation grant: which Agents a task may call, how deep and how many.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct DelegationCapability {
+    /// Agent names in the same namespace; `*` (written deliberately) allows any.
+    #[schemars(
+        length(min = 1, max = 64),
+        inner(regex(pattern = r"^(\*|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)$"))
+    )]
+    pub agents: Vec<String>,
+    /// How deep a delegation tree under a root task may grow (the root is 0). Default 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 16))]
+    pub max_depth: Option<u32>,
+    /// Children (messages included) one task may start. Default 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_children: Option<u32>,
 }
 
 /// A capability with no settings; its presence is the grant.

@@ -153,6 +153,7 @@ mod tests {
             executor: Default::default(),
             description: None,
             mode: None,
+            config: None,
         }
     }
 

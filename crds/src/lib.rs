@@ -14,17 +14,17 @@ pub mod task;
 
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
-    Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, EffectiveLimits,
-    EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability, SecretKeyRef,
-    SigningCapability, StorageCapability,
+    Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, DelegationCapability,
+    EffectiveLimits, EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability,
+    SecretKeyRef, SigningCapability, StorageCapability,
 };
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
 };
 pub use task::{
-    AgentRef, Attestation, Ending, Estimate, InputError, InputFrom, InputSource, KeyRef,
-    LimitsApplied, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason, TaskSpec,
-    TaskStatus, format_duration_millis,
+    AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,
+    KeyRef, LimitsApplied, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason,
+    TaskSpec, TaskStatus, format_duration_millis,
 };
 
 use kube::CustomResourceExt;

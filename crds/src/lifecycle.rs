@@ -5,7 +5,8 @@
 //!   Pending ──claim──▶ Running ──finish──▶ Succeeded | Failed
 //!      │  ▲              │ │
 //!      │  └───requeue────┘ └──fail──▶ Failed
-//!      └────────fail───────────────▶ Failed
+//!      ├────────fail───────────────▶ Failed
+//!      └────────cancel─────────────▶ Cancelled   (Running ──finish──▶ Cancelled, too)
 //! ```
 //! Both writers race on the same object; the API server's resourceVersion check decides who
 //! wins, and these rules decide what the winner may write: a claim only of a Pending Task, a
@@ -31,9 +32,9 @@ pub struct NotAllowed {
 }
 
 impl Task {
-    /// An executor may claim the Task: it is Pending and not being deleted.
+    /// An executor may claim the Task: it is Pending, not cancelled and not being deleted.
     pub fn is_claimable(&self) -> bool {
-        self.metadata.deletion_timestamp.is_none() && self.phase() == TaskPhase::Pending
+        !self.is_cancelled() && self.phase() == TaskPhase::Pending
     }
 }
 
@@ -144,8 +145,34 @@ impl TaskStatus {
                 generation,
                 now,
             ),
+            Some(TaskReason::Cancelled) => self.end(
+                TaskPhase::Cancelled,
+                TaskReason::Cancelled,
+                message,
+                generation,
+                now,
+            ),
             Some(reason) => self.end(TaskPhase::Failed, reason, message, generation, now),
         }
+        Ok(())
+    }
+
+    /// Pending → Cancelled: cancelled before any executor claimed it (a Running Task is the
+    /// executor's to stop; it ends through [`TaskStatus::finish`]).
+    pub fn cancel(
+        &mut self,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("cancel", &[TaskPhase::Pending])?;
+        self.end(
+            TaskPhase::Cancelled,
+            TaskReason::Cancelled,
+            message,
+            generation,
+            now,
+        );
         Ok(())
     }
 
@@ -206,6 +233,7 @@ mod tests {
         match phase {
             TaskPhase::Succeeded => s.finish(None, "done", Some(1), now()),
             TaskPhase::Failed => s.fail(TaskReason::Trap, "boom", Some(1), now()),
+            TaskPhase::Cancelled => s.finish(Some(TaskReason::Cancelled), "stop", Some(1), now()),
             _ => Ok(()),
         }
         .expect("reach the phase");
@@ -214,7 +242,7 @@ mod tests {
 
     type Event = (&'static str, fn(&mut TaskStatus) -> Result<(), NotAllowed>);
 
-    const EVENTS: [Event; 6] = [
+    const EVENTS: [Event; 8] = [
         ("claim", |s| s.claim("pod-b", Some(1), now()).map(|_| ())),
         ("heartbeat", |s| s.heartbeat(now())),
         ("requeue", |s| s.requeue("lost", Some(1), now())),
@@ -225,38 +253,46 @@ mod tests {
         ("finish failed", |s| {
             s.finish(Some(TaskReason::FuelExhausted), "out", Some(1), now())
         }),
+        ("finish cancelled", |s| {
+            s.finish(Some(TaskReason::Cancelled), "stopped", Some(1), now())
+        }),
+        ("cancel", |s| s.cancel("cancelled", Some(1), now())),
     ];
 
     #[test]
     fn every_event_from_every_phase_goes_where_the_table_says_or_is_refused() {
         use TaskPhase::*;
         // (from, event, Some(to) or None for refused)
-        let table: [(TaskPhase, &str, Option<TaskPhase>); 24] = [
+        let mut table: Vec<(TaskPhase, &str, Option<TaskPhase>)> = vec![
             (Pending, "claim", Some(Running)),
             (Pending, "heartbeat", None),
             (Pending, "requeue", None),
             (Pending, "fail", Some(Failed)),
             (Pending, "finish", None),
             (Pending, "finish failed", None),
+            (Pending, "finish cancelled", None),
+            (Pending, "cancel", Some(Cancelled)),
             (Running, "claim", None),
             (Running, "heartbeat", Some(Running)),
             (Running, "requeue", Some(Pending)),
             (Running, "fail", Some(Failed)),
             (Running, "finish", Some(Succeeded)),
             (Running, "finish failed", Some(Failed)),
-            (Succeeded, "claim", None),
-            (Succeeded, "heartbeat", None),
-            (Succeeded, "requeue", None),
-            (Succeeded, "fail", None),
-            (Succeeded, "finish", None),
-            (Succeeded, "finish failed", None),
-            (Failed, "claim", None),
-            (Failed, "heartbeat", None),
-            (Failed, "requeue", None),
-            (Failed, "fail", None),
-            (Failed, "finish", None),
-            (Failed, "finish failed", None),
+            (Running, "finish cancelled", Some(Cancelled)),
+            // The executor stops a running Task; the operator only cancels unclaimed ones.
+            (Running, "cancel", None),
         ];
+        // Nothing moves a finished Task.
+        for end in [Succeeded, Failed, Cancelled] {
+            for (name, _) in EVENTS {
+                table.push((end, name, None));
+            }
+        }
+        assert_eq!(
+            table.len(),
+            5 * EVENTS.len(),
+            "every event from every phase"
+        );
         for (from, name, to) in table {
             let (_, event) = EVENTS
                 .iter()
@@ -359,6 +395,7 @@ mod tests {
                 seed: None,
                 retries: None,
                 ttl_seconds_after_finished: None,
+                cancelled: None,
             },
         );
         assert!(t.is_claimable());

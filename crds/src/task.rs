@@ -10,8 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::{
-    Attestation, Ending, Estimate, LimitsApplied, ResourcesUsed, TaskIdentity, TaskPhase,
-    TaskReason,
+    Attestation, DelegationApplied, Ending, Estimate, LimitsApplied, ResourcesUsed, TaskIdentity,
+    TaskPhase, TaskReason,
 };
 
 use crate::capability::TaskRequirements;
@@ -51,7 +51,8 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
     )
 )]
 #[x_kube(
-    validation = Rule::new("self == oldSelf").message("Task spec is immutable"),
+    // Immutable but for `cancelled`, which may be set (once: it cannot be unset).
+    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished))").message("Task spec is immutable except that cancelled may be set to true"),
     validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -92,6 +93,10 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 4_294_967_295u32))]
     pub ttl_seconds_after_finished: Option<u32>,
+    /// Set to `true` to cancel the Task: a Pending one never runs, a Running one is stopped
+    /// within a second. Either ends `Cancelled` with no output. Set once; it cannot be unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<bool>,
 }
 
 /// Reference to an Agent in the Task's namespace.
@@ -253,9 +258,15 @@ impl Task {
             .unwrap_or_default()
     }
 
-    /// `Succeeded` or `Failed`.
+    /// `Succeeded`, `Failed` or `Cancelled`.
     pub fn is_finished(&self) -> bool {
         self.phase().is_finished()
+    }
+
+    /// A user asked for it to stop (`spec.cancelled`), or it is being deleted: either way,
+    /// whoever runs it stops.
+    pub fn is_cancelled(&self) -> bool {
+        self.spec.cancelled == Some(true) || self.metadata.deletion_timestamp.is_some()
     }
 
     /// Claims so far.
@@ -298,6 +309,7 @@ mod tests {
             seed: None,
             retries: None,
             ttl_seconds_after_finished: None,
+            cancelled: None,
         }
     }
 
@@ -353,6 +365,7 @@ mod tests {
             (TaskPhase::Running, false),
             (TaskPhase::Succeeded, true),
             (TaskPhase::Failed, true),
+            (TaskPhase::Cancelled, true),
         ] {
             t.status = Some(TaskStatus {
                 phase: Some(phase),

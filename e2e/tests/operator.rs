@@ -32,6 +32,10 @@ fn main() -> std::process::ExitCode {
             killed_executor,
         ),
         ("executor_sigterm_finishes_its_running_task", executor_drain),
+        (
+            "a_cancelled_task_stops_ends_cancelled_and_frees_its_slot",
+            cancellation,
+        ),
         ("operator_restart_loses_nothing", operator_restart),
         (
             "module_change_rolls_executors_and_new_tasks_use_it",
@@ -464,6 +468,103 @@ fn executor_drain(ctx: &Ctx) -> Result<()> {
         Ok(())
     })
 }
+
+/// A user cancels the way Tekton users do (a spec field set once, with kubectl): a running
+/// Task is stopped and ends Cancelled with no output, and its executor's only slot is free
+/// for the next Task; a pending one never runs; the field cannot be unset.
+fn cancellation(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("cancel", |client, ns| async move {
+        ctx.module_configmap(&ns, "loop-module", "sha256-loop")?;
+        // One executor with one slot: a Task still holding it would block the next.
+        ctx.apply_ok(
+            &ns,
+            "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: loop
+spec:
+  module:
+    configMap:
+      name: loop-module
+      key: module.wasm
+  executor:
+    replicas: 1
+    concurrency: 1
+  limits:
+    fuel: 1000000000000
+    timeoutSeconds: 600
+",
+        )?;
+        agent_ready(&client, &ns, "loop").await?;
+        // Runs for minutes unless stopped: only a cancel ends it in time.
+        ctx.apply_ok(&ns, &task_yaml("forever", "loop", "2000000000 abc", ""))?;
+        running_on(&client, &ns, "forever").await?;
+        ctx.kubectl_ok([
+            "-n",
+            &ns,
+            "patch",
+            "task",
+            "forever",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cancelled":true}}"#,
+        ])?;
+        let t = task_finished(&client, &ns, "forever", Duration::from_secs(60)).await?;
+        expect_reason(&t, TaskPhase::Cancelled, TaskReason::Cancelled)?;
+        let s = t.status.clone().unwrap_or_default();
+        ensure!(
+            s.output.is_none() && s.output_sha256.as_deref().is_none_or(|o| o == EMPTY_SHA256),
+            "a cancelled Task keeps no output: {s:?}"
+        );
+        // The one slot is free again: the next Task runs to completion.
+        ctx.apply_ok(&ns, &task_yaml("after", "loop", "3 abc", ""))?;
+        let t = task_finished(&client, &ns, "after", Duration::from_secs(60)).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+
+        // Unsetting is refused by the API server; other spec fields stay immutable.
+        let unset = ctx.kubectl(&[
+            "-n",
+            &ns,
+            "patch",
+            "task",
+            "forever",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cancelled":false}}"#,
+        ])?;
+        ensure!(!unset.status.success(), "cancelled was unset");
+        let changed = ctx.kubectl(&[
+            "-n",
+            &ns,
+            "patch",
+            "task",
+            "after",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"input":"other","cancelled":true}}"#,
+        ])?;
+        ensure!(
+            !changed.status.success(),
+            "the input changed along with cancelled"
+        );
+
+        // Cancelled before any executor could claim it (its Agent has no executor yet).
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("never", "nobody", "x", "  cancelled: true\n"),
+        )?;
+        let t = task_finished(&client, &ns, "never", Duration::from_secs(60)).await?;
+        expect_reason(&t, TaskPhase::Cancelled, TaskReason::Cancelled)?;
+        ensure!(
+            t.status.as_ref().and_then(|s| s.attempts).unwrap_or(0) == 0,
+            "a Task cancelled while Pending never ran"
+        );
+        Ok(())
+    })
+}
+
+/// SHA-256 of no bytes.
+const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 fn operator_restart(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("restart", |client, ns| async move {

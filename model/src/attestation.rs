@@ -80,6 +80,10 @@ impl Ending {
                 phase: TaskPhase::Succeeded,
                 reason: TaskReason::Completed,
             },
+            Some(FailureKind::Cancelled) => Ending {
+                phase: TaskPhase::Cancelled,
+                reason: TaskReason::Cancelled,
+            },
             Some(kind) => Ending {
                 phase: TaskPhase::Failed,
                 reason: kind.into(),
@@ -92,6 +96,7 @@ impl Ending {
     pub fn failure_kind(&self) -> Result<Option<FailureKind>, String> {
         match (self.phase, self.reason) {
             (TaskPhase::Succeeded, TaskReason::Completed) => Ok(None),
+            (TaskPhase::Cancelled, TaskReason::Cancelled) => Ok(Some(FailureKind::Cancelled)),
             (TaskPhase::Failed, reason) => reason
                 .failure_kind()
                 .map(Some)
@@ -227,6 +232,15 @@ impl Attestation {
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
+    /// The digest by which others refer to this attestation (a parent's trace names its
+    /// children's): hex SHA-256 of the signed message followed by the signature's hex text, so
+    /// it changes with any signed field and with the signature.
+    pub fn sha256(&self) -> String {
+        let mut bytes = self.signed_message();
+        bytes.extend_from_slice(self.signature.as_bytes());
+        sha256_hex(&bytes)
+    }
+
     /// The bytes the signature covers: PAE([`PAYLOAD_TYPE`], canonical body).
     pub fn signed_message(&self) -> Vec<u8> {
         pae(PAYLOAD_TYPE, &self.canonical_bytes())
@@ -296,6 +310,7 @@ mod tests {
                 capabilities: vec![CapabilityName::Network, CapabilityName::Storage],
                 storage_max_bytes: Some(4096),
                 allowed_hosts: vec!["https://example.com".into()],
+                delegation: None,
             },
             failure: None,
             output_sha256: sha256_hex(b"out"),

@@ -17,15 +17,17 @@ pub enum CapabilityName {
     Randomness,
     Signing,
     TimeAccess,
+    Delegation,
 }
 
 impl CapabilityName {
-    pub const ALL: [CapabilityName; 5] = [
+    pub const ALL: [CapabilityName; 6] = [
         CapabilityName::Storage,
         CapabilityName::Network,
         CapabilityName::Randomness,
         CapabilityName::Signing,
         CapabilityName::TimeAccess,
+        CapabilityName::Delegation,
     ];
 
     /// The camelCase name used in YAML, in status and by guests.
@@ -36,6 +38,7 @@ impl CapabilityName {
             CapabilityName::Randomness => "randomness",
             CapabilityName::Signing => "signing",
             CapabilityName::TimeAccess => "timeAccess",
+            CapabilityName::Delegation => "delegation",
         }
     }
 }
@@ -48,7 +51,9 @@ impl fmt::Display for CapabilityName {
 
 /// A name that is not one of [`CapabilityName::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown capability {0:?} (known: storage, network, randomness, signing, timeAccess)")]
+#[error(
+    "unknown capability {0:?} (known: storage, network, randomness, signing, timeAccess, delegation)"
+)]
 pub struct UnknownCapability(pub String);
 
 impl FromStr for CapabilityName {

@@ -15,6 +15,6 @@ pub mod usage;
 
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
-pub use limits::LimitsApplied;
+pub use limits::{DelegationApplied, LimitsApplied};
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
 pub use usage::{Estimate, ResourcesUsed};

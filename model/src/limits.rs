@@ -24,4 +24,24 @@ pub struct LimitsApplied {
     /// The network allow-list, when `network` is granted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_hosts: Vec<String>,
+    /// The delegation grant and where the task sat in its tree, when `delegation` is granted
+    /// (a replay refuses the same calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<DelegationApplied>,
+}
+
+/// The delegation grant a run was held to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DelegationApplied {
+    /// Agents it could call (`*`: any).
+    pub agents: Vec<String>,
+    #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
+    pub max_depth: u32,
+    #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
+    pub max_children: u32,
+    /// The task's own depth (a root task is 0).
+    #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
+    pub depth: u32,
 }

@@ -14,14 +14,18 @@ pub enum TaskPhase {
     Running,
     Succeeded,
     Failed,
+    /// Someone cancelled it (`spec.cancelled`, or its parent was cancelled): it was stopped,
+    /// or never started, and kept no output.
+    Cancelled,
 }
 
 impl TaskPhase {
-    pub const ALL: [TaskPhase; 4] = [
+    pub const ALL: [TaskPhase; 5] = [
         TaskPhase::Pending,
         TaskPhase::Running,
         TaskPhase::Succeeded,
         TaskPhase::Failed,
+        TaskPhase::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -30,12 +34,16 @@ impl TaskPhase {
             TaskPhase::Running => "Running",
             TaskPhase::Succeeded => "Succeeded",
             TaskPhase::Failed => "Failed",
+            TaskPhase::Cancelled => "Cancelled",
         }
     }
 
-    /// `Succeeded` or `Failed`: nothing will run any more.
+    /// `Succeeded`, `Failed` or `Cancelled`: nothing will run any more.
     pub fn is_finished(self) -> bool {
-        matches!(self, TaskPhase::Succeeded | TaskPhase::Failed)
+        matches!(
+            self,
+            TaskPhase::Succeeded | TaskPhase::Failed | TaskPhase::Cancelled
+        )
     }
 }
 
@@ -69,10 +77,13 @@ pub enum FailureKind {
     /// The agent returned an `error-code` from `initialize` or `execute` (or declined the task
     /// in `can-execute`) without a host failure behind it: it ran, and said no.
     AgentError,
+    /// Someone cancelled the task (the Task's `spec.cancelled`, its deletion, or its parent's
+    /// cancellation): the guest was interrupted and no output is kept.
+    Cancelled,
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 8] = [
+    pub const ALL: [FailureKind; 9] = [
         FailureKind::Trap,
         FailureKind::FuelExhausted,
         FailureKind::DeadlineExceeded,
@@ -81,6 +92,7 @@ impl FailureKind {
         FailureKind::InvalidModule,
         FailureKind::OutputTooLarge,
         FailureKind::AgentError,
+        FailureKind::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -98,6 +110,7 @@ impl FailureKind {
             FailureKind::InvalidModule => 15,
             FailureKind::OutputTooLarge => 16,
             FailureKind::AgentError => 17,
+            FailureKind::Cancelled => 18,
         }
     }
 }
@@ -148,10 +161,11 @@ pub enum TaskReason {
     /// The Agent's `mode` does not take Tasks from where this one came (a user or a parent).
     ModeRefused,
     AgentError,
+    Cancelled,
 }
 
 impl TaskReason {
-    pub const ALL: [TaskReason; 11] = [
+    pub const ALL: [TaskReason; 12] = [
         TaskReason::Completed,
         TaskReason::Trap,
         TaskReason::FuelExhausted,
@@ -163,6 +177,7 @@ impl TaskReason {
         TaskReason::ExecutorLost,
         TaskReason::ModeRefused,
         TaskReason::AgentError,
+        TaskReason::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -178,6 +193,7 @@ impl TaskReason {
             TaskReason::ExecutorLost => "ExecutorLost",
             TaskReason::ModeRefused => "ModeRefused",
             TaskReason::AgentError => "AgentError",
+            TaskReason::Cancelled => "Cancelled",
         }
     }
 
@@ -211,6 +227,7 @@ impl From<FailureKind> for TaskReason {
             FailureKind::InvalidModule => TaskReason::InvalidModule,
             FailureKind::OutputTooLarge => TaskReason::OutputTooLarge,
             FailureKind::AgentError => TaskReason::AgentError,
+            FailureKind::Cancelled => TaskReason::Cancelled,
         }
     }
 }

@@ -19,6 +19,14 @@ pub struct ResourcesUsed {
     pub network_bytes: u64,
     /// Wall-clock time from accepting the task to its outcome.
     pub wall_millis: u64,
+    /// The part of `fuel` the task's children (delegated tasks and messages) took out of its
+    /// budget; the task's own work is `fuel - childrenFuel`. Absent when it delegated nothing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub children_fuel: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the agent itself expects a task to need (its `estimate` export), in the units the

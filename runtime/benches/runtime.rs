@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ari_runtime::{Agent, EngineOptions, Grants, Limits, Runtime, RuntimeConfig, TaskRequest};
+use ari_runtime::{
+    EngineOptions, Grants, Limits, LoadedAgent, Runtime, RuntimeConfig, TaskRequest,
+};
 use ed25519_dalek::SigningKey;
 
 fn agent_bytes(name: &str) -> Vec<u8> {
@@ -63,7 +65,7 @@ fn request(input: &[u8], key: &Arc<SigningKey>, fuel: u64) -> TaskRequest {
     req
 }
 
-fn run_ok(agent: &Agent, req: TaskRequest) -> ari_runtime::TaskOutcome {
+fn run_ok(agent: &LoadedAgent, req: TaskRequest) -> ari_runtime::TaskOutcome {
     let o = agent.run(req);
     assert!(o.failure.is_none(), "{:?}", o.failure);
     o

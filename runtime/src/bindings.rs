@@ -9,7 +9,10 @@ wasmtime::component::bindgen!({
 });
 
 pub use ainur::ari::host::{HttpHeader, IncomingResponse, LogLevel, OutgoingRequest};
-pub use ainur::ari::types::{ErrorCode, Estimation, HashAlgorithm, HttpError, StorageError};
+pub use ainur::ari::types::{
+    ChildBudget, ChildFailure, DelegationError, ErrorCode, Estimation, HashAlgorithm, HttpError,
+    StorageError,
+};
 pub use exports::ainur::ari::agent::{ExecutionResult, ResourceUsage, TaskSpec};
 
 /// The fully qualified name of the interface every agent must export.

@@ -25,6 +25,9 @@ pub fn classify_call_error(err: &wasmtime::Error, memory_hit: Option<&str>) -> F
             },
         };
     }
+    if err.downcast_ref::<crate::cancel::Cancelled>().is_some() {
+        return Failure::new(FailureKind::Cancelled, "cancelled while running");
+    }
     if let Some(hit) = memory_hit {
         return Failure::new(FailureKind::Trap, hit);
     }

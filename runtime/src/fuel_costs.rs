@@ -1,4 +1,5 @@
-//! The fuel each host call costs: `base + per_byte × bytes moved`.
+//! The fuel each host call costs: `base + per_byte × bytes moved`. Each capability declares
+//! its own costs (its `link` module); [`table`] gathers them.
 //!
 //! One unit of fuel is about one Wasm instruction. The numbers are set so that a host call
 //! costs roughly what the same work would cost the guest in Wasm, so fuel keeps bounding
@@ -24,40 +25,14 @@ impl FuelCost {
     }
 }
 
-/// `log`: bytes of the message.
-pub const LOG: FuelCost = FuelCost::new(500, 1);
-/// `storage-get`: bytes of key and returned value.
-pub const STORAGE_GET: FuelCost = FuelCost::new(2_000, 2);
-/// `storage-set`: bytes of key and value.
-pub const STORAGE_SET: FuelCost = FuelCost::new(5_000, 4);
-/// `storage-delete`: bytes of the key.
-pub const STORAGE_DELETE: FuelCost = FuelCost::new(2_000, 2);
-/// `random-bytes`: bytes requested.
-pub const RANDOM_BYTES: FuelCost = FuelCost::new(500, 2);
-/// `hash` (SHA-256): bytes hashed.
-pub const HASH: FuelCost = FuelCost::new(500, 4);
-/// `sign` (Ed25519): bytes signed.
-pub const SIGN: FuelCost = FuelCost::new(50_000, 4);
-/// `verify` (Ed25519): bytes verified.
-pub const VERIFY: FuelCost = FuelCost::new(100_000, 4);
-/// `http-request`: bytes sent (URL, headers, body) and received (headers, body).
-pub const HTTP_REQUEST: FuelCost = FuelCost::new(200_000, 2);
-/// `now`: no payload.
-pub const NOW: FuelCost = FuelCost::new(200, 0);
-
-/// Every entry, for the docs and the `ari inspect` listing.
-pub const TABLE: [(&str, FuelCost); 10] = [
-    ("log", LOG),
-    ("storage-get", STORAGE_GET),
-    ("storage-set", STORAGE_SET),
-    ("storage-delete", STORAGE_DELETE),
-    ("random-bytes", RANDOM_BYTES),
-    ("hash", HASH),
-    ("sign", SIGN),
-    ("verify", VERIFY),
-    ("http-request", HTTP_REQUEST),
-    ("now", NOW),
-];
+/// Every host function's cost, gathered from the capabilities that declare them (each
+/// capability's `link` module), for the docs and `ari inspect`.
+pub fn table() -> Vec<(&'static str, FuelCost)> {
+    crate::host::CAPABILITIES
+        .iter()
+        .flat_map(|c| c.fuel.iter().copied())
+        .collect()
+}
 
 #[cfg(test)]
 mod tests {
@@ -65,7 +40,39 @@ mod tests {
 
     #[test]
     fn charge_is_base_plus_bytes_and_saturates() {
-        assert_eq!(HASH.charge(10), 540);
+        assert_eq!(FuelCost::new(500, 4).charge(10), 540);
         assert_eq!(FuelCost::new(u64::MAX, 1).charge(5), u64::MAX);
+    }
+
+    #[test]
+    fn every_host_function_of_the_contract_has_one_cost() {
+        let names: Vec<&str> = table().iter().map(|(n, _)| *n).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            names.len(),
+            "a cost declared twice: {names:?}"
+        );
+        assert_eq!(
+            names,
+            [
+                "log",
+                "storage-get",
+                "storage-set",
+                "storage-delete",
+                "random-bytes",
+                "hash",
+                "sign",
+                "verify",
+                "http-request",
+                "now",
+                "delegate",
+                "start-child",
+                "await-child",
+                "send-message"
+            ]
+        );
     }
 }

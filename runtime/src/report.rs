@@ -41,6 +41,13 @@ pub struct RunReport {
     pub error: Option<Failure>,
     #[serde(default)]
     pub logs: Vec<String>,
+    /// The Agent that ran it, for a child in a delegation tree (the root's is the command's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The children it started (capability `delegation`), each a report of its own, in the
+    /// order they were started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<RunReport>,
 }
 
 /// A report field that cannot be decoded.
@@ -69,7 +76,27 @@ impl RunReport {
             trace: outcome.trace,
             error: outcome.failure,
             logs: outcome.logs,
+            agent: None,
+            children: Vec::new(),
         }
+    }
+
+    /// The report of a root task and every child run under it (from
+    /// [`crate::local::LocalDelegator::finish`]), children nested under their parents.
+    pub fn tree(
+        outcome: TaskOutcome,
+        input: &[u8],
+        requirements: &[CapabilityName],
+        runs: Vec<crate::local::ChildRun>,
+    ) -> Self {
+        let mut root = Self::new(outcome, input, requirements);
+        let mut by_parent: std::collections::BTreeMap<String, Vec<crate::local::ChildRun>> =
+            std::collections::BTreeMap::new();
+        for run in runs {
+            by_parent.entry(run.parent.clone()).or_default().push(run);
+        }
+        attach(&mut root, &mut by_parent);
+        root
     }
 
     pub fn input_bytes(&self) -> Result<Vec<u8>, ReportError> {
@@ -83,6 +110,29 @@ impl RunReport {
             self.output_base64.as_deref(),
         )
     }
+}
+
+/// Nests the runs whose parent is `report` under it, in the order they were started (a child's
+/// task id ends with its index), and their own children under them.
+fn attach(
+    report: &mut RunReport,
+    by_parent: &mut std::collections::BTreeMap<String, Vec<crate::local::ChildRun>>,
+) {
+    let mut runs = by_parent.remove(&report.task_id).unwrap_or_default();
+    runs.sort_by_key(|r| child_index(&r.outcome.task_id));
+    for run in runs {
+        let mut child = RunReport::new(run.outcome, &run.input, &[]);
+        child.agent = Some(run.agent);
+        attach(&mut child, by_parent);
+        report.children.push(child);
+    }
+}
+
+fn child_index(task: &str) -> u64 {
+    task.rsplit('-')
+        .next()
+        .and_then(|i| i.parse().ok())
+        .unwrap_or(u64::MAX)
 }
 
 fn text_or_base64(bytes: &[u8]) -> (Option<String>, Option<String>) {

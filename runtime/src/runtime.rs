@@ -113,7 +113,7 @@ impl Runtime {
     }
 
     /// Validates, compiles (or loads from the cache) and links an agent component.
-    pub fn load(&self, bytes: &[u8]) -> Result<Agent, RuntimeError> {
+    pub fn load(&self, bytes: &[u8]) -> Result<LoadedAgent, RuntimeError> {
         validate::check_header(bytes).map_err(RuntimeError::InvalidModule)?;
         let digest = sha256_hex(bytes);
         let inner = &self.inner;
@@ -143,7 +143,7 @@ impl Runtime {
                 error_chain(&e)
             ))
         })?;
-        Ok(Agent {
+        Ok(LoadedAgent {
             runtime: self.clone(),
             pre,
             component,
@@ -174,10 +174,12 @@ impl Runtime {
     }
 }
 
-/// A loaded agent: the component and its pre-linked instance template. Cheap to clone and
-/// `Send + Sync`, so a worker can run tasks of one agent on many threads at once.
+/// An agent component loaded into the runtime: the compiled component and its pre-linked
+/// instance template. Not the `Agent` resource (`ari_crds::Agent`, what a user applies) nor the
+/// guest trait (`ari_sdk::Agent`, what an author implements). Cheap to clone and `Send + Sync`,
+/// so a worker can run tasks of one agent on many threads at once.
 #[derive(Clone)]
-pub struct Agent {
+pub struct LoadedAgent {
     pub(crate) runtime: Runtime,
     pub(crate) pre: AriAgentPre<TaskState>,
     pub(crate) component: Component,
@@ -185,7 +187,7 @@ pub struct Agent {
     pub(crate) source: LoadSource,
 }
 
-impl Agent {
+impl LoadedAgent {
     /// Hex SHA-256 of the component bytes (recorded in every attestation).
     pub fn module_sha256(&self) -> &str {
         &self.module_sha256
@@ -222,6 +224,6 @@ mod tests {
     #[test]
     fn runtime_and_agent_can_be_shared_between_worker_threads() {
         assert_send_sync::<Runtime>();
-        assert_send_sync::<Agent>();
+        assert_send_sync::<LoadedAgent>();
     }
 }

@@ -3,20 +3,22 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ari_model::{CapabilityName, Estimate};
+use ari_model::{CapabilityName, DelegationApplied, Estimate};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
-use wasmtime::Store;
+use wasmtime::{Store, UpdateDeadline};
 
 use crate::attestation::{Attestation, Claims, TaskIdentity, sha256_hex};
 use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
+use crate::cancel::{CancelToken, Cancelled};
+use crate::capability::delegation::ChildSummary;
 use crate::capability::storage::{MemoryBackend, StorageBackend};
-use crate::capability::{CapError, Grants, Mode, TaskCapabilities};
+use crate::capability::{CapError, DelegationContext, Grants, Mode, TaskCapabilities};
 use crate::engine::deadline_ticks;
 use crate::failure::{Failure, FailureKind, classify_call_error};
 use crate::limits::{Limits, LimitsApplied, MemoryLimiter};
 use crate::metering::{ResourcesUsed, thread_cpu_nanos};
-use crate::runtime::{Agent, error_chain};
+use crate::runtime::{LoadedAgent, error_chain};
 use crate::state::{SharedCaps, TaskState};
 use crate::trace::Trace;
 use crate::wasi;
@@ -53,6 +55,14 @@ pub struct TaskRequest {
     /// Asked just before the storage commit; `Err(why)` skips the commit and fails the run
     /// (the worker: this executor no longer owns the Task's attempt, so nothing may land).
     pub commit_gate: Option<CommitGate>,
+    /// Handed to the guest's `initialize` (the Agent's `spec.config`); empty by default.
+    pub config: Vec<u8>,
+    /// Cancels the run from another thread: the guest is interrupted within
+    /// [`crate::cancel::CHECK_INTERVAL`] and the task ends `Cancelled`, committing nothing.
+    pub cancel: Option<CancelToken>,
+    /// What runs this task's children (capability `delegation`) and its depth in the tree;
+    /// `None`: no other Agent is reachable.
+    pub delegation: Option<DelegationContext>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -77,6 +87,9 @@ impl TaskRequest {
             replay: None,
             receipt: None,
             commit_gate: None,
+            config: Vec::new(),
+            cancel: None,
+            delegation: None,
         }
     }
 }
@@ -121,6 +134,9 @@ pub struct TaskOutcome {
     /// What the guest logged (host `log`, stdout as INFO, stderr as WARN), as `LEVEL message`,
     /// bounded to 64 KiB.
     pub logs: Vec<String>,
+    /// The children it started (capability `delegation`), in order, with how each ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildSummary>,
     /// Rebuilt from a storage receipt: the committed run's output bytes were not kept (only
     /// `output_sha256`), see [`TaskOutcome::from_receipt`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -189,6 +205,9 @@ impl TaskRequest {
             replay: None,
             receipt: self.receipt.clone(),
             commit_gate: self.commit_gate.clone(),
+            config: self.config.clone(),
+            cancel: self.cancel.clone(),
+            delegation: self.delegation.clone(),
         })
     }
 }
@@ -237,12 +256,13 @@ impl TaskOutcome {
             estimate: None,
             trace: Trace::default(),
             logs: Vec::new(),
+            children: Vec::new(),
             storage_conflict: false,
         })
     }
 }
 
-impl Agent {
+impl LoadedAgent {
     /// Runs one task to completion on the calling thread (blocking; pick the thread — CPU
     /// time is measured on it). Never panics on guest behaviour; every failure is classified.
     ///
@@ -268,7 +288,7 @@ impl Agent {
         self.run_once(req)
     }
 
-    fn run_once(&self, req: TaskRequest) -> TaskOutcome {
+    fn run_once(&self, mut req: TaskRequest) -> TaskOutcome {
         let started = Instant::now();
         let cpu_start = thread_cpu_nanos();
         let seed = req.seed.unwrap_or_else(random_seed);
@@ -280,13 +300,19 @@ impl Agent {
             Some(trace) => Mode::Replay(trace),
             None => Mode::Live,
         };
-        let storage = match (&mode, req.storage, &req.grants.storage) {
+        let storage = match (&mode, req.storage.take(), &req.grants.storage) {
             (Mode::Live, None, Some(_)) => {
                 Some(Box::new(MemoryBackend::new()) as Box<dyn StorageBackend>)
             }
             (_, storage, _) => storage,
         };
-        let caps = TaskCapabilities::new(&req.grants, storage, seed, start_nanos, mode);
+        let mut caps = TaskCapabilities::new(&req.grants, storage, seed, start_nanos, mode);
+        caps.set_delegation(
+            req.delegation.clone(),
+            &req.id,
+            req.cancel.clone().unwrap_or_default(),
+            applied.memory_bytes,
+        );
         let caps: SharedCaps = Arc::new(Mutex::new(caps));
 
         let (GuestRun { end, estimate }, meter) = match pre_failure {
@@ -297,20 +323,14 @@ impl Agent {
                 },
                 StoreMeter::default(),
             ),
-            None => self.execute(
-                &req.id,
-                &req.input,
-                &req.requirements,
-                &req.grants,
-                &applied,
-                seed,
-                &caps,
-            ),
+            None => self.execute(&req, &applied, seed, &caps),
         };
 
         // The store (and with it every WASI adapter) is gone: the state is ours again.
         // (Should a clone survive, the lock still gives exclusive access.)
         let mut caps = crate::state::lock(&caps);
+        caps.abandon_children();
+        let children = caps.children().to_vec();
         let denials: Vec<String> = caps.denials().to_vec();
         let logs = caps.logs();
 
@@ -343,6 +363,23 @@ impl Agent {
             ));
         }
 
+        // A cancelled task ends Cancelled however the guest ended (it may have failed because
+        // its children were cancelled, or returned before the check): nothing is kept.
+        if req.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
+            && failure
+                .as_ref()
+                .is_none_or(|f| f.kind != FailureKind::Cancelled)
+        {
+            let then = failure
+                .as_ref()
+                .map(|f| format!(" (the guest ended: {f})"))
+                .unwrap_or_default();
+            failure = Some(Failure::new(
+                FailureKind::Cancelled,
+                format!("the task was cancelled{then}"),
+            ));
+        }
+
         let usage = caps.usage();
         let replay_left = caps.replay_remaining();
         let trace = caps.take_trace();
@@ -363,6 +400,7 @@ impl Agent {
             storage_bytes: usage.storage_bytes_written,
             network_bytes: usage.network_bytes,
             wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            children_fuel: usage.children_fuel,
         };
         let seal = |failure: Option<Failure>, output: Vec<u8>, trace: Trace, logs: Vec<String>| {
             let output_sha256 = sha256_hex(&output);
@@ -397,6 +435,7 @@ impl Agent {
                 estimate,
                 trace,
                 logs,
+                children: children.clone(),
                 output_not_kept: false,
                 storage_conflict: false,
             }
@@ -467,25 +506,27 @@ impl Agent {
                 .as_ref()
                 .map(|n| n.allowed_hosts.clone())
                 .unwrap_or_default(),
+            delegation: req.grants.delegation.as_ref().map(|g| DelegationApplied {
+                agents: g.agents.clone(),
+                max_depth: g.max_depth,
+                max_children: g.max_children,
+                depth: req.delegation.as_ref().map_or(0, |c| c.depth),
+            }),
         }
     }
 
     /// Instantiates in a fresh store and calls `initialize`, `can-execute`, `estimate`,
     /// `execute`.
-    #[allow(clippy::too_many_arguments)]
     fn execute(
         &self,
-        id: &str,
-        input: &[u8],
-        requirements: &[CapabilityName],
-        grants: &Grants,
+        req: &TaskRequest,
         applied: &LimitsApplied,
         seed: [u8; 32],
         caps: &SharedCaps,
     ) -> (GuestRun, StoreMeter) {
         let inner = &self.runtime.inner;
         let state = TaskState {
-            wasi: wasi::build_ctx(caps, grants.time, &seed),
+            wasi: wasi::build_ctx(caps, req.grants.time, &seed),
             table: crate::limits::resource_table(),
             caps: caps.clone(),
             limiter: MemoryLimiter::new(applied.memory_bytes),
@@ -508,18 +549,22 @@ impl Agent {
             return (run, StoreMeter::default());
         }
         let timeout = Duration::from_millis(applied.timeout_millis);
-        store.set_epoch_deadline(deadline_ticks(timeout));
+        set_deadline(&mut store, deadline_ticks(timeout), req.cancel.clone());
         if let Some(deadline) = Instant::now().checked_add(timeout) {
             crate::state::lock(caps).set_deadline(deadline);
         }
 
         let spec = TaskSpec {
-            id: id.to_string(),
-            input: input.to_vec(),
-            requirements: requirements.iter().map(|c| c.as_str().to_owned()).collect(),
+            id: req.id.clone(),
+            input: req.input.clone(),
+            requirements: req
+                .requirements
+                .iter()
+                .map(|c| c.as_str().to_owned())
+                .collect(),
             deadline_seconds: applied.timeout_millis.div_ceil(1000),
         };
-        let run = call_guest(&self.pre, &mut store, &spec);
+        let run = call_guest(&self.pre, &mut store, &spec, &req.config);
 
         let meter = StoreMeter {
             fuel: if inner.consume_fuel {
@@ -534,6 +579,30 @@ impl Agent {
     }
 }
 
+/// Arms the epoch deadline: `ticks` from now the call ends `DeadlineExceeded`. With a cancel
+/// token the deadline is checked in steps of [`crate::cancel::CHECK_INTERVAL`], and a cancelled
+/// token ends the call with [`Cancelled`] at the next step; without one, one deadline suffices.
+fn set_deadline(store: &mut Store<TaskState>, ticks: u64, cancel: Option<CancelToken>) {
+    let Some(cancel) = cancel else {
+        store.set_epoch_deadline(ticks);
+        return;
+    };
+    let step = crate::cancel::check_ticks().min(ticks);
+    let mut left = ticks - step;
+    store.set_epoch_deadline(step);
+    store.epoch_deadline_callback(move |_| {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        if left == 0 {
+            return Err(wasmtime::Trap::Interrupt.into());
+        }
+        let next = left.min(crate::cancel::check_ticks());
+        left -= next;
+        Ok(UpdateDeadline::Continue(next))
+    });
+}
+
 /// Read off the store before it is dropped.
 #[derive(Default)]
 struct StoreMeter {
@@ -545,9 +614,10 @@ fn call_guest(
     pre: &crate::bindings::AriAgentPre<TaskState>,
     store: &mut Store<TaskState>,
     spec: &TaskSpec,
+    config: &[u8],
 ) -> GuestRun {
     let mut estimate = None;
-    let end = call_exports(pre, store, spec, &mut estimate);
+    let end = call_exports(pre, store, spec, config, &mut estimate);
     GuestRun { end, estimate }
 }
 
@@ -555,6 +625,7 @@ fn call_exports(
     pre: &crate::bindings::AriAgentPre<TaskState>,
     store: &mut Store<TaskState>,
     spec: &TaskSpec,
+    config: &[u8],
     estimate: &mut Option<Estimate>,
 ) -> GuestEnd {
     let classify = |store: &Store<TaskState>, e: wasmtime::Error| {
@@ -576,7 +647,7 @@ fn call_exports(
         }
     };
     let guest = agent.ainur_ari_agent();
-    match guest.call_initialize(&mut *store, &[]) {
+    match guest.call_initialize(&mut *store, config) {
         Ok(Ok(())) => {}
         Ok(Err(code)) => return guest_error(store, "initialize", code),
         Err(e) => return classify(store, e),
@@ -629,8 +700,14 @@ fn guest_error(store: &Store<TaskState>, call: &str, code: ErrorCode) -> GuestEn
     GuestEnd::Failed(failure)
 }
 
-/// Checks that need no instance: input size and requirements.
+/// Checks that need no instance: cancellation, input size and requirements.
 fn precheck(req: &TaskRequest, applied: &LimitsApplied) -> Option<Failure> {
+    if req.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
+        return Some(Failure::new(
+            FailureKind::Cancelled,
+            "the task was cancelled before it started",
+        ));
+    }
     if req.input.len() as u64 > applied.max_input_bytes {
         return Some(Failure::new(
             FailureKind::HostError,

@@ -18,128 +18,106 @@ pub struct Trace {
     pub events: Vec<TraceEvent>,
 }
 
-/// One recorded host-call result. The `kind` tag names the variant in JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum TraceEvent {
-    /// A read that reached committed storage (reads of the task's own writes are not outside data).
-    StorageGet {
-        key: String,
-        #[serde(with = "b64_opt")]
-        value: Option<Vec<u8>>,
-    },
-    /// Committed size (key + value bytes) of a key the task wrote; needed to replay quota decisions.
-    StorageSize { key: String, bytes: Option<u64> },
-    /// Committed bytes of the agent's namespace when the task first wrote.
-    StorageUsed { bytes: u64 },
-    /// One HTTP exchange (one hop; a redirect chain is several events).
-    Http {
-        method: String,
-        url: String,
-        status: u16,
-        headers: Vec<(String, String)>,
-        #[serde(with = "b64")]
-        body: Vec<u8>,
-    },
-    /// One HTTP hop that failed at transport level (refused, timed out, too large).
-    HttpError {
-        method: String,
-        url: String,
-        error: String,
-    },
-    /// One read of the logical clock.
-    Time { nanos: u64 },
-    /// Bytes handed out by `random-bytes`.
-    Random {
-        #[serde(with = "b64")]
-        bytes: Vec<u8>,
-    },
+/// A capability's own trace events. The capability names their JSON kinds and canonical tags,
+/// encodes their fields and says how much memory they hold; [`TraceEvent`] only gathers every
+/// capability's type (see `trace_events!` below), so adding a capability adds one line there.
+pub trait CapabilityEvent:
+    Clone + Into<TraceEvent> + TryFrom<TraceEvent, Error = TraceEvent>
+{
+    /// Every `(tag, kind)` this type produces: the tag byte of the canonical encoding and the
+    /// `kind` of the JSON form. Both are unique across all capabilities (tested).
+    const KINDS: &'static [(u8, &'static str)];
+
+    /// This event's kind, one of [`CapabilityEvent::KINDS`].
+    fn kind(&self) -> &'static str;
+
+    /// Appends the canonical bytes of the fields (the tag is written by the trace).
+    fn encode_fields(&self, out: &mut Vec<u8>);
+
+    /// Heap bytes this event holds, for the trace ceiling.
+    fn heap_bytes(&self) -> usize;
+
+    /// The tag of [`CapabilityEvent::kind`].
+    fn tag(&self) -> u8 {
+        let kind = self.kind();
+        Self::KINDS
+            .iter()
+            .find(|(_, k)| *k == kind)
+            .map_or(0, |(tag, _)| *tag)
+    }
 }
 
-impl TraceEvent {
-    /// The variant name as used in JSON and in divergence messages.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::StorageGet { .. } => "storageGet",
-            Self::StorageSize { .. } => "storageSize",
-            Self::StorageUsed { .. } => "storageUsed",
-            Self::Http { .. } => "http",
-            Self::HttpError { .. } => "httpError",
-            Self::Time { .. } => "time",
-            Self::Random { .. } => "random",
+/// Declares [`TraceEvent`] as the union of the capabilities' event types. The JSON form is the
+/// capability's own (each is internally tagged by `kind`), so the union adds no nesting.
+macro_rules! trace_events {
+    ($($variant:ident($ty:ty)),+ $(,)?) => {
+        /// One recorded host-call result, of whichever capability made it.
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(untagged)]
+        pub enum TraceEvent {
+            $($variant($ty)),+
         }
-    }
 
-    fn tag(&self) -> u8 {
-        match self {
-            Self::StorageGet { .. } => 1,
-            Self::StorageSize { .. } => 2,
-            Self::StorageUsed { .. } => 3,
-            Self::Http { .. } => 4,
-            Self::HttpError { .. } => 5,
-            Self::Time { .. } => 6,
-            Self::Random { .. } => 7,
+        impl TraceEvent {
+            /// The event's kind, as used in JSON and in divergence messages.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(e) => e.kind()),+
+                }
+            }
+
+            fn encode(&self, out: &mut Vec<u8>) {
+                match self {
+                    $(Self::$variant(e) => {
+                        out.push(e.tag());
+                        e.encode_fields(out);
+                    }),+
+                }
+            }
+
+            fn heap_bytes(&self) -> usize {
+                match self {
+                    $(Self::$variant(e) => e.heap_bytes()),+
+                }
+            }
+
+            /// Every `(tag, kind)` of every capability.
+            pub fn all_kinds() -> Vec<(u8, &'static str)> {
+                [$(<$ty as CapabilityEvent>::KINDS),+].concat()
+            }
         }
-    }
 
-    fn encode(&self, out: &mut Vec<u8>) {
-        out.push(self.tag());
-        match self {
-            Self::StorageGet { key, value } => {
-                put_bytes(out, key.as_bytes());
-                match value {
-                    None => out.push(0),
-                    Some(v) => {
-                        out.push(1);
-                        put_bytes(out, v);
+        $(
+            impl From<$ty> for TraceEvent {
+                fn from(event: $ty) -> Self {
+                    Self::$variant(event)
+                }
+            }
+
+            impl TryFrom<TraceEvent> for $ty {
+                type Error = TraceEvent;
+
+                fn try_from(event: TraceEvent) -> Result<Self, TraceEvent> {
+                    match event {
+                        TraceEvent::$variant(e) => Ok(e),
+                        other => Err(other),
                     }
                 }
             }
-            Self::StorageSize { key, bytes } => {
-                put_bytes(out, key.as_bytes());
-                match bytes {
-                    None => out.push(0),
-                    Some(n) => {
-                        out.push(1);
-                        out.extend_from_slice(&n.to_le_bytes());
-                    }
-                }
-            }
-            Self::StorageUsed { bytes } => out.extend_from_slice(&bytes.to_le_bytes()),
-            Self::Http {
-                method,
-                url,
-                status,
-                headers,
-                body,
-            } => {
-                put_bytes(out, method.as_bytes());
-                put_bytes(out, url.as_bytes());
-                out.extend_from_slice(&status.to_le_bytes());
-                out.extend_from_slice(&(headers.len() as u64).to_le_bytes());
-                for (name, value) in headers {
-                    put_bytes(out, name.as_bytes());
-                    put_bytes(out, value.as_bytes());
-                }
-                put_bytes(out, body);
-            }
-            Self::HttpError { method, url, error } => {
-                put_bytes(out, method.as_bytes());
-                put_bytes(out, url.as_bytes());
-                put_bytes(out, error.as_bytes());
-            }
-            Self::Time { nanos } => out.extend_from_slice(&nanos.to_le_bytes()),
-            Self::Random { bytes } => put_bytes(out, bytes),
-        }
-    }
+        )+
+    };
+}
+
+trace_events! {
+    Storage(crate::capability::storage::StorageEvent),
+    Http(crate::capability::http::HttpEvent),
+    Clock(crate::capability::clock::ClockEvent),
+    Random(crate::capability::random::RandomEvent),
+    Delegation(crate::capability::delegation::DelegationEvent),
 }
 
 /// Length-prefixed (u64 little-endian) byte string.
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     out.extend_from_slice(bytes);
 }
@@ -236,29 +214,7 @@ pub struct TraceLimitHit(pub u64);
 impl TraceEvent {
     /// Host memory this event takes in a trace (the enum plus its heap data).
     fn footprint(&self) -> u64 {
-        let heap = match self {
-            Self::StorageGet { key, value } => key.len() + value.as_ref().map_or(0, Vec::len),
-            Self::StorageSize { key, .. } => key.len(),
-            Self::StorageUsed { .. } | Self::Time { .. } => 0,
-            Self::Http {
-                method,
-                url,
-                headers,
-                body,
-                ..
-            } => {
-                method.len()
-                    + url.len()
-                    + body.len()
-                    + headers
-                        .iter()
-                        .map(|(n, v)| n.len() + v.len() + 48)
-                        .sum::<usize>()
-            }
-            Self::HttpError { method, url, error } => method.len() + url.len() + error.len(),
-            Self::Random { bytes } => bytes.len(),
-        };
-        (std::mem::size_of::<Self>() + heap) as u64
+        (std::mem::size_of::<Self>() + self.heap_bytes()) as u64
     }
 }
 
@@ -317,18 +273,14 @@ impl Recorder {
     }
 
     /// Records an event observed live.
-    pub fn record(&mut self, event: TraceEvent) {
-        self.push(event);
+    pub fn record(&mut self, event: impl Into<TraceEvent>) {
+        self.push(event.into());
     }
 
-    /// In replay: the next event of `kind` (recorded again). Live: an error,
-    /// because a capability must not ask for replay data in a live run.
-    pub fn replay_next(&mut self, kind: &str) -> Result<TraceEvent, CapError> {
-        self.replay_next_any(&[kind])
-    }
-
-    /// Like [`Recorder::replay_next`], accepting any of `kinds`.
-    pub fn replay_next_any(&mut self, kinds: &[&str]) -> Result<TraceEvent, CapError> {
+    /// In replay: the next event, which must be of one of `kinds` of the capability's own
+    /// event type `E` (recorded again). Live: an error, because a capability must not ask for
+    /// replay data in a live run.
+    pub fn replay_next<E: CapabilityEvent>(&mut self, kinds: &[&str]) -> Result<E, CapError> {
         let Some(cursor) = self.cursor.as_mut() else {
             return Err(CapError::Failed(
                 "internal: replay data requested in a live run".into(),
@@ -336,7 +288,12 @@ impl Recorder {
         };
         let event = cursor.next_any(kinds)?;
         self.push(event.clone());
-        Ok(event)
+        E::try_from(event).map_err(|other| {
+            diverged(format!(
+                "a `{}` event is not one of the asking capability's",
+                other.kind()
+            ))
+        })
     }
 
     /// Replay events not consumed (zero for live runs).
@@ -358,7 +315,7 @@ pub(crate) fn mismatch(what: &str, expected: &str, found: &str) -> CapError {
 }
 
 /// Base64 (standard alphabet, padded) for byte fields in JSON.
-mod b64 {
+pub(crate) mod b64 {
     use base64::Engine as _;
     use base64::engine::general_purpose::STANDARD;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -373,7 +330,7 @@ mod b64 {
     }
 }
 
-mod b64_opt {
+pub(crate) mod b64_opt {
     use base64::Engine as _;
     use base64::engine::general_purpose::STANDARD;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -398,7 +355,7 @@ mod tests {
 
     #[test]
     fn recorder_stops_at_its_ceiling_in_live_and_replay_alike() {
-        let event = TraceEvent::Time { nanos: 1 };
+        let event: TraceEvent = ClockEvent::Time { nanos: 1 }.into();
         let limit = event.footprint() * 3;
         let mut live = Recorder::with_limit(None, limit);
         for _ in 0..5 {
@@ -409,48 +366,112 @@ mod tests {
         assert_eq!(trace.events.len(), 3);
         let mut replay = Recorder::with_limit(Some(ReplayCursor::new(trace)), limit);
         for _ in 0..3 {
-            replay.replay_next("time").expect("recorded");
+            replay
+                .replay_next::<ClockEvent>(&[ClockEvent::TIME])
+                .expect("recorded");
         }
         assert!(!replay.overflowed());
-        assert!(replay.replay_next("time").is_err(), "the trace has ended");
+        assert!(
+            replay
+                .replay_next::<ClockEvent>(&[ClockEvent::TIME])
+                .is_err(),
+            "the trace has ended"
+        );
     }
+
+    use crate::capability::clock::ClockEvent;
+    use crate::capability::delegation::DelegationEvent;
+    use crate::capability::http::HttpEvent;
+    use crate::capability::random::RandomEvent;
+    use crate::capability::storage::StorageEvent;
 
     fn sample() -> Trace {
         Trace {
             events: vec![
-                TraceEvent::StorageGet {
+                StorageEvent::Get {
                     key: "count".into(),
                     value: Some(b"41".to_vec()),
-                },
-                TraceEvent::StorageGet {
+                }
+                .into(),
+                StorageEvent::Get {
                     key: "missing".into(),
                     value: None,
-                },
-                TraceEvent::StorageSize {
+                }
+                .into(),
+                StorageEvent::Size {
                     key: "count".into(),
                     bytes: Some(7),
-                },
-                TraceEvent::StorageUsed { bytes: 7 },
-                TraceEvent::Http {
+                }
+                .into(),
+                StorageEvent::Used { bytes: 7 }.into(),
+                HttpEvent::Exchange {
                     method: "GET".into(),
                     url: "https://api.example.com/x".into(),
                     status: 200,
                     headers: vec![("content-type".into(), "text/plain".into())],
                     body: b"hello".to_vec(),
-                },
-                TraceEvent::HttpError {
+                }
+                .into(),
+                HttpEvent::Error {
                     method: "GET".into(),
                     url: "https://api.example.com/y".into(),
                     error: "connection refused".into(),
-                },
-                TraceEvent::Time {
+                }
+                .into(),
+                ClockEvent::Time {
                     nanos: 1_700_000_000_000_000_000,
-                },
-                TraceEvent::Random {
+                }
+                .into(),
+                RandomEvent::Bytes {
                     bytes: vec![0, 1, 2, 255],
-                },
+                }
+                .into(),
             ],
         }
+    }
+
+    #[test]
+    fn every_event_kind_has_one_tag_and_one_name_across_capabilities() {
+        let kinds = TraceEvent::all_kinds();
+        let mut tags: Vec<u8> = kinds.iter().map(|(t, _)| *t).collect();
+        let mut names: Vec<&str> = kinds.iter().map(|(_, k)| *k).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(tags.len(), kinds.len(), "a tag used twice: {kinds:?}");
+        assert_eq!(names.len(), kinds.len(), "a kind used twice: {kinds:?}");
+        assert!(!tags.contains(&0), "tag 0 is never a kind's");
+        for event in sample().events {
+            assert!(
+                kinds.contains(&(event_tag(&event), event.kind())),
+                "{event:?}"
+            );
+        }
+    }
+
+    fn event_tag(event: &TraceEvent) -> u8 {
+        let mut out = Vec::new();
+        event.encode(&mut out);
+        out[0]
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused_when_a_trace_is_read() {
+        let err = serde_json::from_str::<Trace>(r#"{"events":[{"kind":"teleport"}]}"#);
+        assert!(err.is_err(), "{err:?}");
+    }
+
+    #[test]
+    fn a_replay_asking_for_another_capabilitys_event_diverges() {
+        let mut r = Recorder::replay(sample());
+        let err = r
+            .replay_next::<ClockEvent>(&[StorageEvent::GET])
+            .unwrap_err();
+        assert!(
+            matches!(&err, CapError::Failed(m) if m.starts_with("replay diverged")),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -467,7 +488,7 @@ mod tests {
     fn trace_digest_changes_with_any_field() {
         let base = sample().sha256();
         let mut t = sample();
-        if let TraceEvent::Http { body, .. } = &mut t.events[4] {
+        if let TraceEvent::Http(HttpEvent::Exchange { body, .. }) = &mut t.events[4] {
             body.push(b'!');
         }
         assert_ne!(t.sha256(), base);
@@ -476,16 +497,22 @@ mod tests {
         assert_ne!(t.sha256(), base);
         // `Some(empty)` and `None` must not collide.
         let a = Trace {
-            events: vec![TraceEvent::StorageGet {
-                key: "k".into(),
-                value: None,
-            }],
+            events: vec![
+                StorageEvent::Get {
+                    key: "k".into(),
+                    value: None,
+                }
+                .into(),
+            ],
         };
         let b = Trace {
-            events: vec![TraceEvent::StorageGet {
-                key: "k".into(),
-                value: Some(vec![]),
-            }],
+            events: vec![
+                StorageEvent::Get {
+                    key: "k".into(),
+                    value: Some(vec![]),
+                }
+                .into(),
+            ],
         };
         assert_ne!(a.sha256(), b.sha256());
     }
@@ -523,11 +550,19 @@ mod tests {
     fn trace_recorder_rerecords_replayed_events() {
         let mut r = Recorder::replay(sample());
         for e in sample().events {
-            r.replay_next(e.kind()).unwrap();
+            let kind = e.kind();
+            match e {
+                TraceEvent::Storage(_) => r.replay_next::<StorageEvent>(&[kind]).map(|_| ()),
+                TraceEvent::Http(_) => r.replay_next::<HttpEvent>(&[kind]).map(|_| ()),
+                TraceEvent::Clock(_) => r.replay_next::<ClockEvent>(&[kind]).map(|_| ()),
+                TraceEvent::Random(_) => r.replay_next::<RandomEvent>(&[kind]).map(|_| ()),
+                TraceEvent::Delegation(_) => r.replay_next::<DelegationEvent>(&[kind]).map(|_| ()),
+            }
+            .unwrap();
         }
         assert_eq!(r.remaining(), 0);
         assert_eq!(r.take().sha256(), sample().sha256());
         let mut live = Recorder::live();
-        assert!(live.replay_next("time").is_err());
+        assert!(live.replay_next::<ClockEvent>(&[ClockEvent::TIME]).is_err());
     }
 }

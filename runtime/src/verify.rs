@@ -6,11 +6,13 @@ use ari_model::CapabilityName;
 use ed25519_dalek::VerifyingKey;
 
 use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
-use crate::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
+use crate::capability::delegation::DelegationEvent;
+use crate::capability::{DelegationGrant, Grants, NetworkGrant, SigningGrant, StorageGrant};
 use crate::limits::{Limits, LimitsApplied};
 use crate::report::RunReport;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::task::{TaskOutcome, TaskRequest};
+use crate::trace::TraceEvent;
 
 /// What the verifier brings besides the report and the module.
 #[derive(Debug, Clone, Default)]
@@ -132,6 +134,13 @@ pub fn verify_report(
     req.seed = Some(seed);
     req.executor = att.executor.clone();
     req.replay = Some(report.trace.clone());
+    // The depth decides which calls the grant refuses; the trace serves what children returned.
+    if let Some(d) = &att.limits_applied.delegation {
+        req.delegation = Some(crate::capability::DelegationContext {
+            delegator: Arc::new(crate::local::NoChildren),
+            depth: d.depth,
+        });
+    }
     let replay = agent.run(req);
 
     if replay.failure_kind() != expected_kind {
@@ -164,6 +173,72 @@ pub fn verify_report(
         )));
     }
     Ok(replay)
+}
+
+/// Verifies a delegation tree: the root as [`verify_report`], then every child report under it
+/// with its own module (`module_of(agent)`), checking that each child is the one its parent's
+/// signed trace names: an awaited child by its attestation digest, a message by its Agent and
+/// input. Every awaited child of the trace must be in the report. Returns how many tasks were
+/// verified.
+pub fn verify_tree(
+    runtime: &Runtime,
+    report: &RunReport,
+    module: &[u8],
+    module_of: &dyn Fn(&str) -> Option<Vec<u8>>,
+    opts: &VerifyOptions,
+) -> Result<usize, VerifyError> {
+    verify_report(runtime, report, module, opts)?;
+    let mut finished = std::collections::BTreeMap::new();
+    let mut started = Vec::new();
+    for event in &report.trace.events {
+        match event {
+            TraceEvent::Delegation(DelegationEvent::Finished {
+                task,
+                attestation_sha256,
+                ..
+            }) if !attestation_sha256.is_empty() => {
+                finished.insert(task.clone(), attestation_sha256.clone());
+            }
+            TraceEvent::Delegation(DelegationEvent::Started {
+                agent,
+                input_sha256,
+                error: None,
+                ..
+            }) => started.push((agent.clone(), input_sha256.clone())),
+            _ => {}
+        }
+    }
+    let mut verified = 1;
+    for child in &report.children {
+        let agent = child.agent.as_deref().ok_or_else(|| {
+            VerifyError::Malformed(format!("child {} names no agent", child.task_id))
+        })?;
+        match finished.remove(&child.task_id) {
+            Some(named) => check_digest("child attestation", &named, &child.attestation.sha256())?,
+            None if started
+                .contains(&(agent.to_owned(), child.attestation.input_sha256.clone())) => {}
+            None => {
+                return Err(VerifyError::Replay(format!(
+                    "child {} ({agent}) is not one the parent's trace started",
+                    child.task_id
+                )));
+            }
+        }
+        let child_module = module_of(agent).ok_or_else(|| {
+            VerifyError::Malformed(format!(
+                "no module for Agent `{agent}` of child {} (pass --agent {agent}=FILE)",
+                child.task_id
+            ))
+        })?;
+        verified += verify_tree(runtime, child, &child_module, module_of, opts)
+            .map_err(|e| VerifyError::Replay(format!("child {} ({agent}): {e}", child.task_id)))?;
+    }
+    if let Some((task, _)) = finished.into_iter().next() {
+        return Err(VerifyError::Replay(format!(
+            "the parent awaited child {task}, whose report is missing"
+        )));
+    }
+    Ok(verified)
 }
 
 fn ending(kind: Option<crate::FailureKind>, message: Option<&str>) -> String {
@@ -207,6 +282,13 @@ fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants
             NetworkGrant::new(applied.allowed_hosts.clone())
                 .map_err(|e| VerifyError::Malformed(format!("allowedHosts: {e}")))?,
         );
+    }
+    if let Some(d) = &applied.delegation {
+        grants.delegation = Some(DelegationGrant::new(
+            d.agents.clone(),
+            d.max_depth,
+            d.max_children,
+        ));
     }
     grants.randomness = has(CapabilityName::Randomness);
     grants.time = has(CapabilityName::TimeAccess);

@@ -259,7 +259,7 @@ pub(crate) fn meter_clocks(
     use crate::host::{Cx, charge, check_trace};
 
     fn read(cx: &mut Cx<'_>) -> wasmtime::Result<u64> {
-        charge(cx, crate::fuel_costs::NOW, 0)?;
+        charge(cx, crate::capability::clock::NOW_FUEL, 0)?;
         let nanos = cx.data().caps().wasi_now_nanos();
         check_trace(cx)?;
         Ok(nanos)

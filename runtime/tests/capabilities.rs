@@ -247,7 +247,9 @@ fn a_gzip_bomb_response_fails_the_task_after_at_most_the_cap_of_decoded_bytes() 
     // Bytes seen: nothing of the 64 MiB reached the trace, the meter or the guest.
     assert!(matches!(
         o.trace.events.as_slice(),
-        [ari_runtime::trace::TraceEvent::HttpError { .. }]
+        [ari_runtime::trace::TraceEvent::Http(
+            ari_runtime::capability::http::HttpEvent::Error { .. }
+        )]
     ));
     assert!(
         o.resources_used.network_bytes < 4096,
@@ -277,7 +279,12 @@ fn a_slow_server_cannot_hold_a_task_past_its_deadline() {
         "{o:?}"
     );
     match o.trace.events.as_slice() {
-        [ari_runtime::trace::TraceEvent::HttpError { error, .. }] => {
+        [
+            ari_runtime::trace::TraceEvent::Http(ari_runtime::capability::http::HttpEvent::Error {
+                error,
+                ..
+            }),
+        ] => {
             assert_eq!(error, ari_runtime::capability::http::DEADLINE_ERROR)
         }
         other => panic!("expected one hop cut by the deadline, got {other:?}"),

@@ -121,7 +121,10 @@ fn tampering_fails_verification_naming_the_check() {
     );
 
     let mut t = report.clone();
-    if let Some(ari_runtime::trace::TraceEvent::Random { bytes }) = t.trace.events.first_mut() {
+    if let Some(ari_runtime::trace::TraceEvent::Random(
+        ari_runtime::capability::random::RandomEvent::Bytes { bytes },
+    )) = t.trace.events.first_mut()
+    {
         bytes[0] ^= 1;
     }
     let e = verify_report(runtime(), &t, &module, &opts).expect_err("trace tampered");

@@ -1,5 +1,6 @@
 //! `ari run`: one task, printed as output or as a JSON report.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use clap::Args;
 
 use ari_runtime::capability::storage::{MemoryBackend, RedbBackend, StorageBackend};
 use ari_runtime::capability::{Grants, parse_cli_name, parse_size};
+use ari_runtime::local::{LocalAgent, LocalDelegator};
 use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 
 const EXIT_CODES: &str = "\
@@ -24,7 +26,13 @@ Exit codes:
   14  HostError
   15  InvalidModule
   16  OutputTooLarge
-  17  AgentError        (the agent returned an error code or declined the task)";
+  17  AgentError        (the agent returned an error code or declined the task)
+  18  Cancelled
+
+Delegation: give the task other Agents to call with --agent NAME=FILE (repeatable) and grant it
+--grant delegation=NAME[,NAME...][;maxDepth=N][;maxChildren=N]. Each such Agent has no
+capabilities unless given with --agent-grant NAME:CAP[=VALUE], default limits, and what its
+children may spend comes out of its parent's budget, as in a cluster.";
 
 /// Run an agent component on one input, under limits, and print its output.
 #[derive(Args)]
@@ -72,6 +80,18 @@ pub struct RunArgs {
     /// Task id passed to the agent.
     #[arg(long, default_value = "local")]
     id: String,
+    /// Handed to the agent's `initialize` (an Agent's `spec.config` in a cluster).
+    #[arg(long)]
+    config: Option<String>,
+    /// Another Agent this task may delegate to: NAME=FILE (repeatable).
+    #[arg(long = "agent", value_name = "NAME=FILE")]
+    agents: Vec<String>,
+    /// A capability for one of the --agent Agents: NAME:CAP[=VALUE] (repeatable).
+    #[arg(long = "agent-grant", value_name = "NAME:CAP[=VALUE]")]
+    agent_grants: Vec<String>,
+    /// The `initialize` config of one of the --agent Agents: NAME=TEXT (repeatable).
+    #[arg(long = "agent-config", value_name = "NAME=TEXT")]
+    agent_configs: Vec<String>,
     /// Print one JSON report instead of the output.
     #[arg(long)]
     json: bool,
@@ -114,7 +134,11 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
         .map(|r| parse_cli_name(r))
         .collect::<Result<Vec<_>, _>>()?;
     let runtime = Runtime::new(config)?;
-    let mut req = TaskRequest::new(args.id, input.clone(), Arc::new(key));
+    let key = Arc::new(key);
+    let delegator = local_agents(&runtime, &args, key.clone())?;
+    let mut req = TaskRequest::new(args.id.clone(), input.clone(), key);
+    req.config = args.config.clone().unwrap_or_default().into_bytes();
+    req.delegation = delegator.as_ref().map(LocalDelegator::root_context);
     req.requirements = requirements.clone();
     req.grants = grants;
     req.limits = limits;
@@ -141,10 +165,16 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     let Some(outcome) = outcome else {
         return Ok(code);
     };
+    let children = delegator.map(|d| d.finish()).unwrap_or_default();
     if args.json {
-        let report = RunReport::new(outcome, &input, &requirements);
+        let report = RunReport::tree(outcome, &input, &requirements, children);
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(code);
+    }
+    for child in &children {
+        for line in &child.outcome.logs {
+            eprintln!("[{} {}] {line}", child.agent, child.outcome.task_id);
+        }
     }
     for line in &outcome.logs {
         eprintln!("[agent] {line}");
@@ -158,6 +188,55 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
         Some(f) => eprintln!("ari: {}: {}", f.kind, f.message),
     }
     Ok(code)
+}
+
+/// The Agents of `--agent`, with their `--agent-grant`s and `--agent-config`s; `None` when
+/// there are none.
+fn local_agents(
+    runtime: &Runtime,
+    args: &RunArgs,
+    key: Arc<ed25519_dalek::SigningKey>,
+) -> anyhow::Result<Option<LocalDelegator>> {
+    let mut grants: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for g in &args.agent_grants {
+        let (name, grant) = g
+            .split_once(':')
+            .with_context(|| format!("--agent-grant `{g}`: expected NAME:CAP[=VALUE]"))?;
+        grants.entry(name).or_default().push(grant.to_owned());
+    }
+    let mut configs: BTreeMap<&str, &str> = BTreeMap::new();
+    for c in &args.agent_configs {
+        let (name, text) = c
+            .split_once('=')
+            .with_context(|| format!("--agent-config `{c}`: expected NAME=TEXT"))?;
+        configs.insert(name, text);
+    }
+    let mut agents = BTreeMap::new();
+    for a in &args.agents {
+        let (name, path) = a
+            .split_once('=')
+            .with_context(|| format!("--agent `{a}`: expected NAME=FILE"))?;
+        let bytes = super::read_module(std::path::Path::new(path))?;
+        let agent = runtime
+            .load(&bytes)
+            .map_err(|e| anyhow::anyhow!("--agent {name}: {}: {e}", e.kind()))?;
+        let granted = Grants::parse_cli(grants.remove(name).as_deref().unwrap_or_default())
+            .with_context(|| format!("--agent-grant for {name}"))?;
+        let config = configs.remove(name).unwrap_or_default();
+        agents.insert(
+            name.to_owned(),
+            LocalAgent {
+                agent,
+                grants: granted,
+                limits: Limits::default(),
+                config: config.as_bytes().to_vec(),
+            },
+        );
+    }
+    if let Some(name) = grants.keys().chain(configs.keys()).next() {
+        bail!("--agent-grant/--agent-config name `{name}`, which no --agent gives");
+    }
+    Ok((!agents.is_empty()).then(|| LocalDelegator::new(agents, key)))
 }
 
 fn size(flag: &str, text: &str) -> anyhow::Result<u64> {

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 
 use ari_runtime::capability::SigningGrant;
-use ari_runtime::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_report};
+use ari_runtime::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_tree};
 
 /// Verify a report of `ari run --json`: the Ed25519 signature, the module, input, output and
 /// trace digests, then re-execute from the recorded trace to the same output and trace digests.
@@ -29,6 +29,10 @@ pub struct VerifyArgs {
     /// The agent's signing key, to replay a task that used `signing`.
     #[arg(long)]
     signing_key: Option<PathBuf>,
+    /// The module of an Agent that ran a child task in the report: NAME=FILE (repeatable).
+    /// Every child of the tree is verified too.
+    #[arg(long = "agent", value_name = "NAME=FILE")]
+    agents: Vec<String>,
 }
 
 pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
@@ -55,9 +59,23 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .map(SigningGrant::from_file)
             .transpose()?,
     };
+    let mut modules = std::collections::BTreeMap::new();
+    for a in &args.agents {
+        let (name, path) = a
+            .split_once('=')
+            .with_context(|| format!("--agent `{a}`: expected NAME=FILE"))?;
+        modules.insert(
+            name.to_owned(),
+            super::read_module(std::path::Path::new(path))?,
+        );
+    }
+    let module_of = |agent: &str| modules.get(agent).cloned();
     let runtime = Runtime::new(config)?;
-    match verify_report(&runtime, &report, &module, &opts) {
-        Ok(_) => {
+    match verify_tree(&runtime, &report, &module, &module_of, &opts) {
+        Ok(tasks) => {
+            if tasks > 1 {
+                println!("ari verify: OK: {tasks} tasks of the delegation tree verified");
+            }
             let trust = if args.accept_embedded_key {
                 "the EMBEDDED (unpinned) key"
             } else {

@@ -11,7 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-use ari_runtime::capability::{Grants, NetworkGrant, SigningGrant, StorageGrant};
+use ari_runtime::capability::delegation::{DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH};
+use ari_runtime::capability::{DelegationGrant, Grants, NetworkGrant, SigningGrant, StorageGrant};
 use ari_runtime::{Limits, TaskOutcome};
 
 /// The runtime grants of an Agent. `signing_key` is the Secret-held key when signing is granted.
@@ -37,6 +38,13 @@ pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grant
         randomness: caps.randomness.is_some(),
         signing,
         time: caps.time_access.is_some(),
+        delegation: caps.delegation.as_ref().map(|d| {
+            DelegationGrant::new(
+                d.agents.clone(),
+                d.max_depth.unwrap_or(DEFAULT_MAX_DEPTH),
+                d.max_children.unwrap_or(DEFAULT_MAX_CHILDREN),
+            )
+        }),
     })
 }
 
@@ -174,6 +182,7 @@ mod tests {
             executor: Default::default(),
             description: None,
             mode: None,
+            config: None,
         }
     }
 
@@ -191,6 +200,7 @@ mod tests {
                 requirements: None,
                 retries: None,
                 ttl_seconds_after_finished: None,
+                cancelled: None,
             },
         )
     }
@@ -240,6 +250,12 @@ mod tests {
             capabilities: vec![CapabilityName::Network, CapabilityName::Storage],
             storage_max_bytes: Some(60),
             allowed_hosts: vec!["https://example.com".into()],
+            delegation: Some(ari_crds::DelegationApplied {
+                agents: vec!["summarize".into()],
+                max_depth: 2,
+                max_children: 3,
+                depth: 1,
+            }),
         };
         let attestation = Attestation::sign(
             Claims {
@@ -276,6 +292,7 @@ mod tests {
             }),
             trace: ari_runtime::Trace::default(),
             logs: Vec::new(),
+            children: Vec::new(),
             output_not_kept: false,
             storage_conflict: false,
         };

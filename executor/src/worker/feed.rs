@@ -15,6 +15,7 @@ use kube::{Api, ResourceExt};
 use tracing::{info, warn};
 
 use super::backlog::Backlog;
+use super::cancels::Cancels;
 use super::convert;
 use super::metrics::Metrics;
 use super::peers::Peers;
@@ -31,6 +32,7 @@ pub async fn feed(
     backlog: &Backlog,
     peers: &Peers,
     metrics: &Metrics,
+    cancels: &Cancels,
 ) {
     let selector = format!("spec.agentRef.name={agent}");
     let stream =
@@ -42,6 +44,12 @@ pub async fn feed(
                 let owned = o.uid().is_none_or(|uid| peers.owns(&uid));
                 match decode(&o) {
                     Ok(t) => {
+                        if t.is_cancelled()
+                            && let Some(uid) = t.uid()
+                            && cancels.cancel(&uid)
+                        {
+                            info!(task = %t.name_any(), "cancelled while running: stopping it");
+                        }
                         let ok = t.is_claimable();
                         backlog.offer(t, ok, owned);
                     }
@@ -55,7 +63,12 @@ pub async fn feed(
                     }
                 }
             }
-            Ok(Some(watcher::Event::Delete(o))) => backlog.remove(&o.name_any()),
+            Ok(Some(watcher::Event::Delete(o))) => {
+                if let Some(uid) = o.uid() {
+                    cancels.cancel(&uid);
+                }
+                backlog.remove(&o.name_any());
+            }
             Ok(Some(watcher::Event::Init)) => backlog.clear(),
             Ok(Some(watcher::Event::InitDone)) => {
                 info!(
@@ -174,8 +187,9 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         };
+        let cancels = Cancels::default();
         tokio::select! {
-            _ = feed(api, "echo", &backlog, &peers, &metrics) => panic!("the watch ended"),
+            _ = feed(api, "echo", &backlog, &peers, &metrics, &cancels) => panic!("the watch ended"),
             _ = fed => {}
         }
         let next = tokio::time::timeout(Duration::from_secs(1), backlog.next())

@@ -125,7 +125,14 @@ impl Worker {
         if req.storage.is_some() {
             req.commit_gate = Some(self.commit_gate(&attempt, lost.clone()));
         }
-        let mut outcome = self.run_with_heartbeat(req, &mut attempt, &lost).await?;
+        // Cancellable from the Task watch (spec.cancelled, deletion) while it runs.
+        req.cancel = Some(
+            self.cancels
+                .register(&attempt.uid, attempt.current.is_cancelled()),
+        );
+        let ran = self.run_with_heartbeat(req, &mut attempt, &lost).await;
+        self.cancels.unregister(&attempt.uid);
+        let mut outcome = ran?;
         if lost.load(Ordering::Acquire) {
             // Already logged by the heartbeat that found out; nothing of this run is written.
             return Ok(Handled::Done);
@@ -200,6 +207,13 @@ impl Worker {
         req.uid = task.uid();
         req.requirements = convert::requirements(task);
         req.grants = self.grants.clone();
+        req.config = self
+            .agent
+            .spec
+            .config
+            .clone()
+            .unwrap_or_default()
+            .into_bytes();
         req.limits = convert::limits(&self.agent.spec, task, elapsed);
         req.seed = convert::seed(task)?;
         req.storage = self.storage.for_task();

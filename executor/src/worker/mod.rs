@@ -7,6 +7,7 @@
 //! runs. The operator is not on this path. See docs/operator.md for the claim protocol.
 
 mod backlog;
+mod cancels;
 mod config;
 mod convert;
 mod error;
@@ -47,7 +48,7 @@ pub struct Worker {
     tasks: Api<Task>,
     config: WorkerConfig,
     agent: ari_crds::Agent,
-    runtime_agent: ari_runtime::Agent,
+    runtime_agent: ari_runtime::LoadedAgent,
     grants: Grants,
     storage: AgentStorage,
     attestation_key: Arc<SigningKey>,
@@ -55,6 +56,8 @@ pub struct Worker {
     backlog: Backlog,
     /// Claim, heartbeat, output and final writes (see [`status`]).
     writer: status::Writer,
+    /// Cancel tokens of the runs under way (see [`cancels`]).
+    cancels: Arc<cancels::Cancels>,
 }
 
 /// Runs the worker until SIGTERM/SIGINT.
@@ -175,6 +178,7 @@ async fn prepare(
         grants,
         storage,
         metrics,
+        cancels: Arc::default(),
     })
 }
 
@@ -187,7 +191,7 @@ async fn load_module(
     client: &Client,
     agent: &ari_crds::Agent,
     config: &WorkerConfig,
-) -> Result<ari_runtime::Agent, WorkerError> {
+) -> Result<ari_runtime::LoadedAgent, WorkerError> {
     let bytes = module::fetch(client, agent, config.module_digest.as_deref()).await?;
     let mut runtime_config = RuntimeConfig::default();
     runtime_config.engine.pool =
@@ -273,6 +277,7 @@ impl Worker {
             &self.backlog,
             &peers,
             &self.metrics,
+            &self.cancels,
         )
         .await;
     }

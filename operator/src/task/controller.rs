@@ -125,6 +125,7 @@ pub fn next_status(task: &Task, decision: &Decision, now: Timestamp) -> Option<T
     let written = match decision {
         Decision::Fail { reason, message } => s.fail(*reason, message, generation, Time(now)),
         Decision::Requeue { message } => s.requeue(message, generation, Time(now)),
+        Decision::Cancel { message } => s.cancel(message, generation, Time(now)),
         Decision::Wait(_) | Decision::Delete => return None,
     };
     written.ok().map(|()| s)
@@ -245,7 +246,7 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
             }
             return Ok(Action::await_change());
         }
-        Decision::Fail { .. } | Decision::Requeue { .. } => {}
+        Decision::Fail { .. } | Decision::Requeue { .. } | Decision::Cancel { .. } => {}
     }
     let Some(status) = next_status(&task, &decision, now) else {
         return Ok(Action::await_change());
@@ -267,6 +268,7 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
     let (warning, reason, note, action) = match &decision {
         Decision::Fail { reason, message } => (true, reason.as_str(), message.clone(), "Fail"),
         Decision::Requeue { message } => (true, "Requeued", message.clone(), "Requeue"),
+        Decision::Cancel { message } => (false, "Cancelled", message.clone(), "Cancel"),
         _ => (false, "", String::new(), ""),
     };
     info!(task = %name, namespace = %ns, reason, "{note}");

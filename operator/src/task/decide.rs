@@ -36,6 +36,8 @@ pub enum Decision {
     Fail { reason: TaskReason, message: String },
     /// Executor lost with retries left: back to Pending for another claim.
     Requeue { message: String },
+    /// `spec.cancelled` on a Task no executor claimed: it ends Cancelled without running.
+    Cancel { message: String },
     /// TTL after finish elapsed.
     Delete,
 }
@@ -103,6 +105,9 @@ pub fn decide(
     }
 
     match task.phase() {
+        TaskPhase::Pending if task.spec.cancelled == Some(true) => Decision::Cancel {
+            message: "cancelled before it ran".into(),
+        },
         TaskPhase::Pending => {
             let Some(agent) = agent else {
                 let grace_end = created
@@ -147,6 +152,10 @@ pub fn decide(
             };
             match lost {
                 None => Decision::Wait(earliest(wake, Some(until(now, stale_at)))),
+                // No executor will stop it any more: back to Pending, where it is cancelled.
+                Some(why) if task.spec.cancelled == Some(true) => Decision::Requeue {
+                    message: format!("{why}; cancelled"),
+                },
                 Some(why) if task.attempts() > task.spec.retries() => Decision::Fail {
                     reason: TaskReason::ExecutorLost,
                     message: format!(
@@ -160,7 +169,7 @@ pub fn decide(
                 },
             }
         }
-        TaskPhase::Succeeded | TaskPhase::Failed => Decision::Wait(None),
+        TaskPhase::Succeeded | TaskPhase::Failed | TaskPhase::Cancelled => Decision::Wait(None),
     }
 }
 
@@ -197,6 +206,7 @@ mod tests {
                 seed: None,
                 retries: None,
                 ttl_seconds_after_finished: None,
+                cancelled: None,
             },
         );
         t.metadata.creation_timestamp = Some(Time(ts(1_000)));
@@ -220,6 +230,7 @@ mod tests {
                 executor: Default::default(),
                 description: None,
                 mode: None,
+                config: None,
             },
         )
     }
@@ -233,6 +244,45 @@ mod tests {
             last_heartbeat_time: Some(Time(ts(beat))),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_cancelled_pending_task_is_cancelled_and_a_cancelled_running_one_is_left_to_its_executor() {
+        let mut pending = task(None);
+        pending.spec.cancelled = Some(true);
+        assert!(matches!(
+            decide(
+                &pending,
+                Some(&agent()),
+                ExecutorPod::NotChecked,
+                ts(1_010),
+                TIMING
+            ),
+            Decision::Cancel { .. }
+        ));
+        let mut running = task(Some(running(1, 1_005)));
+        running.spec.cancelled = Some(true);
+        assert!(matches!(
+            decide(
+                &running,
+                Some(&agent()),
+                ExecutorPod::Running,
+                ts(1_010),
+                TIMING
+            ),
+            Decision::Wait(_)
+        ));
+        // Its executor gone, it goes back to Pending (where it is cancelled), retries or not.
+        assert!(matches!(
+            decide(
+                &running,
+                Some(&agent()),
+                ExecutorPod::Gone,
+                ts(1_010),
+                TIMING
+            ),
+            Decision::Requeue { .. }
+        ));
     }
 
     #[test]

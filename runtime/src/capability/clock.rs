@@ -2,8 +2,14 @@
 //! one microsecond per read, so a task cannot measure real time (no timing
 //! side channels) and a replay sees exactly the same values.
 
+mod events;
+mod link;
+pub use events::ClockEvent;
+pub(crate) use link::HOST;
+pub use link::{FUEL, NOW as NOW_FUEL};
+
 use super::CapError;
-use crate::trace::{Recorder, TraceEvent};
+use crate::trace::Recorder;
 
 pub const TICK_NANOS: u64 = 1_000;
 
@@ -41,15 +47,13 @@ impl ClockCapability {
     fn tick(&mut self, rec: &mut Recorder) -> Result<u64, CapError> {
         self.reads += 1;
         if rec.is_replay() {
-            let TraceEvent::Time { nanos } = rec.replay_next("time")? else {
-                return Err(CapError::Failed("replay: internal kind mismatch".into()));
-            };
+            let ClockEvent::Time { nanos } = rec.replay_next(&[ClockEvent::TIME])?;
             return Ok(nanos);
         }
         let nanos = self
             .start
             .saturating_add(self.reads.saturating_mul(TICK_NANOS));
-        rec.record(TraceEvent::Time { nanos });
+        rec.record(ClockEvent::Time { nanos });
         Ok(nanos)
     }
 }

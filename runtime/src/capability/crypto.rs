@@ -4,10 +4,16 @@
 //! [`crate::attestation::GUEST_SIGNATURE_CONTEXT`] ‖ data and `verify` checks the same, so a
 //! guest holding any key can never produce an attestation signature (those sign a DSSE PAE).
 
+mod grant;
+mod link;
+pub use grant::SigningGrant;
+pub use link::FUEL;
+pub(crate) use link::HOST;
+
 use ed25519_dalek::{Signature, Signer, VerifyingKey};
 use sha2::{Digest, Sha256, Sha384, Sha512};
 
-use super::{CapError, SigningGrant};
+use super::CapError;
 use crate::attestation::guest_signed_message;
 
 /// The digests `hash` offers (the WIT `hash-algorithm`).

@@ -50,7 +50,9 @@ impl CapError {
 /// A malformed `--grant` / capability spec, rejected before anything runs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
-    #[error("unknown capability `{0}` (expected storage, network, randomness, signing or time)")]
+    #[error(
+        "unknown capability `{0}` (expected storage, network, randomness, signing, timeAccess or delegation)"
+    )]
     Unknown(String),
     #[error("invalid `{grant}` grant: {reason}")]
     Invalid { grant: &'static str, reason: String },

@@ -1,14 +1,15 @@
-//! What an agent is allowed to do: parsed once, deny by default.
+//! What an agent is allowed to do: parsed once, deny by default. Each grant's type and parsing
+//! belong to its capability; this module gathers them.
 
 use std::path::Path;
 
 use ari_model::{CapabilityName, UnknownCapability};
-use ed25519_dalek::SigningKey;
-use ed25519_dalek::pkcs8::DecodePrivateKey;
-use sha2::{Digest, Sha256};
 
 use super::GrantError;
-use super::allowlist::AllowList;
+use super::crypto::SigningGrant;
+use super::delegation::DelegationGrant;
+use super::http::NetworkGrant;
+use super::storage::StorageGrant;
 
 /// The capabilities granted to one agent; `None`/`false` means denied.
 #[derive(Debug, Clone, Default)]
@@ -18,79 +19,7 @@ pub struct Grants {
     pub randomness: bool,
     pub signing: Option<SigningGrant>,
     pub time: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StorageGrant {
-    /// Quota on committed key + value bytes of the agent's namespace.
-    pub max_bytes: u64,
-}
-
-/// Allowed `scheme://host[:port]` entries; only constructible validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetworkGrant {
-    pub allowed_hosts: Vec<String>,
-    list: AllowList,
-}
-
-impl NetworkGrant {
-    /// Validates every entry (see `allowlist`), so a typo fails up front.
-    pub fn new(allowed_hosts: Vec<String>) -> Result<Self, GrantError> {
-        let list = AllowList::parse(&allowed_hosts)?;
-        Ok(Self {
-            allowed_hosts,
-            list,
-        })
-    }
-
-    pub fn allow_list(&self) -> &AllowList {
-        &self.list
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct SigningGrant {
-    pub key_id: String,
-    pub key: SigningKey,
-}
-
-impl SigningGrant {
-    /// A grant whose id is derived from the public key (first 16 hex chars of its SHA-256).
-    pub fn from_key(key: SigningKey) -> Self {
-        let digest = Sha256::digest(key.verifying_key().as_bytes());
-        Self {
-            key_id: hex::encode(&digest[..8]),
-            key,
-        }
-    }
-
-    /// Parses key material: PKCS#8 PEM, or 64 hex characters (the 32-byte secret).
-    pub fn parse_key(text: &str) -> Result<SigningKey, GrantError> {
-        let text = text.trim();
-        let invalid = |reason: String| GrantError::Invalid {
-            grant: "signing",
-            reason,
-        };
-        if text.starts_with("-----BEGIN") {
-            return SigningKey::from_pkcs8_pem(text)
-                .map_err(|e| invalid(format!("bad PKCS#8 PEM: {e}")));
-        }
-        let bytes =
-            hex::decode(text).map_err(|_| invalid("expected PKCS#8 PEM or 64 hex chars".into()))?;
-        let secret: [u8; 32] = bytes
-            .try_into()
-            .map_err(|_| invalid("a hex key must be exactly 64 hex chars".into()))?;
-        Ok(SigningKey::from_bytes(&secret))
-    }
-
-    /// Reads a key file (see [`SigningGrant::parse_key`]).
-    pub fn from_file(path: &Path) -> Result<Self, GrantError> {
-        let text = std::fs::read_to_string(path).map_err(|e| GrantError::Invalid {
-            grant: "signing",
-            reason: format!("cannot read {}: {e}", path.display()),
-        })?;
-        Ok(Self::from_key(Self::parse_key(&text)?))
-    }
+    pub delegation: Option<DelegationGrant>,
 }
 
 /// Parses `1MiB`, `512KiB`, `1GiB`, `64Ki`, or plain bytes.
@@ -145,14 +74,7 @@ impl Grants {
                 }),
             };
             match name {
-                "storage" => {
-                    let v = need("storage")?;
-                    let max_bytes = parse_size(v).ok_or_else(|| GrantError::Invalid {
-                        grant: "storage",
-                        reason: format!("bad size `{v}` (e.g. 1MiB, 512KiB, 1GiB, 4096)"),
-                    })?;
-                    grants.storage = Some(StorageGrant { max_bytes });
-                }
+                "storage" => grants.storage = Some(StorageGrant::from_cli(need("storage")?)?),
                 "network" => hosts.push(need("network")?.to_owned()),
                 "randomness" => {
                     flag("randomness")?;
@@ -160,6 +82,9 @@ impl Grants {
                 }
                 "signing" => {
                     grants.signing = Some(SigningGrant::from_file(Path::new(need("signing")?))?)
+                }
+                "delegation" => {
+                    grants.delegation = Some(DelegationGrant::from_cli(need("delegation")?)?)
                 }
                 "timeAccess" | "time" => {
                     flag("timeAccess")?;
@@ -190,6 +115,7 @@ impl Grants {
             CapabilityName::Randomness => self.randomness,
             CapabilityName::Signing => self.signing.is_some(),
             CapabilityName::TimeAccess => self.time,
+            CapabilityName::Delegation => self.delegation.is_some(),
         }
     }
 }
@@ -243,6 +169,7 @@ mod tests {
             "randomness",
             &format!("signing={}", key.display()),
             "time",
+            "delegation=summarize",
         ]))
         .unwrap();
         assert_eq!(g.storage, Some(StorageGrant { max_bytes: 1 << 20 }));
@@ -258,6 +185,7 @@ mod tests {
 
     #[test]
     fn grants_parse_pem_key() {
+        use ed25519_dalek::SigningKey;
         use ed25519_dalek::pkcs8::EncodePrivateKey;
         let key = SigningKey::from_bytes(&[9u8; 32]);
         let pem = key

@@ -11,13 +11,22 @@
 //! compressed response could otherwise inflate without bound), and each hop's timeout is
 //! `min(timeout, time left before the task's deadline)`: a host call cannot outlive the task.
 
+pub mod allowlist;
+mod events;
+mod grant;
+mod link;
+pub use events::HttpEvent;
+pub use grant::NetworkGrant;
+pub use link::FUEL;
+pub(crate) use link::HOST;
+
 use std::io::Read;
 use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::{CapError, NetworkGrant};
-use crate::trace::{Recorder, TraceEvent, mismatch};
+use super::CapError;
+use crate::trace::{Recorder, mismatch};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRequest {
@@ -217,11 +226,11 @@ impl HttpCapability {
         rec: &mut Recorder,
     ) -> Result<HttpResponse, CapError> {
         if rec.is_replay() {
-            let event = rec.replay_next_any(&["http", "httpError"])?;
+            let event: HttpEvent = rec.replay_next(&[HttpEvent::EXCHANGE, HttpEvent::ERROR])?;
             let (m, u) = match &event {
-                TraceEvent::Http { method, url, .. }
-                | TraceEvent::HttpError { method, url, .. } => (method.as_str(), url.as_str()),
-                _ => return Err(CapError::Failed("replay: internal kind mismatch".into())),
+                HttpEvent::Exchange { method, url, .. } | HttpEvent::Error { method, url, .. } => {
+                    (method.as_str(), url.as_str())
+                }
             };
             if m != method || u != url.as_str() {
                 return Err(mismatch(
@@ -231,7 +240,7 @@ impl HttpCapability {
                 ));
             }
             return match event {
-                TraceEvent::Http {
+                HttpEvent::Exchange {
                     status,
                     headers,
                     body,
@@ -242,23 +251,22 @@ impl HttpCapability {
                     body,
                 }),
                 // The trace keeps errors as text; the one the runtime acts on comes back typed.
-                TraceEvent::HttpError { error, .. } if error == DEADLINE_ERROR => {
+                HttpEvent::Error { error, .. } if error == DEADLINE_ERROR => {
                     Err(CapError::DeadlineExceeded)
                 }
-                TraceEvent::HttpError { error, .. } => Err(CapError::Failed(error)),
-                _ => Err(CapError::Failed("replay: internal kind mismatch".into())),
+                HttpEvent::Error { error, .. } => Err(CapError::Failed(error)),
             };
         }
         let result = self.send(method, url, headers, body);
         rec.record(match &result {
-            Ok(r) => TraceEvent::Http {
+            Ok(r) => HttpEvent::Exchange {
                 method: method.to_owned(),
                 url: url.to_string(),
                 status: r.status,
                 headers: r.headers.clone(),
                 body: r.body.clone(),
             },
-            Err(e) => TraceEvent::HttpError {
+            Err(e) => HttpEvent::Error {
                 method: method.to_owned(),
                 url: url.to_string(),
                 error: e.to_string(),

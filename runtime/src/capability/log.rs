@@ -1,5 +1,9 @@
 //! Guest logging: always allowed, bounded per task, mirrored to `tracing`.
 
+mod link;
+pub use link::FUEL;
+pub(crate) use link::HOST;
+
 use std::fmt;
 
 /// Per-task budget of log bytes kept, counted as stored (`LEVEL message`), so neither huge

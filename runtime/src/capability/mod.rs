@@ -1,14 +1,16 @@
 //! The capability layer: everything a guest can reach outside its sandbox.
 //!
-//! Deny by default. Each capability is its own module owning its checks,
-//! metering and recording (like Spin's factors); [`TaskCapabilities`] only
-//! composes them for one task and keeps the cross-cutting bits: the trace
-//! recorder, the list of denials and the usage summary. Nothing here knows
-//! about Wasmtime; the host functions call these methods.
+//! Deny by default. Each capability is its own module owning all of itself
+//! (like Spin's factors): its checks, metering and recording, its trace events
+//! and their replay, and in its `link` module its host functions' linkage,
+//! their fuel costs and how its errors reach the guest. [`TaskCapabilities`]
+//! only composes them for one task and keeps the cross-cutting bits: the trace
+//! recorder, the list of denials and the usage summary; `crate::host` gathers
+//! the `link` modules. Only the `link` modules know about Wasmtime.
 
-pub mod allowlist;
 pub mod clock;
 pub mod crypto;
+pub mod delegation;
 mod error;
 mod grants;
 pub mod http;
@@ -16,11 +18,13 @@ pub mod log;
 pub mod random;
 pub mod storage;
 
-pub use crypto::HashAlgorithm;
+pub use crypto::{HashAlgorithm, SigningGrant};
+pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Settled};
 pub use error::{CapError, GrantError};
-pub use grants::{Grants, NetworkGrant, SigningGrant, StorageGrant, parse_cli_name, parse_size};
-pub use http::{HttpLimits, HttpRequest, HttpResponse};
+pub use grants::{Grants, parse_cli_name, parse_size};
+pub use http::{HttpLimits, HttpRequest, HttpResponse, NetworkGrant, allowlist};
 pub use log::LogLevel;
+pub use storage::StorageGrant;
 
 use crate::trace::{Recorder, Trace};
 
@@ -43,6 +47,10 @@ pub struct CapUsage {
     pub network_bytes: u64,
     /// Log message bytes kept.
     pub log_bytes: u64,
+    /// Fuel the task's children took out of its budget.
+    pub children_fuel: u64,
+    /// Delegation calls refused by the grant or its limits.
+    pub delegations_refused: u32,
 }
 
 /// All capabilities of one task. Create one per task; never share between tasks.
@@ -53,6 +61,7 @@ pub struct TaskCapabilities {
     crypto: crypto::CryptoCapability,
     http: http::HttpCapability,
     clock: clock::ClockCapability,
+    delegation: delegation::DelegationCapability,
     recorder: Recorder,
     denials: Vec<String>,
 }
@@ -77,6 +86,7 @@ impl TaskCapabilities {
             crypto: crypto::CryptoCapability::new(grants.signing.clone()),
             http: http::HttpCapability::new(grants.network.clone(), HttpLimits::default()),
             clock: clock::ClockCapability::new(grants.time, start_unix_nanos),
+            delegation: delegation::DelegationCapability::new(grants.delegation.clone()),
             recorder,
             denials: Vec::new(),
         }
@@ -87,9 +97,24 @@ impl TaskCapabilities {
         self.http.set_limits(limits);
     }
 
-    /// The task's deadline: host calls that block (HTTP) never wait past it.
+    /// The task's deadline: host calls that block (HTTP) never wait past it, and children
+    /// never get more time than is left.
     pub fn set_deadline(&mut self, deadline: std::time::Instant) {
         self.http.set_deadline(deadline);
+        self.delegation.set_deadline(deadline);
+    }
+
+    /// What runs this task's children, and what they inherit (see
+    /// [`delegation::DelegationCapability::set_context`]).
+    pub fn set_delegation(
+        &mut self,
+        context: Option<DelegationContext>,
+        task: &str,
+        cancel: crate::cancel::CancelToken,
+        memory_bytes: u64,
+    ) {
+        self.delegation
+            .set_context(context, task, cancel, memory_bytes);
     }
 
     /// Notes a denial so the executor can classify the task as `CapabilityDenied`. Only the
@@ -160,6 +185,50 @@ impl TaskCapabilities {
         self.note(r)
     }
 
+    /// Checks a delegation against the grant and its limits; a refusal is a denial.
+    pub fn delegation_check(&mut self, agent: &str) -> Result<(), DelegationFailure> {
+        let r = self.delegation.check(agent);
+        if let Err(DelegationFailure::Denied(why)) = &r {
+            let _ = self.note::<()>(Err(CapError::Denied(why.clone())));
+        }
+        r
+    }
+
+    /// Time left to fund a child with (`None`: no deadline set).
+    pub fn delegation_time_left(&self) -> Option<std::time::Duration> {
+        self.delegation.time_left()
+    }
+
+    pub fn delegation_start(
+        &mut self,
+        agent: &str,
+        input: &[u8],
+        fuel: u64,
+        timeout: std::time::Duration,
+        message: bool,
+    ) -> Result<u32, DelegationFailure> {
+        self.delegation
+            .start(agent, input, fuel, timeout, message, &mut self.recorder)
+    }
+
+    #[allow(clippy::type_complexity)]
+    pub fn delegation_await(
+        &mut self,
+        child: u32,
+    ) -> Result<(Result<Vec<u8>, delegation::ChildFailure>, Settled), DelegationFailure> {
+        self.delegation.await_child(child, &mut self.recorder)
+    }
+
+    /// The children this task started and how each ended.
+    pub fn children(&self) -> &[delegation::ChildSummary] {
+        self.delegation.children()
+    }
+
+    /// Cancels the children this task started and never awaited.
+    pub fn abandon_children(&mut self) {
+        self.delegation.abandon_pending();
+    }
+
     /// WASI wall and monotonic clocks: the logical clock with `timeAccess`, else 0.
     /// A replay that diverges here also yields 0; the divergence shows in the trace digest.
     pub fn wasi_now_nanos(&mut self) -> u64 {
@@ -177,6 +246,8 @@ impl TaskCapabilities {
             storage_bytes_written: self.storage.bytes_written(),
             network_bytes: self.http.bytes(),
             log_bytes: self.log.bytes(),
+            children_fuel: self.delegation.children_fuel(),
+            delegations_refused: self.delegation.refused(),
         }
     }
 

@@ -5,12 +5,18 @@
 //! because language runtimes seed hash maps from it). Using separate streams
 //! means a guest's hidden WASI reads never shift its `random-bytes` values.
 
+mod events;
+mod link;
+pub use events::RandomEvent;
+pub use link::FUEL;
+pub(crate) use link::HOST;
+
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use sha2::{Digest, Sha256};
 
 use super::CapError;
-use crate::trace::{Recorder, TraceEvent, mismatch};
+use crate::trace::{Recorder, mismatch};
 
 /// Largest single `random-bytes` request.
 pub const MAX_RANDOM_BYTES: u32 = 64 * 1024;
@@ -51,9 +57,7 @@ impl RandomCapability {
             )));
         }
         if rec.is_replay() {
-            let TraceEvent::Random { bytes } = rec.replay_next("random")? else {
-                return Err(CapError::Failed("replay: internal kind mismatch".into()));
-            };
+            let RandomEvent::Bytes { bytes } = rec.replay_next(&[RandomEvent::BYTES])?;
             if bytes.len() != len as usize {
                 return Err(mismatch(
                     "random length",
@@ -65,7 +69,7 @@ impl RandomCapability {
         }
         let mut bytes = vec![0u8; len as usize];
         self.host.fill_bytes(&mut bytes);
-        rec.record(TraceEvent::Random {
+        rec.record(RandomEvent::Bytes {
             bytes: bytes.clone(),
         });
         Ok(bytes)

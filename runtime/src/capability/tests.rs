@@ -148,7 +148,7 @@ fn http_allowed_request_is_metered_and_recorded() {
     let trace = t.take_trace();
     assert_eq!(trace.events.len(), 1);
     assert!(
-        matches!(&trace.events[0], crate::trace::TraceEvent::Http { status: 200, body, .. } if body == b"hello")
+        matches!(&trace.events[0], crate::trace::TraceEvent::Http(crate::capability::http::HttpEvent::Exchange { status: 200, body, .. }) if body == b"hello")
     );
     assert_eq!(a.hits(), 1);
 }
@@ -412,7 +412,9 @@ fn denials_and_usage_are_collected() {
         CapUsage {
             storage_bytes_written: 0,
             network_bytes: 0,
-            log_bytes: 5
+            log_bytes: 5,
+            children_fuel: 0,
+            delegations_refused: 0,
         }
     );
     assert!(t.take_trace().events.is_empty());

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ari_runtime::capability::Grants;
-use ari_runtime::{Agent, Limits, Runtime, RuntimeConfig, TaskOutcome, TaskRequest};
+use ari_runtime::{Limits, LoadedAgent, Runtime, RuntimeConfig, TaskOutcome, TaskRequest};
 use ed25519_dalek::SigningKey;
 
 pub fn repo_root() -> PathBuf {
@@ -64,7 +64,7 @@ pub fn runtime() -> &'static Runtime {
     })
 }
 
-pub fn agent(name: &str) -> Agent {
+pub fn agent(name: &str) -> LoadedAgent {
     runtime().load(&agent_bytes(name)).expect("load agent")
 }
 

@@ -138,8 +138,19 @@ pub trait Agent {
 #[doc(hidden)]
 pub struct Adapter<A>(PhantomData<A>);
 
+/// The configuration `initialize` was given (see [`config`]).
+static CONFIG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+/// The Agent's configuration (`spec.config` in a cluster, `ari run --config` locally), as
+/// handed to `initialize`; empty before it or when none was set. One module can so serve
+/// several Agents configured differently.
+pub fn config() -> &'static [u8] {
+    CONFIG.get().map_or(&[], Vec::as_slice)
+}
+
 impl<A: Agent> wit::Guest for Adapter<A> {
     fn initialize(config: Vec<u8>) -> Result<(), wit_types::ErrorCode> {
+        let _ = CONFIG.set(config.clone());
         A::initialize(config).map_err(Into::into)
     }
 

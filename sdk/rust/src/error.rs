@@ -26,6 +26,19 @@ pub enum Error {
     /// may succeed.
     #[error("{0}")]
     Failed(String),
+    /// No Agent of that name can take a delegated task (unknown, not ready, or its mode
+    /// refuses delegated tasks).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// A delegation limit of the grant (depth, children) is reached; the task may go on.
+    #[error("limit reached: {0}")]
+    LimitReached(String),
+    /// What is left of this task's fuel or time cannot fund a child.
+    #[error("budget exhausted: {0}")]
+    BudgetExhausted(String),
+    /// A child task ran and failed with this Task reason.
+    #[error("child failed with {reason}: {message}")]
+    ChildFailed { reason: String, message: String },
 }
 
 /// An agent's own error message: `Err(format!(..))?` and `Err("..".into())` just work.
@@ -73,6 +86,22 @@ impl From<wit::HttpError> for Error {
     }
 }
 
+impl From<wit::DelegationError> for Error {
+    fn from(err: wit::DelegationError) -> Self {
+        match err {
+            wit::DelegationError::Denied(m) => Error::Denied(m),
+            wit::DelegationError::Unavailable(m) => Error::Unavailable(m),
+            wit::DelegationError::LimitReached(m) => Error::LimitReached(m),
+            wit::DelegationError::BudgetExhausted(m) => Error::BudgetExhausted(m),
+            wit::DelegationError::Failed(f) => Error::ChildFailed {
+                reason: f.reason,
+                message: f.message,
+            },
+            wit::DelegationError::InvalidHandle(m) => Error::Invalid(m),
+        }
+    }
+}
+
 /// What an agent's error becomes on the wire. A quota refusal is a denial there: the contract's
 /// `error-code` has no quota case of its own.
 impl From<Error> for wit::ErrorCode {
@@ -81,7 +110,11 @@ impl From<Error> for wit::ErrorCode {
             Error::Denied(m) | Error::QuotaExceeded(m) => wit::ErrorCode::Denied(m),
             Error::Invalid(m) => wit::ErrorCode::InvalidInput(m),
             Error::Unsupported(m) => wit::ErrorCode::Unsupported(m),
-            Error::Failed(m) => wit::ErrorCode::Failed(m),
+            Error::Failed(m)
+            | Error::Unavailable(m)
+            | Error::LimitReached(m)
+            | Error::BudgetExhausted(m) => wit::ErrorCode::Failed(m),
+            child @ Error::ChildFailed { .. } => wit::ErrorCode::Failed(child.to_string()),
         }
     }
 }

@@ -34,6 +34,7 @@
 //! | [`host::crypto`] | `hash` `digest` `hash_hex` `verify` (always), `sign` (`signing`) | see left |
 //! | [`host::http`] | `get` `request`, [`host::http::Request`] / [`host::http::Response`] | `network` |
 //! | [`host::clock`] | `now` `now_system_time` | `timeAccess` |
+//! | [`host::delegation`] | `delegate` `start` / [`host::delegation::Child::wait`] `send_message` | `delegation` |
 //!
 //! A capability the agent was not granted makes the call return [`Error::Denied`]; the host
 //! never traps for it. Every host error arrives as an [`Error`] case (denied, quota exceeded,
@@ -54,7 +55,7 @@ pub mod host;
 #[doc(hidden)]
 pub mod bindings;
 
-pub use agent::{Agent, Estimate, Output, Task, Usage};
+pub use agent::{Agent, Estimate, Output, Task, Usage, config};
 pub use error::Error;
 
 /// Items the [`export_agent!`] macro expands to; not part of the public API.

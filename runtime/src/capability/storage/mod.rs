@@ -8,6 +8,9 @@
 //! then, so concurrent tasks cannot jointly overrun it).
 
 mod backend;
+mod events;
+mod grant;
+mod link;
 mod memory;
 mod redb_store;
 #[cfg(feature = "redis")]
@@ -21,6 +24,10 @@ pub use backend::{
     Batch, MAX_RECEIPT_BYTES, MAX_RECEIPTS, RECEIPT_TTL_SECS, ReceiptLimits, StorageBackend,
     StorageError, check_reads, entry_size, plan_usage, unix_now_secs,
 };
+pub use events::StorageEvent;
+pub use grant::StorageGrant;
+pub use link::FUEL;
+pub(crate) use link::HOST;
 pub use memory::MemoryBackend;
 pub use redb_store::RedbBackend;
 #[cfg(feature = "redis")]

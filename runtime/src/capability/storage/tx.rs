@@ -5,8 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 use super::backend::{
     Batch, MAX_RECEIPT_BYTES, StorageBackend, StorageError, entry_size, unix_now_secs,
 };
-use crate::capability::{CapError, StorageGrant};
-use crate::trace::{Recorder, TraceEvent, mismatch};
+use super::events::StorageEvent;
+use super::grant::StorageGrant;
+use crate::capability::CapError;
+use crate::trace::{Recorder, mismatch};
 
 /// Longest key accepted; keeps trace and backend keys sane.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -83,16 +85,16 @@ impl StorageCapability {
             return Ok(v.clone());
         }
         let value = if rec.is_replay() {
-            match rec.replay_next("storageGet")? {
-                TraceEvent::StorageGet { key: k, value } if k == key => value,
-                TraceEvent::StorageGet { key: k, .. } => {
+            match rec.replay_next(&[StorageEvent::GET])? {
+                StorageEvent::Get { key: k, value } if k == key => value,
+                StorageEvent::Get { key: k, .. } => {
                     return Err(mismatch("storage key", &k, key));
                 }
-                _ => return Err(CapError::Failed("replay: internal kind mismatch".into())),
+                _ => return Err(internal_kind_mismatch()),
             }
         } else {
             let value = self.backend()?.get(key).map_err(backend_err)?;
-            rec.record(TraceEvent::StorageGet {
+            rec.record(StorageEvent::Get {
                 key: key.to_owned(),
                 value: value.clone(),
             });
@@ -115,17 +117,17 @@ impl StorageCapability {
             return Ok(*s);
         }
         let size = if rec.is_replay() {
-            match rec.replay_next("storageSize")? {
-                TraceEvent::StorageSize { key: k, bytes } if k == key => bytes,
-                TraceEvent::StorageSize { key: k, .. } => {
+            match rec.replay_next(&[StorageEvent::SIZE])? {
+                StorageEvent::Size { key: k, bytes } if k == key => bytes,
+                StorageEvent::Size { key: k, .. } => {
                     return Err(mismatch("storage key", &k, key));
                 }
-                _ => return Err(CapError::Failed("replay: internal kind mismatch".into())),
+                _ => return Err(internal_kind_mismatch()),
             }
         } else {
             let value = self.backend()?.get(key).map_err(backend_err)?;
             let bytes = value.map(|v| entry_size(key, v.len()));
-            rec.record(TraceEvent::StorageSize {
+            rec.record(StorageEvent::Size {
                 key: key.to_owned(),
                 bytes,
             });
@@ -140,13 +142,13 @@ impl StorageCapability {
             return Ok(u);
         }
         let used = if rec.is_replay() {
-            match rec.replay_next("storageUsed")? {
-                TraceEvent::StorageUsed { bytes } => bytes,
-                _ => return Err(CapError::Failed("replay: internal kind mismatch".into())),
+            match rec.replay_next(&[StorageEvent::USED])? {
+                StorageEvent::Used { bytes } => bytes,
+                _ => return Err(internal_kind_mismatch()),
             }
         } else {
             let used = self.backend()?.used_bytes().map_err(backend_err)?;
-            rec.record(TraceEvent::StorageUsed { bytes: used });
+            rec.record(StorageEvent::Used { bytes: used });
             used
         };
         self.used_at_start = Some(used);
@@ -238,4 +240,10 @@ impl StorageCapability {
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
     }
+}
+
+/// The cursor served a storage event of another kind than the one asked for: the cursor checks
+/// kinds, so this is a bug, not a divergence.
+fn internal_kind_mismatch() -> CapError {
+    CapError::Failed("replay: internal kind mismatch".into())
 }

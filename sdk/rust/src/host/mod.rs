@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod crypto;
+pub mod delegation;
 pub mod http;
 pub mod log;
 pub mod random;

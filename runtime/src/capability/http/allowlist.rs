@@ -10,7 +10,7 @@ use std::fmt;
 
 use url::{Host, Url};
 
-use super::GrantError;
+use crate::capability::GrantError;
 
 /// One validated allow-list entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

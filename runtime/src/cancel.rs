@@ -1,0 +1,134 @@
+//! Cancelling a running task from another thread.
+//!
+//! The guest cannot be reached from outside its `Store`, so a cancelled task is stopped the way
+//! a deadline stops it: at the next epoch check (every [`CHECK_INTERVAL`] at most) the store's
+//! epoch callback sees the token and ends the call with [`Cancelled`]. Host calls that block
+//! (a child task being awaited) wait on the token too, so they return at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::engine::EPOCH_TICK;
+
+/// Longest a cancelled guest keeps running: the epoch callback runs at least this often.
+pub const CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The epoch ticks between two checks of the token.
+pub(crate) fn check_ticks() -> u64 {
+    let ticks = CHECK_INTERVAL.as_nanos() / EPOCH_TICK.as_nanos().max(1);
+    u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+}
+
+/// Set once, seen by every clone; cheap to check.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    cancelled: AtomicBool,
+    lock: Mutex<()>,
+    wake: Condvar,
+    /// Tokens cancelled with this one (a task's children).
+    children: Mutex<Vec<CancelToken>>,
+}
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels the task, whatever waits on this token and every [`CancelToken::child`].
+    /// Idempotent.
+    pub fn cancel(&self) {
+        if self.inner.cancelled.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        {
+            let _guard = self.inner.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.inner.wake.notify_all();
+        }
+        let children = std::mem::take(
+            &mut *self
+                .inner
+                .children
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for child in children {
+            child.cancel();
+        }
+    }
+
+    /// A new token cancelled whenever this one is (already cancelled if this one is); it can
+    /// also be cancelled alone.
+    pub fn child(&self) -> CancelToken {
+        let child = CancelToken::new();
+        self.inner
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(child.clone());
+        if self.is_cancelled() {
+            child.cancel();
+        }
+        child
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps up to `timeout`, waking early when cancelled; returns whether it was.
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        let guard = self.inner.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_cancelled() {
+            return true;
+        }
+        let _ = self
+            .inner
+            .wake
+            .wait_timeout_while(guard, timeout, |_| !self.is_cancelled());
+        self.is_cancelled()
+    }
+}
+
+/// The error a cancelled call ends with (classified `Cancelled`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the task was cancelled")]
+pub struct Cancelled;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_is_seen_by_every_clone_and_wakes_a_waiter() {
+        let token = CancelToken::new();
+        let waiter = token.clone();
+        let handle = std::thread::spawn(move || waiter.wait_timeout(Duration::from_secs(60)));
+        token.cancel();
+        assert!(handle.join().expect("waiter thread"), "the waiter saw it");
+        assert!(token.clone().is_cancelled());
+    }
+
+    #[test]
+    fn a_child_token_is_cancelled_with_its_parent_but_not_the_other_way() {
+        let parent = CancelToken::new();
+        let child = parent.child();
+        let grandchild = child.child();
+        let sibling = parent.child();
+        sibling.cancel();
+        assert!(!parent.is_cancelled(), "a child does not cancel its parent");
+        parent.cancel();
+        assert!(child.is_cancelled() && grandchild.is_cancelled());
+        assert!(parent.child().is_cancelled(), "born cancelled");
+    }
+
+    #[test]
+    fn an_uncancelled_wait_times_out_false() {
+        assert!(!CancelToken::new().wait_timeout(Duration::from_millis(1)));
+    }
+}

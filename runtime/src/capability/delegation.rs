@@ -1,0 +1,409 @@
+//! The `delegation` capability: a task runs tasks on other Agents, within its grant and out of
+//! its own budget.
+//!
+//! Deny by default. The grant names the Agents a task may call, how deep a tree may grow and
+//! how many children one task may start; a call outside it is refused before anything starts,
+//! and the guest gets the refusal as an error it can handle (the task still ends
+//! `CapabilityDenied`, as every denial does). Fuel and time for a child are taken from the
+//! parent when it starts (unused fuel returns when it is awaited; a message's is spent), so a
+//! tree never uses more than its root was given. What each start answered and what each
+//! awaited child returned is recorded, so a replay of the parent runs no child.
+
+mod backend;
+mod events;
+mod grant;
+mod link;
+
+pub use backend::{ChildFailure, ChildOutcome, ChildRequest, Delegator, RunningChild};
+pub use events::DelegationEvent;
+pub use grant::{
+    DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, DelegationGrant, MAX_CHILDREN_CEILING,
+    MAX_DEPTH_CEILING,
+};
+pub use link::FUEL;
+pub(crate) use link::HOST;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::CapError;
+use crate::attestation::sha256_hex;
+use crate::cancel::CancelToken;
+use crate::trace::{Recorder, mismatch};
+
+/// Where this task sits in a tree and what runs its children.
+#[derive(Clone)]
+pub struct DelegationContext {
+    pub delegator: Arc<dyn Delegator>,
+    /// This task's depth (the root is 0).
+    pub depth: u32,
+}
+
+/// Why a delegation call was refused or failed, before the WIT's `delegation-error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DelegationFailure {
+    /// Outside the grant (a denial: the task ends `CapabilityDenied`).
+    Denied(String),
+    /// The grant's depth or children limit (counted, not a denial).
+    LimitReached(String),
+    Unavailable(String),
+    BudgetExhausted(String),
+    Failed(ChildFailure),
+    InvalidHandle(String),
+    /// The host itself failed (a diverged replay).
+    Host(CapError),
+}
+
+/// One child as the parent's outcome lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildSummary {
+    pub child: u32,
+    pub agent: String,
+    /// The child task's name; empty when it never started.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task: String,
+    /// A one-way message (never awaited).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub message: bool,
+    /// How it ended: `Completed`, a failure reason, or absent while not awaited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Fuel it took out of the parent (for a message: its whole budget).
+    pub fuel: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub attestation_sha256: String,
+}
+
+/// A started child not collected yet.
+struct Pending {
+    reserved: u64,
+    /// The child's own token: cancelled if the parent ends without awaiting it.
+    token: CancelToken,
+    /// `None` in a replay: the result comes from the trace.
+    running: Option<Box<dyn RunningChild>>,
+}
+
+/// What a child cost once awaited: the parent gets `reserved - used` back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub reserved: u64,
+    pub used: u64,
+}
+
+pub struct DelegationCapability {
+    grant: Option<DelegationGrant>,
+    context: Option<DelegationContext>,
+    task: String,
+    cancel: CancelToken,
+    memory_bytes: u64,
+    deadline: Option<Instant>,
+    started: u32,
+    pending: BTreeMap<u32, Pending>,
+    children: Vec<ChildSummary>,
+    refused: u32,
+}
+
+impl DelegationCapability {
+    pub fn new(grant: Option<DelegationGrant>) -> Self {
+        Self {
+            grant,
+            context: None,
+            task: String::new(),
+            cancel: CancelToken::new(),
+            memory_bytes: 0,
+            deadline: None,
+            started: 0,
+            pending: BTreeMap::new(),
+            children: Vec::new(),
+            refused: 0,
+        }
+    }
+
+    /// What runs children and where this task sits, its name, its cancel token (children are
+    /// cancelled with it) and its memory limit (a child never gets more).
+    pub fn set_context(
+        &mut self,
+        context: Option<DelegationContext>,
+        task: &str,
+        cancel: CancelToken,
+        memory_bytes: u64,
+    ) {
+        self.context = context;
+        self.task = task.to_owned();
+        self.cancel = cancel;
+        self.memory_bytes = memory_bytes;
+    }
+
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
+    /// Time left before the task's deadline (`None`: no deadline known).
+    pub fn time_left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Children started so far, in order, with how each ended.
+    pub fn children(&self) -> &[ChildSummary] {
+        &self.children
+    }
+
+    /// Calls refused by the grant or its limits.
+    pub fn refused(&self) -> u32 {
+        self.refused
+    }
+
+    /// Fuel the children took out of this task: used by awaited ones, budget of the rest.
+    pub fn children_fuel(&self) -> u64 {
+        self.children.iter().map(|c| c.fuel).sum()
+    }
+
+    fn refuse(&mut self, failure: DelegationFailure) -> DelegationFailure {
+        self.refused = self.refused.saturating_add(1);
+        failure
+    }
+
+    /// Checks the grant and its limits; nothing is started or recorded.
+    pub fn check(&mut self, agent: &str) -> Result<(), DelegationFailure> {
+        let Some(grant) = &self.grant else {
+            return Err(self.refuse(DelegationFailure::Denied(
+                "capability `delegation` not granted".into(),
+            )));
+        };
+        if !grant.allows(agent) {
+            let why = format!("delegation to Agent `{agent}` is not granted");
+            return Err(self.refuse(DelegationFailure::Denied(why)));
+        }
+        let depth = self.context.as_ref().map_or(0, |c| c.depth);
+        if depth.saturating_add(1) > grant.max_depth {
+            let why = format!(
+                "delegation depth limit: this task is at depth {depth} and the grant allows {}",
+                grant.max_depth
+            );
+            return Err(self.refuse(DelegationFailure::LimitReached(why)));
+        }
+        if self.started >= grant.max_children {
+            let why = format!(
+                "children limit: this task already started {} (the grant allows {})",
+                self.started, grant.max_children
+            );
+            return Err(self.refuse(DelegationFailure::LimitReached(why)));
+        }
+        Ok(())
+    }
+
+    /// Starts a child with `fuel` (already taken from the parent) and `timeout`; returns its
+    /// handle. The caller has run [`DelegationCapability::check`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        &mut self,
+        agent: &str,
+        input: &[u8],
+        fuel: u64,
+        timeout: Duration,
+        message: bool,
+        rec: &mut Recorder,
+    ) -> Result<u32, DelegationFailure> {
+        let index = self.started;
+        self.started += 1;
+        let input_sha256 = sha256_hex(input);
+        let token = self.cancel.child();
+        let (running, error) = if rec.is_replay() {
+            let event: DelegationEvent = rec
+                .replay_next(&[DelegationEvent::STARTED])
+                .map_err(DelegationFailure::Host)?;
+            let DelegationEvent::Started {
+                child,
+                agent: recorded_agent,
+                input_sha256: recorded_input,
+                error,
+                ..
+            } = event
+            else {
+                return Err(DelegationFailure::Host(CapError::Failed(
+                    "replay: internal kind mismatch".into(),
+                )));
+            };
+            if child != index || recorded_agent != agent || recorded_input != input_sha256 {
+                return Err(DelegationFailure::Host(mismatch(
+                    "child task",
+                    &format!("#{child} {recorded_agent} {recorded_input}"),
+                    &format!("#{index} {agent} {input_sha256}"),
+                )));
+            }
+            (None, error)
+        } else {
+            let Some(context) = self.context.clone() else {
+                return Err(DelegationFailure::Unavailable(
+                    "no other Agents are reachable from here".into(),
+                ));
+            };
+            let request = ChildRequest {
+                parent: self.task.clone(),
+                index,
+                agent: agent.to_owned(),
+                input: input.to_vec(),
+                fuel,
+                timeout,
+                memory_bytes: self.memory_bytes,
+                depth: context.depth.saturating_add(1),
+                message,
+                cancel: token.clone(),
+            };
+            let (running, error) = match context.delegator.start(request) {
+                Ok(running) => (Some(running), None),
+                Err(why) => (None, Some(why)),
+            };
+            rec.record(DelegationEvent::Started {
+                child: index,
+                agent: agent.to_owned(),
+                input_sha256,
+                fuel,
+                error: error.clone(),
+            });
+            (running, error)
+        };
+        if let Some(why) = error {
+            self.children.push(ChildSummary {
+                child: index,
+                agent: agent.to_owned(),
+                task: String::new(),
+                message,
+                reason: Some("Unavailable".into()),
+                fuel: 0,
+                attestation_sha256: String::new(),
+            });
+            return Err(DelegationFailure::Unavailable(why));
+        }
+        self.children.push(ChildSummary {
+            child: index,
+            agent: agent.to_owned(),
+            task: String::new(),
+            message,
+            reason: None,
+            fuel,
+            attestation_sha256: String::new(),
+        });
+        if !message {
+            self.pending.insert(
+                index,
+                Pending {
+                    reserved: fuel,
+                    token,
+                    running,
+                },
+            );
+        }
+        Ok(index)
+    }
+
+    /// Waits for child `index` (live) or reads its end from the trace (replay). The output, or
+    /// the child's failure, and what it cost.
+    pub fn await_child(
+        &mut self,
+        index: u32,
+        rec: &mut Recorder,
+    ) -> Result<(Result<Vec<u8>, ChildFailure>, Settled), DelegationFailure> {
+        let Some(pending) = self.pending.remove(&index) else {
+            return Err(DelegationFailure::InvalidHandle(format!(
+                "no child #{index} to await (never started, a message, or already collected)"
+            )));
+        };
+        let outcome = match pending.running {
+            Some(running) => {
+                let outcome = running.wait();
+                let (output, reason, message) = match &outcome.result {
+                    Ok(output) => (Some(output.clone()), None, String::new()),
+                    Err(f) => (None, Some(f.reason.clone()), f.message.clone()),
+                };
+                rec.record(DelegationEvent::Finished {
+                    child: index,
+                    task: outcome.task.clone(),
+                    output,
+                    reason,
+                    message,
+                    fuel: outcome.fuel,
+                    attestation_sha256: outcome.attestation_sha256.clone(),
+                });
+                outcome
+            }
+            None => replayed_outcome(index, rec)?,
+        };
+        let used = outcome.fuel.min(pending.reserved);
+        if let Some(summary) = self.children.get_mut(index as usize) {
+            summary.task = outcome.task.clone();
+            summary.fuel = used;
+            summary.reason = Some(match &outcome.result {
+                Ok(_) => "Completed".into(),
+                Err(f) => f.reason.clone(),
+            });
+            summary.attestation_sha256 = outcome.attestation_sha256.clone();
+        }
+        Ok((
+            outcome.result,
+            Settled {
+                reserved: pending.reserved,
+                used,
+            },
+        ))
+    }
+
+    /// Cancels every child not awaited yet (the parent ended without them). Messages run on;
+    /// they are cancelled only with the parent's own token.
+    pub fn abandon_pending(&mut self) {
+        for (_, pending) in std::mem::take(&mut self.pending) {
+            pending.token.cancel();
+        }
+    }
+}
+
+impl Drop for DelegationCapability {
+    fn drop(&mut self) {
+        self.abandon_pending();
+    }
+}
+
+fn replayed_outcome(index: u32, rec: &mut Recorder) -> Result<ChildOutcome, DelegationFailure> {
+    let event: DelegationEvent = rec
+        .replay_next(&[DelegationEvent::FINISHED])
+        .map_err(DelegationFailure::Host)?;
+    let DelegationEvent::Finished {
+        child,
+        task,
+        output,
+        reason,
+        message,
+        fuel,
+        attestation_sha256,
+    } = event
+    else {
+        return Err(DelegationFailure::Host(CapError::Failed(
+            "replay: internal kind mismatch".into(),
+        )));
+    };
+    if child != index {
+        return Err(DelegationFailure::Host(mismatch(
+            "awaited child",
+            &format!("#{child}"),
+            &format!("#{index}"),
+        )));
+    }
+    let result = match (output, reason) {
+        (Some(output), None) => Ok(output),
+        (_, reason) => Err(ChildFailure {
+            reason: reason.unwrap_or_else(|| "HostError".into()),
+            message,
+        }),
+    };
+    Ok(ChildOutcome {
+        task,
+        result,
+        fuel,
+        attestation_sha256,
+    })
+}

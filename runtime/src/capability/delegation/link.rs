@@ -1,0 +1,152 @@
+//! `delegate`, `start-child`, `await-child` and `send-message`: linkage, fuel and the budget
+//! handed to each child, which is taken from this task's own fuel when the child starts.
+
+use std::time::Duration;
+
+use wasmtime::component::LinkerInstance;
+
+use super::{ChildFailure, DelegationFailure};
+use crate::bindings::{self, ChildBudget, DelegationError};
+use crate::fuel_costs::FuelCost;
+use crate::host::{Cx, HostFunctions, charge, check_trace, guest_result};
+use crate::state::TaskState;
+
+/// Starting a child (any of the three ways): bytes of Agent name and input. High enough that a
+/// guest starting children in a tight loop pays for the host work (a Task object in a cluster).
+pub const START: FuelCost = FuelCost::new(1_000_000, 2);
+/// `await-child`: bytes of the output returned.
+pub const AWAIT: FuelCost = FuelCost::new(10_000, 2);
+/// This capability's entries of the fuel table.
+pub const FUEL: &[(&str, FuelCost)] = &[
+    ("delegate", START),
+    ("start-child", START),
+    ("await-child", AWAIT),
+    ("send-message", START),
+];
+
+/// This capability's host functions, for `host::CAPABILITIES`.
+pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
+
+fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
+    host.func_wrap(
+        "delegate",
+        |mut cx: Cx<'_>, (agent, input, budget): (String, Vec<u8>, ChildBudget)| {
+            let child = match start(&mut cx, &agent, &input, budget, false)? {
+                Ok(child) => child,
+                Err(err) => return Ok((Err(err),)),
+            };
+            Ok((await_child(&mut cx, child)?,))
+        },
+    )?;
+    host.func_wrap(
+        "start-child",
+        |mut cx: Cx<'_>, (agent, input, budget): (String, Vec<u8>, ChildBudget)| {
+            Ok((start(&mut cx, &agent, &input, budget, false)?,))
+        },
+    )?;
+    host.func_wrap("await-child", |mut cx: Cx<'_>, (child,): (u32,)| {
+        Ok((await_child(&mut cx, child)?,))
+    })?;
+    host.func_wrap(
+        "send-message",
+        |mut cx: Cx<'_>, (agent, input, budget): (String, Vec<u8>, ChildBudget)| {
+            Ok((start(&mut cx, &agent, &input, budget, true)?.map(|_| ()),))
+        },
+    )
+}
+
+/// Checks the grant, takes the child's fuel and time out of this task's, and starts it.
+fn start(
+    cx: &mut Cx<'_>,
+    agent: &str,
+    input: &[u8],
+    budget: ChildBudget,
+    message: bool,
+) -> wasmtime::Result<Result<u32, DelegationError>> {
+    charge(cx, START, agent.len() + input.len())?;
+    let checked = cx.data().caps().delegation_check(agent);
+    if let Err(refused) = checked {
+        return to_guest(cx, Err(refused));
+    }
+    // Without fuel metering (a benchmark switch) the child gets what its own Agent allows.
+    let left = cx.get_fuel().ok();
+    let fuel = match left {
+        Some(left) => budget.fuel.unwrap_or(left / 2).min(left),
+        None => budget.fuel.unwrap_or(u64::MAX),
+    };
+    let time_left = cx.data().caps().delegation_time_left();
+    let asked = budget.timeout_millis.map(Duration::from_millis);
+    let timeout = match (asked, time_left) {
+        (Some(a), Some(t)) => a.min(t),
+        (Some(a), None) => a,
+        (None, Some(t)) => t,
+        (None, None) => Duration::MAX,
+    };
+    if fuel == 0 || timeout.is_zero() {
+        let why = format!(
+            "this task has {} fuel and {} ms left: not enough to fund a child",
+            left.unwrap_or(0),
+            time_left.map_or(0, |t| t.as_millis())
+        );
+        return to_guest(cx, Err(DelegationFailure::BudgetExhausted(why)));
+    }
+    let started = cx
+        .data()
+        .caps()
+        .delegation_start(agent, input, fuel, timeout, message);
+    if started.is_ok()
+        && let Some(left) = left
+    {
+        cx.set_fuel(left.saturating_sub(fuel))?;
+    }
+    to_guest(cx, started)
+}
+
+/// Waits for a child and gives back the fuel it did not use.
+fn await_child(cx: &mut Cx<'_>, child: u32) -> wasmtime::Result<Result<Vec<u8>, DelegationError>> {
+    let awaited = cx.data().caps().delegation_await(child);
+    let result = match awaited {
+        Ok((result, settled)) => {
+            if let Ok(left) = cx.get_fuel() {
+                cx.set_fuel(left.saturating_add(settled.reserved - settled.used))?;
+            }
+            result.map_err(DelegationFailure::Failed)
+        }
+        Err(failure) => Err(failure),
+    };
+    let result = to_guest(cx, result)?;
+    if let Ok(output) = &result {
+        charge(cx, AWAIT, output.len())?;
+    }
+    Ok(result)
+}
+
+/// A delegation result as the guest sees it; host failures are remembered for classification.
+fn to_guest<T>(
+    cx: &mut Cx<'_>,
+    result: Result<T, DelegationFailure>,
+) -> wasmtime::Result<Result<T, DelegationError>> {
+    match result {
+        Err(DelegationFailure::Host(err)) => guest_result(cx, Err(err), |e| {
+            DelegationError::Unavailable(e.to_string())
+        }),
+        other => {
+            check_trace(cx)?;
+            Ok(other.map_err(delegation_error))
+        }
+    }
+}
+
+fn delegation_error(failure: DelegationFailure) -> DelegationError {
+    match failure {
+        DelegationFailure::Denied(m) => DelegationError::Denied(m),
+        DelegationFailure::LimitReached(m) => DelegationError::LimitReached(m),
+        DelegationFailure::Unavailable(m) => DelegationError::Unavailable(m),
+        DelegationFailure::BudgetExhausted(m) => DelegationError::BudgetExhausted(m),
+        DelegationFailure::Failed(ChildFailure { reason, message }) => {
+            DelegationError::Failed(bindings::ChildFailure { reason, message })
+        }
+        DelegationFailure::InvalidHandle(m) => DelegationError::InvalidHandle(m),
+        DelegationFailure::Host(e) => DelegationError::Unavailable(e.to_string()),
+    }
+}
