@@ -15,8 +15,8 @@ pub mod task;
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
     Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, EffectiveLimits,
-    EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability, SecretKeyRef,
-    SigningCapability, StorageCapability,
+    EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability, PullSecretRef,
+    SecretKeyRef, SigningCapability, StorageCapability,
 };
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
