@@ -725,7 +725,7 @@ async fn a_failed_reconcile_is_counted_by_kind_and_every_reconcile_is_timed() {
 struct FakeRegistry {
     manifests: std::collections::HashMap<String, String>,
     blobs: std::collections::HashMap<String, Vec<u8>>,
-    fail: Option<fn() -> ari_oci::Error>,
+    fail: Option<Failure>,
     /// Never answers (a registry that accepts connections and hangs).
     hang: bool,
     seen: std::sync::Mutex<Vec<(String, ari_oci::Credentials)>>,
@@ -733,6 +733,9 @@ struct FakeRegistry {
 }
 
 const IMAGE: &str = "registry.example/agents/echo";
+
+/// The error every call of a failing [`FakeRegistry`] returns.
+type Failure = fn() -> ari_oci::Error;
 
 impl FakeRegistry {
     /// `IMAGE:v1` → the echo component.
@@ -746,7 +749,7 @@ impl FakeRegistry {
         (r, digest)
     }
 
-    fn failing(fail: fn() -> ari_oci::Error) -> FakeRegistry {
+    fn failing(fail: Failure) -> FakeRegistry {
         FakeRegistry {
             fail: Some(fail),
             ..FakeRegistry::default()
@@ -852,7 +855,7 @@ async fn an_image_tag_is_resolved_pinned_in_status_and_handed_to_the_executors()
 
 #[tokio::test]
 async fn an_unresolvable_image_is_reported_with_its_reason_and_gets_no_executors() {
-    let cases: [(fn() -> ari_oci::Error, &str); 4] = [
+    let cases: [(Failure, &str); 4] = [
         (
             || ari_oci::Error::NotFound("registry.example/agents/echo:v1".into()),
             "ImageNotFound",
