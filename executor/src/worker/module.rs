@@ -60,7 +60,7 @@ pub async fn fetch(
         (None, Some(url)) => fetch_url(url.clone(), Scheme::HttpsOnly).await?,
         _ => {
             return Err(WorkerError::Module(
-                "exactly one of module.configMap and module.url must be set".into(),
+                "exactly one of module.configMap, module.url and module.image must be set".into(),
             ));
         }
     };
