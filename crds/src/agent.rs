@@ -89,11 +89,12 @@ pub struct AgentSpec {
     pub config: Option<String>,
 }
 
-/// The component source. Exactly one of `configMap` and `url`.
+/// The component source. Exactly one of `configMap`, `url` and `image`.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[x_kube(
-    validation = Rule::new("has(self.configMap) != has(self.url)").message("exactly one of module.configMap or module.url must be set"),
+    validation = Rule::new("(has(self.configMap) ? 1 : 0) + (has(self.url) ? 1 : 0) + (has(self.image) ? 1 : 0) == 1").message("exactly one of module.configMap, module.url or module.image must be set"),
     validation = Rule::new("!has(self.url) || has(self.sha256)").message("module.sha256 is required with module.url"),
+    validation = Rule::new("!has(self.imagePullSecrets) || has(self.image)").message("module.imagePullSecrets is only for module.image"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ModuleSource {
@@ -105,10 +106,31 @@ pub struct ModuleSource {
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new("self.startsWith('https://')").message("module.url must be https"))]
     pub url: Option<String>,
+    /// An OCI artifact in the CNCF Wasm layout (`registry/repository:tag` or
+    /// `registry/repository@sha256:...`, as `ari push` prints). A tag is resolved by the
+    /// operator to the digest it names then, recorded in `status.moduleImage`; executors pull
+    /// only that digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: Option<String>,
+    /// Secrets of type `kubernetes.io/dockerconfigjson` in the Agent's namespace, labelled
+    /// `ari.dev/pull-secret=true`, holding credentials for `image`'s registry. Credentials are
+    /// sent only to the registry they name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 8))]
+    pub image_pull_secrets: Option<Vec<PullSecretRef>>,
     /// Lowercase hex SHA-256 of the component bytes; verified always, recorded in attestations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
     pub sha256: Option<String>,
+}
+
+/// A pull secret by name (same namespace as the Agent).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PullSecretRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 /// A module stored in a ConfigMap's `binaryData`.
@@ -300,9 +322,14 @@ pub struct AgentStatus {
     /// `Valid`, `ModuleResolved`, `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-    /// `sha256:<hex>` of the component (declared for `url`, computed for `configMap`).
+    /// `sha256:<hex>` of the component (declared for `url`, computed for `configMap` and
+    /// `image`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_digest: Option<String>,
+    /// For `module.image`: the `registry/repository@sha256:...` the executors run, i.e. the
+    /// tag as the operator last resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2_147_483_647))]
     pub replicas: Option<i32>,
@@ -345,6 +372,26 @@ impl ModuleSource {
     /// The declared lowercase hex SHA-256, if any.
     pub fn declared_sha256(&self) -> Option<&str> {
         self.sha256.as_deref()
+    }
+
+    /// How many of `configMap`, `url` and `image` are set (valid specs have exactly one).
+    pub fn source_count(&self) -> usize {
+        [
+            self.config_map.is_some(),
+            self.url.is_some(),
+            self.image.is_some(),
+        ]
+        .into_iter()
+        .filter(|s| *s)
+        .count()
+    }
+
+    /// The names in `imagePullSecrets`, in order.
+    pub fn pull_secret_names(&self) -> impl Iterator<Item = &str> {
+        self.image_pull_secrets
+            .iter()
+            .flatten()
+            .map(|s| s.name.as_str())
     }
 }
 

@@ -16,7 +16,7 @@ pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
     Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, DelegationCapability,
     EffectiveLimits, EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability,
-    SecretKeyRef, SigningCapability, StorageCapability,
+    PullSecretRef, SecretKeyRef, SigningCapability, StorageCapability,
 };
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,

@@ -15,6 +15,14 @@ pub const ATTESTATION_PUBLIC_KEY: &str = "public-key";
 /// Label a Secret must carry (value `"true"`) before an Agent may name it in
 /// `capabilities.signing.secretRef`: a Secret is never a signing key by accident.
 pub const LABEL_SIGNING_KEY: &str = "ari.dev/signing-key";
+/// Label a Secret must carry (value `"true"`) before an Agent may name it in
+/// `module.imagePullSecrets`: the executor gets the Secret through the kubelet, which does not
+/// ask whether the Agent's author may read it.
+pub const LABEL_PULL_SECRET: &str = "ari.dev/pull-secret";
+/// Key of a `kubernetes.io/dockerconfigjson` Secret holding the docker config.
+pub const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
+/// Type a pull secret must have.
+pub const DOCKER_CONFIG_JSON_TYPE: &str = "kubernetes.io/dockerconfigjson";
 /// Label on the operator-namespace source of a namespace's attestation key: that namespace.
 pub const LABEL_ATTESTATION_FOR: &str = "ari.dev/attestation-key-for";
 

@@ -49,6 +49,30 @@ fn agent_module_needs_exactly_one_source() {
 }
 
 #[test]
+fn agent_module_image_is_a_third_exclusive_source() {
+    let image = "127.0.0.1:5000/agents/echo:v1";
+    assert_eq!(agent_errors(json!({"module": {"image": image}})), "");
+    assert_eq!(
+        agent_errors(json!({"module": {"image": image, "imagePullSecrets": [{"name": "reg"}]}})),
+        ""
+    );
+    let with_url = json!({"module": {"image": image, "url": "https://x/m.wasm", "sha256": SHA}});
+    assert!(
+        agent_errors(with_url)
+            .contains("exactly one of module.configMap, module.url or module.image")
+    );
+    let with_cm = json!({"module": {"image": image, "configMap": {"name": "m", "key": "k"}}});
+    assert!(agent_errors(with_cm).contains("exactly one of"));
+}
+
+#[test]
+fn agent_pull_secrets_need_an_image() {
+    let cm = json!({"name": "m", "key": "k"});
+    let spec = json!({"module": {"configMap": cm, "imagePullSecrets": [{"name": "reg"}]}});
+    assert!(agent_errors(spec).contains("imagePullSecrets is only for module.image"));
+}
+
+#[test]
 fn agent_url_needs_https_and_sha256() {
     assert_eq!(
         agent_errors(json!({"module": {"url": "https://x/m.wasm", "sha256": SHA}})),
@@ -133,5 +157,5 @@ fn every_rule_compiles_within_cost_budget() {
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema JSON");
         walk(&schema["openAPIV3Schema"], &crd.spec.names.kind, &mut found);
     }
-    assert_eq!(found.len(), 6, "{found:?}");
+    assert_eq!(found.len(), 7, "{found:?}");
 }

@@ -116,7 +116,7 @@ fn cases() -> Vec<Case> {
         rejected(
             "agent-empty-module",
             agent("empty-module", "  module: {}\n"),
-            &["exactly one of module.configMap or module.url"],
+            &["exactly one of module.configMap, module.url or module.image"],
         ),
         rejected(
             "agent-two-sources",
@@ -126,7 +126,7 @@ fn cases() -> Vec<Case> {
                     "  module:\n    configMap: {{name: m, key: k}}\n    url: https://example.invalid/a.wasm\n    sha256: \"{ZEROS}\"\n"
                 ),
             ),
-            &["exactly one of module.configMap or module.url"],
+            &["exactly one of module.configMap, module.url or module.image"],
         ),
         rejected(
             "agent-url-without-digest",

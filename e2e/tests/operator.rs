@@ -293,7 +293,7 @@ spec:
             "an Agent with two module sources was accepted"
         );
         ensure!(
-            err.contains("exactly one of module.configMap or module.url"),
+            err.contains("exactly one of module.configMap, module.url or module.image"),
             "unclear message: {err}"
         );
 

@@ -51,6 +51,18 @@ pub struct Config {
     /// How long a Task may wait for its Agent to appear before it is rejected.
     #[arg(long, env = "ARI_AGENT_GRACE_SECONDS", default_value_t = 5)]
     pub agent_grace_seconds: u64,
+    /// Registries (`host[:port]`) reached over plain HTTP for `module.image`, comma-separated:
+    /// local and in-cluster registries without TLS. Every other registry is HTTPS only. Also
+    /// passed to the executors of image Agents.
+    #[arg(
+        long = "insecure-registry",
+        env = "ARI_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// Longest one registry call (resolve a tag, pull a module) may take in a reconcile.
+    #[arg(long, env = "ARI_REGISTRY_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub registry_timeout_seconds: u64,
     /// Log format.
     #[arg(long, env = "ARI_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -69,6 +81,10 @@ pub struct Settings {
     pub agent_grace: Duration,
     /// The operator's own namespace: holds each namespace's attestation key source.
     pub operator_namespace: String,
+    /// Registries spoken to over plain HTTP (see [`Config::insecure_registries`]).
+    pub insecure_registries: Vec<String>,
+    /// Bound on each registry call in a reconcile.
+    pub registry_timeout: Duration,
 }
 
 impl Config {
@@ -100,6 +116,13 @@ impl Config {
             heartbeat_timeout: Duration::from_secs(self.heartbeat_timeout_seconds),
             agent_grace: Duration::from_secs(self.agent_grace_seconds),
             operator_namespace: self.lease_namespace.clone(),
+            insecure_registries: self
+                .insecure_registries
+                .iter()
+                .map(|r| r.trim().to_owned())
+                .filter(|r| !r.is_empty())
+                .collect(),
+            registry_timeout: Duration::from_secs(self.registry_timeout_seconds.max(1)),
         }
     }
 }
@@ -112,6 +135,8 @@ impl Default for Settings {
             heartbeat_timeout: Duration::from_secs(30),
             agent_grace: Duration::from_secs(5),
             operator_namespace: "ari-system".to_owned(),
+            insecure_registries: Vec::new(),
+            registry_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -133,6 +158,16 @@ mod tests {
         assert_eq!(c.log_filter(Some("warn".into())), "warn");
         assert_eq!(c.log_filter(None), DEFAULT_LOG_FILTER);
         assert_eq!(c.log_filter(Some(" ".into())), DEFAULT_LOG_FILTER);
+    }
+
+    #[test]
+    fn insecure_registries_are_a_comma_list_and_empty_by_default() {
+        assert!(parse(&[]).settings().insecure_registries.is_empty());
+        let c = parse(&["--insecure-registry", "127.0.0.1:5000, registry.local:80"]);
+        assert_eq!(
+            c.settings().insecure_registries,
+            ["127.0.0.1:5000", "registry.local:80"]
+        );
     }
 
     #[test]

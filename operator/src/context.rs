@@ -7,6 +7,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::warn;
 
+use crate::agent::image::{ImageResolver, Registry};
 use crate::config::Settings;
 use crate::metrics::Metrics;
 
@@ -16,6 +17,8 @@ pub struct Context {
     pub settings: Settings,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
+    /// Resolves `module.image` (one registry client for every Agent).
+    pub images: ImageResolver,
 }
 
 impl Context {
@@ -24,17 +27,20 @@ impl Context {
         settings: Settings,
         metrics: Arc<Metrics>,
         instance: Option<String>,
+        registry: Arc<dyn Registry>,
     ) -> Self {
         let reporter = Reporter {
             controller: "ari-operator".into(),
             instance,
         };
         let recorder = Recorder::new(client.clone(), reporter);
+        let images = ImageResolver::new(registry, settings.registry_timeout);
         Self {
             client,
             settings,
             metrics,
             recorder,
+            images,
         }
     }
 

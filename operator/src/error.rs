@@ -19,6 +19,9 @@ pub enum Error {
     /// The metrics registry refused a metric (a programming error, at start-up).
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// The registry client could not be built (its TLS set-up), at start-up.
+    #[error("registry client: {0}")]
+    Registry(#[from] ari_oci::Error),
     /// Another replica took the Lease: this one exits so it restarts as a fresh candidate.
     #[error("lost leadership")]
     LostLeadership,
@@ -32,6 +35,7 @@ impl Error {
             Error::Key(_) => "attestation_key",
             Error::NoNamespace => "no_namespace",
             Error::Metrics(_) => "metrics",
+            Error::Registry(_) => "registry",
             Error::LostLeadership => "lost_leadership",
         }
     }
@@ -53,6 +57,7 @@ mod tests {
             }),
             Error::NoNamespace,
             Error::Metrics(prometheus::Error::Msg("m".into())),
+            Error::Registry(ari_oci::Error::Other("o".into())),
             Error::LostLeadership,
         ];
         let labels: HashSet<&str> = all.iter().map(Error::metric_label).collect();

@@ -12,12 +12,28 @@ use crate::task::controller::{Seen, TaskContext};
 use crate::testutil::{Log, find, mock_client, status};
 
 fn ctx(client: kube::Client) -> Arc<Context> {
+    ctx_with_registry(client, Arc::new(FakeRegistry::default()))
+}
+
+fn ctx_with_registry(
+    client: kube::Client,
+    registry: Arc<dyn crate::agent::image::Registry>,
+) -> Arc<Context> {
+    ctx_with(client, registry, Settings::default())
+}
+
+fn ctx_with(
+    client: kube::Client,
+    registry: Arc<dyn crate::agent::image::Registry>,
+    settings: Settings,
+) -> Arc<Context> {
     let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
     Arc::new(Context::new(
         client,
-        Settings::default(),
+        settings,
         metrics,
         Some("test".into()),
+        registry,
     ))
 }
 
@@ -701,4 +717,296 @@ async fn a_failed_reconcile_is_counted_by_kind_and_every_reconcile_is_timed() {
             .get_sample_count(),
         0
     );
+}
+
+/// A registry answering from a table: tag or pinned reference → manifest digest, and the
+/// component behind each digest; or one error for every call. Records the credentials seen.
+#[derive(Default)]
+struct FakeRegistry {
+    manifests: std::collections::HashMap<String, String>,
+    blobs: std::collections::HashMap<String, Vec<u8>>,
+    fail: Option<Failure>,
+    /// Never answers (a registry that accepts connections and hangs).
+    hang: bool,
+    seen: std::sync::Mutex<Vec<(String, ari_oci::Credentials)>>,
+    pulls: std::sync::atomic::AtomicUsize,
+}
+
+const IMAGE: &str = "registry.example/agents/echo";
+
+/// The error every call of a failing [`FakeRegistry`] returns.
+type Failure = fn() -> ari_oci::Error;
+
+impl FakeRegistry {
+    /// `IMAGE:v1` → the echo component.
+    fn with_echo() -> (FakeRegistry, String) {
+        let digest = format!("sha256:{}", "d".repeat(64));
+        let mut r = FakeRegistry::default();
+        r.manifests.insert(format!("{IMAGE}:v1"), digest.clone());
+        r.manifests
+            .insert(format!("{IMAGE}@{digest}"), digest.clone());
+        r.blobs.insert(digest.clone(), echo_component());
+        (r, digest)
+    }
+
+    fn failing(fail: Failure) -> FakeRegistry {
+        FakeRegistry {
+            fail: Some(fail),
+            ..FakeRegistry::default()
+        }
+    }
+}
+
+impl crate::agent::image::Registry for FakeRegistry {
+    fn resolve<'a>(
+        &'a self,
+        reference: &'a ari_oci::Reference,
+        credentials: &'a ari_oci::Credentials,
+    ) -> futures::future::BoxFuture<'a, Result<String, ari_oci::Error>> {
+        Box::pin(async move {
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+            if let Ok(mut s) = self.seen.lock() {
+                s.push((reference.to_string(), credentials.clone()));
+            }
+            if let Some(fail) = self.fail {
+                return Err(fail());
+            }
+            self.manifests
+                .get(&reference.to_string())
+                .cloned()
+                .ok_or_else(|| ari_oci::Error::NotFound(reference.to_string()))
+        })
+    }
+
+    fn pull<'a>(
+        &'a self,
+        reference: &'a ari_oci::Reference,
+        _credentials: &'a ari_oci::Credentials,
+    ) -> futures::future::BoxFuture<'a, Result<ari_oci::PulledModule, ari_oci::Error>> {
+        Box::pin(async move {
+            self.pulls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let digest = reference.digest().unwrap_or_default().to_owned();
+            let bytes = self
+                .blobs
+                .get(&digest)
+                .cloned()
+                .ok_or_else(|| ari_oci::Error::NotFound(reference.to_string()))?;
+            Ok(ari_oci::PulledModule {
+                manifest_digest: digest,
+                layer_digest: ari_oci::sha256_digest(&bytes),
+                bytes,
+            })
+        })
+    }
+}
+
+fn image_agent(image: &str, pull_secrets: Value) -> Agent {
+    let mut a = agent_json();
+    a["spec"]["module"] = json!({"image": image});
+    if !pull_secrets.is_null() {
+        a["spec"]["module"]["imagePullSecrets"] = pull_secrets;
+    }
+    serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn container_env(log: &Log) -> Vec<Value> {
+    let dep = one(log, "PATCH", "deployments/echo-executor").body;
+    dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_image_tag_is_resolved_pinned_in_status_and_handed_to_the_executors() {
+    let (registry, digest) = FakeRegistry::with_echo();
+    let registry = Arc::new(registry);
+    let (client, log) = mock_client(agent_routes);
+    let agent = image_agent(&format!("{IMAGE}:v1"), Value::Null);
+    let context = ctx_with_registry(client, registry.clone());
+    let res = crate::agent::controller::reconcile(Arc::new(agent.clone()), context.clone()).await;
+    assert!(res.is_ok(), "{res:?}");
+
+    let pinned = format!("{IMAGE}@{digest}");
+    let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
+    assert_eq!(st["moduleImage"], pinned);
+    assert_eq!(
+        st["moduleDigest"],
+        format!("sha256:{}", echo_component_sha256())
+    );
+    let resolved = written_condition(&log, "ModuleResolved");
+    assert_eq!(resolved["status"], "True", "{resolved}");
+    let env = container_env(&log);
+    let image_env = env.iter().find(|e| e["name"] == "ARI_MODULE_IMAGE");
+    assert_eq!(image_env.map(|e| e["value"].clone()), Some(json!(pinned)));
+    assert!(
+        !env.iter().any(|e| e["name"] == "ARI_MODULE_PULL_SECRET"),
+        "no pull secret named, none passed"
+    );
+
+    // The component is checked once per pinned digest; the tag is asked again every time.
+    let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert_eq!(registry.pulls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(registry.seen.lock().map(|s| s.len()).unwrap_or(0), 2);
+}
+
+#[tokio::test]
+async fn an_unresolvable_image_is_reported_with_its_reason_and_gets_no_executors() {
+    let cases: [(Failure, &str); 4] = [
+        (
+            || ari_oci::Error::NotFound("registry.example/agents/echo:v1".into()),
+            "ImageNotFound",
+        ),
+        (
+            || ari_oci::Error::DigestMismatch {
+                expected: "sha256:aa".into(),
+                actual: "sha256:bb".into(),
+            },
+            "DigestMismatch",
+        ),
+        (
+            || ari_oci::Error::RegistryUnavailable("connection refused".into()),
+            "RegistryUnavailable",
+        ),
+        (
+            || ari_oci::Error::NotAWasmArtifact("a container image".into()),
+            "NotAWasmArtifact",
+        ),
+    ];
+    for (fail, reason) in cases {
+        let (client, log) = mock_client(agent_routes);
+        let context = ctx_with_registry(client, Arc::new(FakeRegistry::failing(fail)));
+        let agent = image_agent(&format!("{IMAGE}:v1"), Value::Null);
+        let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+        let action = res.unwrap_or_else(|e| panic!("{reason}: {e}"));
+        assert!(
+            find(&log, "PATCH", "deployments").is_empty(),
+            "{reason}: no executors for an unresolvable module"
+        );
+        let c = written_condition(&log, "ModuleResolved");
+        assert_eq!(c["status"], "False", "{reason}: {c}");
+        assert_eq!(c["reason"], reason, "{c}");
+        assert_eq!(
+            written_condition(&log, "Ready")["reason"],
+            "ModuleNotResolved"
+        );
+        let events = find(&log, "POST", "/events");
+        assert!(
+            events
+                .iter()
+                .any(|e| e.body["reason"] == reason && e.body["type"] == "Warning"),
+            "{reason}: {events:?}"
+        );
+        // Tried again soon (backoff starts at 5 s), not after the 5-minute resync.
+        assert_eq!(
+            action,
+            kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(5)),
+            "{reason}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_registry_that_never_answers_is_unavailable_after_the_bound() {
+    let (client, log) = mock_client(agent_routes);
+    let hanging = FakeRegistry {
+        hang: true,
+        ..FakeRegistry::default()
+    };
+    let settings = Settings {
+        registry_timeout: std::time::Duration::from_millis(50),
+        ..Settings::default()
+    };
+    let context = ctx_with(client, Arc::new(hanging), settings);
+    let agent = image_agent(&format!("{IMAGE}:v1"), Value::Null);
+    let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+    assert!(res.is_ok(), "{res:?}");
+    let c = written_condition(&log, "ModuleResolved");
+    assert_eq!(c["reason"], "RegistryUnavailable", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no answer within 50ms"),
+        "{c}"
+    );
+}
+
+fn pull_secret_json(labels: Value, type_: &str) -> Value {
+    use base64::Engine as _;
+    let config = json!({"auths": {"registry.example": {"username": "bot", "password": "hunter2"}}});
+    let config = base64::engine::general_purpose::STANDARD.encode(config.to_string());
+    json!({"apiVersion": "v1", "kind": "Secret", "type": type_,
+           "metadata": {"name": "reg", "labels": labels},
+           "data": {".dockerconfigjson": config}})
+}
+
+#[tokio::test]
+async fn a_marked_pull_secret_reaches_the_registry_and_the_executors_by_reference() {
+    let (registry, _) = FakeRegistry::with_echo();
+    let registry = Arc::new(registry);
+    let (client, log) = mock_client(|m, p, b| match (m, p) {
+        ("GET", "/api/v1/namespaces/demo/secrets/reg") => (
+            200,
+            pull_secret_json(
+                json!({"ari.dev/pull-secret": "true"}),
+                "kubernetes.io/dockerconfigjson",
+            ),
+        ),
+        _ => agent_routes(m, p, b),
+    });
+    let context = ctx_with_registry(client, registry.clone());
+    let agent = image_agent(&format!("{IMAGE}:v1"), json!([{"name": "reg"}]));
+    let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+    assert!(res.is_ok(), "{res:?}");
+    let seen = registry.seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(
+        seen.first().map(|(_, c)| c.clone()),
+        Some(ari_oci::Credentials::basic("bot", "hunter2"))
+    );
+    let env = container_env(&log);
+    let secret = env
+        .iter()
+        .find(|e| e["name"] == "ARI_MODULE_PULL_SECRET")
+        .map(|e| e["valueFrom"]["secretKeyRef"].clone());
+    assert_eq!(
+        secret,
+        Some(json!({"name": "reg", "key": ".dockerconfigjson", "optional": false}))
+    );
+    let written = format!("{:?}{:?}", find(&log, "PATCH", ""), find(&log, "POST", ""));
+    assert!(
+        !written.contains("hunter2"),
+        "the password is never written"
+    );
+}
+
+#[tokio::test]
+async fn an_unmarked_or_opaque_pull_secret_is_refused_before_any_registry_call() {
+    for (labels, type_) in [
+        (json!({}), "kubernetes.io/dockerconfigjson"),
+        (json!({"ari.dev/pull-secret": "true"}), "Opaque"),
+    ] {
+        let (registry, _) = FakeRegistry::with_echo();
+        let registry = Arc::new(registry);
+        let (client, log) = mock_client(move |m, p, b| match (m, p) {
+            ("GET", "/api/v1/namespaces/demo/secrets/reg") => {
+                (200, pull_secret_json(labels.clone(), type_))
+            }
+            _ => agent_routes(m, p, b),
+        });
+        let context = ctx_with_registry(client, registry.clone());
+        let agent = image_agent(&format!("{IMAGE}:v1"), json!([{"name": "reg"}]));
+        let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+        assert!(res.is_ok(), "{res:?}");
+        let c = written_condition(&log, "ModuleResolved");
+        assert_eq!(c["reason"], "PullSecretRejected", "{c}");
+        assert!(find(&log, "PATCH", "deployments").is_empty());
+        assert!(
+            registry.seen.lock().map(|s| s.is_empty()).unwrap_or(false),
+            "no credentials of a refused secret went anywhere"
+        );
+    }
 }

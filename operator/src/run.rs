@@ -76,11 +76,16 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
     }
     info!(%identity, "leading: starting controllers");
 
+    let settings = cfg.settings();
+    let registry = Arc::new(crate::agent::image::registry_client(
+        &settings.insecure_registries,
+    )?);
     let ctx = Arc::new(Context::new(
         client.clone(),
-        cfg.settings(),
+        settings,
         metrics.clone(),
         Some(identity),
+        registry,
     ));
     // Stop controllers on SIGTERM or when leadership is lost.
     let lost = {

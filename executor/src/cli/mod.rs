@@ -1,6 +1,7 @@
 //! Command-line interface: one module per subcommand.
 
 mod inspect;
+mod push;
 mod run;
 mod verify;
 mod worker;
@@ -39,6 +40,7 @@ enum Command {
     Run(run::RunArgs),
     Inspect(inspect::InspectArgs),
     Verify(verify::VerifyArgs),
+    Push(push::PushArgs),
     Worker(worker::WorkerArgs),
 }
 
@@ -58,6 +60,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args, runtime_config),
         Command::Inspect(args) => inspect::inspect(args, runtime_config),
         Command::Verify(args) => verify::verify(args, runtime_config),
+        Command::Push(args) => push::push(args),
         Command::Worker(args) => worker::worker(args),
     };
     match result {

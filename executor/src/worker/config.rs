@@ -34,6 +34,12 @@ pub struct WorkerConfig {
     /// `ARI_MODULE_DIGEST`: the digest the operator validated; a module that hashes otherwise
     /// is refused (see `module::check_pinned`).
     pub module_digest: Option<String>,
+    /// `ARI_MODULE_IMAGE`: for `module.image`, the `repo@sha256:...` the operator resolved.
+    pub module_image: Option<String>,
+    /// `ARI_MODULE_PULL_SECRET`: the pull secret's `.dockerconfigjson` (never printed).
+    pub module_pull_secret: Option<String>,
+    /// `ARI_INSECURE_REGISTRIES`: registries the operator's admin allows plain HTTP to.
+    pub insecure_registries: Vec<String>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -50,6 +56,9 @@ impl std::fmt::Debug for WorkerConfig {
             .field("cache_dir", &self.cache_dir)
             .field("heartbeat", &self.heartbeat)
             .field("steal_after", &self.steal_after)
+            .field("module_image", &self.module_image)
+            .field("module_pull_secret", &self.module_pull_secret.is_some())
+            .field("insecure_registries", &self.insecure_registries)
             .finish_non_exhaustive()
     }
 }
@@ -133,6 +142,16 @@ impl WorkerConfig {
             heartbeat,
             steal_after,
             module_digest: get("ARI_MODULE_DIGEST"),
+            module_image: get("ARI_MODULE_IMAGE"),
+            module_pull_secret: get("ARI_MODULE_PULL_SECRET"),
+            insecure_registries: get("ARI_INSECURE_REGISTRIES")
+                .map(|v| {
+                    v.split(',')
+                        .map(|r| r.trim().to_owned())
+                        .filter(|r| !r.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 }
@@ -164,6 +183,34 @@ mod tests {
         ]))
         .expect("valid config");
         assert_eq!(c.module_digest.as_deref(), Some("sha256:abc"));
+    }
+
+    #[test]
+    fn reads_the_pinned_image_and_never_prints_the_pull_secret() {
+        let c = WorkerConfig::from_lookup(env(&[
+            ("ARI_AGENT_NAME", "echo"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "p"),
+            ("ARI_ATTESTATION_KEY", KEY),
+            ("ARI_MODULE_IMAGE", "127.0.0.1:5000/echo@sha256:abc"),
+            (
+                "ARI_MODULE_PULL_SECRET",
+                r#"{"auths":{"r":{"auth":"c2VjcmV0"}}}"#,
+            ),
+            ("ARI_INSECURE_REGISTRIES", "127.0.0.1:5000, ,localhost:5001"),
+        ]))
+        .expect("valid config");
+        assert_eq!(
+            c.module_image.as_deref(),
+            Some("127.0.0.1:5000/echo@sha256:abc")
+        );
+        assert_eq!(c.insecure_registries, ["127.0.0.1:5000", "localhost:5001"]);
+        assert!(c.module_pull_secret.is_some());
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("c2VjcmV0") && !shown.contains("auths"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod gate;
 mod lifecycle;
 mod metrics;
 mod module;
+mod oci;
 mod peers;
 mod serve;
 mod status;
@@ -192,7 +193,7 @@ async fn load_module(
     agent: &ari_crds::Agent,
     config: &WorkerConfig,
 ) -> Result<ari_runtime::LoadedAgent, WorkerError> {
-    let bytes = module::fetch(client, agent, config.module_digest.as_deref()).await?;
+    let bytes = module::fetch(client, agent, config).await?;
     let mut runtime_config = RuntimeConfig::default();
     runtime_config.engine.pool =
         ari_runtime::engine::PoolConfig::for_concurrency(config.concurrency);

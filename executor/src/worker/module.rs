@@ -9,7 +9,7 @@ use ari_crds::{Agent, ModuleSource};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 
-use super::WorkerError;
+use super::{WorkerConfig, WorkerError};
 use ari_runtime::attestation::sha256_hex;
 
 /// Largest component the worker accepts (a ConfigMap tops out at 1 MiB; URLs may be larger).
@@ -23,13 +23,14 @@ pub const MODULE_DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 pub const MODULE_MAX_REDIRECTS: u32 = 5;
 
 /// The component bytes of `agent`, verified against `spec.module.sha256` when one is declared
-/// and against `pinned` (the `ARI_MODULE_DIGEST` the operator validated and put in the pod)
+/// and against `ARI_MODULE_DIGEST` (the digest the operator validated and put in the pod)
 /// when given: a module edited after validation never runs.
 pub async fn fetch(
     client: &Client,
     agent: &Agent,
-    pinned: Option<&str>,
+    config: &WorkerConfig,
 ) -> Result<Vec<u8>, WorkerError> {
+    let pinned = config.module_digest.as_deref();
     let ns = agent
         .metadata
         .namespace
@@ -37,6 +38,12 @@ pub async fn fetch(
         .ok_or_else(|| WorkerError::Module("Agent has no namespace".into()))?;
     let source = &agent.spec.module;
     let bytes = match (&source.config_map, &source.url) {
+        _ if source.source_count() != 1 => {
+            return Err(WorkerError::Module(
+                "exactly one of module.configMap, module.url and module.image must be set".into(),
+            ));
+        }
+        (None, None) => super::oci::fetch(config).await?,
         (Some(cm), None) => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
             let map = api.get(&cm.name).await?;
@@ -53,7 +60,7 @@ pub async fn fetch(
         (None, Some(url)) => fetch_url(url.clone(), Scheme::HttpsOnly).await?,
         _ => {
             return Err(WorkerError::Module(
-                "exactly one of module.configMap and module.url must be set".into(),
+                "exactly one of module.configMap, module.url and module.image must be set".into(),
             ));
         }
     };

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
+use super::image::{self, ResolvedImage};
 use super::{deployment, key, module, rbac, signing};
 use crate::context::Context;
 use crate::error::Error;
@@ -104,8 +105,13 @@ pub fn validate(agent: &Agent) -> Result<(), String> {
             HostPattern::parse(h).map_err(|e| format!("network.allowedHosts {h}: {e}"))?;
         }
     }
-    if agent.spec.module.config_map.is_some() == agent.spec.module.url.is_some() {
-        return Err("exactly one of module.configMap or module.url must be set".into());
+    if agent.spec.module.source_count() != 1 {
+        return Err(
+            "exactly one of module.configMap, module.url or module.image must be set".into(),
+        );
+    }
+    if agent.spec.module.image_pull_secrets.is_some() && agent.spec.module.image.is_none() {
+        return Err("module.imagePullSecrets is only for module.image".into());
     }
     if agent.spec.module.url.is_some() && agent.spec.module.sha256.is_none() {
         return Err("module.sha256 is required with module.url".into());
@@ -194,39 +200,43 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         now.clone(),
     );
 
-    let module = if valid.is_ok() {
-        match module::resolve(
-            &agent.spec.module,
-            &Api::<ConfigMap>::namespaced(client.clone(), &ns),
-        )
-        .await
-        {
+    let resolved = if valid.is_ok() {
+        match resolve_module(&agent, &ctx, &ns).await {
             Err(module::ModuleError::Kube(e)) => return Err(Error::Kube(e)),
             other => other,
         }
     } else {
         Err(module::ModuleError::NoSource)
     };
-    match &module {
-        Ok(digest) => {
+    let module = resolved.as_ref().map(|(digest, _)| digest.clone());
+    let image = resolved.as_ref().ok().and_then(|(_, image)| image.clone());
+    match &resolved {
+        Ok((digest, image)) => {
             status.module_digest = Some(digest.clone());
+            status.module_image = image.as_ref().map(|i| i.pinned.clone());
+            let message = match image {
+                Some(i) => format!("{digest} from {}", i.pinned),
+                None => digest.clone(),
+            };
             conditions::set(
                 &mut status.conditions,
                 conditions::MODULE_RESOLVED,
                 ConditionStatus::True,
                 "Resolved",
-                digest.clone(),
+                message,
                 gen_,
                 now.clone(),
             );
         }
         Err(e) => {
+            let mut message = e.to_string();
+            crate::cache::clip(&mut message, MESSAGE_MAX);
             conditions::set(
                 &mut status.conditions,
                 conditions::MODULE_RESOLVED,
                 ConditionStatus::False,
                 e.reason(),
-                e.to_string(),
+                message,
                 gen_,
                 now.clone(),
             );
@@ -292,7 +302,13 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         status.replicas = Some(0);
         status.ready_replicas = Some(0);
     } else if let Ok(digest) = &module {
-        let dep = deployment::build(&agent, digest, &ctx.settings, &key.public_key);
+        let dep = deployment::build(
+            &agent,
+            digest,
+            image.as_ref(),
+            &ctx.settings,
+            &key.public_key,
+        );
         match apply(&deps, &dep_name, &dep).await {
             Ok(applied) => {
                 let st = applied.status.unwrap_or_default();
@@ -325,7 +341,7 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         rr,
         rm,
         gen_,
-        now,
+        now.clone(),
     );
 
     if status != old {
@@ -337,15 +353,42 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         publish_changes(&ctx, &agent, &old, &status).await;
         info!(agent = %name, namespace = %ns, ready = ?rs, "agent status updated");
     }
-    // Re-check a missing ConfigMap periodically; Deployment changes wake us through `owns`.
-    // Secrets are not watched: re-check a refused signing Secret now and then.
+    // Re-check an unresolved module (a missing ConfigMap, an image not pushed yet, a registry
+    // that is down) with backoff; Deployment changes wake us through `owns`. Secrets are not
+    // watched: re-check a refused signing Secret now and then. A tag is resolved again on
+    // every pass, so a moved tag rolls the executors within 5 minutes.
     Ok(match (&valid, &module) {
         (Err((SIGNING_REJECTED, _)), _) => Action::requeue(Duration::from_secs(30)),
         (Err(_), _) => Action::requeue(Duration::from_secs(300)),
         _ if rejected.is_some() => Action::requeue(Duration::from_secs(300)),
         (Ok(()), Ok(_)) => Action::requeue(Duration::from_secs(300)),
-        (Ok(()), Err(_)) => Action::requeue(Duration::from_secs(15)),
+        (Ok(()), Err(_)) => Action::requeue(module_retry(&status, &now)),
     })
+}
+
+/// The module's digest, and for `module.image` what the image resolved to.
+async fn resolve_module(
+    agent: &Agent,
+    ctx: &Context,
+    ns: &str,
+) -> Result<(String, Option<ResolvedImage>), module::ModuleError> {
+    let source = &agent.spec.module;
+    if source.image.is_some() {
+        let secrets = Api::<Secret>::namespaced(ctx.client.clone(), ns);
+        let resolved = ctx.images.resolve(source, &secrets).await?;
+        return Ok((resolved.module_digest.clone(), Some(resolved)));
+    }
+    let config_maps = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns);
+    Ok((module::resolve(source, &config_maps).await?, None))
+}
+
+/// Backoff for an unresolved module: from how long `ModuleResolved` has been False.
+fn module_retry(status: &AgentStatus, now: &Time) -> Duration {
+    let failing_for = conditions::find(&status.conditions, conditions::MODULE_RESOLVED)
+        .map(|c| now.0.duration_since(c.last_transition_time.0))
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default();
+    image::retry_after(failing_for)
 }
 
 /// One Event per condition whose status or reason changed.

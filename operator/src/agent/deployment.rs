@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 
+use super::image::ResolvedImage;
 use crate::config::Settings;
 
 /// Where the executor keeps the embedded agent store (an emptyDir).
@@ -97,10 +98,12 @@ fn field_env(name: &str, path: &str) -> EnvVar {
 /// The Deployment for `agent`, owned by it, with the module digest in the pod template.
 ///
 /// `attestation_public_key` is the namespace key's public half from the operator's source of
-/// truth; the executor refuses to sign with a key that does not match it.
+/// truth; the executor refuses to sign with a key that does not match it. `module_image` is what
+/// `module.image` resolved to: executors pull only that pinned reference.
 pub fn build(
     agent: &Agent,
     module_digest: &str,
+    module_image: Option<&ResolvedImage>,
     settings: &Settings,
     attestation_public_key: &str,
 ) -> Deployment {
@@ -162,6 +165,9 @@ pub fn build(
             }),
             ..Default::default()
         });
+    }
+    if let Some(resolved) = module_image {
+        env_vars.extend(image_env(resolved, settings));
     }
     let container = Container {
         name: "executor".to_owned(),
@@ -290,6 +296,34 @@ pub fn build(
     }
 }
 
+/// What an executor needs to pull `module.image`: the pinned reference, the registries the
+/// operator's admin allows plain HTTP to, and the pull secret, which the kubelet resolves (as
+/// for the signing key) so the executor's ServiceAccount needs no Secret access.
+fn image_env(image: &ResolvedImage, settings: &Settings) -> Vec<EnvVar> {
+    let mut vars = vec![env("ARI_MODULE_IMAGE", &image.pinned)];
+    if !settings.insecure_registries.is_empty() {
+        vars.push(env(
+            "ARI_INSECURE_REGISTRIES",
+            settings.insecure_registries.join(","),
+        ));
+    }
+    if let Some(secret) = &image.pull_secret {
+        vars.push(EnvVar {
+            name: "ARI_MODULE_PULL_SECRET".to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.clone(),
+                    key: names::DOCKER_CONFIG_JSON_KEY.to_owned(),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    vars
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,6 +351,7 @@ mod tests {
         let d = build(
             &agent(serde_json::json!({"image": "busybox"})),
             "sha256:x",
+            None,
             &settings,
             "pk",
         );
@@ -328,6 +363,7 @@ mod tests {
         let d = build(
             &agent(serde_json::json!({})),
             "sha256:x",
+            None,
             &Settings::default(),
             "pk",
         );
@@ -344,5 +380,56 @@ mod tests {
             .and_then(|c| c.options)
             .unwrap_or_default();
         assert!(dns.iter().any(|o| o.name.as_deref() == Some("ndots")));
+    }
+
+    #[test]
+    fn an_image_agent_gets_the_pinned_reference_and_its_pull_secret_by_reference() {
+        let settings = Settings {
+            insecure_registries: vec!["127.0.0.1:5000".into()],
+            ..Settings::default()
+        };
+        let pinned = format!("127.0.0.1:5000/echo@sha256:{}", "a".repeat(64));
+        let image = ResolvedImage {
+            pinned: pinned.clone(),
+            module_digest: format!("sha256:{}", "b".repeat(64)),
+            pull_secret: Some("reg".into()),
+        };
+        let d = build(
+            &agent(serde_json::json!({})),
+            &image.module_digest,
+            Some(&image),
+            &settings,
+            "pk",
+        );
+        let env = container(&d).env.unwrap_or_default();
+        let by = |n: &str| env.iter().find(|e| e.name == n).cloned();
+        assert_eq!(by("ARI_MODULE_IMAGE").and_then(|e| e.value), Some(pinned));
+        assert_eq!(
+            by("ARI_INSECURE_REGISTRIES")
+                .and_then(|e| e.value)
+                .as_deref(),
+            Some("127.0.0.1:5000")
+        );
+        let secret = by("ARI_MODULE_PULL_SECRET")
+            .and_then(|e| e.value_from)
+            .and_then(|v| v.secret_key_ref);
+        assert_eq!(
+            secret.map(|s| (s.name, s.key)),
+            Some(("reg".to_owned(), ".dockerconfigjson".to_owned()))
+        );
+        let plain = build(
+            &agent(serde_json::json!({})),
+            "sha256:x",
+            None,
+            &settings,
+            "pk",
+        );
+        let plain_env = container(&plain).env.unwrap_or_default();
+        assert!(
+            !plain_env
+                .iter()
+                .any(|e| e.name.starts_with("ARI_MODULE_IMAGE")
+                    || e.name == "ARI_MODULE_PULL_SECRET")
+        );
     }
 }

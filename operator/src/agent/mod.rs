@@ -2,6 +2,7 @@
 
 pub mod controller;
 pub mod deployment;
+pub mod image;
 pub mod key;
 pub mod module;
 pub mod rbac;

@@ -2,7 +2,7 @@
 //!
 //! ConfigMap modules are hashed here (and the declared `sha256`, if any, checked); `url`
 //! modules are not fetched by the operator: the declared `sha256` is recorded and the executor
-//! fetches and verifies the bytes.
+//! fetches and verifies the bytes. `image` modules are resolved in `image.rs`.
 
 use ari_crds::ModuleSource;
 use ari_crds::agent::module_digest;
@@ -25,6 +25,12 @@ pub enum ModuleError {
     UrlWithoutDigest,
     #[error("{0}")]
     Invalid(String),
+    /// `module.image` could not be resolved or pulled; the reason is ari-oci's.
+    #[error("{0}")]
+    Image(#[from] ari_oci::Error),
+    /// A named pull secret may not be used (the message never quotes its contents).
+    #[error("{0}")]
+    PullSecret(String),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 }
@@ -38,6 +44,8 @@ impl ModuleError {
             ModuleError::DigestMismatch { .. } => "DigestMismatch",
             ModuleError::Invalid(_) => "InvalidModule",
             ModuleError::NoSource | ModuleError::UrlWithoutDigest => "InvalidSource",
+            ModuleError::Image(e) => e.reason(),
+            ModuleError::PullSecret(_) => "PullSecretRejected",
             ModuleError::Kube(_) => "ApiError",
         }
     }

@@ -1,0 +1,690 @@
+//! Agents shipped from an OCI registry, on a real control plane: the CNCF distribution registry
+//! (built from its Go module, `ARI_REGISTRY_BIN`) on loopback, components pushed with
+//! `ari push`, the operator from `deploy/operator.yaml` told to speak plain HTTP to those
+//! registries only, executors as pods of the node agent.
+//! Run: `cargo build --bins && ARI_REGISTRY_BIN="$(scripts/registry.sh --print)" cargo test -p
+//! ari-e2e --test oci`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use ari_crds::{Agent, TaskPhase, TaskReason};
+use ari_e2e::scenario::*;
+use ari_e2e::{stress, trials, wait};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+
+fn main() -> std::process::ExitCode {
+    trials::run_phases(
+        OciCtx::start,
+        vec![vec![
+            ("an_agent_by_tag_runs_the_digest_it_resolved", by_tag),
+            ("an_agent_by_digest_runs_its_tasks", by_digest),
+            (
+                "a_wrong_digest_ends_in_digest_mismatch_without_executors",
+                wrong_digest,
+            ),
+            (
+                "a_missing_image_ends_in_image_not_found_without_executors",
+                missing_image,
+            ),
+            (
+                "a_registry_that_is_down_ends_in_registry_unavailable_without_executors",
+                registry_down,
+            ),
+            (
+                "a_private_registry_is_reached_only_through_a_marked_pull_secret",
+                private_registry,
+            ),
+            (
+                "an_outage_after_resolution_leaves_restarted_executors_on_the_cache_and_new_ones_waiting",
+                outage_after_resolution,
+            ),
+        ]],
+    )
+}
+
+/// The cluster plus the registries the trials use, all started before the operator so its
+/// plain-HTTP list can name them.
+struct OciCtx {
+    ctx: Ctx,
+    /// Open; shared by the trials that only read from it.
+    shared: Registry,
+    /// Wants `bot`/[`PRIVATE_PASSWORD`].
+    private: Registry,
+    /// Stopped by the outage trial.
+    outage: Mutex<Option<Registry>>,
+    outage_host: String,
+    /// A loopback port nothing listens on.
+    down_host: String,
+}
+
+const PRIVATE_USER: &str = "bot";
+const PRIVATE_PASSWORD: &str = "s3cret-e2e";
+
+impl trials::Shared for OciCtx {
+    fn failure_context(&self) -> String {
+        self.ctx.operator_logs()
+    }
+}
+
+impl OciCtx {
+    fn start() -> Result<OciCtx> {
+        let bin = registry_bin()?;
+        let ctx = Ctx::start()?;
+        let shared = Registry::start(&bin, None)?;
+        let private = Registry::start(&bin, Some((PRIVATE_USER, PRIVATE_PASSWORD)))?;
+        let outage = Registry::start(&bin, None)?;
+        let down_host = format!("127.0.0.1:{}", free_port()?);
+        let insecure = [
+            shared.host(),
+            private.host(),
+            outage.host(),
+            down_host.clone(),
+        ]
+        .join(",");
+        ctx.kubectl_ok([
+            "apply",
+            "-f",
+            &repo().join("deploy/operator.yaml").display().to_string(),
+        ])?;
+        ctx.kubectl_ok([
+            "set",
+            "env",
+            "-n",
+            OPERATOR_NS,
+            "deployment/ari-operator",
+            "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
+            &format!("ARI_INSECURE_REGISTRIES={insecure}"),
+        ])?;
+        wait_operator_with(&ctx, &insecure)?;
+        Ok(OciCtx {
+            ctx,
+            shared,
+            private,
+            outage_host: outage.host(),
+            outage: Mutex::new(Some(outage)),
+            down_host,
+        })
+    }
+}
+
+/// Waits until the only operator pod left is Ready and runs with `insecure` (the pod from
+/// before `kubectl set env` must not be the one that answers).
+fn wait_operator_with(ctx: &Ctx, insecure: &str) -> Result<()> {
+    ctx.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(ctx.cluster.client(), OPERATOR_NS);
+        wait::until("the reconfigured operator Ready", wait::DEFAULT, || async {
+            let list = pods
+                .list(&ListParams::default().labels("app.kubernetes.io/name=ari-operator"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let has_env = |p: &Pod| {
+                p.spec.as_ref().is_some_and(|s| {
+                    s.containers
+                        .iter()
+                        .flat_map(|c| c.env.iter().flatten())
+                        .any(|e| {
+                            e.name == "ARI_INSECURE_REGISTRIES"
+                                && e.value.as_deref() == Some(insecure)
+                        })
+                })
+            };
+            let ready = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            };
+            let names: Vec<String> = list.items.iter().map(|p| p.name_any()).collect();
+            match list.items.as_slice() {
+                [only] if has_env(only) && ready(only) => Ok(()),
+                _ => Err(format!("operator pods: {names:?}")),
+            }
+        })
+        .await
+    })?;
+    Ok(())
+}
+
+fn registry_bin() -> Result<PathBuf> {
+    let bin = std::env::var_os("ARI_REGISTRY_BIN")
+        .filter(|b| !b.is_empty())
+        .map(PathBuf::from)
+        .context(
+            "ARI_REGISTRY_BIN is not set: run with ARI_REGISTRY_BIN=\"$(scripts/registry.sh --print)\"",
+        )?;
+    ensure!(
+        bin.is_file(),
+        "ARI_REGISTRY_BIN={} is not a file",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A CNCF distribution registry on a loopback port, killed on drop (and, through
+/// `PR_SET_PDEATHSIG`, when the test process dies).
+struct Registry {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start(bin: &Path, login: Option<(&str, &str)>) -> Result<Registry> {
+        let mut last = String::new();
+        // A free port can be taken between choosing it and the registry binding it.
+        for _ in 0..3 {
+            match Registry::spawn(bin, login) {
+                Ok(r) => return Ok(r),
+                Err(e) => last = format!("{e:#}"),
+            }
+        }
+        bail!("the registry did not start: {last}")
+    }
+
+    fn spawn(bin: &Path, login: Option<(&str, &str)>) -> Result<Registry> {
+        use std::os::unix::process::CommandExt as _;
+        let dir = tempfile::tempdir()?;
+        let port = free_port()?;
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
+             http:\n  addr: 127.0.0.1:{port}\n",
+            dir.path().join("storage").display()
+        );
+        if let Some((user, password)) = login {
+            let hash =
+                bcrypt::hash_with_result(password, 4)?.format_for_version(bcrypt::Version::TwoY);
+            let htpasswd = dir.path().join("htpasswd");
+            fs::write(&htpasswd, format!("{user}:{hash}\n"))?;
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: ari-e2e\n    path: {}\n",
+                htpasswd.display()
+            ));
+        }
+        let config_path = dir.path().join("config.yml");
+        fs::write(&config_path, config)?;
+        let log = fs::File::create(dir.path().join("registry.log"))?;
+        let mut command = Command::new(bin);
+        command
+            .arg("serve")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: only the async-signal-safe prctl runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("spawning {}", bin.display()))?;
+        let mut registry = Registry { child, port, dir };
+        registry.wait_ready()?;
+        Ok(registry)
+    }
+
+    /// `GET /v2/` answers (200, or 401 when it wants a login).
+    fn wait_ready(&mut self) -> Result<()> {
+        let url = format!("http://{}/v2/", self.host());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("registry exited with {status}: {}", self.log());
+            }
+            if let Some(code) = http_status(&url) {
+                ensure!(code == 200 || code == 401, "GET /v2/ answered {code}");
+                return Ok(());
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "no answer on /v2/: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The status code of a plain `GET`, or `None` when nothing answers.
+fn http_status(url: &str) -> Option<u16> {
+    use std::io::{Read as _, Write as _};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/')?;
+    let mut s = std::net::TcpStream::connect(host).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// `ari push FILE REF [--docker-config CONFIG]` as a user runs it; returns the pinned reference
+/// it prints.
+fn ari_push(agent: &str, reference: &str, docker_config: Option<&Path>) -> Result<String> {
+    let ari = ari_e2e::target_dir().join("debug/ari");
+    let mut command = Command::new(&ari);
+    command.arg("push").arg(agent_wasm(agent)).arg(reference);
+    if let Some(config) = docker_config {
+        command.arg("--docker-config").arg(config);
+    }
+    let out = command
+        .output()
+        .with_context(|| format!("running {}", ari.display()))?;
+    ensure!(
+        out.status.success(),
+        "ari push {agent} {reference}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pinned = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    ensure!(
+        pinned.starts_with(&format!("{reference}@sha256:")),
+        "ari push printed {pinned:?}, not {reference}@sha256:..."
+    );
+    Ok(pinned)
+}
+
+/// The manifest digest of a pinned reference.
+fn digest_of(pinned: &str) -> Result<&str> {
+    pinned
+        .rsplit_once('@')
+        .map(|(_, d)| d)
+        .context("no digest in the pinned reference")
+}
+
+fn image_agent_yaml(name: &str, image: &str, extra_module: &str) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: {name}
+spec:
+  module:
+    image: {image:?}
+{extra_module}  executor:
+    replicas: 1
+    concurrency: 2
+"
+    )
+}
+
+/// Waits for the Agent's `ModuleResolved` condition to have `status` and `reason`.
+async fn module_resolved(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> Result<Agent> {
+    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
+    Ok(wait::until(
+        &format!("Agent {name} ModuleResolved={status} ({reason})"),
+        wait::DEFAULT,
+        || async {
+            let a = api.get(name).await.map_err(|e| e.to_string())?;
+            let c = a
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "ModuleResolved"));
+            match c {
+                Some(c) if c.status == status && c.reason == reason => Ok(a.clone()),
+                other => Err(format!("ModuleResolved: {other:?}")),
+            }
+        },
+    )
+    .await?)
+}
+
+/// An image Agent that cannot be resolved: `reason` on `ModuleResolved`, a Warning Event with
+/// it, `Ready=False`, and no executor Deployment or pod at all (so nothing can crash-loop).
+async fn unresolvable(client: &Client, ns: &str, name: &str, reason: &str) -> Result<String> {
+    let agent = module_resolved(client, ns, name, "False", reason).await?;
+    let event = event_with_reason(client, ns, name, reason).await?;
+    ensure!(
+        event.type_.as_deref() == Some("Warning"),
+        "Event {reason} is {:?}",
+        event.type_
+    );
+    let status = agent.status.clone().unwrap_or_default();
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+    ensure!(
+        ready.is_some_and(|c| c.status == "False" && c.reason == "ModuleNotResolved"),
+        "Ready: {ready:?}"
+    );
+    ensure!(
+        status.module_image.is_none(),
+        "moduleImage {:?} recorded for an unresolvable image",
+        status.module_image
+    );
+    let deployment = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get_opt(&format!("{name}-executor"))
+        .await?;
+    ensure!(deployment.is_none(), "an executor Deployment was created");
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("ari.dev/agent={name}")))
+        .await?;
+    ensure!(pods.items.is_empty(), "executor pods exist");
+    let message = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ModuleResolved")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    Ok(message)
+}
+
+/// Runs a Task on `agent` and checks its output and attestation against the Agent.
+async fn echo_task(client: &Client, ctx: &Ctx, ns: &str, agent: &str, task: &str) -> Result<()> {
+    let input = format!("hello from {task}");
+    ctx.apply_ok(ns, &task_yaml(task, agent, &input, ""))?;
+    let t = task_finished(client, ns, task, wait::DEFAULT).await?;
+    expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+    let out = t.status.as_ref().and_then(|s| s.output.clone());
+    ensure!(out.as_deref() == Some(input.as_str()), "output {out:?}");
+    let agent = Api::<Agent>::namespaced(client.clone(), ns)
+        .get(agent)
+        .await?;
+    verify_attestation(&t, &agent)
+}
+
+/// `moduleImage` is `repo@<manifest digest>` and `moduleDigest` the echo component's sha256.
+fn check_pins(agent: &Agent, repo: &str, manifest_digest: &str) -> Result<()> {
+    let status = agent.status.clone().unwrap_or_default();
+    let want = format!("{repo}@{manifest_digest}");
+    ensure!(
+        status.module_image.as_deref() == Some(want.as_str()),
+        "moduleImage {:?}, want {want}",
+        status.module_image
+    );
+    let echo = format!("sha256:{}", sha256_file(&agent_wasm("echo"))?);
+    ensure!(
+        status.module_digest.as_deref() == Some(echo.as_str()),
+        "moduleDigest {:?}, want {echo}",
+        status.module_digest
+    );
+    Ok(())
+}
+
+fn by_tag(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-tag", |client, ns| async move {
+        let repo = format!("{}/agents/echo", oci.shared.host());
+        let pinned = ari_push("echo", &format!("{repo}:v1"), None)?;
+        ctx.apply_ok(&ns, &image_agent_yaml("echo", &format!("{repo}:v1"), ""))?;
+        let agent = agent_ready(&client, &ns, "echo").await?;
+        check_pins(&agent, &repo, digest_of(&pinned)?)?;
+        let deployment = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get("echo-executor")
+            .await?;
+        let env = deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|p| p.containers[0].env.clone().unwrap_or_default())
+            .unwrap_or_default();
+        let image = env.iter().find(|e| e.name == "ARI_MODULE_IMAGE");
+        ensure!(
+            image.and_then(|e| e.value.as_deref())
+                == Some(format!("{repo}@{}", digest_of(&pinned)?).as_str()),
+            "executors are given {image:?}, not the pinned digest"
+        );
+        echo_task(&client, ctx, &ns, "echo", "by-tag").await
+    })
+}
+
+fn by_digest(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-digest", |client, ns| async move {
+        let repo = format!("{}/agents/echo-pinned", oci.shared.host());
+        let pinned = ari_push("echo", &format!("{repo}:v1"), None)?;
+        let by_digest = format!("{repo}@{}", digest_of(&pinned)?);
+        ctx.apply_ok(&ns, &image_agent_yaml("echo", &by_digest, ""))?;
+        let agent = agent_ready(&client, &ns, "echo").await?;
+        check_pins(&agent, &repo, digest_of(&pinned)?)?;
+        echo_task(&client, ctx, &ns, "echo", "by-digest").await
+    })
+}
+
+fn wrong_digest(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-wrong", |client, ns| async move {
+        let repo = format!("{}/agents/echo-moved", oci.shared.host());
+        let pinned = ari_push("echo", &format!("{repo}:v1"), None)?;
+        // The tag exists, but names other bytes than the pin: someone moved it, or the pin is
+        // wrong. Either way these are not the bytes the Agent asked for.
+        let other = format!("sha256:{}", "0".repeat(64));
+        ensure!(digest_of(&pinned)? != other, "the push hashed to zeros");
+        let image = format!("{repo}:v1@{other}");
+        ctx.apply_ok(&ns, &image_agent_yaml("echo", &image, ""))?;
+        let message = unresolvable(&client, &ns, "echo", "DigestMismatch").await?;
+        ensure!(
+            message.contains(&other) && message.contains(digest_of(&pinned)?),
+            "the message names neither digest: {message}"
+        );
+        Ok(())
+    })
+}
+
+fn missing_image(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-missing", |client, ns| async move {
+        let image = format!("{}/agents/never-pushed:v1", oci.shared.host());
+        ctx.apply_ok(&ns, &image_agent_yaml("ghost", &image, ""))?;
+        let message = unresolvable(&client, &ns, "ghost", "ImageNotFound").await?;
+        ensure!(message.contains("never-pushed"), "message: {message}");
+        Ok(())
+    })
+}
+
+fn registry_down(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-down", |client, ns| async move {
+        let image = format!("{}/agents/echo:v1", oci.down_host);
+        ctx.apply_ok(&ns, &image_agent_yaml("echo", &image, ""))?;
+        let message = unresolvable(&client, &ns, "echo", "RegistryUnavailable").await?;
+        ensure!(message.contains(&oci.down_host), "message: {message}");
+        Ok(())
+    })
+}
+
+fn private_registry(oci: &OciCtx) -> Result<()> {
+    use base64::Engine as _;
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-private", |client, ns| async move {
+        let host = oci.private.host();
+        let auth = base64::engine::general_purpose::STANDARD
+            .encode(format!("{PRIVATE_USER}:{PRIVATE_PASSWORD}"));
+        let mut auths = serde_json::Map::new();
+        auths.insert(host.clone(), serde_json::json!({ "auth": auth }));
+        let config = serde_json::json!({ "auths": auths }).to_string();
+        let config_path = ctx.work.path().join(format!("{ns}-docker-config.json"));
+        fs::write(&config_path, &config)?;
+        let repo = format!("{host}/agents/echo");
+        ensure!(
+            ari_push("echo", &format!("{repo}:v1"), None).is_err(),
+            "an anonymous push to the private registry succeeded"
+        );
+        let pinned = ari_push("echo", &format!("{repo}:v1"), Some(&config_path))?;
+
+        // Without credentials the registry says no.
+        ctx.apply_ok(&ns, &image_agent_yaml("anon", &format!("{repo}:v1"), ""))?;
+        unresolvable(&client, &ns, "anon", "Unauthorized").await?;
+
+        // The secret exists with the right credentials but is not marked for Agents.
+        let from = format!("--from-file=.dockerconfigjson={}", config_path.display());
+        ctx.kubectl_ok([
+            "create",
+            "secret",
+            "generic",
+            "registry",
+            "-n",
+            &ns,
+            "--type=kubernetes.io/dockerconfigjson",
+            &from,
+        ])?;
+        let secrets = "    imagePullSecrets:\n    - name: registry\n";
+        ctx.apply_ok(
+            &ns,
+            &image_agent_yaml("echo", &format!("{repo}:v1"), secrets),
+        )?;
+        let message = unresolvable(&client, &ns, "echo", "PullSecretRejected").await?;
+        ensure!(
+            message.contains("ari.dev/pull-secret=true") && !message.contains(PRIVATE_PASSWORD),
+            "message: {message}"
+        );
+
+        // Marked: resolved, pulled by the executor with the same secret, Tasks run.
+        ctx.kubectl_ok([
+            "label",
+            "secret",
+            "registry",
+            "-n",
+            &ns,
+            "ari.dev/pull-secret=true",
+        ])?;
+        let agent = agent_ready(&client, &ns, "echo").await?;
+        check_pins(&agent, &repo, digest_of(&pinned)?)?;
+        echo_task(&client, ctx, &ns, "echo", "private").await?;
+        let agent_yaml = ctx.kubectl_ok(["get", "agent", "echo", "-n", &ns, "-o", "yaml"])?;
+        let deployment_yaml = ctx.kubectl_ok([
+            "get",
+            "deployment",
+            "echo-executor",
+            "-n",
+            &ns,
+            "-o",
+            "yaml",
+        ])?;
+        ensure!(
+            !agent_yaml.contains(PRIVATE_PASSWORD)
+                && !deployment_yaml.contains(PRIVATE_PASSWORD)
+                && !deployment_yaml.contains(&auth),
+            "credentials were copied out of the Secret"
+        );
+        Ok(())
+    })
+}
+
+fn outage_after_resolution(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-outage", |client, ns| async move {
+        let repo = format!("{}/agents/echo", oci.outage_host);
+        let pinned = ari_push("echo", &format!("{repo}:v1"), None)?;
+        let by_digest = format!("{repo}@{}", digest_of(&pinned)?);
+        ctx.apply_ok(&ns, &image_agent_yaml("echo", &by_digest, ""))?;
+        agent_ready(&client, &ns, "echo").await?;
+        echo_task(&client, ctx, &ns, "echo", "before-outage").await?;
+        let pods = ready_pods(&client, &ns, "ari.dev/agent=echo", 1)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let first = pods[0].name_any();
+
+        // The registry goes away for good.
+        drop(
+            oci.outage
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .take(),
+        );
+
+        // A crashed executor comes back on the module in its cache volume, pulling nothing.
+        ctx.node.kill_pod_process(&ns, &first)?;
+        wait::until(
+            "the executor restarted and Ready again",
+            wait::DEFAULT,
+            || async {
+                let pods = ready_pods(&client, &ns, "ari.dev/agent=echo", 1).await?;
+                match pods.iter().find(|p| p.name_any() == first) {
+                    Some(p) if stress::restart_count(p) >= 1 => Ok(()),
+                    _ => Err("not restarted yet".to_owned()),
+                }
+            },
+        )
+        .await?;
+        let log = ctx.node.logs(&ns, &first, "executor");
+        ensure!(
+            log.contains("module from the local cache"),
+            "the restarted executor did not use its cache:\n{}",
+            tail(&log, 20)
+        );
+        echo_task(&client, ctx, &ns, "echo", "during-outage").await?;
+
+        // A new pod has an empty cache: it cannot pull, says why, and waits not Ready.
+        ctx.kubectl_ok(["delete", "pod", &first, "-n", &ns, "--wait=false"])?;
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let second = wait::until(
+            "a replacement executor pod running",
+            wait::DEFAULT,
+            || async {
+                let list = pod_api
+                    .list(&ListParams::default().labels("ari.dev/agent=echo"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                list.items
+                    .iter()
+                    .find(|p| p.name_any() != first && p.metadata.deletion_timestamp.is_none())
+                    .map(|p| p.name_any())
+                    .ok_or_else(|| "no replacement yet".to_owned())
+            },
+        )
+        .await?;
+        wait::until(
+            "the replacement logs why it cannot load",
+            wait::DEFAULT,
+            || async {
+                let log = ctx.node.logs(&ns, &second, "executor");
+                if log.contains("cannot load the Agent's module; not ready")
+                    && log.contains("RegistryUnavailable")
+                {
+                    Ok(())
+                } else {
+                    Err(tail(&log, 5))
+                }
+            },
+        )
+        .await?;
+        let pod = pod_api.get(&second).await?;
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        ensure!(!ready, "an executor without its module is Ready");
+        ensure!(
+            stress::restart_count(&pod) == 0,
+            "the executor without its module restarted (crash loop)"
+        );
+        // The operator, on its next look, says the registry is gone.
+        module_resolved(&client, &ns, "echo", "False", "RegistryUnavailable").await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,158 @@
+//! `module.image`: pulling the component the operator pinned, through a disk cache.
+//!
+//! The executor pulls only `ARI_MODULE_IMAGE`, the `repo@sha256:...` the operator resolved and
+//! checked, never the Agent's tag, so every pod of a pool runs the same bytes. The bytes are
+//! cached by their digest (`ARI_MODULE_DIGEST`) in the pod's cache volume: a restarted container
+//! finds them there and pulls nothing. The cache checks the bytes against the digest on every
+//! read, and `module::check_pinned` checks them again.
+
+use std::path::Path;
+
+use ari_oci::{Client, ClientOptions, Credentials, ModuleCache, Reference};
+use tracing::info;
+
+use super::{WorkerConfig, WorkerError};
+
+/// Subdirectory of `ARI_CACHE_DIR` holding pulled components (beside compiled artifacts).
+const CACHE_SUBDIR: &str = "oci";
+
+/// The component bytes of the pinned image in `config`.
+pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
+    let image = config.module_image.as_deref().ok_or_else(|| {
+        WorkerError::Module(
+            "module.image is set but ARI_MODULE_IMAGE is not (is the executor Deployment current?)"
+                .into(),
+        )
+    })?;
+    let reference = Reference::parse(image).map_err(oci_error)?;
+    if !reference.is_pinned() {
+        return Err(WorkerError::Module(format!(
+            "ARI_MODULE_IMAGE {image} is not pinned by digest; refusing to pull a tag"
+        )));
+    }
+    let digest = config.module_digest.as_deref().ok_or_else(|| {
+        WorkerError::Module("ARI_MODULE_DIGEST is not set for module.image".into())
+    })?;
+    let cache = match &config.cache_dir {
+        Some(dir) => Some(open_cache(dir).await?),
+        None => None,
+    };
+    if let Some(cache) = &cache {
+        let (cache, key) = (cache.clone(), digest.to_owned());
+        if let Some(bytes) = blocking(move || Ok(cache.get(&key))).await? {
+            info!(image, digest, "module from the local cache; not pulled");
+            return Ok(bytes);
+        }
+    }
+    let credentials = match &config.module_pull_secret {
+        // Only the entry for this registry is used: credentials go nowhere else.
+        Some(json) => Credentials::from_docker_config_json(json.as_bytes(), reference.registry())
+            .map_err(|e| WorkerError::Module(format!("ARI_MODULE_PULL_SECRET: {e}")))?,
+        None => Credentials::anonymous(),
+    };
+    let client = Client::new(ClientOptions {
+        insecure_registries: config.insecure_registries.clone(),
+        ..ClientOptions::default()
+    })
+    .map_err(oci_error)?;
+    let pulled = client
+        .pull(&reference, &credentials)
+        .await
+        .map_err(oci_error)?;
+    if pulled.layer_digest != digest {
+        return Err(WorkerError::Module(format!(
+            "DigestMismatch: {image} holds a component with digest {}, not the {digest} the \
+             operator validated (ARI_MODULE_DIGEST); refusing to run it",
+            pulled.layer_digest
+        )));
+    }
+    info!(image, digest, bytes = pulled.bytes.len(), "module pulled");
+    if let Some(cache) = cache {
+        let (key, bytes) = (digest.to_owned(), pulled.bytes.clone());
+        // A cache that cannot be written costs a pull on the next restart, nothing more.
+        if let Err(e) = blocking(move || cache.put(&key, &bytes).map_err(oci_error)).await {
+            tracing::warn!(error = %e, "cannot cache the pulled module");
+        }
+    }
+    Ok(pulled.bytes)
+}
+
+async fn open_cache(dir: &Path) -> Result<ModuleCache, WorkerError> {
+    let dir = dir.join(CACHE_SUBDIR);
+    blocking(move || ModuleCache::new(dir).map_err(oci_error)).await
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, WorkerError> + Send + 'static,
+) -> Result<T, WorkerError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| WorkerError::Module(format!("module cache thread failed: {e}")))?
+}
+
+/// The error with its condition reason first, so the log line says what kind of failure it is.
+fn oci_error(e: ari_oci::Error) -> WorkerError {
+    WorkerError::Module(format!("{}: {e}", e.reason()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+    fn config(image: Option<&str>, digest: Option<&str>, cache: Option<&Path>) -> WorkerConfig {
+        let cache = cache.map(|p| p.display().to_string());
+        WorkerConfig::from_lookup(|k| match k {
+            "ARI_AGENT_NAME" => Some("echo".into()),
+            "POD_NAMESPACE" => Some("ns".into()),
+            "POD_NAME" => Some("p".into()),
+            "ARI_ATTESTATION_KEY" => Some(KEY.into()),
+            "ARI_MODULE_IMAGE" => image.map(str::to_owned),
+            "ARI_MODULE_DIGEST" => digest.map(str::to_owned),
+            "ARI_CACHE_DIR" => cache.clone(),
+            _ => None,
+        })
+        .expect("valid config")
+    }
+
+    #[tokio::test]
+    async fn a_tag_is_never_pulled_by_an_executor() {
+        let err = fetch(&config(Some("127.0.0.1:1/echo:v1"), Some("sha256:x"), None))
+            .await
+            .expect_err("tag");
+        assert!(err.to_string().contains("not pinned"), "{err}");
+        let err = fetch(&config(None, None, None))
+            .await
+            .expect_err("no image");
+        assert!(err.to_string().contains("ARI_MODULE_IMAGE"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_cached_module_is_used_without_contacting_the_registry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bytes = b"\0asm component bytes".to_vec();
+        let digest = ari_oci::sha256_digest(&bytes);
+        ModuleCache::new(dir.path().join(CACHE_SUBDIR))
+            .expect("cache")
+            .put(&digest, &bytes)
+            .expect("put");
+        // Port 1 on loopback: nothing listens, so any pull would fail.
+        let image = format!("127.0.0.1:1/echo@sha256:{}", "e".repeat(64));
+        let got = fetch(&config(Some(&image), Some(&digest), Some(dir.path())))
+            .await
+            .expect("from the cache");
+        assert_eq!(got, bytes);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_registry_is_a_module_error_naming_its_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = format!("127.0.0.1:1/echo@sha256:{}", "e".repeat(64));
+        let digest = format!("sha256:{}", "f".repeat(64));
+        let mut c = config(Some(&image), Some(&digest), Some(dir.path()));
+        c.insecure_registries = vec!["127.0.0.1:1".into()];
+        let err = fetch(&c).await.expect_err("nothing listens on port 1");
+        assert!(err.to_string().contains("RegistryUnavailable"), "{err}");
+    }
+}
