@@ -87,8 +87,10 @@ build_js() {
   install_componentize_js || return 2
   # No `http` and `fetch-event`: they import wasi:http, which ari does not provide (agents use the
   # host's http-request, which the allow-list governs).
-  "$tc/npm/node_modules/.bin/componentize-js" "$repo/examples/js/conformance/app.js" \
-    -w "$repo/wit" -n ari-agent -d http fetch-event -o "$work/js-conformance.wasm" >/dev/null
+  # From the repository root: componentize-js reads the app's imports (../../../sdk/js/ari.js)
+  # through a view of the current directory only.
+  (cd "$repo" && "$tc/npm/node_modules/.bin/componentize-js" examples/js/conformance/app.js \
+    -w wit -n ari-agent -d http fetch-event -o "$work/js-conformance.wasm" >/dev/null)
 }
 
 build_c() {
@@ -102,7 +104,7 @@ build_c() {
   # module imports only ainur:ari/host and becomes a component without the preview1 adapter.
   clang --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Wno-unused-function \
     -I "$gen" -o "$work/c-conformance.core.wasm" \
-    "$src/conformance.c" "$gen/ari_agent.c" "$gen/ari_agent_component_type.o"
+    "$src/conformance.c" "$repo/sdk/c/ari_defaults.c" "$gen/ari_agent.c" "$gen/ari_agent_component_type.o"
   "$tc/cargo/bin/wasm-tools" component embed "$repo/wit" --world ari-agent \
     "$work/c-conformance.core.wasm" -o "$work/c-conformance.embedded.wasm"
   "$tc/cargo/bin/wasm-tools" component new "$work/c-conformance.embedded.wasm" \

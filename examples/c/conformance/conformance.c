@@ -1,6 +1,7 @@
 // The conformance agent in C: one command per task (conformance/README.md).
 //
-// Bindings come from `wit-bindgen c wit --world ari-agent` (ari_agent.h); scripts/build-guests.sh
+// Bindings come from `wit-bindgen c wit --world ari-agent` (ari_agent.h), the optional exports
+// from sdk/c/ari_defaults.c; scripts/build-guests.sh
 // compiles this file with Debian's clang against wasi-libc and turns the core module into a
 // component with `wasm-tools component embed` + `component new`. Only malloc and the string
 // functions of libc are used (no stdio), so the module imports nothing of WASI and needs no adapter.
@@ -385,21 +386,4 @@ bool exports_ainur_ari_agent_execute(exports_ainur_ari_agent_task_spec_t *task,
   return true;
 }
 
-bool exports_ainur_ari_agent_initialize(ari_agent_list_u8_t *config, exports_ainur_ari_agent_error_code_t *err) {
-  (void)err;
-  ari_agent_list_u8_free(config);
-  return true;
-}
-
-bool exports_ainur_ari_agent_can_execute(exports_ainur_ari_agent_task_spec_t *task) {
-  exports_ainur_ari_agent_task_spec_free(task);
-  return true;
-}
-
-bool exports_ainur_ari_agent_estimate(exports_ainur_ari_agent_task_spec_t *task,
-                                      exports_ainur_ari_agent_estimation_t *ret,
-                                      exports_ainur_ari_agent_error_code_t *err) {
-  (void)ret;
-  exports_ainur_ari_agent_task_spec_free(task);
-  return leave(err, UNSUPPORTED, "this agent gives no estimate");
-}
+// initialize, can-execute and estimate: the weak defaults of sdk/c/ari_defaults.c.
