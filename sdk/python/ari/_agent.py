@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from typing import List, Union
 
-from ._errors import AriError, Unsupported, to_error_code
+from ._errors import Invalid, Unsupported, to_error_code
 
 
 @dataclass
@@ -21,8 +21,6 @@ class Task:
         try:
             return self.input.decode("utf-8")
         except UnicodeDecodeError as e:
-            from ._errors import Invalid
-
             raise Invalid(f"input is not UTF-8: {e}") from None
 
     def requires(self, capability: str) -> bool:
@@ -104,4 +102,4 @@ def export(agent_class: type) -> type:
     return Exported
 
 
-__all__ = ["Agent", "AriError", "Estimate", "Task", "export"]
+__all__ = ["Agent", "Estimate", "Task", "export"]

@@ -12,7 +12,7 @@ from componentize_py_types import Err
 from wit_world.imports import host as _wit
 from wit_world.imports import types as _types
 
-from ._errors import from_wit
+from ._errors import Invalid, from_wit
 
 Bytes = Union[bytes, str]
 
@@ -44,8 +44,6 @@ def log(level: str, message: str) -> None:
     try:
         wit_level = _LEVELS[level]
     except KeyError:
-        from ._errors import Invalid
-
         raise Invalid(f"no log level {level!r}") from None
     _wit.log(wit_level, message)
 
@@ -99,8 +97,6 @@ def hash(algorithm: str, data: Bytes) -> bytes:  # noqa: A001 - the contract's n
     try:
         alg = _ALGORITHMS[algorithm]
     except KeyError:
-        from ._errors import Invalid
-
         raise Invalid(f"no hash algorithm {algorithm!r}") from None
     return bytes(_wit.hash(alg, _b(data)))
 
