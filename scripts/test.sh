@@ -65,5 +65,10 @@ ARI_REGISTRY_BIN="$(tail -n 1 "$reg_log")"
 export ARI_REGISTRY_BIN
 echo "registry: $ARI_REGISTRY_BIN"
 
+step "guest agents in Python, JavaScript and C (toolchains cached)"
+# The conformance suite (executor/tests/conformance.rs) runs each one that is built; a toolchain
+# that cannot be installed is reported and its language skipped, a guest that fails to build fails.
+scripts/build-guests.sh
+
 step "tests"
 cargo test --workspace --locked

@@ -1,0 +1,165 @@
+//! The conformance agent in Rust: one command per task, as `conformance/README.md` defines, so
+//! every language's agent can be held to the same table (`conformance/cases.json`).
+
+use ari_sdk::host::crypto::HashAlgorithm;
+use ari_sdk::host::log::Level;
+use ari_sdk::host::{clock, crypto, http, log, random, storage};
+use ari_sdk::{Agent, Error, Output, Task, hex};
+
+struct Conformance;
+
+impl Agent for Conformance {
+    fn execute(task: Task) -> Result<Output, Error> {
+        let line = task.input_str()?;
+        // `must OP ...` passes a host error on as the task's error; otherwise it is printed.
+        let (strict, line) = match line.strip_prefix("must ") {
+            Some(rest) => (true, rest),
+            None => (false, line),
+        };
+        if let Some(rest) = line.strip_prefix("fail ") {
+            return Err(failure(rest));
+        }
+        match command(line) {
+            Ok(out) => Ok(Output::from(out)),
+            Err(e) if strict => Err(e),
+            Err(e @ Error::Unsupported(_)) => Err(e),
+            Err(e) => {
+                // Logged too: a task whose host call was denied ends `CapabilityDenied` even
+                // when the agent carries on, and then only the log shows what the agent saw.
+                let seen = format!("err:{}", kind(&e));
+                log::warn(&seen);
+                Ok(Output::from(seen))
+            }
+        }
+    }
+}
+
+/// The error's kind as the protocol spells it.
+fn kind(e: &Error) -> &'static str {
+    match e {
+        Error::Denied(_) => "denied",
+        Error::QuotaExceeded(_) => "quota-exceeded",
+        Error::Invalid(_) => "invalid",
+        Error::Unsupported(_) => "unsupported",
+        Error::Failed(_) => "failed",
+    }
+}
+
+/// Splits off the first space-separated word; the rest may hold spaces.
+fn word(s: &str) -> (&str, &str) {
+    s.split_once(' ').unwrap_or((s, ""))
+}
+
+fn command(line: &str) -> Result<String, Error> {
+    let (op, rest) = word(line);
+    match op {
+        "echo" => Ok(rest.to_string()),
+        "log" => {
+            let (level, message) = word(rest);
+            let level = match level {
+                "trace" => Level::Trace,
+                "debug" => Level::Debug,
+                "info" => Level::Info,
+                "warn" => Level::Warn,
+                "error" => Level::Error,
+                other => return Err(Error::Invalid(format!("no log level {other:?}"))),
+            };
+            log::log(level, message);
+            Ok("logged".into())
+        }
+        "storage" => {
+            let (key, value) = word(rest);
+            storage::set(key, value.as_bytes())?;
+            let got = storage::get(key)?.ok_or("a value just set is missing")?;
+            storage::delete(key)?;
+            let after = if storage::get(key)?.is_some() {
+                "some"
+            } else {
+                "none"
+            };
+            Ok(format!(
+                "set:ok get:{} delete:ok after:{after}",
+                String::from_utf8_lossy(&got)
+            ))
+        }
+        "storage-fill" => {
+            let (key, n) = word(rest);
+            storage::set(key, &vec![b'x'; number(n)?])?;
+            Ok("ok".into())
+        }
+        "random" => Ok(hex::encode(&random::bytes(number(rest)? as u32)?)),
+        "hash" => {
+            let (alg, data) = word(rest);
+            let alg = match alg {
+                "sha256" => HashAlgorithm::Sha256,
+                "sha384" => HashAlgorithm::Sha384,
+                "sha512" => HashAlgorithm::Sha512,
+                other => return Err(Error::Invalid(format!("no hash algorithm {other:?}"))),
+            };
+            Ok(hex::encode(&crypto::digest(alg, data.as_bytes())))
+        }
+        "sign" => Ok(hex::encode(&crypto::sign(rest.as_bytes())?)),
+        "sign-verify" => {
+            let (public, message) = word(rest);
+            let public = unhex(public)?;
+            let signature = crypto::sign(message.as_bytes())?;
+            let valid = crypto::verify(&public, message.as_bytes(), &signature);
+            let tampered = crypto::verify(&public, format!("{message}!").as_bytes(), &signature);
+            Ok(format!("valid:{valid} tampered:{tampered}"))
+        }
+        "verify" => {
+            let (public, rest) = word(rest);
+            let (signature, message) = word(rest);
+            let ok = crypto::verify(&unhex(public)?, message.as_bytes(), &unhex(signature)?);
+            Ok(ok.to_string())
+        }
+        "http" => {
+            let (method, rest) = word(rest);
+            let (url, body) = word(rest);
+            let resp = http::Request::new(method, url).body(body).send()?;
+            Ok(format!(
+                "status:{} body:{}",
+                resp.status,
+                String::from_utf8_lossy(&resp.body)
+            ))
+        }
+        "now" => {
+            let first = clock::now()?;
+            let second = clock::now()?;
+            Ok(format!("delta:{}", second.saturating_sub(first)))
+        }
+        other => Err(Error::Unsupported(format!("unknown command {other:?}"))),
+    }
+}
+
+/// `fail KIND MESSAGE`: the error the agent returns.
+fn failure(rest: &str) -> Error {
+    let (kind, message) = word(rest);
+    match kind {
+        "denied" => Error::Denied(message.into()),
+        "invalid" => Error::Invalid(message.into()),
+        "unsupported" => Error::Unsupported(message.into()),
+        _ => Error::Failed(message.into()),
+    }
+}
+
+fn number(text: &str) -> Result<usize, Error> {
+    text.parse()
+        .map_err(|_| Error::Invalid(format!("{text:?} is not a number")))
+}
+
+fn unhex(text: &str) -> Result<Vec<u8>, Error> {
+    if !text.len().is_multiple_of(2) {
+        return Err(Error::Invalid("odd number of hex digits".into()));
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+                .ok_or_else(|| Error::Invalid(format!("{text:?} is not hex")))
+        })
+        .collect()
+}
+
+ari_sdk::export_agent!(Conformance);

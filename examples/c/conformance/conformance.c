@@ -1,0 +1,389 @@
+// The conformance agent in C: one command per task (conformance/README.md).
+//
+// Bindings come from `wit-bindgen c wit --world ari-agent` (ari_agent.h), the optional exports
+// from sdk/c/ari_defaults.c; scripts/build-guests.sh
+// compiles this file with Debian's clang against wasi-libc and turns the core module into a
+// component with `wasm-tools component embed` + `component new`. Only malloc and the string
+// functions of libc are used (no stdio), so the module imports nothing of WASI and needs no adapter.
+#include <stdlib.h>
+#include <string.h>
+
+#include "ari_agent.h"
+
+// The SDK-level error kinds of the protocol.
+enum kind { OK = 0, DENIED, QUOTA_EXCEEDED, INVALID, UNSUPPORTED, FAILED };
+static const char *KIND_NAMES[] = {"ok", "denied", "quota-exceeded", "invalid", "unsupported", "failed"};
+
+// What a command produced: its output, or its error kind and message.
+struct result {
+  char *buf;
+  size_t len, cap;
+  enum kind kind;
+  char message[256];
+};
+
+static void put_bytes(struct result *r, const void *data, size_t len) {
+  if (r->len + len > r->cap) {
+    size_t cap = r->cap ? r->cap : 256;
+    while (cap < r->len + len) cap *= 2;
+    r->buf = realloc(r->buf, cap);
+    if (!r->buf) abort();
+    r->cap = cap;
+  }
+  memcpy(r->buf + r->len, data, len);
+  r->len += len;
+}
+
+static void put(struct result *r, const char *s) { put_bytes(r, s, strlen(s)); }
+
+static void put_u64(struct result *r, uint64_t n) {
+  char digits[20];
+  size_t i = sizeof digits;
+  do {
+    digits[--i] = (char)('0' + n % 10);
+    n /= 10;
+  } while (n);
+  put_bytes(r, digits + i, sizeof digits - i);
+}
+
+static void put_hex(struct result *r, const uint8_t *data, size_t len) {
+  static const char DIGITS[] = "0123456789abcdef";
+  for (size_t i = 0; i < len; i++) {
+    char pair[2] = {DIGITS[data[i] >> 4], DIGITS[data[i] & 15]};
+    put_bytes(r, pair, 2);
+  }
+}
+
+static enum kind fail(struct result *r, enum kind kind, const char *message, size_t len) {
+  if (len >= sizeof r->message) len = sizeof r->message - 1;
+  memcpy(r->message, message, len);
+  r->message[len] = 0;
+  r->kind = kind;
+  return kind;
+}
+
+static enum kind failf(struct result *r, enum kind kind, const char *message) {
+  return fail(r, kind, message, strlen(message));
+}
+
+// Host errors to kinds, freeing the host's string.
+static enum kind from_error_code(struct result *r, ainur_ari_host_error_code_t *e) {
+  static const enum kind BY_TAG[] = {DENIED, INVALID, UNSUPPORTED, FAILED};
+  enum kind k = e->tag < 4 ? BY_TAG[e->tag] : FAILED;
+  fail(r, k, (const char *)e->val.failed.ptr, e->val.failed.len);
+  ainur_ari_host_error_code_free(e);
+  return k;
+}
+
+static enum kind from_storage_error(struct result *r, ainur_ari_host_storage_error_t *e) {
+  static const enum kind BY_TAG[] = {DENIED, QUOTA_EXCEEDED, INVALID, FAILED};
+  enum kind k = e->tag < 4 ? BY_TAG[e->tag] : FAILED;
+  fail(r, k, (const char *)e->val.failed.ptr, e->val.failed.len);
+  ainur_ari_host_storage_error_free(e);
+  return k;
+}
+
+static enum kind from_http_error(struct result *r, ainur_ari_host_http_error_t *e) {
+  static const enum kind BY_TAG[] = {DENIED, INVALID, FAILED};
+  enum kind k = e->tag < 3 ? BY_TAG[e->tag] : FAILED;
+  fail(r, k, (const char *)e->val.failed.ptr, e->val.failed.len);
+  ainur_ari_host_http_error_free(e);
+  return k;
+}
+
+// Splits off the first space-separated word of `s` (NUL-terminating it); `*rest` is the rest.
+static char *word(char *s, char **rest) {
+  char *space = strchr(s, ' ');
+  if (space) {
+    *space = 0;
+    *rest = space + 1;
+  } else {
+    *rest = s + strlen(s);
+  }
+  return s;
+}
+
+static ari_agent_string_t str(const char *s) { return (ari_agent_string_t){(uint8_t *)s, strlen(s)}; }
+static ari_agent_list_u8_t bytes(const char *s) { return (ari_agent_list_u8_t){(uint8_t *)s, strlen(s)}; }
+
+static int number(const char *text, uint32_t *out) {
+  if (!*text) return 0;
+  uint64_t n = 0;
+  for (const char *p = text; *p; p++) {
+    if (*p < '0' || *p > '9' || n > UINT32_MAX) return 0;
+    n = n * 10 + (uint64_t)(*p - '0');
+  }
+  if (n > UINT32_MAX) return 0;
+  *out = (uint32_t)n;
+  return 1;
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes hex into a malloc'd list; 0 if `text` is not hex.
+static int unhex(const char *text, ari_agent_list_u8_t *out) {
+  size_t len = strlen(text);
+  if (len % 2) return 0;
+  out->len = len / 2;
+  out->ptr = malloc(out->len ? out->len : 1);
+  if (!out->ptr) abort();
+  for (size_t i = 0; i < out->len; i++) {
+    int hi = hex_digit(text[2 * i]), lo = hex_digit(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      free(out->ptr);
+      return 0;
+    }
+    out->ptr[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return 1;
+}
+
+static enum kind cmd_log(struct result *r, char *rest) {
+  static const char *LEVELS[] = {"trace", "debug", "info", "warn", "error"};
+  char *message;
+  char *level = word(rest, &message);
+  for (uint8_t i = 0; i < 5; i++) {
+    if (strcmp(level, LEVELS[i]) == 0) {
+      ari_agent_string_t m = str(message);
+      ainur_ari_host_log(i, &m);
+      put(r, "logged");
+      return OK;
+    }
+  }
+  return failf(r, INVALID, "no such log level");
+}
+
+static enum kind cmd_storage(struct result *r, char *rest) {
+  char *value;
+  char *key = word(rest, &value);
+  ari_agent_string_t k = str(key);
+  ari_agent_list_u8_t v = bytes(value);
+  ainur_ari_host_storage_error_t err;
+  ari_agent_option_list_u8_t got;
+  if (!ainur_ari_host_storage_set(&k, &v, &err)) return from_storage_error(r, &err);
+  if (!ainur_ari_host_storage_get(&k, &got, &err)) return from_storage_error(r, &err);
+  if (!got.is_some) return failf(r, FAILED, "a value just set is missing");
+  put(r, "set:ok get:");
+  put_bytes(r, got.val.ptr, got.val.len);
+  ari_agent_option_list_u8_free(&got);
+  if (!ainur_ari_host_storage_delete(&k, &err)) return from_storage_error(r, &err);
+  if (!ainur_ari_host_storage_get(&k, &got, &err)) return from_storage_error(r, &err);
+  put(r, got.is_some ? " delete:ok after:some" : " delete:ok after:none");
+  ari_agent_option_list_u8_free(&got);
+  return OK;
+}
+
+static enum kind cmd_storage_fill(struct result *r, char *rest) {
+  char *n_text;
+  char *key = word(rest, &n_text);
+  uint32_t n;
+  if (!number(n_text, &n)) return failf(r, INVALID, "not a number");
+  ari_agent_string_t k = str(key);
+  ari_agent_list_u8_t v = {malloc(n ? n : 1), n};
+  if (!v.ptr) abort();
+  memset(v.ptr, 'x', n);
+  ainur_ari_host_storage_error_t err;
+  bool ok = ainur_ari_host_storage_set(&k, &v, &err);
+  free(v.ptr);
+  if (!ok) return from_storage_error(r, &err);
+  put(r, "ok");
+  return OK;
+}
+
+static enum kind cmd_random(struct result *r, char *rest) {
+  uint32_t n;
+  if (!number(rest, &n)) return failf(r, INVALID, "not a number");
+  ari_agent_list_u8_t out;
+  ainur_ari_host_error_code_t err;
+  if (!ainur_ari_host_random_bytes(n, &out, &err)) return from_error_code(r, &err);
+  put_hex(r, out.ptr, out.len);
+  ari_agent_list_u8_free(&out);
+  return OK;
+}
+
+static enum kind cmd_hash(struct result *r, char *rest) {
+  static const char *ALGORITHMS[] = {"sha256", "sha384", "sha512"};
+  char *data;
+  char *alg = word(rest, &data);
+  for (uint8_t i = 0; i < 3; i++) {
+    if (strcmp(alg, ALGORITHMS[i]) == 0) {
+      ari_agent_list_u8_t d = bytes(data), out;
+      ainur_ari_host_hash(i, &d, &out);
+      put_hex(r, out.ptr, out.len);
+      ari_agent_list_u8_free(&out);
+      return OK;
+    }
+  }
+  return failf(r, INVALID, "no such hash algorithm");
+}
+
+// Signs `message` into `*sig`; OK or the error kind.
+static enum kind sign(struct result *r, const char *message, ari_agent_list_u8_t *sig) {
+  ari_agent_list_u8_t m = bytes(message);
+  ainur_ari_host_error_code_t err;
+  if (!ainur_ari_host_sign(&m, sig, &err)) return from_error_code(r, &err);
+  return OK;
+}
+
+static enum kind cmd_sign(struct result *r, char *rest) {
+  ari_agent_list_u8_t sig;
+  if (sign(r, rest, &sig) != OK) return r->kind;
+  put_hex(r, sig.ptr, sig.len);
+  ari_agent_list_u8_free(&sig);
+  return OK;
+}
+
+static enum kind cmd_sign_verify(struct result *r, char *rest) {
+  char *message;
+  char *public_hex = word(rest, &message);
+  ari_agent_list_u8_t public_key, sig;
+  if (!unhex(public_hex, &public_key)) return failf(r, INVALID, "public key is not hex");
+  if (sign(r, message, &sig) != OK) {
+    free(public_key.ptr);
+    return r->kind;
+  }
+  ari_agent_list_u8_t m = bytes(message);
+  bool valid = ainur_ari_host_verify(&public_key, &m, &sig);
+  size_t len = strlen(message);
+  char *tampered_text = malloc(len + 2);
+  if (!tampered_text) abort();
+  memcpy(tampered_text, message, len);
+  memcpy(tampered_text + len, "!", 2);
+  ari_agent_list_u8_t t = bytes(tampered_text);
+  bool tampered = ainur_ari_host_verify(&public_key, &t, &sig);
+  free(tampered_text);
+  free(public_key.ptr);
+  ari_agent_list_u8_free(&sig);
+  put(r, valid ? "valid:true" : "valid:false");
+  put(r, tampered ? " tampered:true" : " tampered:false");
+  return OK;
+}
+
+static enum kind cmd_verify(struct result *r, char *rest) {
+  char *more, *message;
+  char *public_hex = word(rest, &more);
+  char *sig_hex = word(more, &message);
+  ari_agent_list_u8_t public_key, sig;
+  if (!unhex(public_hex, &public_key)) return failf(r, INVALID, "public key is not hex");
+  if (!unhex(sig_hex, &sig)) {
+    free(public_key.ptr);
+    return failf(r, INVALID, "signature is not hex");
+  }
+  ari_agent_list_u8_t m = bytes(message);
+  put(r, ainur_ari_host_verify(&public_key, &m, &sig) ? "true" : "false");
+  free(public_key.ptr);
+  free(sig.ptr);
+  return OK;
+}
+
+static enum kind cmd_http(struct result *r, char *rest) {
+  char *more, *body;
+  char *method = word(rest, &more);
+  char *url = word(more, &body);
+  ainur_ari_host_outgoing_request_t req = {str(method), str(url), {NULL, 0}, bytes(body)};
+  ainur_ari_host_incoming_response_t resp;
+  ainur_ari_host_http_error_t err;
+  if (!ainur_ari_host_http_request(&req, &resp, &err)) return from_http_error(r, &err);
+  put(r, "status:");
+  put_u64(r, resp.status);
+  put(r, " body:");
+  put_bytes(r, resp.body.ptr, resp.body.len);
+  ainur_ari_host_incoming_response_free(&resp);
+  return OK;
+}
+
+static enum kind cmd_now(struct result *r) {
+  uint64_t first, second;
+  ainur_ari_host_error_code_t err;
+  if (!ainur_ari_host_now(&first, &err)) return from_error_code(r, &err);
+  if (!ainur_ari_host_now(&second, &err)) return from_error_code(r, &err);
+  put(r, "delta:");
+  put_u64(r, second - first);
+  return OK;
+}
+
+static enum kind command(struct result *r, char *line) {
+  char *rest;
+  char *op = word(line, &rest);
+  if (strcmp(op, "echo") == 0) {
+    put(r, rest);
+    return OK;
+  }
+  if (strcmp(op, "log") == 0) return cmd_log(r, rest);
+  if (strcmp(op, "storage") == 0) return cmd_storage(r, rest);
+  if (strcmp(op, "storage-fill") == 0) return cmd_storage_fill(r, rest);
+  if (strcmp(op, "random") == 0) return cmd_random(r, rest);
+  if (strcmp(op, "hash") == 0) return cmd_hash(r, rest);
+  if (strcmp(op, "sign") == 0) return cmd_sign(r, rest);
+  if (strcmp(op, "sign-verify") == 0) return cmd_sign_verify(r, rest);
+  if (strcmp(op, "verify") == 0) return cmd_verify(r, rest);
+  if (strcmp(op, "http") == 0) return cmd_http(r, rest);
+  if (strcmp(op, "now") == 0) return cmd_now(r);
+  return failf(r, UNSUPPORTED, "unknown command");
+}
+
+// The error-code an error of kind `k` leaves as (a quota refusal as `denied`).
+static bool leave(exports_ainur_ari_agent_error_code_t *err, enum kind k, const char *message) {
+  static const uint8_t TAGS[] = {
+      [DENIED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,     [QUOTA_EXCEEDED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,
+      [INVALID] = AINUR_ARI_TYPES_ERROR_CODE_INVALID_INPUT, [UNSUPPORTED] = AINUR_ARI_TYPES_ERROR_CODE_UNSUPPORTED,
+      [FAILED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+  };
+  err->tag = TAGS[k];
+  ari_agent_string_dup(&err->val.failed, message);
+  return false;
+}
+
+bool exports_ainur_ari_agent_execute(exports_ainur_ari_agent_task_spec_t *task,
+                                     exports_ainur_ari_agent_execution_result_t *ret,
+                                     exports_ainur_ari_agent_error_code_t *err) {
+  // The input as a NUL-terminated line.
+  char *line = malloc(task->input.len + 1);
+  if (!line) abort();
+  memcpy(line, task->input.ptr, task->input.len);
+  line[task->input.len] = 0;
+  exports_ainur_ari_agent_task_spec_free(task);
+
+  struct result r = {0};
+  bool strict = strncmp(line, "must ", 5) == 0;
+  char *cmd = strict ? line + 5 : line;
+  bool ok;
+  if (strncmp(cmd, "fail ", 5) == 0) {
+    static const char *KINDS[] = {"denied", "invalid", "unsupported"};
+    static const enum kind BY_NAME[] = {DENIED, INVALID, UNSUPPORTED};
+    char *message;
+    char *kind = word(cmd + 5, &message);
+    enum kind k = FAILED;
+    for (int i = 0; i < 3; i++)
+      if (strcmp(kind, KINDS[i]) == 0) k = BY_NAME[i];
+    ok = leave(err, k, message);
+  } else if (command(&r, cmd) == OK) {
+    ok = true;
+  } else if (strict || r.kind == UNSUPPORTED) {
+    ok = leave(err, r.kind, r.message);
+  } else {
+    // Logged too: a task whose host call was denied ends CapabilityDenied even when the agent
+    // carries on, and then only the log shows what the agent saw.
+    r.len = 0;
+    put(&r, "err:");
+    put(&r, KIND_NAMES[r.kind]);
+    ari_agent_string_t seen = {(uint8_t *)r.buf, r.len};
+    ainur_ari_host_log(AINUR_ARI_HOST_LOG_LEVEL_WARN, &seen);
+    ok = true;
+  }
+  free(line);
+  if (!ok) {
+    free(r.buf);
+    return false;
+  }
+  memset(ret, 0, sizeof *ret);
+  ret->output = (ari_agent_list_u8_t){(uint8_t *)r.buf, r.len};
+  return true;
+}
+
+// initialize, can-execute and estimate: the weak defaults of sdk/c/ari_defaults.c.

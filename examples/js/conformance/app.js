@@ -1,0 +1,107 @@
+// The conformance agent in JavaScript: one command per task (conformance/README.md).
+import {
+  Agent, AriError, Denied, Failed, Invalid, QuotaExceeded, Unsupported,
+  exportAgent, fromHex, host, toHex,
+} from "../../../sdk/js/ari.js";
+
+const decoder = new TextDecoder();
+
+function word(s) {
+  const i = s.indexOf(" ");
+  return i < 0 ? [s, ""] : [s.slice(0, i), s.slice(i + 1)];
+}
+
+function number(text) {
+  if (!/^[0-9]+$/.test(text)) throw new Invalid(`${JSON.stringify(text)} is not a number`);
+  return Number(text);
+}
+
+const FAILURES = { denied: Denied, invalid: Invalid, unsupported: Unsupported };
+const KINDS = [
+  [Denied, "denied"], [QuotaExceeded, "quota-exceeded"], [Invalid, "invalid"],
+  [Unsupported, "unsupported"], [Failed, "failed"],
+];
+
+function command(line) {
+  const [op, rest] = word(line);
+  switch (op) {
+    case "echo":
+      return rest;
+    case "log": {
+      const [level, message] = word(rest);
+      host.log(level, message);
+      return "logged";
+    }
+    case "storage": {
+      const [key, value] = word(rest);
+      host.storageSet(key, value);
+      const got = host.storageGet(key);
+      host.storageDelete(key);
+      const after = host.storageGet(key) === null ? "none" : "some";
+      return `set:ok get:${decoder.decode(got)} delete:ok after:${after}`;
+    }
+    case "storage-fill": {
+      const [key, n] = word(rest);
+      host.storageSet(key, new Uint8Array(number(n)).fill(0x78));
+      return "ok";
+    }
+    case "random":
+      return toHex(host.randomBytes(number(rest)));
+    case "hash": {
+      const [alg, data] = word(rest);
+      return toHex(host.hash(alg, data));
+    }
+    case "sign":
+      return toHex(host.sign(rest));
+    case "sign-verify": {
+      const [publicHex, message] = word(rest);
+      const publicKey = fromHex(publicHex);
+      const signature = host.sign(message);
+      const valid = host.verify(publicKey, message, signature);
+      const tampered = host.verify(publicKey, message + "!", signature);
+      return `valid:${valid} tampered:${tampered}`;
+    }
+    case "verify": {
+      const [publicHex, more] = word(rest);
+      const [signature, message] = word(more);
+      return String(host.verify(fromHex(publicHex), message, fromHex(signature)));
+    }
+    case "http": {
+      const [method, more] = word(rest);
+      const [url, body] = word(more);
+      const resp = host.httpRequest({ method, url, body });
+      return `status:${resp.status} body:${resp.text()}`;
+    }
+    case "now": {
+      const first = host.now();
+      const second = host.now();
+      return `delta:${second - first}`;
+    }
+    default:
+      throw new Unsupported(`unknown command ${JSON.stringify(op)}`);
+  }
+}
+
+class Conformance extends Agent {
+  execute(task) {
+    let line = task.text;
+    const strict = line.startsWith("must ");
+    if (strict) line = line.slice("must ".length);
+    if (line.startsWith("fail ")) {
+      const [kind, message] = word(line.slice("fail ".length));
+      throw new (FAILURES[kind] ?? Failed)(message);
+    }
+    try {
+      return command(line);
+    } catch (e) {
+      if (strict || e instanceof Unsupported || !(e instanceof AriError)) throw e;
+      // Logged too: a task whose host call was denied ends CapabilityDenied even when the
+      // agent carries on, and then only the log shows what the agent saw.
+      const seen = "err:" + KINDS.find(([Class]) => e instanceof Class)[1];
+      host.warn(seen);
+      return seen;
+    }
+  }
+}
+
+export const agent = exportAgent(Conformance);

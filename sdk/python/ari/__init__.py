@@ -1,0 +1,33 @@
+"""Guest SDK for writing ari agents in Python, built into Wasm components with componentize-py.
+
+An agent subclasses :class:`Agent`, implements :meth:`Agent.execute`, and names its class in
+``app.py`` with :func:`export`::
+
+    import ari
+
+    class Echo(ari.Agent):
+        def execute(self, task: ari.Task) -> bytes:
+            return task.input
+
+    Agent = ari.export(Echo)
+
+Host functions live in :mod:`ari.host`. Every typed error of the contract (``error-code``,
+``storage-error``, ``http-error``) arrives as one of the exceptions below, and an exception
+raised from ``execute`` leaves as the matching ``error-code``.
+"""
+
+from ._agent import Agent, Estimate, Task, export
+from ._errors import AriError, Denied, Failed, Invalid, QuotaExceeded, Unsupported
+
+__all__ = [
+    "Agent",
+    "AriError",
+    "Denied",
+    "Estimate",
+    "Failed",
+    "Invalid",
+    "QuotaExceeded",
+    "Task",
+    "Unsupported",
+    "export",
+]
