@@ -5,7 +5,9 @@ use crate::bindings::ainur::ari::types as wit;
 /// Why an agent or an SDK call failed. The host's typed errors (`error-code`, `storage-error`,
 /// `http-error`) arrive as these cases, and what [`crate::Agent::execute`] returns leaves as an
 /// `error-code`, so an agent can branch on a refusal instead of parsing a message.
+/// New cases come with new host functions, so matches outside the SDK need a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A capability is not granted, or the call is outside the grant (a host not on the
     /// allow-list, a signing key id that is not the granted one). Fails the Task

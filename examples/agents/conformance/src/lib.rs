@@ -42,6 +42,12 @@ fn kind(e: &Error) -> &'static str {
         Error::Invalid(_) => "invalid",
         Error::Unsupported(_) => "unsupported",
         Error::Failed(_) => "failed",
+        Error::Unavailable(_) => "unavailable",
+        Error::LimitReached(_) => "limit-reached",
+        Error::BudgetExhausted(_) => "budget-exhausted",
+        Error::ChildFailed { .. } => "child-failed",
+        // The SDK's error may grow with the contract.
+        _ => "other",
     }
 }
 
