@@ -10,6 +10,7 @@ mod http;
 mod kubeconfig;
 mod node;
 mod process;
+pub mod registry;
 pub mod scenario;
 pub mod soak;
 pub mod stress;

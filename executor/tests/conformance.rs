@@ -6,78 +6,18 @@
 #[path = "../../runtime/tests/common/mod.rs"]
 mod common;
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
+#[path = "../../conformance/suite.rs"]
+mod suite;
+
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::Value;
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Suite {
-    #[allow(dead_code)]
-    protocol: String,
-    signing_key: String,
-    public_key: String,
-    default_seed: String,
-    languages: BTreeMap<String, Language>,
-    cases: Vec<Case>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Language {
-    /// File name under `target/agents/`.
-    component: String,
-    /// The command that builds it, for the skip message.
-    build: String,
-    /// `--fuel` for every case of this language (else `ari run`'s default).
-    #[serde(default)]
-    fuel: Option<u64>,
-    /// `--memory` for every case of this language (else `ari run`'s default).
-    #[serde(default)]
-    memory: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Case {
-    name: String,
-    input: String,
-    #[serde(default)]
-    grants: Vec<String>,
-    #[serde(default)]
-    require: Vec<String>,
-    #[serde(default)]
-    seed: Option<String>,
-    /// The exact output; required when the case ends `Succeeded`.
-    #[serde(default)]
-    output: Option<String>,
-    /// `Succeeded` (the default) or the failure kind of the report's `error.kind`.
-    #[serde(default = "succeeded")]
-    end: String,
-    /// A piece of the failure message.
-    #[serde(default)]
-    message: Option<String>,
-    /// Pieces that some log line must contain, one each.
-    #[serde(default)]
-    logs: Vec<String>,
-    /// Inclusive `[min, max]` bounds on fields of the report's `resourcesUsed`.
-    #[serde(default)]
-    usage: BTreeMap<String, [u64; 2]>,
-}
-
-fn succeeded() -> String {
-    "Succeeded".into()
-}
+use suite::{Case, EchoServer, Ending, Language, Placeholders, Suite};
 
 fn suite() -> Suite {
-    let path = common::repo_root().join("conformance/cases.json");
-    let text = std::fs::read_to_string(&path).expect("read conformance/cases.json");
-    serde_json::from_str(&text).expect("conformance/cases.json parses")
+    suite::load(&common::repo_root()).expect("conformance/cases.json")
 }
 
 /// Every host function of `wit/ari.wit`, and the protocol command that exercises it.
@@ -150,14 +90,6 @@ fn c_agent_passes_every_conformance_case() {
     run_language("c");
 }
 
-fn required(lang: &str) -> bool {
-    std::env::var("ARI_CONFORMANCE_REQUIRE").is_ok_and(|list| {
-        list.split(',')
-            .map(str::trim)
-            .any(|l| l == lang || l == "all")
-    })
-}
-
 fn component_of(lang: &str, language: &Language) -> Option<PathBuf> {
     if lang == "rust" {
         // Built with the other example agents (and built on demand, like them).
@@ -169,19 +101,13 @@ fn component_of(lang: &str, language: &Language) -> Option<PathBuf> {
         Some(dir) => PathBuf::from(dir).join("agents"),
         None => common::repo_root().join("target").join("agents"),
     };
-    let path = dir.join(&language.component);
-    if path.is_file() {
-        return Some(path);
-    }
-    let why = format!(
-        "{} is not built; run {} (it installs the toolchain on first use)",
-        path.display(),
-        language.build
-    );
-    assert!(!required(lang), "{lang} conformance: {why}");
-    // Straight to stderr, past the test harness's capture, so a skip is never silent.
-    let _ = writeln!(std::io::stderr(), "SKIPPED {lang} conformance suite: {why}");
-    None
+    suite::built_or_skipped(
+        lang,
+        language,
+        dir.join(&language.component),
+        "conformance suite",
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run_language(lang: &str) {
@@ -193,18 +119,18 @@ fn run_language(lang: &str) {
     let Some(component) = component_of(lang, language) else {
         return;
     };
-    let server = EchoServer::start();
-    let closed = closed_port_url();
+    let server = EchoServer::start().expect("echo server");
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("signing.key");
     std::fs::write(&key, &suite.signing_key).expect("write key");
     let cache = std::env::temp_dir().join(format!("ari-conformance-cache-{lang}"));
-    let fill = |text: &str| {
-        text.replace("{server}", &server.base)
-            .replace("{closed}", &closed)
-            .replace("{key}", &key.display().to_string())
-            .replace("{publicKey}", &suite.public_key)
+    let places = Placeholders {
+        server: server.base.clone(),
+        closed: suite::closed_port_url().expect("a closed port"),
+        key: key.display().to_string(),
+        public_key: suite.public_key.clone(),
     };
+    let fill = |text: &str| places.fill(text);
 
     let mut failures = Vec::new();
     for case in &suite.cases {
@@ -258,105 +184,39 @@ fn check(case: &Case, out: &std::process::Output) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr)
         )
     })?;
-    let end = report["error"]["kind"].as_str().unwrap_or("Succeeded");
-    let message = report["error"]["message"].as_str().unwrap_or("");
-    if end != case.end {
+    let ending = Ending {
+        end: report["error"]["kind"]
+            .as_str()
+            .unwrap_or("Succeeded")
+            .to_owned(),
+        message: report["error"]["message"].as_str().unwrap_or("").to_owned(),
+        output: report["output"].as_str().map(str::to_owned),
+        other_output: report["outputBase64"].as_str().map(str::to_owned),
+        logs: report["logs"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        usage: report["resourcesUsed"]
+            .as_object()
+            .map(|u| {
+                u.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    suite::check(case, &ending)?;
+    if (ending.end == "Succeeded") != (out.status.code() == Some(0)) {
         return Err(format!(
-            "ended {end} ({message}), expected {}; output {:?}",
-            case.end, report["output"]
-        ));
-    }
-    if (end == "Succeeded") != (out.status.code() == Some(0)) {
-        return Err(format!(
-            "ended {end} but ari exited {:?}",
+            "ended {} but ari exited {:?}",
+            ending.end,
             out.status.code()
         ));
     }
-    if let Some(piece) = &case.message
-        && !message.contains(piece.as_str())
-    {
-        return Err(format!("message {message:?} lacks {piece:?}"));
-    }
-    if let Some(expected) = &case.output {
-        let output = report["output"].as_str();
-        if output != Some(expected.as_str()) {
-            return Err(format!(
-                "output {:?}, expected {expected:?}",
-                output.map_or(report["outputBase64"].clone(), Value::from)
-            ));
-        }
-    }
-    let logs: Vec<&str> = report["logs"]
-        .as_array()
-        .map(|l| l.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for piece in &case.logs {
-        if !logs.iter().any(|line| line.contains(piece.as_str())) {
-            return Err(format!("no log line contains {piece:?}: {logs:?}"));
-        }
-    }
-    for (field, [min, max]) in &case.usage {
-        let used = report["resourcesUsed"][field.as_str()].as_u64();
-        if !used.is_some_and(|u| (*min..=*max).contains(&u)) {
-            return Err(format!(
-                "resourcesUsed.{field} = {used:?}, expected {min}..={max}"
-            ));
-        }
-    }
     Ok(())
-}
-
-/// `http://127.0.0.1:PORT` where nothing listens: a port bound and released again.
-fn closed_port_url() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-    let port = listener.local_addr().expect("local address").port();
-    drop(listener);
-    format!("http://127.0.0.1:{port}")
-}
-
-/// A real HTTP server on 127.0.0.1: `GET /hello` → 200 `hello conformance`; `POST /echo` → 200
-/// with the request body; anything else → 404 `not found`.
-struct EchoServer {
-    base: String,
-    server: Arc<tiny_http::Server>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EchoServer {
-    fn start() -> Self {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
-        let port = server.server_addr().to_ip().expect("ip address").port();
-        let s = server.clone();
-        let thread = std::thread::spawn(move || {
-            for mut req in s.incoming_requests() {
-                let resp = match (req.method(), req.url()) {
-                    (tiny_http::Method::Get, "/hello") => {
-                        tiny_http::Response::from_string("hello conformance")
-                    }
-                    (tiny_http::Method::Post, "/echo") => {
-                        let mut body = Vec::new();
-                        // A body cut short is echoed as far as it came.
-                        let _ = req.as_reader().take(64 * 1024).read_to_end(&mut body);
-                        tiny_http::Response::from_data(body)
-                    }
-                    _ => tiny_http::Response::from_string("not found").with_status_code(404),
-                };
-                let _ = req.respond(resp);
-            }
-        });
-        Self {
-            base: format!("http://127.0.0.1:{port}"),
-            server,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for EchoServer {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }

@@ -263,7 +263,10 @@ impl Worker {
         let agent = self.runtime_agent.clone();
         self.metrics.active.inc();
         let started = Instant::now();
-        let mut run = tokio::task::spawn_blocking(move || agent.run(req));
+        // The guest's log lines (target `ari::guest`) carry the Task's name in this span, so a
+        // line in the executor's log says which Task wrote it even with several running.
+        let span = tracing::info_span!("task", task = %attempt.current.name_any());
+        let mut run = tokio::task::spawn_blocking(move || span.in_scope(|| agent.run(req)));
         let mut beat = tokio::time::interval(self.config.heartbeat);
         beat.tick().await; // the first tick is immediate; the claim was the first heartbeat
         let outcome = loop {

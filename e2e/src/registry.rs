@@ -1,0 +1,246 @@
+//! A real OCI registry for the e2e suites: the CNCF distribution registry (built from its Go
+//! module by `scripts/registry.sh`, found through `ARI_REGISTRY_BIN`) on a loopback port,
+//! `ari push` as a user runs it, and the operator installed to speak plain HTTP to such
+//! registries only. Used by `tests/oci.rs` and `tests/conformance.rs`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use crate::scenario::{Ctx, OPERATOR_NS, repo};
+use crate::wait;
+
+/// Installs the operator from `deploy/operator.yaml` (short heartbeat timeout, as
+/// [`Ctx::install_operator_manifest`]) allowed plain HTTP to `insecure` (`host:port`,
+/// comma-separated) only, and waits until it is the one Ready operator pod.
+pub fn install_operator(ctx: &Ctx, insecure: &str) -> Result<()> {
+    ctx.kubectl_ok([
+        "apply",
+        "-f",
+        &repo().join("deploy/operator.yaml").display().to_string(),
+    ])?;
+    ctx.kubectl_ok([
+        "set",
+        "env",
+        "-n",
+        OPERATOR_NS,
+        "deployment/ari-operator",
+        "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
+        &format!("ARI_INSECURE_REGISTRIES={insecure}"),
+    ])?;
+    wait_operator_with(ctx, insecure)
+}
+
+/// Waits until the only operator pod left is Ready and runs with `insecure` (the pod from
+/// before `kubectl set env` must not be the one that answers).
+fn wait_operator_with(ctx: &Ctx, insecure: &str) -> Result<()> {
+    ctx.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(ctx.cluster.client(), OPERATOR_NS);
+        wait::until("the reconfigured operator Ready", wait::DEFAULT, || async {
+            let list = pods
+                .list(&ListParams::default().labels("app.kubernetes.io/name=ari-operator"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let has_env = |p: &Pod| {
+                p.spec.as_ref().is_some_and(|s| {
+                    s.containers
+                        .iter()
+                        .flat_map(|c| c.env.iter().flatten())
+                        .any(|e| {
+                            e.name == "ARI_INSECURE_REGISTRIES"
+                                && e.value.as_deref() == Some(insecure)
+                        })
+                })
+            };
+            let ready = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            };
+            let names: Vec<String> = list.items.iter().map(|p| p.name_any()).collect();
+            match list.items.as_slice() {
+                [only] if has_env(only) && ready(only) => Ok(()),
+                _ => Err(format!("operator pods: {names:?}")),
+            }
+        })
+        .await
+    })?;
+    Ok(())
+}
+
+pub fn registry_bin() -> Result<PathBuf> {
+    let bin = std::env::var_os("ARI_REGISTRY_BIN")
+        .filter(|b| !b.is_empty())
+        .map(PathBuf::from)
+        .context(
+            "ARI_REGISTRY_BIN is not set: run with ARI_REGISTRY_BIN=\"$(scripts/registry.sh --print)\"",
+        )?;
+    ensure!(
+        bin.is_file(),
+        "ARI_REGISTRY_BIN={} is not a file",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A CNCF distribution registry on a loopback port, killed on drop (and, through
+/// `PR_SET_PDEATHSIG`, when the test process dies).
+pub struct Registry {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Registry {
+    pub fn start(bin: &Path, login: Option<(&str, &str)>) -> Result<Registry> {
+        let mut last = String::new();
+        // A free port can be taken between choosing it and the registry binding it.
+        for _ in 0..3 {
+            match Registry::spawn(bin, login) {
+                Ok(r) => return Ok(r),
+                Err(e) => last = format!("{e:#}"),
+            }
+        }
+        bail!("the registry did not start: {last}")
+    }
+
+    fn spawn(bin: &Path, login: Option<(&str, &str)>) -> Result<Registry> {
+        use std::os::unix::process::CommandExt as _;
+        let dir = tempfile::tempdir()?;
+        let port = free_port()?;
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
+             http:\n  addr: 127.0.0.1:{port}\n",
+            dir.path().join("storage").display()
+        );
+        if let Some((user, password)) = login {
+            let hash =
+                bcrypt::hash_with_result(password, 4)?.format_for_version(bcrypt::Version::TwoY);
+            let htpasswd = dir.path().join("htpasswd");
+            fs::write(&htpasswd, format!("{user}:{hash}\n"))?;
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: ari-e2e\n    path: {}\n",
+                htpasswd.display()
+            ));
+        }
+        let config_path = dir.path().join("config.yml");
+        fs::write(&config_path, config)?;
+        let log = fs::File::create(dir.path().join("registry.log"))?;
+        let mut command = Command::new(bin);
+        command
+            .arg("serve")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: only the async-signal-safe prctl runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("spawning {}", bin.display()))?;
+        let mut registry = Registry { child, port, dir };
+        registry.wait_ready()?;
+        Ok(registry)
+    }
+
+    /// `GET /v2/` answers (200, or 401 when it wants a login).
+    fn wait_ready(&mut self) -> Result<()> {
+        let url = format!("http://{}/v2/", self.host());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("registry exited with {status}: {}", self.log());
+            }
+            if let Some(code) = http_status(&url) {
+                ensure!(code == 200 || code == 401, "GET /v2/ answered {code}");
+                return Ok(());
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "no answer on /v2/: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The status code of a plain `GET`, or `None` when nothing answers.
+pub fn http_status(url: &str) -> Option<u16> {
+    use std::io::{Read as _, Write as _};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/')?;
+    let mut s = std::net::TcpStream::connect(host).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// `ari push FILE REF [--docker-config CONFIG]` as a user runs it (the `ari` of
+/// `target/debug`); returns the pinned reference it prints.
+pub fn ari_push(component: &Path, reference: &str, docker_config: Option<&Path>) -> Result<String> {
+    let ari = crate::target_dir().join("debug/ari");
+    let mut command = Command::new(&ari);
+    command.arg("push").arg(component).arg(reference);
+    if let Some(config) = docker_config {
+        command.arg("--docker-config").arg(config);
+    }
+    let out = command
+        .output()
+        .with_context(|| format!("running {}", ari.display()))?;
+    ensure!(
+        out.status.success(),
+        "ari push {} {reference}: {}",
+        component.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pinned = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    ensure!(
+        pinned.starts_with(&format!("{reference}@sha256:")),
+        "ari push printed {pinned:?}, not {reference}@sha256:..."
+    );
+    Ok(pinned)
+}
+
+/// The manifest digest of a pinned reference.
+pub fn digest_of(pinned: &str) -> Result<&str> {
+    pinned
+        .rsplit_once('@')
+        .map(|(_, d)| d)
+        .context("no digest in the pinned reference")
+}
