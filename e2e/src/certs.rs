@@ -1,5 +1,6 @@
-//! The cluster's PKI: a CA, the API server's serving certificate, an admin client certificate
-//! and the service-account signing key. Generated per cluster so no secret is ever shared.
+//! The cluster's PKI: a CA, the API server's serving certificate, an admin client certificate,
+//! the service-account signing key, and the pair the kubelet API needs (the node agents' serving
+//! certificate, the API server's client certificate towards them). Generated per cluster so no secret is ever shared.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -22,6 +23,24 @@ pub struct Pki {
     pub service_account_key: String,
     /// Public half of the service-account key (the API server wants it as a separate PEM).
     pub service_account_pub: String,
+    /// What the node agents' kubelet endpoint (`kubectl logs`) needs.
+    pub kubelet: KubeletPki,
+}
+
+/// The kubelet API's TLS material: node agents serve with `serving_*` and accept only the
+/// holder of `apiserver_client_*` (the API server's `--kubelet-client-certificate`).
+#[derive(Debug, Clone)]
+pub struct KubeletPki {
+    /// PEM of the cluster CA (verifies the client certificate).
+    pub ca_cert: String,
+    /// Serving certificate for 127.0.0.1 and localhost, where every node agent listens.
+    pub serving_cert: String,
+    /// Key of the serving certificate.
+    pub serving_key: String,
+    /// Client certificate CN=kube-apiserver-kubelet-client, used by the API server only.
+    pub apiserver_client_cert: String,
+    /// Key of the API server's client certificate.
+    pub apiserver_client_key: String,
 }
 
 impl Pki {
@@ -77,7 +96,36 @@ impl Pki {
 
         let service_account_key = KeyPair::generate()?;
 
+        let kubelet_key = KeyPair::generate()?;
+        let mut kubelet =
+            CertificateParams::new(["127.0.0.1", "localhost"].map(String::from).to_vec())?;
+        kubelet
+            .distinguished_name
+            .push(DnType::CommonName, "ari-e2e-node-agent");
+        kubelet.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        kubelet.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        let kubelet_cert = kubelet.signed_by(&kubelet_key, &issuer)?;
+
+        let to_kubelet_key = KeyPair::generate()?;
+        let mut to_kubelet = CertificateParams::new(Vec::<String>::new())?;
+        to_kubelet
+            .distinguished_name
+            .push(DnType::CommonName, "kube-apiserver-kubelet-client");
+        to_kubelet.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        to_kubelet.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        let to_kubelet_cert = to_kubelet.signed_by(&to_kubelet_key, &issuer)?;
+
         Ok(Pki {
+            kubelet: KubeletPki {
+                ca_cert: ca_cert.pem(),
+                serving_cert: kubelet_cert.pem(),
+                serving_key: kubelet_key.serialize_pem(),
+                apiserver_client_cert: to_kubelet_cert.pem(),
+                apiserver_client_key: to_kubelet_key.serialize_pem(),
+            },
             ca_cert: ca_cert.pem(),
             serving_cert: serving_cert.pem(),
             serving_key: serving_key.serialize_pem(),

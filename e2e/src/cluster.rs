@@ -13,7 +13,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::binaries;
-use crate::certs::Pki;
+use crate::certs::{KubeletPki, Pki};
 use crate::error::{Error, Result, io_err};
 use crate::http;
 use crate::kubeconfig;
@@ -37,6 +37,7 @@ pub struct Cluster {
     config: Config,
     server: String,
     ca_pem: String,
+    kubelet_pki: KubeletPki,
 }
 
 impl Cluster {
@@ -65,6 +66,14 @@ impl Cluster {
         let serving_key = write("apiserver.key", &pki.serving_key)?;
         let sa_key = write("service-account.key", &pki.service_account_key)?;
         let sa_pub = write("service-account.pub", &pki.service_account_pub)?;
+        let to_kubelet_cert = write(
+            "apiserver-kubelet-client.crt",
+            &pki.kubelet.apiserver_client_cert,
+        )?;
+        let to_kubelet_key = write(
+            "apiserver-kubelet-client.key",
+            &pki.kubelet.apiserver_client_key,
+        )?;
 
         let (etcd_port, peer_port, api_port, kcm_port, sched_port) = (
             free_port()?,
@@ -95,6 +104,7 @@ impl Cluster {
             config,
             server: server.clone(),
             ca_pem: pki.ca_cert.clone(),
+            kubelet_pki: pki.kubelet.clone(),
         };
         let s = |p: &Path| p.display().to_string();
 
@@ -140,6 +150,12 @@ impl Cluster {
                 format!("--client-ca-file={}", s(&ca)),
                 format!("--tls-cert-file={}", s(&serving_cert)),
                 format!("--tls-private-key-file={}", s(&serving_key)),
+                // `kubectl logs`: the node agents' kubelet endpoint, verified against the CA,
+                // on the Node's InternalIP (its Hostname does not resolve).
+                format!("--kubelet-certificate-authority={}", s(&ca)),
+                format!("--kubelet-client-certificate={}", s(&to_kubelet_cert)),
+                format!("--kubelet-client-key={}", s(&to_kubelet_key)),
+                "--kubelet-preferred-address-types=InternalIP".into(),
                 format!("--service-account-issuer={server}"),
                 format!("--service-account-key-file={}", s(&sa_pub)),
                 format!("--service-account-signing-key-file={}", s(&sa_key)),
@@ -355,6 +371,11 @@ impl Cluster {
     /// PEM of the cluster CA.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// TLS material of the node agents' kubelet endpoint (what serves `kubectl logs`).
+    pub fn kubelet_pki(&self) -> &KubeletPki {
+        &self.kubelet_pki
     }
 
     /// Directory holding the control-plane binaries (also `kubectl` and `helm`).

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 pub use binaries::{build_bin_dir, find_bin_dir, repo_root};
+pub use certs::KubeletPki;
 pub use cluster::{Cluster, new_namespace};
 pub use error::{Error, Result};
 pub use node::{ImageMap, NodeAgent};

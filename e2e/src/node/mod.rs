@@ -4,6 +4,7 @@
 mod env;
 mod images;
 mod ip;
+mod kubelet;
 mod pod;
 mod probe;
 mod registration;
@@ -58,6 +59,7 @@ pub(crate) struct NodeCtx {
     ca_pem: String,
     root: PathBuf,
     shared: Arc<Shared>,
+    kubelet_pki: crate::certs::KubeletPki,
 }
 
 static NODE_COUNTER: AtomicU32 = AtomicU32::new(1);
@@ -93,6 +95,7 @@ impl NodeAgent {
             cluster.server_url().to_string(),
             cluster.ca_pem().to_string(),
         );
+        let kubelet_pki = cluster.kubelet_pki().clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
         let (shutdown_tx, shutdown_rx) = oneshot::channel();
         let (name_owned, root_owned, shared_owned) =
@@ -128,6 +131,7 @@ impl NodeAgent {
                         ca_pem,
                         root: root_owned,
                         shared: shared_owned,
+                        kubelet_pki,
                     });
                     agent_main(ctx, ready_tx, shutdown_rx).await;
                 });
@@ -250,10 +254,18 @@ async fn agent_main(
     ready: std::sync::mpsc::Sender<std::result::Result<(), String>>,
     mut shutdown: oneshot::Receiver<()>,
 ) {
-    if let Err(e) = registration::register(&ctx).await {
+    let kubelet = match kubelet::KubeletServer::bind(&ctx.kubelet_pki).await {
+        Ok(k) => k,
+        Err(e) => {
+            let _ = ready.send(Err(format!("kubelet endpoint: {e}")));
+            return;
+        }
+    };
+    if let Err(e) = registration::register(&ctx, kubelet.port()).await {
         let _ = ready.send(Err(format!("registering node: {e}")));
         return;
     }
+    let kubelet = tokio::spawn(kubelet.serve(ctx.shared.clone()));
     let heartbeat = tokio::spawn(registration::heartbeat(ctx.clone()));
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.node_name));
@@ -285,6 +297,7 @@ async fn agent_main(
         let _ = tokio::time::timeout(Duration::from_secs(10), w.task).await;
     }
     heartbeat.abort();
+    kubelet.abort();
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let _ = tokio::time::timeout(
         Duration::from_secs(5),

@@ -59,7 +59,8 @@ fn conditions(registering: bool) -> Value {
     ])
 }
 
-fn status(name: &str) -> Value {
+/// `kubelet_port` is where the API server reaches this node's kubelet API (`kubectl logs`).
+fn status(name: &str, kubelet_port: u16) -> Value {
     let resources =
         json!({ "cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi" });
     json!({
@@ -71,7 +72,7 @@ fn status(name: &str) -> Value {
                 { "type": "InternalIP", "address": "127.0.0.1" },
                 { "type": "Hostname", "address": name },
             ],
-            "daemonEndpoints": { "kubeletEndpoint": { "Port": 0 } },
+            "daemonEndpoints": { "kubeletEndpoint": { "Port": kubelet_port } },
             "nodeInfo": {
                 "machineID": name, "systemUUID": name, "bootID": name,
                 "kernelVersion": "host", "osImage": "ari e2e node agent",
@@ -84,7 +85,7 @@ fn status(name: &str) -> Value {
 }
 
 /// Creates (or takes over) the Node and its Lease, with a Ready status.
-pub(crate) async fn register(ctx: &NodeCtx) -> Result<(), kube::Error> {
+pub(crate) async fn register(ctx: &NodeCtx, kubelet_port: u16) -> Result<(), kube::Error> {
     let name = &ctx.node_name;
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let node: Node = serde_json::from_value(json!({
@@ -111,7 +112,7 @@ pub(crate) async fn register(ctx: &NodeCtx) -> Result<(), kube::Error> {
         .patch_status(
             name,
             &PatchParams::default(),
-            &Patch::Strategic(status(name)),
+            &Patch::Strategic(status(name, kubelet_port)),
         )
         .await?;
 

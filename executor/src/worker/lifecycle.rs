@@ -263,9 +263,14 @@ impl Worker {
         let agent = self.runtime_agent.clone();
         self.metrics.active.inc();
         let started = Instant::now();
-        // The guest's log lines (target `ari::guest`) carry the Task's name in this span, so a
-        // line in the executor's log says which Task wrote it even with several running.
-        let span = tracing::info_span!("task", task = %attempt.current.name_any());
+        // The guest's log lines (target `ari::guest`) are emitted while it runs, on this
+        // thread: the span tags each with its Task, so `kubectl logs ... | grep TASK` finds them.
+        let span = tracing::info_span!(
+            "task",
+            namespace = %attempt.current.namespace().unwrap_or_default(),
+            task = %attempt.name,
+            attempt = attempt.number
+        );
         let mut run = tokio::task::spawn_blocking(move || span.in_scope(|| agent.run(req)));
         let mut beat = tokio::time::interval(self.config.heartbeat);
         beat.tick().await; // the first tick is immediate; the claim was the first heartbeat
