@@ -121,8 +121,20 @@ fn operator_logs(ctx: &Ctx) -> Result<()> {
         .first()
         .map(kube::ResourceExt::name_any)
         .unwrap_or_default();
-    let out = logs(ctx, &["-n", OPERATOR_NS, &pod]).map_err(anyhow::Error::msg)?;
-    ensure!(!out.trim().is_empty(), "the operator's log is empty");
+    // A freshly started operator may not have written a line yet: wait (with a deadline) for
+    // its first one, then kubectl must show it.
+    let out = ctx.rt.block_on(wait::until(
+        "the operator's first log line through kubectl logs",
+        wait::DEFAULT,
+        || async {
+            let out = logs(ctx, &["-n", OPERATOR_NS, &pod])?;
+            if out.trim().is_empty() {
+                Err("kubectl logs printed nothing yet".to_string())
+            } else {
+                Ok(out)
+            }
+        },
+    ))?;
     // The same lines as the node agent's file for that container.
     let file = ctx.node.logs(OPERATOR_NS, &pod, "operator");
     ensure!(
