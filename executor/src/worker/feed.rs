@@ -65,7 +65,7 @@ pub async fn feed(
             }
             Ok(Some(watcher::Event::Delete(o))) => {
                 if let Some(uid) = o.uid() {
-                    cancels.cancel(&uid);
+                    cancels.deleted(&uid);
                 }
                 backlog.remove(&o.name_any());
             }
