@@ -307,6 +307,12 @@ impl Recorder {
     }
 }
 
+/// The cursor served an event of another kind than a capability asked for. The cursor checks
+/// kinds, so this is a bug, not a divergence; shared by the capabilities.
+pub(crate) fn internal_kind_mismatch() -> CapError {
+    CapError::Failed("replay: internal kind mismatch".into())
+}
+
 /// Diverged-replay error for a mismatching field, shared by the capabilities.
 pub(crate) fn mismatch(what: &str, expected: &str, found: &str) -> CapError {
     diverged(format!(

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::CapError;
 use crate::attestation::sha256_hex;
 use crate::cancel::CancelToken;
-use crate::trace::{Recorder, mismatch};
+use crate::trace::{Recorder, internal_kind_mismatch, mismatch};
 
 /// Where this task sits in a tree and what runs its children.
 #[derive(Clone)]
@@ -225,9 +225,7 @@ impl DelegationCapability {
                 ..
             } = event
             else {
-                return Err(DelegationFailure::Host(CapError::Failed(
-                    "replay: internal kind mismatch".into(),
-                )));
+                return Err(DelegationFailure::Host(internal_kind_mismatch()));
             };
             if child != index || recorded_agent != agent || recorded_input != input_sha256 {
                 return Err(DelegationFailure::Host(mismatch(
@@ -382,9 +380,7 @@ fn replayed_outcome(index: u32, rec: &mut Recorder) -> Result<ChildOutcome, Dele
         attestation_sha256,
     } = event
     else {
-        return Err(DelegationFailure::Host(CapError::Failed(
-            "replay: internal kind mismatch".into(),
-        )));
+        return Err(DelegationFailure::Host(internal_kind_mismatch()));
     };
     if child != index {
         return Err(DelegationFailure::Host(mismatch(

@@ -8,7 +8,7 @@ use super::backend::{
 use super::events::StorageEvent;
 use super::grant::StorageGrant;
 use crate::capability::CapError;
-use crate::trace::{Recorder, mismatch};
+use crate::trace::{Recorder, internal_kind_mismatch, mismatch};
 
 /// Longest key accepted; keeps trace and backend keys sane.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -240,10 +240,4 @@ impl StorageCapability {
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
     }
-}
-
-/// The cursor served a storage event of another kind than the one asked for: the cursor checks
-/// kinds, so this is a bug, not a divergence.
-fn internal_kind_mismatch() -> CapError {
-    CapError::Failed("replay: internal kind mismatch".into())
 }
