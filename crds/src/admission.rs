@@ -18,9 +18,13 @@ pub enum TaskOrigin {
 }
 
 impl Task {
-    /// Who asked for this Task. Every Task is a user's until delegation gives Tasks a parent.
+    /// Who asked for this Task: a Task with a parent was delegated (whether the parent is
+    /// real is [`crate::delegation::admit_child`]'s question).
     pub fn origin(&self) -> TaskOrigin {
-        TaskOrigin::User
+        match self.spec.parent {
+            Some(_) => TaskOrigin::Delegation,
+            None => TaskOrigin::User,
+        }
     }
 }
 
@@ -117,6 +121,7 @@ mod tests {
                 retries: None,
                 ttl_seconds_after_finished: None,
                 cancelled: None,
+                parent: None,
             },
         )
     }

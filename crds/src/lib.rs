@@ -7,6 +7,7 @@ pub mod admission;
 pub mod agent;
 pub mod capability;
 pub mod conditions;
+pub mod delegation;
 pub mod hosts;
 pub mod lifecycle;
 pub mod names;
@@ -21,6 +22,7 @@ pub use agent::{
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
 };
+pub use delegation::{ChildStatus, ParentRef, admit_child};
 pub use task::{
     AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,
     KeyRef, LimitsApplied, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason,

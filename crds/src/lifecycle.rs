@@ -396,6 +396,7 @@ mod tests {
                 retries: None,
                 ttl_seconds_after_finished: None,
                 cancelled: None,
+                parent: None,
             },
         );
         assert!(t.is_claimable());

@@ -36,6 +36,8 @@ pub fn attestation_source_name(namespace: &str) -> String {
 pub const LABEL_AGENT: &str = "ari.dev/agent";
 /// Label on task-output ConfigMaps: the Task name.
 pub const LABEL_TASK: &str = "ari.dev/task";
+/// Label on a child Task: its parent Task's name (or uid when the name is too long for a label).
+pub const LABEL_PARENT: &str = "ari.dev/parent";
 /// Pod-template annotation: module digest (a change rolls the executors).
 pub const ANNOTATION_MODULE_DIGEST: &str = "ari.dev/module-digest";
 /// Pod-template annotation: hash of the Agent spec (a change rolls the executors).
@@ -49,6 +51,19 @@ pub fn executor_deployment_name(agent: &str) -> String {
 /// Name of the ConfigMap holding a Task's large output.
 pub fn output_configmap_name(task: &str) -> String {
     format!("{task}-output")
+}
+
+/// Name of a Task's `index`th child: `<parent>-<index>`, or `task-<uid>-<index>` when the
+/// parent's name leaves no room. The same on every attempt of the parent, so a parent that
+/// runs again after losing its executor finds its child instead of starting a second one.
+pub fn child_task_name(parent: &str, parent_uid: &str, index: u32) -> String {
+    let plain = format!("{parent}-{index}");
+    // Room for the child's own children and its output ConfigMap's suffix.
+    if plain.len() + 16 <= 253 {
+        plain
+    } else {
+        format!("task-{parent_uid}-{index}")
+    }
 }
 
 /// Key of the output in that ConfigMap's `binaryData`.

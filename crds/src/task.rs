@@ -15,6 +15,7 @@ pub use ari_model::{
 };
 
 use crate::capability::TaskRequirements;
+use crate::delegation::{ChildStatus, ParentRef};
 
 /// Most retries after executor loss a Task may ask for.
 pub const MAX_RETRIES: u32 = 10;
@@ -45,6 +46,12 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
     ),
     printcolumn(name = "Duration", type_ = "string", json_path = ".status.duration"),
     printcolumn(
+        name = "Parent",
+        type_ = "string",
+        json_path = ".spec.parent.name",
+        priority = "1"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -52,7 +59,7 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
 )]
 #[x_kube(
     // Immutable but for `cancelled`, which may be set (once: it cannot be unset).
-    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished))").message("Task spec is immutable except that cancelled may be set to true"),
+    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent))").message("Task spec is immutable except that cancelled may be set to true"),
     validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -97,6 +104,10 @@ pub struct TaskSpec {
     /// within a second. Either ends `Cancelled` with no output. Set once; it cannot be unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<bool>,
+    /// The Task that delegated this one. Written only by an executor when a guest delegates;
+    /// a user who sets it is refused (see docs/delegation.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRef>,
 }
 
 /// Reference to an Agent in the Task's namespace.
@@ -187,6 +198,14 @@ pub struct TaskStatus {
     pub estimate: Option<Estimate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation: Option<Attestation>,
+    /// The Task that delegated this one (`spec.parent.name`), for `kubectl get` and queries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The children this Task delegated to, in the order it started them (at most
+    /// 64 listed; `resourcesUsed.childrenFuel` covers them all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub children: Vec<ChildStatus>,
 }
 
 /// Where large output lives: `binaryData[key]` of a ConfigMap owned by the Task.
@@ -310,6 +329,7 @@ mod tests {
             retries: None,
             ttl_seconds_after_finished: None,
             cancelled: None,
+            parent: None,
         }
     }
 

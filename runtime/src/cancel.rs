@@ -33,6 +33,17 @@ struct Inner {
     wake: Condvar,
     /// Tokens cancelled with this one (a task's children).
     children: Mutex<Vec<CancelToken>>,
+    /// Run once when cancelled (see [`CancelToken::on_cancel`]).
+    callbacks: Callbacks,
+}
+
+#[derive(Default)]
+struct Callbacks(Mutex<Vec<Box<dyn FnOnce() + Send>>>);
+
+impl std::fmt::Debug for Callbacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Callbacks")
+    }
 }
 
 impl CancelToken {
@@ -60,6 +71,36 @@ impl CancelToken {
         for child in children {
             child.cancel();
         }
+        let callbacks = std::mem::take(
+            &mut *self
+                .inner
+                .callbacks
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for callback in callbacks {
+            callback();
+        }
+    }
+
+    /// Runs `f` once when this token is cancelled (at once if it already is), on the thread
+    /// that cancels it: for a host that must act outside this process, such as marking a
+    /// child Task cancelled. `f` should only hand the work off, not block.
+    pub fn on_cancel(&self, f: impl FnOnce() + Send + 'static) {
+        {
+            let mut callbacks = self
+                .inner
+                .callbacks
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if !self.is_cancelled() {
+                callbacks.push(Box::new(f));
+                return;
+            }
+        }
+        f();
     }
 
     /// A new token cancelled whenever this one is (already cancelled if this one is); it can
@@ -112,6 +153,25 @@ mod tests {
         token.cancel();
         assert!(handle.join().expect("waiter thread"), "the waiter saw it");
         assert!(token.clone().is_cancelled());
+    }
+
+    #[test]
+    fn a_cancel_runs_each_callback_once_and_a_late_callback_at_once() {
+        use std::sync::atomic::AtomicUsize;
+        let token = CancelToken::new();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
+        token.child().on_cancel(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        token.cancel();
+        token.cancel();
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let counter = runs.clone();
+        token.on_cancel(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 
     #[test]

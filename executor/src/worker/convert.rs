@@ -58,9 +58,16 @@ pub fn limits(spec: &AgentSpec, task: &Task, elapsed: Duration) -> Limits {
         let left = Duration::from_secs(u64::from(deadline)).saturating_sub(elapsed);
         timeout = timeout.min(left.max(Duration::from_millis(1)));
     }
+    // A child never gets more memory than its parent had.
+    let memory_bytes = task
+        .spec
+        .parent
+        .as_ref()
+        .and_then(|p| p.memory_bytes)
+        .map_or(agent.memory_bytes, |m| m.min(agent.memory_bytes));
     Limits {
         fuel,
-        memory_bytes: agent.memory_bytes,
+        memory_bytes,
         timeout,
         max_output_bytes: agent.max_output_bytes,
         max_input_bytes: agent.max_input_bytes,
@@ -160,7 +167,36 @@ pub fn finish_with_outcome(
     status.limits_applied = Some(outcome.limits_applied.clone());
     status.estimate = outcome.estimate;
     status.attestation = Some(outcome.attestation.clone());
+    status.children = children(outcome);
     Ok(())
+}
+
+/// A parent's `status.children`: the first [`ari_crds::delegation::MAX_LISTED_CHILDREN`] it
+/// started, with how each ended.
+pub fn children(outcome: &TaskOutcome) -> Vec<ari_crds::ChildStatus> {
+    outcome
+        .children
+        .iter()
+        .take(ari_crds::delegation::MAX_LISTED_CHILDREN)
+        .map(|c| {
+            let phase = match c.reason.as_deref() {
+                None => "Running",
+                Some("Completed") => "Succeeded",
+                Some("Cancelled") => "Cancelled",
+                Some(_) => "Failed",
+            };
+            ari_crds::ChildStatus {
+                name: (!c.task.is_empty()).then(|| c.task.clone()),
+                agent: c.agent.clone(),
+                phase: phase.to_owned(),
+                reason: c.reason.clone(),
+                fuel: c.fuel,
+                message: c.message,
+                attestation_sha256: (!c.attestation_sha256.is_empty())
+                    .then(|| c.attestation_sha256.clone()),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -200,6 +236,7 @@ mod tests {
                 requirements: None,
                 retries: None,
                 ttl_seconds_after_finished: None,
+                parent: None,
                 cancelled: None,
             },
         )

@@ -12,15 +12,19 @@ use ari_crds::{InputSource, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
-use kube::{Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::Worker;
+use super::children::{KubeDelegator, Parent};
 use super::convert::{self, OutputPlacement};
 use super::error::TaskError;
 use super::gate;
+use super::parent::ParentCheck;
+use super::slots::Slot;
 use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found};
 use ari_runtime::CommitGate;
+use ari_runtime::capability::DelegationContext;
 use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
 
 /// How far [`Worker::handle`] got.
@@ -34,9 +38,9 @@ enum Handled {
 impl Worker {
     /// Claims, runs and finishes one task. Errors are logged; the task's fate is in its status.
     /// A claim that failed for another reason than a lost race goes back to the backlog.
-    pub async fn handle(self: Arc<Self>, task: Task) {
+    pub async fn handle(self: Arc<Self>, task: Task, slot: Arc<Slot>) {
         let name = task.name_any();
-        match self.clone().handle_inner(task).await {
+        match self.clone().handle_inner(task, slot).await {
             Ok(Handled::Done) => {}
             Ok(Handled::NotClaimed(task, e)) => {
                 warn!(task = %name, error = %e, "claim failed; will try again");
@@ -46,7 +50,11 @@ impl Worker {
         }
     }
 
-    async fn handle_inner(self: Arc<Self>, task: Task) -> Result<Handled, TaskError> {
+    async fn handle_inner(
+        self: Arc<Self>,
+        task: Task,
+        slot: Arc<Slot>,
+    ) -> Result<Handled, TaskError> {
         let name = task.name_any();
         let elapsed = task
             .meta()
@@ -60,7 +68,16 @@ impl Worker {
 
         // Defence in depth: the operator checks this too, but the executor never runs a task
         // beyond its grants even if it sees the task first.
-        if let Err(refusal) = ari_crds::admit(&task, &self.agent.spec) {
+        // A child Task's parent must be real (see [`super::parent`]).
+        let admitted = match ari_crds::admit(&task, &self.agent.spec) {
+            Ok(()) => match self.check_parent(&task).await {
+                Ok(ParentCheck::Admitted) => Ok(()),
+                Ok(ParentCheck::Refused(refusal)) => Err(refusal),
+                Err(e) => return Ok(Handled::NotClaimed(Box::new(task), e)),
+            },
+            Err(refusal) => Err(refusal),
+        };
+        if let Err(refusal) = admitted {
             let generation = task.meta().generation;
             let mut t = task.clone();
             let status = t.status.get_or_insert_with(TaskStatus::default);
@@ -76,7 +93,8 @@ impl Worker {
                 .await
             {
                 Ok(_) => {
-                    self.count(TaskPhase::Failed, TaskReason::CapabilityDenied);
+                    warn!(task = %name, reason = refusal.reason.as_str(), message = %refusal.message, "refused");
+                    self.count(TaskPhase::Failed, refusal.reason);
                     Ok(Handled::Done)
                 }
                 Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(Handled::Done),
@@ -113,7 +131,7 @@ impl Worker {
                 return Ok(Handled::Done);
             }
         };
-        let mut req = match self.request(&attempt, input, elapsed) {
+        let mut req = match self.request(&attempt, input, elapsed, slot) {
             Ok(req) => req,
             Err(message) => {
                 self.finish_failed(&mut attempt, TaskReason::HostError, message)
@@ -200,6 +218,7 @@ impl Worker {
         attempt: &Attempt,
         input: Vec<u8>,
         elapsed: Duration,
+        slot: Arc<Slot>,
     ) -> Result<TaskRequest, String> {
         let task = &attempt.current;
         let mut req = TaskRequest::new(task.name_any(), input, self.attestation_key.clone());
@@ -221,7 +240,37 @@ impl Worker {
             req.receipt = Some(attempt.uid.clone());
         }
         req.executor = self.config.pod_name.clone();
+        if self.grants.delegation.is_some() {
+            req.delegation = Some(self.delegation_context(task, slot)?);
+        }
         Ok(req)
+    }
+
+    /// Children of this task become Task objects (see [`super::children`]).
+    fn delegation_context(
+        &self,
+        task: &Task,
+        slot: Arc<Slot>,
+    ) -> Result<DelegationContext, String> {
+        let uid = task.uid().ok_or_else(|| "the Task has no uid".to_owned())?;
+        let delegator = KubeDelegator {
+            handle: tokio::runtime::Handle::current(),
+            tasks: self.tasks.clone(),
+            agents: Api::namespaced(self.client.clone(), &self.config.namespace),
+            configmaps: self.writer.configmaps.clone(),
+            parent: Parent {
+                name: task.name_any(),
+                uid,
+                agent: self.config.agent.clone(),
+                namespace: self.config.namespace.clone(),
+                retries: task.spec.retries,
+            },
+            slot,
+        };
+        Ok(DelegationContext {
+            delegator: Arc::new(delegator),
+            depth: task.spec.parent.as_ref().map_or(0, |p| p.depth),
+        })
     }
 
     /// The Task's input, or the reason and message it fails with (before any instance runs).
@@ -355,6 +404,13 @@ impl Worker {
         fuel: u64,
     ) {
         let name = attempt.name.clone();
+        // A child's status names its parent, however it ended.
+        let parent = attempt.current.spec.parent.as_ref().map(|p| p.name.clone());
+        let with_parent = move |s: &mut TaskStatus, generation: Option<i64>| {
+            fill(s, generation);
+            s.parent = parent.clone();
+        };
+        let fill: &(dyn Fn(&mut TaskStatus, Option<i64>) + Sync) = &with_parent;
         let mut result = self.writer.finish(attempt, fill).await;
         if let Err(WriteError::Api(e)) = &result {
             warn!(task = %name, error = %e, "final status refused; recording a HostError ending instead");

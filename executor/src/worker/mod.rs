@@ -8,6 +8,7 @@
 
 mod backlog;
 mod cancels;
+mod children;
 mod config;
 mod convert;
 mod error;
@@ -17,8 +18,10 @@ mod lifecycle;
 mod metrics;
 mod module;
 mod oci;
+mod parent;
 mod peers;
 mod serve;
+mod slots;
 mod status;
 mod storage;
 #[cfg(test)]
@@ -30,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ari_crds::Task;
 use ed25519_dalek::SigningKey;
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use tracing::{error, info};
 
 pub use config::WorkerConfig;
@@ -41,6 +44,7 @@ use ari_runtime::{Runtime, RuntimeConfig};
 use backlog::Backlog;
 use metrics::Metrics;
 use peers::Peers;
+use slots::Slots;
 use storage::AgentStorage;
 
 /// Shared by every task this executor handles.
@@ -59,6 +63,8 @@ pub struct Worker {
     writer: status::Writer,
     /// Cancel tokens of the runs under way (see [`cancels`]).
     cancels: Arc<cancels::Cancels>,
+    /// Running slots, and room for parents parked while their children run (see [`slots`]).
+    slots: Arc<Slots>,
 }
 
 /// Runs the worker until SIGTERM/SIGINT.
@@ -110,13 +116,20 @@ async fn prepare(
     }
     let agents: Api<ari_crds::Agent> = Api::namespaced(client.clone(), &config.namespace);
     let agent = agents.get(&config.agent).await?;
+    let waiting = slots::waiting_for(
+        config.concurrency,
+        agent.spec.capabilities.delegation.as_ref().map(|d| {
+            d.max_depth
+                .unwrap_or(ari_crds::delegation::DEFAULT_MAX_DEPTH)
+        }),
+    );
     // A module that cannot be fetched or loaded is bad input (or a passing network fault), not
     // a crash: stay up and not Ready (the Agent shows no available executor), retry now and
     // then, and leave at once on SIGTERM. Exiting instead would crash-loop the pod.
     let runtime_agent = loop {
         // A download stuck on a slow server must not hold up SIGTERM.
         let loaded = tokio::select! {
-            r = load_module(&client, &agent, &config) => r,
+            r = load_module(&client, &agent, &config, waiting) => r,
             _ = stop.wait_for(|s| *s) => {
                 return Err(WorkerError::Module("shutdown while loading the module".into()));
             }
@@ -162,6 +175,7 @@ async fn prepare(
     )
     .map_err(|e| WorkerError::Config(format!("agent storage: {e}")))?;
 
+    let slots = Slots::new(config.concurrency, waiting, stop.clone());
     Ok(Worker {
         writer: status::Writer {
             tasks: Api::namespaced(client.clone(), &config.namespace),
@@ -180,6 +194,7 @@ async fn prepare(
         storage,
         metrics,
         cancels: Arc::default(),
+        slots,
     })
 }
 
@@ -188,15 +203,18 @@ const MODULE_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Fetches the Agent's component, verifies its digest and compiles it (or loads the cached
 /// artifact).
+/// The engine's pool has an instance slot for each running task and each parked parent.
 async fn load_module(
     client: &Client,
     agent: &ari_crds::Agent,
     config: &WorkerConfig,
+    waiting: usize,
 ) -> Result<ari_runtime::LoadedAgent, WorkerError> {
     let bytes = module::fetch(client, agent, config).await?;
     let mut runtime_config = RuntimeConfig::default();
-    runtime_config.engine.pool =
-        ari_runtime::engine::PoolConfig::for_concurrency(config.concurrency);
+    runtime_config.engine.pool = ari_runtime::engine::PoolConfig::for_concurrency(
+        config.concurrency.saturating_add(waiting),
+    );
     if let Some(dir) = &config.cache_dir {
         runtime_config.cache_dir = Some(dir.clone());
     }
@@ -236,15 +254,11 @@ impl Worker {
             &self.config.pod_name,
         );
         let feeder = tokio::spawn(self.clone().feed_backlog(peers));
-        let slots = Arc::new(Semaphore::new(self.config.concurrency));
+        let mut running = JoinSet::new();
         loop {
             // A free slot first, then a task: a busy executor leaves its peers' tasks to them.
-            let permit = tokio::select! {
-                p = slots.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                _ = stop.wait_for(|s| *s) => break,
+            let Some(slot) = self.slots.acquire().await else {
+                break;
             };
             let task = tokio::select! {
                 t = self.backlog.next() => t,
@@ -253,18 +267,16 @@ impl Worker {
             self.metrics
                 .backlog
                 .set(i64::try_from(self.backlog.len()).unwrap_or(i64::MAX));
+            while running.try_join_next().is_some() {}
             let me = self.clone();
-            tokio::spawn(async move {
-                me.handle(task).await;
-                drop(permit);
+            running.spawn(async move {
+                me.handle(task, slot).await;
             });
         }
         feeder.abort();
-        // Drain: every slot back means every running task wrote its status.
-        let all = u32::try_from(self.config.concurrency).unwrap_or(u32::MAX);
-        if slots.acquire_many(all).await.is_err() {
-            error!("semaphore closed while draining");
-        }
+        // Drain: every handler back means every running task wrote its status (a parent
+        // parked on a child holds no slot, so counting slots would not tell).
+        while running.join_next().await.is_some() {}
         info!("all running tasks finished; exiting");
         Ok(())
     }

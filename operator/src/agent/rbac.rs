@@ -40,14 +40,20 @@ pub fn service_account(namespace: &str) -> ServiceAccount {
     }
 }
 
-/// Exactly what `ari worker` needs: read its Agent and Tasks, write Task status, create
-/// output ConfigMaps, read module ConfigMaps, see its peer pods, emit Events.
+/// Exactly what `ari worker` needs: read its Agent and Tasks, create and cancel child Tasks,
+/// write Task status, create output ConfigMaps, read module ConfigMaps, see its peer pods, emit Events.
 pub fn role(namespace: &str) -> Role {
     Role {
         metadata: meta(namespace),
         rules: Some(vec![
             rule(&["ari.dev"], &["agents"], &["get", "list", "watch"]),
-            rule(&["ari.dev"], &["tasks"], &["get", "list", "watch"]),
+            // Create and patch: a delegating guest's children are Tasks, cancelled (`patch`
+            // of `spec.cancelled`) with their parent.
+            rule(
+                &["ari.dev"],
+                &["tasks"],
+                &["get", "list", "watch", "create", "patch"],
+            ),
             rule(&["ari.dev"], &["tasks/status"], &["get", "update", "patch"]),
             rule(&[""], &["configmaps"], &["get", "create"]),
             // Peers: which executors of the Agent are Ready, to split Tasks without racing.

@@ -206,6 +206,7 @@ mod tests {
                 seed: None,
                 retries: None,
                 ttl_seconds_after_finished: None,
+                parent: None,
                 cancelled: None,
             },
         );
