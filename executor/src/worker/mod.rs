@@ -262,6 +262,11 @@ impl Worker {
             };
             let task = tokio::select! {
                 t = self.backlog.next() => t,
+                // A parked parent's child ended: its slot comes before new work.
+                () = self.slots.wanted_back() => {
+                    drop(slot);
+                    continue;
+                }
                 _ = stop.wait_for(|s| *s) => break,
             };
             self.metrics

@@ -7,11 +7,17 @@
 //! Its instance stays alive meanwhile, so the engine's pool has room for `waiting` parked
 //! instances beside the running ones, and no more parents than that park at once: one that
 //! finds no room keeps its slot (its child then runs on a peer, or ends at its deadline).
+//!
+//! A parent taking its slot back comes before new work: the claim loop holds a slot while it
+//! waits for the next task, so it lets go when a parent asks ([`Slots::wanted_back`]), and the
+//! semaphore's first-come order then gives the slot to the parent.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use tokio::runtime::Handle;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 /// Parked parents per concurrency slot when the Agent may delegate, capped at
 /// [`MAX_WAITING`]: a chain as deep as the grant allows can park on one executor.
@@ -32,6 +38,8 @@ pub struct Slots {
     running: Arc<Semaphore>,
     waiting: Arc<Semaphore>,
     stop: watch::Receiver<bool>,
+    /// Signalled when a parked parent wants a running slot back.
+    returning: Notify,
 }
 
 impl Slots {
@@ -40,6 +48,7 @@ impl Slots {
             running: Arc::new(Semaphore::new(concurrency.max(1))),
             waiting: Arc::new(Semaphore::new(waiting)),
             stop,
+            returning: Notify::new(),
         })
     }
 
@@ -54,6 +63,12 @@ impl Slots {
             permit: Mutex::new(Some(permit)),
             slots: self.clone(),
         }))
+    }
+
+    /// Resolves when a parked parent wants its slot back: whoever holds an idle slot (the
+    /// claim loop waiting for a task) should drop it.
+    pub async fn wanted_back(&self) {
+        self.returning.notified().await;
     }
 
     /// Running slots free right now (for tests).
@@ -110,11 +125,20 @@ impl Drop for Lent {
         }
         let slots = self.slot.slots.clone();
         let mut stop = slots.stop.clone();
-        // A stopping executor claims nothing new, so the parent just finishes; the drain
-        // waits for every task, not for slots.
         let permit = self.handle.block_on(async move {
+            let acquire = slots.running.clone().acquire_owned();
+            tokio::pin!(acquire);
+            // Queue up first, then ask the claim loop to let go: the slot it drops goes to
+            // the first in the queue, which must be this parent, not the loop itself.
+            let first = std::future::poll_fn(|cx| Poll::Ready(acquire.as_mut().poll(cx))).await;
+            if let Poll::Ready(p) = first {
+                return p.ok();
+            }
+            slots.returning.notify_one();
+            // A stopping executor claims nothing new, so the parent just finishes; the drain
+            // waits for every task, not for slots.
             tokio::select! {
-                p = slots.running.clone().acquire_owned() => p.ok(),
+                p = &mut acquire => p.ok(),
                 _ = stop.wait_for(|s| *s) => None,
             }
         });
@@ -164,6 +188,30 @@ mod tests {
             .join()
             .unwrap_or_else(|_| panic!("take back"));
         assert_eq!(slots.free(), 0, "the parent runs in a slot again");
+        drop(parent);
+        assert_eq!(slots.free(), 1);
+    }
+
+    #[test]
+    fn a_returning_parent_is_served_before_an_idle_claim_loop() {
+        let rt = runtime();
+        let (_tx, stop) = watch::channel(false);
+        let slots = Slots::new(1, 1, stop);
+        let parent = rt
+            .block_on(slots.acquire())
+            .unwrap_or_else(|| panic!("a slot"));
+        let lent = parent.lend(rt.handle().clone());
+        // The claim loop takes the lent slot and waits for work with it.
+        let idle = rt
+            .block_on(slots.acquire())
+            .unwrap_or_else(|| panic!("a slot"));
+        let returning = std::thread::spawn(move || drop(lent));
+        rt.block_on(slots.wanted_back());
+        drop(idle);
+        // The loop cannot take it straight back: the parent was queued before it asked.
+        assert!(slots.running.clone().try_acquire_owned().is_err());
+        returning.join().unwrap_or_else(|_| panic!("take back"));
+        assert_eq!(slots.free(), 0, "the parent has the slot");
         drop(parent);
         assert_eq!(slots.free(), 1);
     }

@@ -1,0 +1,468 @@
+//! Delegation on a real control plane: guests whose children are Task objects created by their
+//! executors, with the grant, depth, children, mode and budget rules, cancellation of a tree,
+//! no deadlock at `concurrency: 1`, and an executor lost while a parent waits.
+//! (The forged-parent attack is a tenant trial: `cargo test -p ari-e2e --test tenant`.)
+//! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test delegation`.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use ari_crds::{Task, TaskPhase, TaskReason};
+use ari_e2e::scenario::*;
+use ari_e2e::{trials, wait};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+
+fn main() -> std::process::ExitCode {
+    trials::run(vec![
+        (
+            "a_primary_agent_fans_out_to_subagents_and_merges_their_results",
+            fan_out,
+        ),
+        (
+            "a_delegation_outside_the_grant_fails_before_any_task_is_created",
+            denied,
+        ),
+        (
+            "a_concurrency_one_chain_reaches_the_depth_limit_without_deadlock",
+            chain,
+        ),
+        (
+            "two_agents_delegating_to_each_other_stop_at_the_depth_limit",
+            mutual_recursion,
+        ),
+        ("a_delegation_bomb_is_stopped_at_the_children_limit", bomb),
+        (
+            "cancelling_a_parent_cancels_its_running_child_and_frees_the_slots",
+            cancel_tree,
+        ),
+        (
+            "an_executor_lost_while_a_parent_waits_leaves_one_child_and_the_tree_finishes",
+            lost_parent,
+        ),
+    ])
+}
+
+/// An Agent with one executor of `concurrency` slots; `extra` is appended to `spec`.
+fn agent(name: &str, module: &str, concurrency: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: {name}
+spec:
+  module:
+    configMap:
+      name: {module}
+      key: module.wasm
+  executor:
+    replicas: 1
+    concurrency: {concurrency}
+{extra}"
+    )
+}
+
+/// A relay Agent (fixtures/agents/relay) that calls `next` and may delegate as `grant` says.
+fn relay(name: &str, next: &str, concurrency: u32, grant: &str) -> String {
+    agent(
+        name,
+        "relay-module",
+        concurrency,
+        &format!(
+            "  config: {next}
+  limits:
+    fuel: 1000000000000
+    timeoutSeconds: 120
+  capabilities:
+    delegation:
+{grant}"
+        ),
+    )
+}
+
+/// The Tasks a parent created (label `ari.dev/parent`).
+async fn children_of(client: &Client, ns: &str, parent: &str) -> Result<Vec<Task>> {
+    Ok(Api::<Task>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("ari.dev/parent={parent}")))
+        .await?
+        .items)
+}
+
+fn output(t: &Task) -> String {
+    t.status
+        .as_ref()
+        .and_then(|s| s.output.clone())
+        .unwrap_or_default()
+}
+
+fn fan_out(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("fanout", |client, ns| async move {
+        ctx.module_configmap(&ns, "fanout-module", "fanout")?;
+        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
+        ctx.apply_ok(
+            &ns,
+            &agent("wordcount", "wordcount-module", 4, "  mode: subagent\n"),
+        )?;
+        ctx.apply_ok(
+            &ns,
+            &agent(
+                "research",
+                "fanout-module",
+                2,
+                "  mode: primary
+  config: wordcount
+  capabilities:
+    delegation:
+      agents: [wordcount]
+      maxChildren: 8
+",
+            ),
+        )?;
+        agent_ready(&client, &ns, "wordcount").await?;
+        let parent_agent = agent_ready(&client, &ns, "research").await?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("doc", "research", "one two\nthree four five\nsix", ""),
+        )?;
+        let parent = task_finished(&client, &ns, "doc", wait::DEFAULT).await?;
+        expect_reason(&parent, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(
+            output(&parent) == r#"{"parts":3,"words":6}"#,
+            "output {:?}",
+            output(&parent)
+        );
+        verify_attestation(&parent, &parent_agent)?;
+        let status = parent.status.clone().unwrap_or_default();
+        ensure!(status.children.len() == 3, "children {:?}", status.children);
+        let used = status.resources_used.context("no resourcesUsed")?;
+        let listed: u64 = status.children.iter().map(|c| c.fuel).sum();
+        ensure!(
+            used.children_fuel == listed && listed > 0 && used.fuel > used.children_fuel,
+            "fuel {} childrenFuel {} listed {listed}",
+            used.fuel,
+            used.children_fuel
+        );
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        for listed in &status.children {
+            ensure!(
+                listed.agent == "wordcount" && listed.phase == "Succeeded",
+                "{listed:?}"
+            );
+            let name = listed.name.clone().context("a started child has a name")?;
+            let child = tasks.get(&name).await?;
+            expect_reason(&child, TaskPhase::Succeeded, TaskReason::Completed)?;
+            let cs = child.status.clone().unwrap_or_default();
+            ensure!(
+                cs.parent.as_deref() == Some("doc"),
+                "status.parent {:?}",
+                cs.parent
+            );
+            let spec_parent = child.spec.parent.clone().context("spec.parent")?;
+            ensure!(
+                spec_parent.depth == 1 && spec_parent.agent == "research",
+                "{spec_parent:?}"
+            );
+            ensure!(
+                child
+                    .owner_references()
+                    .iter()
+                    .any(|o| Some(&o.uid) == parent.metadata.uid.as_ref()),
+                "the child is owned by its parent"
+            );
+            // The parent's attestation covers exactly this child's attestation.
+            let digest = cs.attestation.as_ref().map(|a| a.sha256());
+            ensure!(
+                digest == listed.attestation_sha256,
+                "child {name}: attestation {digest:?}, parent lists {:?}",
+                listed.attestation_sha256
+            );
+            ensure!(
+                cs.resources_used.map(|u| u.fuel) == Some(listed.fuel),
+                "child {name} fuel"
+            );
+        }
+
+        // Modes: a subagent takes no user Task, and says so in status and an Event.
+        ctx.apply_ok(&ns, &task_yaml("direct", "wordcount", "a b c", ""))?;
+        let direct = task_finished(&client, &ns, "direct", wait::DEFAULT).await?;
+        expect_reason(&direct, TaskPhase::Failed, TaskReason::ModeRefused)?;
+        event_with_reason(&client, &ns, "direct", "ModeRefused").await?;
+        Ok(())
+    })
+}
+
+fn denied(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("denied", |client, ns| async move {
+        ctx.module_configmap(&ns, "fanout-module", "fanout")?;
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent("echo", "echo-module", 1, ""))?;
+        // It calls `echo`, but only `wordcount` is granted.
+        ctx.apply_ok(
+            &ns,
+            &agent(
+                "research",
+                "fanout-module",
+                1,
+                "  config: echo
+  capabilities:
+    delegation:
+      agents: [wordcount]
+",
+            ),
+        )?;
+        agent_ready(&client, &ns, "research").await?;
+        ctx.apply_ok(&ns, &task_yaml("doc", "research", "one two", ""))?;
+        let t = task_finished(&client, &ns, "doc", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+        let message = t
+            .status
+            .clone()
+            .unwrap_or_default()
+            .message
+            .unwrap_or_default();
+        ensure!(message.contains("echo"), "message {message:?}");
+        let created = children_of(&client, &ns, "doc").await?;
+        ensure!(
+            created.is_empty(),
+            "a refused delegation created {} Tasks",
+            created.len()
+        );
+        Ok(())
+    })
+}
+
+/// Output of `chain` after `levels` delegations ended by the depth limit.
+fn chained(levels: usize) -> String {
+    format!("{}bottom{}", "up(".repeat(levels), ")".repeat(levels))
+}
+
+fn chain(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("chain", |client, ns| async move {
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        // One slot: every level waits on the next one, which must run in that same executor.
+        ctx.apply_ok(
+            &ns,
+            &relay(
+                "relay",
+                "relay",
+                1,
+                "      agents: [relay]\n      maxDepth: 3\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "relay").await?;
+        ctx.apply_ok(&ns, &task_yaml("root", "relay", "chain", ""))?;
+        let t = task_finished(&client, &ns, "root", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(output(&t) == chained(3), "output {:?}", output(&t));
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        for (name, depth) in [("root-0", 1), ("root-0-0", 2), ("root-0-0-0", 3)] {
+            let child = tasks.get(name).await?;
+            expect_reason(&child, TaskPhase::Succeeded, TaskReason::Completed)?;
+            ensure!(
+                child.spec.parent.as_ref().map(|p| p.depth) == Some(depth),
+                "{name}: {:?}",
+                child.spec.parent
+            );
+        }
+        Ok(())
+    })
+}
+
+fn mutual_recursion(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("mutual", |client, ns| async move {
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        ctx.apply_ok(
+            &ns,
+            &relay(
+                "ping",
+                "pong",
+                1,
+                "      agents: [pong]\n      maxDepth: 4\n",
+            ),
+        )?;
+        ctx.apply_ok(
+            &ns,
+            &relay(
+                "pong",
+                "ping",
+                1,
+                "      agents: [ping]\n      maxDepth: 4\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "ping").await?;
+        agent_ready(&client, &ns, "pong").await?;
+        ctx.apply_ok(&ns, &task_yaml("serve", "ping", "chain", ""))?;
+        let t = task_finished(&client, &ns, "serve", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        // ping(0) → pong(1) → ping(2) → pong(3) → ping(4), which may go no deeper.
+        ensure!(output(&t) == chained(4), "output {:?}", output(&t));
+        Ok(())
+    })
+}
+
+fn bomb(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("bomb", |client, ns| async move {
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        ctx.apply_ok(
+            &ns,
+            &relay(
+                "relay",
+                "relay",
+                2,
+                "      agents: [relay]\n      maxChildren: 5\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "relay").await?;
+        ctx.apply_ok(&ns, &task_yaml("boom", "relay", "bomb", ""))?;
+        let t = task_finished(&client, &ns, "boom", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(
+            output(&t).starts_with("started=5 then") && output(&t).contains("children limit"),
+            "output {:?}",
+            output(&t)
+        );
+        let listed = t.status.clone().unwrap_or_default().children;
+        ensure!(listed.len() == 5, "children {listed:?}");
+        // Never awaited, so cancelled with the parent's end; none is left running.
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        wait::until("every child of the bomb ended", wait::DEFAULT, || async {
+            let children = children_of(&client, &ns, "boom")
+                .await
+                .map_err(|e| e.to_string())?;
+            let running: Vec<String> = children
+                .iter()
+                .filter(|c| !c.is_finished())
+                .map(|c| c.name_any())
+                .collect();
+            if children.len() == 5 && running.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} children, still running: {running:?}",
+                    children.len()
+                ))
+            }
+        })
+        .await?;
+        let first = api.get("boom-0").await?;
+        ensure!(
+            first.spec.cancelled == Some(true) || first.is_finished(),
+            "boom-0 {:?}",
+            first.status
+        );
+        Ok(())
+    })
+}
+
+fn cancel_tree(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("canceltree", |client, ns| async move {
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        ctx.apply_ok(
+            &ns,
+            &relay(
+                "relay",
+                "relay",
+                1,
+                "      agents: [relay]\n      maxDepth: 3\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "relay").await?;
+        // The parent waits on a child that spins until stopped.
+        ctx.apply_ok(&ns, &task_yaml("waiter", "relay", "wait", ""))?;
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        wait::until("the child runs", wait::DEFAULT, || async {
+            let child = api.get("waiter-0").await.map_err(|e| e.to_string())?;
+            match child.phase() {
+                TaskPhase::Running => Ok(()),
+                p => Err(format!("child {p:?}")),
+            }
+        })
+        .await?;
+        ctx.kubectl_ok([
+            "-n",
+            &ns,
+            "patch",
+            "task",
+            "waiter",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cancelled":true}}"#,
+        ])?;
+        let parent = task_finished(&client, &ns, "waiter", Duration::from_secs(60)).await?;
+        expect_reason(&parent, TaskPhase::Cancelled, TaskReason::Cancelled)?;
+        ensure!(
+            output(&parent).is_empty(),
+            "a cancelled parent keeps no output"
+        );
+        let child = task_finished(&client, &ns, "waiter-0", Duration::from_secs(60)).await?;
+        expect_reason(&child, TaskPhase::Cancelled, TaskReason::Cancelled)?;
+        // The one slot is free again: a chain that needs it end to end succeeds.
+        ctx.apply_ok(&ns, &task_yaml("after", "relay", "chain", ""))?;
+        let t = task_finished(&client, &ns, "after", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(output(&t) == chained(3), "output {:?}", output(&t));
+        Ok(())
+    })
+}
+
+fn lost_parent(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("lostparent", |client, ns| async move {
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        ctx.module_configmap(&ns, "loop-module", "sha256-loop")?;
+        ctx.apply_ok(
+            &ns,
+            &agent(
+                "loop",
+                "loop-module",
+                1,
+                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n",
+            ),
+        )?;
+        ctx.apply_ok(&ns, &relay("relay", "loop", 1, "      agents: [loop]\n"))?;
+        agent_ready(&client, &ns, "loop").await?;
+        agent_ready(&client, &ns, "relay").await?;
+        // The child works for seconds, long enough to lose the parent's executor meanwhile.
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("parent", "relay", "pass:20000000 abc", "  retries: 2\n"),
+        )?;
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let parent_pod = wait::until("the child runs", wait::DEFAULT, || async {
+            let child = api.get("parent-0").await.map_err(|e| e.to_string())?;
+            let parent = api.get("parent").await.map_err(|e| e.to_string())?;
+            match (child.phase(), parent.status.and_then(|s| s.executor)) {
+                (TaskPhase::Running, Some(pod)) => Ok(pod),
+                (p, _) => Err(format!("child {p:?}")),
+            }
+        })
+        .await?;
+        ctx.node.kill_pod_process(&ns, &parent_pod)?;
+        let parent = task_finished(&client, &ns, "parent", Duration::from_secs(240)).await?;
+        expect_reason(&parent, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(
+            output(&parent).starts_with("got("),
+            "output {:?}",
+            output(&parent)
+        );
+        let children = children_of(&client, &ns, "parent").await?;
+        ensure!(
+            children.len() == 1,
+            "{} children, want exactly 1",
+            children.len()
+        );
+        let child = &children[0];
+        expect_reason(child, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(
+            child.attempts() == 1,
+            "the child ran {} times",
+            child.attempts()
+        );
+        ensure!(
+            output(&parent) == format!("got({})", output(child)),
+            "parent {:?}, child {:?}",
+            output(&parent),
+            output(child)
+        );
+        Ok(())
+    })
+}
