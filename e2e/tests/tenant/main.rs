@@ -6,6 +6,7 @@
 
 use ari_e2e::trials;
 
+mod delegation_attacks;
 mod namespace_user;
 mod operator_attacks;
 mod worker_attacks;
@@ -15,5 +16,6 @@ fn main() -> std::process::ExitCode {
     let mut all = Vec::new();
     all.extend(operator_attacks::trials());
     all.extend(worker_attacks::trials());
+    all.extend(delegation_attacks::trials());
     trials::run(all)
 }
