@@ -206,6 +206,11 @@ pub struct TaskStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub children: Vec<ChildStatus>,
+    /// Delegation calls refused by the grant or its limits (depth, children, Agent not
+    /// granted): a guest delegating in a loop shows here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 4_294_967_295u32))]
+    pub delegations_refused: Option<u32>,
 }
 
 /// Where large output lives: `binaryData[key]` of a ConfigMap owned by the Task.

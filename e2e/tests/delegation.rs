@@ -321,8 +321,15 @@ fn bomb(ctx: &Ctx) -> Result<()> {
             "output {:?}",
             output(&t)
         );
-        let listed = t.status.clone().unwrap_or_default().children;
+        let status = t.status.clone().unwrap_or_default();
+        let listed = status.children;
         ensure!(listed.len() == 5, "children {listed:?}");
+        // The sixth start was refused, and counted.
+        ensure!(
+            status.delegations_refused == Some(1),
+            "delegationsRefused {:?}",
+            status.delegations_refused
+        );
         // Never awaited, so cancelled with the parent's end; none is left running.
         let api: Api<Task> = Api::namespaced(client.clone(), &ns);
         wait::until("every child of the bomb ended", wait::DEFAULT, || async {

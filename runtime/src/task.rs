@@ -137,6 +137,10 @@ pub struct TaskOutcome {
     /// The children it started (capability `delegation`), in order, with how each ended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildSummary>,
+    /// Delegation calls the grant or its limits refused (depth, children, not granted): a
+    /// guest delegating in a tight loop shows here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delegations_refused: u32,
     /// Rebuilt from a storage receipt: the committed run's output bytes were not kept (only
     /// `output_sha256`), see [`TaskOutcome::from_receipt`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -145,6 +149,10 @@ pub struct TaskOutcome {
     /// runtime runs such a task again; never set on a returned outcome unless runs ran out).
     #[serde(skip)]
     pub storage_conflict: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl TaskOutcome {
@@ -257,6 +265,7 @@ impl TaskOutcome {
             trace: Trace::default(),
             logs: Vec::new(),
             children: Vec::new(),
+            delegations_refused: 0,
             storage_conflict: false,
         })
     }
@@ -436,6 +445,7 @@ impl LoadedAgent {
                 trace,
                 logs,
                 children: children.clone(),
+                delegations_refused: usage.delegations_refused,
                 output_not_kept: false,
                 storage_conflict: false,
             }

@@ -168,6 +168,7 @@ pub fn finish_with_outcome(
     status.estimate = outcome.estimate;
     status.attestation = Some(outcome.attestation.clone());
     status.children = children(outcome);
+    status.delegations_refused = Some(outcome.delegations_refused).filter(|n| *n > 0);
     Ok(())
 }
 
@@ -330,6 +331,7 @@ mod tests {
             trace: ari_runtime::Trace::default(),
             logs: Vec::new(),
             children: Vec::new(),
+            delegations_refused: 0,
             output_not_kept: false,
             storage_conflict: false,
         };

@@ -390,6 +390,17 @@ impl Worker {
             // The attempt is ours (checked before the fill), so the Task is Running.
             let _ = convert::finish_with_outcome(s, generation, outcome, output_ref.clone());
         };
+        self.metrics
+            .delegations_refused
+            .inc_by(u64::from(outcome.delegations_refused));
+        let started = outcome
+            .children
+            .iter()
+            .filter(|c| c.reason.as_deref() != Some("Unavailable"))
+            .count();
+        self.metrics
+            .children_started
+            .inc_by(u64::try_from(started).unwrap_or(u64::MAX));
         self.write_final(attempt, &fill, outcome.resources_used.fuel)
             .await;
     }

@@ -12,6 +12,8 @@ pub struct Metrics {
     pub fuel: IntCounter,
     pub active: IntGauge,
     pub claims_lost: IntCounter,
+    pub delegations_refused: IntCounter,
+    pub children_started: IntCounter,
     pub dropped: IntCounter,
     pub undecodable: IntCounter,
     pub backlog: IntGauge,
@@ -35,6 +37,14 @@ impl Metrics {
         let claims_lost = IntCounter::new(
             "ari_executor_claims_lost_total",
             "Claims lost to another executor (resourceVersion conflicts)",
+        )?;
+        let delegations_refused = IntCounter::new(
+            "ari_executor_delegations_refused_total",
+            "Delegation calls refused by the grant or its depth and children limits",
+        )?;
+        let children_started = IntCounter::new(
+            "ari_executor_children_started_total",
+            "Child Tasks created for delegating guests",
         )?;
         let dropped = IntCounter::new(
             "ari_executor_results_dropped_total",
@@ -67,6 +77,8 @@ impl Metrics {
         registry.register(Box::new(active.clone()))?;
         registry.register(Box::new(claims_lost.clone()))?;
         registry.register(Box::new(dropped.clone()))?;
+        registry.register(Box::new(delegations_refused.clone()))?;
+        registry.register(Box::new(children_started.clone()))?;
         registry.register(Box::new(undecodable.clone()))?;
         registry.register(Box::new(backlog.clone()))?;
         registry.register(Box::new(cache_hits.clone()))?;
@@ -78,6 +90,8 @@ impl Metrics {
             fuel,
             active,
             claims_lost,
+            delegations_refused,
+            children_started,
             dropped,
             undecodable,
             backlog,
