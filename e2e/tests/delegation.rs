@@ -96,44 +96,51 @@ fn output(t: &Task) -> String {
 }
 
 fn fan_out(ctx: &Ctx) -> Result<()> {
-    ctx.in_namespace("fanout", |client, ns| async move {
-        ctx.module_configmap(&ns, "fanout-module", "fanout")?;
-        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
-        ctx.apply_ok(
+    ctx.in_namespace("research", |client, ns| async move {
+        // The example as a user runs it (examples/delegation/README.md).
+        for a in ["research", "wordcount", "keywords", "summarize"] {
+            ctx.module_configmap(&ns, &format!("{a}-module"), a)?;
+        }
+        let example = repo().join("examples/delegation");
+        ctx.kubectl_ok([
+            "apply",
+            "-n",
             &ns,
-            &agent("wordcount", "wordcount-module", 4, "  mode: subagent\n"),
-        )?;
-        ctx.apply_ok(
-            &ns,
-            &agent(
-                "research",
-                "fanout-module",
-                2,
-                "  mode: primary
-  config: wordcount
-  capabilities:
-    delegation:
-      agents: [wordcount]
-      maxChildren: 8
-",
-            ),
-        )?;
-        agent_ready(&client, &ns, "wordcount").await?;
+            "-f",
+            &example.join("agents.yaml").display().to_string(),
+        ])?;
+        for a in ["wordcount", "keywords", "summarize"] {
+            agent_ready(&client, &ns, a).await?;
+        }
         let parent_agent = agent_ready(&client, &ns, "research").await?;
-        ctx.apply_ok(
+        ctx.kubectl_ok([
+            "apply",
+            "-n",
             &ns,
-            &task_yaml("doc", "research", "one two\nthree four five\nsix", ""),
-        )?;
-        let parent = task_finished(&client, &ns, "doc", wait::DEFAULT).await?;
+            "-f",
+            &example.join("task.yaml").display().to_string(),
+        ])?;
+        let parent = task_finished(&client, &ns, "research-ari", wait::DEFAULT).await?;
         expect_reason(&parent, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let merged: serde_json::Value = serde_json::from_str(&output(&parent))
+            .with_context(|| format!("output {:?}", output(&parent)))?;
         ensure!(
-            output(&parent) == r#"{"parts":3,"words":6}"#,
-            "output {:?}",
-            output(&parent)
+            merged["wordcount"]["words"] == 42
+                && merged["keywords"]
+                    == serde_json::json!(["agents", "answer", "budget", "comes", "controls"])
+                && merged["summarize"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("Agents delegate work to subagents.")),
+            "merged {merged}"
         );
         verify_attestation(&parent, &parent_agent)?;
         let status = parent.status.clone().unwrap_or_default();
-        ensure!(status.children.len() == 3, "children {:?}", status.children);
+        let agents: Vec<&str> = status.children.iter().map(|c| c.agent.as_str()).collect();
+        ensure!(
+            agents == ["wordcount", "keywords", "summarize"],
+            "children {:?}",
+            status.children
+        );
         let used = status.resources_used.context("no resourcesUsed")?;
         let listed: u64 = status.children.iter().map(|c| c.fuel).sum();
         ensure!(
@@ -144,10 +151,7 @@ fn fan_out(ctx: &Ctx) -> Result<()> {
         );
         let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
         for listed in &status.children {
-            ensure!(
-                listed.agent == "wordcount" && listed.phase == "Succeeded",
-                "{listed:?}"
-            );
+            ensure!(listed.phase == "Succeeded", "{listed:?}");
             let name = listed.name.clone().context("a started child has a name")?;
             let child = tasks.get(&name).await?;
             expect_reason(&child, TaskPhase::Succeeded, TaskReason::Completed)?;

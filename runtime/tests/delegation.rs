@@ -163,7 +163,10 @@ fn children_started_in_a_tight_loop_are_refused_at_the_limit_and_cancelled() {
         outcome.failure
     );
     assert_eq!(outcome.failure, None, "the loop was stopped, not the task");
-    assert_eq!(outcome.delegations_refused, 1, "the refused start is counted");
+    assert_eq!(
+        outcome.delegations_refused, 1,
+        "the refused start is counted"
+    );
     let runs = others.finish();
     assert_eq!(runs.len(), 5);
     for run in runs {
