@@ -50,6 +50,10 @@ fn main() -> std::process::ExitCode {
                 tenant_pull_secrets,
             ),
             (
+                "a_pull_secret_name_that_reaches_into_another_namespace_is_refused_as_such",
+                malformed_pull_secret_names,
+            ),
+            (
                 "an_outage_after_resolution_leaves_restarted_executors_on_the_cache_and_new_ones_waiting",
                 outage_after_resolution,
             ),
@@ -494,6 +498,49 @@ fn tenant_pull_secrets(oci: &OciCtx) -> Result<()> {
             .await?;
         agent_ready(&admin, &ns, "own").await?;
         echo_task(&admin, ctx, &ns, "own", "tenant-own").await
+    })
+}
+
+/// The same attack with names that are no Secret name but reach the other tenant's Secret if
+/// pasted into an API path (`VICTIM/registry`, `../../VICTIM/secrets/registry`). The CRD takes
+/// any string there, so the operator must refuse them itself: `PullSecretRejected`, no
+/// executors. Every name is tried and all results are reported.
+///
+/// Fails as of this commit: the operator pastes the name into the URL (kube-rs does not encode
+/// it), the API server reads `GET …/namespaces/TENANT/secrets/VICTIM/registry` as subresource
+/// `registry` of a Secret `VICTIM` in the tenant's namespace and refuses it 403, so nothing of
+/// the other namespace is read — but the reconcile fails with `ApiError` every 10 s forever
+/// and the Agent never gets a condition saying why. The fix belongs in the operator (refuse a
+/// name that is not a DNS-1123 subdomain before any API call) or the CRD (a pattern on
+/// `imagePullSecrets[].name`).
+fn malformed_pull_secret_names(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-names", |admin, ns| async move {
+        let (_, image, victim) = victim_with_a_marked_secret(oci, &admin, &ns).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
+        let agents: Api<Agent> = Api::namespaced(user.clone(), &ns);
+        let names = [
+            ("qualified", format!("{victim}/registry")),
+            ("traversal", format!("../../{victim}/secrets/registry")),
+        ];
+        for (name, secret) in &names {
+            agents
+                .create(
+                    &PostParams::default(),
+                    &pulling_agent(name, &image, secret)?,
+                )
+                .await?;
+        }
+        let mut failures = Vec::new();
+        for (name, secret) in &names {
+            match unresolvable(&admin, &ns, name, "PullSecretRejected").await {
+                Ok(message) if !message.contains(PRIVATE_PASSWORD) => {}
+                Ok(message) => failures.push(format!("{name} ({secret:?}): message {message:?}")),
+                Err(e) => failures.push(format!("{name} ({secret:?}): {e}")),
+            }
+        }
+        ensure!(failures.is_empty(), "{}", failures.join("\n"));
+        Ok(())
     })
 }
 
