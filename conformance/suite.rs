@@ -64,6 +64,14 @@ pub struct Case {
     /// Inclusive `[min, max]` bounds on fields of `resourcesUsed`.
     #[serde(default)]
     pub usage: BTreeMap<String, [u64; 2]>,
+    /// Other Agents the task may delegate to, by name, each running this language's own
+    /// conformance component with these grants (as `ari run --agent-grant`).
+    #[serde(default)]
+    pub agents: BTreeMap<String, Vec<String>>,
+    /// What a runner must provide beyond `ari run` for this case (`delegation-cluster`: a
+    /// cluster that runs delegated Tasks); a runner that lacks one skips the case and says so.
+    #[serde(default)]
+    pub needs: Vec<String>,
 }
 
 fn succeeded() -> String {
@@ -128,6 +136,10 @@ pub struct Ending {
     pub usage: BTreeMap<String, u64>,
 }
 
+/// Fields of `resourcesUsed` that a report leaves out when they are 0 (a task that delegated
+/// nothing has no `childrenFuel`); every other field must be there.
+const OMITTED_WHEN_ZERO: &[&str] = &["childrenFuel"];
+
 /// Checks one run against its case; `Err` says what differed.
 pub fn check(case: &Case, ending: &Ending) -> Result<(), String> {
     let Ending {
@@ -164,7 +176,10 @@ pub fn check(case: &Case, ending: &Ending) -> Result<(), String> {
         }
     }
     for (field, [min, max]) in &case.usage {
-        let used = usage.get(field).copied();
+        let used = usage
+            .get(field)
+            .copied()
+            .or_else(|| OMITTED_WHEN_ZERO.contains(&field.as_str()).then_some(0));
         if !used.is_some_and(|u| (*min..=*max).contains(&u)) {
             return Err(format!(
                 "resourcesUsed.{field} = {used:?}, expected {min}..={max}"

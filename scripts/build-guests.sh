@@ -103,8 +103,9 @@ build_c() {
   # A reactor (no main) against wasi-libc; the agent calls nothing that imports WASI, so the core
   # module imports only ainur:ari/host and becomes a component without the preview1 adapter.
   clang --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Wno-unused-function \
-    -I "$gen" -o "$work/c-conformance.core.wasm" \
-    "$src/conformance.c" "$repo/sdk/c/ari_defaults.c" "$gen/ari_agent.c" "$gen/ari_agent_component_type.o"
+    -I "$gen" -I "$repo/sdk/c" -o "$work/c-conformance.core.wasm" \
+    "$src/conformance.c" "$repo/sdk/c/ari_defaults.c" "$repo/sdk/c/ari_delegation.c" \
+    "$gen/ari_agent.c" "$gen/ari_agent_component_type.o"
   "$tc/cargo/bin/wasm-tools" component embed "$repo/wit" --world ari-agent \
     "$work/c-conformance.core.wasm" -o "$work/c-conformance.embedded.wasm"
   "$tc/cargo/bin/wasm-tools" component new "$work/c-conformance.embedded.wasm" \

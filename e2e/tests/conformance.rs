@@ -36,7 +36,10 @@
 //!
 //! A language whose component is not built prints `SKIPPED <lang> cluster conformance suite: …`
 //! on stderr and its trial passes, unless `ARI_CONFORMANCE_REQUIRE` names it; each language that
-//! ran prints `<lang> cluster conformance: N of N cases passed`.
+//! ran prints `<lang> cluster conformance: N of N cases passed`. Cases that need what this
+//! runner cannot provide yet ([`UNMET_NEEDS`]: the delegation cases, until the cluster runs
+//! delegated Tasks) are left out, and each trial prints `SKIPPED N <lang> cluster conformance
+//! cases: …` on stderr.
 //!
 //! Run: `cargo build --bins && scripts/build-agents.sh && scripts/build-guests.sh &&
 //! ARI_REGISTRY_BIN="$(scripts/registry.sh --print)" cargo test -p ari-e2e --test conformance`.
@@ -90,14 +93,21 @@ const TASK_FINISHED: Duration = Duration::from_secs(300);
 /// A finished Task's log lines may reach the pod's log file a moment after its status.
 const LOGS_SETTLED: Duration = Duration::from_secs(20);
 
+/// What cases may need (their `needs`) that this runner cannot provide yet; such cases are
+/// left out of every language's run, and each trial says how many. `delegation-cluster`: the
+/// cluster's delegator is still being built — delete the entry when it lands.
+const UNMET_NEEDS: &[&str] = &["delegation-cluster"];
+
 /// The cluster, the operator allowed plain HTTP to the registry, the registry, the HTTP server
-/// of the cases, and the table.
+/// of the cases, and the table (without the cases of [`UNMET_NEEDS`]).
 struct ConformanceCtx {
     ctx: Ctx,
     registry: Registry,
     server: EchoServer,
     closed: String,
     suite: Suite,
+    /// How many cases were left out, and the needs that left them out.
+    skipped: (usize, BTreeSet<String>),
 }
 
 impl trials::Shared for ConformanceCtx {
@@ -108,7 +118,19 @@ impl trials::Shared for ConformanceCtx {
 
 impl ConformanceCtx {
     fn start() -> Result<ConformanceCtx> {
-        let suite = suite::load(&repo()).map_err(|e| anyhow!(e))?;
+        let mut suite = suite::load(&repo()).map_err(|e| anyhow!(e))?;
+        let before = suite.cases.len();
+        let mut unmet = BTreeSet::new();
+        suite.cases.retain(|case| {
+            let missing: Vec<&String> = case
+                .needs
+                .iter()
+                .filter(|n| UNMET_NEEDS.contains(&n.as_str()))
+                .collect();
+            unmet.extend(missing.iter().map(|n| (*n).clone()));
+            missing.is_empty()
+        });
+        let skipped = (before - suite.cases.len(), unmet);
         let bin = registry_bin()?;
         let ctx = Ctx::start()?;
         let registry = Registry::start(&bin, None)?;
@@ -119,6 +141,7 @@ impl ConformanceCtx {
             server: EchoServer::start().map_err(|e| anyhow!(e))?,
             closed: suite::closed_port_url()?,
             suite,
+            skipped,
         })
     }
 }
@@ -232,6 +255,14 @@ fn run_language(c: &ConformanceCtx, lang: &str) -> Result<()> {
     else {
         return Ok(());
     };
+    let (skipped, needs) = &c.skipped;
+    if *skipped > 0 {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {skipped} {lang} cluster conformance cases: they need {needs:?}, which this \
+             runner does not provide yet (UNMET_NEEDS in e2e/tests/conformance.rs)"
+        );
+    }
     let ctx = &c.ctx;
     ctx.in_namespace(&format!("conformance-{lang}"), |client, ns| async move {
         // From the registry, by tag: the operator resolves it, executors pull the digest.

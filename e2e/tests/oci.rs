@@ -5,6 +5,10 @@
 //! Run: `cargo build --bins && ARI_REGISTRY_BIN="$(scripts/registry.sh --print)" cargo test -p
 //! ari-e2e --test oci`.
 
+/// The namespace user of the tenant trials (`tests/tenant/`), for the pull-secret attack.
+#[path = "tenant/namespace_user.rs"]
+mod namespace_user;
+
 use std::fs;
 use std::path::Path;
 use std::sync::Mutex;
@@ -15,8 +19,8 @@ use ari_e2e::registry::{self, Registry, digest_of, free_port, registry_bin};
 use ari_e2e::scenario::*;
 use ari_e2e::{stress, trials, wait};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 fn main() -> std::process::ExitCode {
@@ -40,6 +44,14 @@ fn main() -> std::process::ExitCode {
             (
                 "a_private_registry_is_reached_only_through_a_marked_pull_secret",
                 private_registry,
+            ),
+            (
+                "a_namespace_user_cannot_make_executors_pull_with_an_unmarked_or_foreign_pull_secret",
+                tenant_pull_secrets,
+            ),
+            (
+                "a_pull_secret_name_that_reaches_into_another_namespace_is_refused_as_such",
+                malformed_pull_secret_names,
             ),
             (
                 "an_outage_after_resolution_leaves_restarted_executors_on_the_cache_and_new_ones_waiting",
@@ -373,6 +385,161 @@ fn private_registry(oci: &OciCtx) -> Result<()> {
                 && !deployment_yaml.contains(&auth),
             "credentials were copied out of the Secret"
         );
+        Ok(())
+    })
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret holding `config`, with `labels`.
+fn pull_secret(name: &str, config: &str, labels: &[(&str, &str)]) -> Result<Secret> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "labels": labels.iter().copied().collect::<std::collections::BTreeMap<_, _>>(),
+        },
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": { ".dockerconfigjson": config },
+    }))?)
+}
+
+/// Docker config JSON with the private registry's credentials, `tenant-echo` pushed there with
+/// them, and another tenant's namespace holding them in a Secret marked for its Agents:
+/// `(config, image, victim namespace)`.
+async fn victim_with_a_marked_secret(
+    oci: &OciCtx,
+    admin: &Client,
+    ns: &str,
+) -> Result<(String, String, String)> {
+    use base64::Engine as _;
+    let host = oci.private.host();
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{PRIVATE_USER}:{PRIVATE_PASSWORD}"));
+    let mut auths = serde_json::Map::new();
+    auths.insert(host.clone(), serde_json::json!({ "auth": auth }));
+    let config = serde_json::json!({ "auths": auths }).to_string();
+    let config_path = oci.ctx.work.path().join(format!("{ns}-docker-config.json"));
+    fs::write(&config_path, &config)?;
+    let image = format!("{host}/agents/tenant-echo:v1");
+    ari_push("echo", &image, Some(&config_path))?;
+    let victim = oci.ctx.cluster.new_namespace("oci-victim").await?;
+    Api::<Secret>::namespaced(admin.clone(), &victim)
+        .create(
+            &PostParams::default(),
+            &pull_secret("registry", &config, &[("ari.dev/pull-secret", "true")])?,
+        )
+        .await?;
+    Ok((config, image, victim))
+}
+
+/// An image Agent pulling with the one Secret `secret`.
+fn pulling_agent(name: &str, image: &str, secret: &str) -> Result<Agent> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "ari.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": { "name": name },
+        "spec": {
+            "module": { "image": image, "imagePullSecrets": [{ "name": secret }] },
+            "executor": { "replicas": 1, "concurrency": 2 },
+        },
+    }))?)
+}
+
+/// Issue 18 (OCI): a namespace user — create on Agents, Tasks and Secrets of one namespace, no
+/// read of Secrets — names pull Secrets it may not use: one in its namespace that is not
+/// labelled `ari.dev/pull-secret=true` (the admin's, for something else), and a marked one
+/// that lives in another tenant's namespace. Each such Agent is refused `PullSecretRejected`
+/// without the credentials in the message, and no executor Deployment or pod is made, so no
+/// executor ever pulls with them; the user's own marked Secret then works for the same image.
+fn tenant_pull_secrets(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-tenant", |admin, ns| async move {
+        let (config, image, victim) = victim_with_a_marked_secret(oci, &admin, &ns).await?;
+        let pp = PostParams::default();
+        let marked = [("ari.dev/pull-secret", "true")];
+        // This namespace's admin keeps working credentials for something else, unmarked.
+        Api::<Secret>::namespaced(admin.clone(), &ns)
+            .create(&pp, &pull_secret("admin-registry", &config, &[])?)
+            .await?;
+
+        let user = namespace_user::client(ctx, &admin, &ns, true).await?;
+        let agents: Api<Agent> = Api::namespaced(user.clone(), &ns);
+        let attempts = [
+            ("unmarked", "admin-registry", "ari.dev/pull-secret=true"),
+            ("foreign", "registry", "not found in the Agent's namespace"),
+        ];
+        for (name, secret, says) in attempts {
+            agents
+                .create(&pp, &pulling_agent(name, &image, secret)?)
+                .await?;
+            let message = unresolvable(&admin, &ns, name, "PullSecretRejected").await?;
+            ensure!(
+                message.contains(says) && !message.contains(PRIVATE_PASSWORD),
+                "Agent {name} naming pull secret {secret:?}: message {message:?} lacks {says:?}"
+            );
+        }
+        // Nothing in the namespace hands those Secrets to a pod, under any Agent.
+        let deployments = Api::<Deployment>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default())
+            .await?;
+        let text = serde_json::to_string(&deployments.items)?;
+        ensure!(
+            !text.contains("admin-registry") && !text.contains(&victim),
+            "a Deployment refers to a refused pull secret: {text}"
+        );
+
+        // The user's own marked Secret, same credentials, same image: served. So the refusals
+        // above are about the Secrets, not the registry or the image.
+        Api::<Secret>::namespaced(user.clone(), &ns)
+            .create(&pp, &pull_secret("mine", &config, &marked)?)
+            .await?;
+        agents
+            .create(&pp, &pulling_agent("own", &image, "mine")?)
+            .await?;
+        agent_ready(&admin, &ns, "own").await?;
+        echo_task(&admin, ctx, &ns, "own", "tenant-own").await
+    })
+}
+
+/// The same attack with names that are no Secret name but reach the other tenant's Secret if
+/// pasted into an API path (`VICTIM/registry`, `../../VICTIM/secrets/registry`). The CRD takes
+/// any string there, so the operator must refuse them itself: `PullSecretRejected`, no
+/// executors. Every name is tried and all results are reported.
+///
+/// Fails as of this commit: the operator pastes the name into the URL (kube-rs does not encode
+/// it), the API server reads `GET …/namespaces/TENANT/secrets/VICTIM/registry` as subresource
+/// `registry` of a Secret `VICTIM` in the tenant's namespace and refuses it 403, so nothing of
+/// the other namespace is read — but the reconcile fails with `ApiError` every 10 s forever
+/// and the Agent never gets a condition saying why. The fix belongs in the operator (refuse a
+/// name that is not a DNS-1123 subdomain before any API call) or the CRD (a pattern on
+/// `imagePullSecrets[].name`).
+fn malformed_pull_secret_names(oci: &OciCtx) -> Result<()> {
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-names", |admin, ns| async move {
+        let (_, image, victim) = victim_with_a_marked_secret(oci, &admin, &ns).await?;
+        let user = namespace_user::client(ctx, &admin, &ns, false).await?;
+        let agents: Api<Agent> = Api::namespaced(user.clone(), &ns);
+        let names = [
+            ("qualified", format!("{victim}/registry")),
+            ("traversal", format!("../../{victim}/secrets/registry")),
+        ];
+        for (name, secret) in &names {
+            agents
+                .create(
+                    &PostParams::default(),
+                    &pulling_agent(name, &image, secret)?,
+                )
+                .await?;
+        }
+        let mut failures = Vec::new();
+        for (name, secret) in &names {
+            match unresolvable(&admin, &ns, name, "PullSecretRejected").await {
+                Ok(message) if !message.contains(PRIVATE_PASSWORD) => {}
+                Ok(message) => failures.push(format!("{name} ({secret:?}): message {message:?}")),
+                Err(e) => failures.push(format!("{name} ({secret:?}): {e}")),
+            }
+        }
+        ensure!(failures.is_empty(), "{}", failures.join("\n"));
         Ok(())
     })
 }

@@ -32,6 +32,10 @@ const HOST_FUNCTIONS: &[(&str, &str)] = &[
     ("verify", "verify "),
     ("http-request", "http "),
     ("now", "now"),
+    ("delegate", "delegate"),
+    ("start-child", "fan "),
+    ("await-child", "fan "),
+    ("send-message", "message "),
 ];
 
 #[test]
@@ -147,6 +151,15 @@ fn run_language(lang: &str) {
         }
         for requirement in &case.require {
             cmd.arg("--require").arg(requirement);
+        }
+        // The Agents to delegate to run this language's component too: no other is needed.
+        for (name, grants) in &case.agents {
+            cmd.arg("--agent")
+                .arg(format!("{name}={}", component.display()));
+            for grant in grants {
+                cmd.arg("--agent-grant")
+                    .arg(format!("{name}:{}", fill(grant)));
+            }
         }
         if let Some(fuel) = language.fuel {
             cmd.arg("--fuel").arg(fuel.to_string());

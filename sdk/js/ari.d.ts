@@ -6,6 +6,15 @@ export class QuotaExceeded extends AriError {}
 export class Invalid extends AriError {}
 export class Unsupported extends AriError {}
 export class Failed extends AriError {}
+export class Unavailable extends AriError {}
+export class LimitReached extends AriError {}
+export class BudgetExhausted extends AriError {}
+export class ChildFailed extends AriError {
+  constructor(reason: string, childMessage: string);
+  /** The child Task's reason: `FuelExhausted`, `CapabilityDenied`, `AgentError`, ... */
+  readonly reason: string;
+  readonly childMessage: string;
+}
 
 export class Task {
   readonly id: string;
@@ -41,6 +50,18 @@ export interface Response {
   text(): string;
 }
 
+/** What a child may spend out of this task's budget; a bound left out takes the default share. */
+export interface Budget {
+  fuel?: number | bigint;
+  timeoutMillis?: number | bigint;
+}
+
+export class Child {
+  constructor(handle: number);
+  readonly handle: number;
+  wait(): Uint8Array;
+}
+
 export const host: {
   log(level: LogLevel, message: string): void;
   info(message: string): void;
@@ -60,6 +81,10 @@ export const host: {
     body?: Data;
   }): Response;
   now(): bigint;
+  delegate(agent: string, input: Data, budget?: Budget): Uint8Array;
+  startChild(agent: string, input: Data, budget?: Budget): Child;
+  awaitChild(handle: number): Uint8Array;
+  sendMessage(agent: string, input: Data, budget?: Budget): void;
 };
 
 export function toHex(data: Uint8Array): string;

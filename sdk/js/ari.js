@@ -8,7 +8,7 @@
 //   export const agent = exportAgent(Echo);
 //
 // Host functions are in `host`. Every typed error of the contract (error-code, storage-error,
-// http-error) arrives as one of the error classes below, and an error thrown from `execute`
+// http-error, delegation-error) arrives as one of the error classes below, and an error thrown from `execute`
 // leaves as the matching error-code.
 import * as wit from "ainur:ari/host@2.0.0";
 
@@ -28,6 +28,20 @@ export class Invalid extends AriError {}
 export class Unsupported extends AriError {}
 /** Anything else: a backend or transport failure, or the agent's own error. */
 export class Failed extends AriError {}
+/** No Agent of that name can take a delegated task (unknown, not ready, or refusing). Nothing ran. */
+export class Unavailable extends AriError {}
+/** The delegation grant's depth or children limit is reached; not a denial, the task may go on. */
+export class LimitReached extends AriError {}
+/** What is left of this task's fuel or time cannot fund a child. Nothing was started. */
+export class BudgetExhausted extends AriError {}
+/** A delegated task ran and failed: `reason` is its Task reason (`FuelExhausted`, `AgentError`, ...). */
+export class ChildFailed extends AriError {
+  constructor(reason = "", childMessage = "") {
+    super(`child failed with ${reason}: ${childMessage}`);
+    this.reason = reason;
+    this.childMessage = childMessage;
+  }
+}
 
 const FROM_TAG = {
   denied: Denied,
@@ -37,10 +51,19 @@ const FROM_TAG = {
   "invalid-request": Invalid,
   unsupported: Unsupported,
   failed: Failed,
+  unavailable: Unavailable,
+  "limit-reached": LimitReached,
+  "budget-exhausted": BudgetExhausted,
+  // As in the Rust SDK: a handle that names no child is an invalid argument.
+  "invalid-handle": Invalid,
 };
 
 /** The error class instance for a WIT error variant value `{tag, val}`. */
 export function fromWit(value) {
+  // A delegation-error's `failed` carries the child's failure record, not a string.
+  if (value?.tag === "failed" && value.val !== null && typeof value.val === "object") {
+    return new ChildFailed(String(value.val.reason), String(value.val.message));
+  }
   const Class = FROM_TAG[value?.tag] ?? Failed;
   return new Class(String(value?.val ?? value));
 }
@@ -59,6 +82,34 @@ function call(fn, ...args) {
     return fn(...args);
   } catch (e) {
     throw e && typeof e === "object" && "payload" in e ? fromWit(e.payload) : e;
+  }
+}
+
+/** A child-budget record: each bound a u64 BigInt, or undefined for the default share. */
+function childBudget({ fuel, timeoutMillis } = {}) {
+  const u64 = (name, value) => {
+    if (value === undefined || value === null) return undefined;
+    let n;
+    try {
+      n = BigInt(value);
+    } catch {
+      throw new Invalid(`budget ${name} ${value} is not an integer`);
+    }
+    if (n < 0n || n >= 1n << 64n) throw new Invalid(`budget ${name} ${value} is not a u64`);
+    return n;
+  };
+  return { fuel: u64("fuel", fuel), timeoutMillis: u64("timeoutMillis", timeoutMillis) };
+}
+
+/** A child started with `host.startChild`; collect it with `wait()` (never waited for, it is
+ * cancelled when the task ends). */
+export class Child {
+  constructor(handle) {
+    this.handle = handle;
+  }
+  /** The child's output, a Uint8Array (`ChildFailed` if it failed, `Invalid` if collected). */
+  wait() {
+    return host.awaitChild(this.handle);
   }
 }
 
@@ -111,6 +162,21 @@ export const host = {
 
   /** Nanoseconds since the Unix epoch on the task's logical clock (capability `timeAccess`), a BigInt. */
   now: () => call(wit.now),
+
+  // Delegation (capability `delegation`): tasks on other Agents, paid out of this task's fuel
+  // and time. `budget` is `{ fuel, timeoutMillis }`; a bound left out takes the default share
+  // (half of the fuel left, all the time left).
+  /** Runs a task on `agent` and waits for its output (a Uint8Array). */
+  delegate: (agent, input, budget) => call(wit.delegate, agent, bytes(input), childBudget(budget)),
+  /** Starts a task on `agent` and returns a `Child` at once, so several children run in parallel. */
+  startChild: (agent, input, budget) => new Child(call(wit.startChild, agent, bytes(input), childBudget(budget))),
+  /** Waits for the child with this handle (prefer `child.wait()`). */
+  awaitChild(handle) {
+    if (!Number.isInteger(handle) || handle < 0 || handle > 0xffffffff) throw new Invalid(`child handle ${handle} is not a u32`);
+    return call(wit.awaitChild, handle);
+  },
+  /** A one-way message: a task on `agent` this task never waits for; its whole fuel budget is spent. */
+  sendMessage: (agent, input, budget) => call(wit.sendMessage, agent, bytes(input), childBudget(budget)),
 };
 
 /** Hex of a byte array, for digests and signatures. */

@@ -1,7 +1,7 @@
 // The conformance agent in C: one command per task (conformance/README.md).
 //
 // Bindings come from `wit-bindgen c wit --world ari-agent` (ari_agent.h), the optional exports
-// from sdk/c/ari_defaults.c; scripts/build-guests.sh
+// from sdk/c/ari_defaults.c, delegation from sdk/c/ari_delegation.c; scripts/build-guests.sh
 // compiles this file with Debian's clang against wasi-libc and turns the core module into a
 // component with `wasm-tools component embed` + `component new`. Only malloc and the string
 // functions of libc are used (no stdio), so the module imports nothing of WASI and needs no adapter.
@@ -9,17 +9,32 @@
 #include <string.h>
 
 #include "ari_agent.h"
+#include "ari_delegation.h"
 
 // The SDK-level error kinds of the protocol.
-enum kind { OK = 0, DENIED, QUOTA_EXCEEDED, INVALID, UNSUPPORTED, FAILED };
-static const char *KIND_NAMES[] = {"ok", "denied", "quota-exceeded", "invalid", "unsupported", "failed"};
+enum kind {
+  OK = 0,
+  DENIED,
+  QUOTA_EXCEEDED,
+  INVALID,
+  UNSUPPORTED,
+  FAILED,
+  UNAVAILABLE,
+  LIMIT_REACHED,
+  BUDGET_EXHAUSTED,
+  CHILD_FAILED,
+};
+static const char *KIND_NAMES[] = {"ok",     "denied",      "quota-exceeded", "invalid",          "unsupported",
+                                   "failed", "unavailable", "limit-reached",  "budget-exhausted", "child-failed"};
 
-// What a command produced: its output, or its error kind and message.
+// What a command produced: its output, or its error kind and message (and a failed child's
+// reason).
 struct result {
   char *buf;
   size_t len, cap;
   enum kind kind;
   char message[256];
+  char reason[64];
 };
 
 static void put_bytes(struct result *r, const void *data, size_t len) {
@@ -91,6 +106,40 @@ static enum kind from_http_error(struct result *r, ainur_ari_host_http_error_t *
   return k;
 }
 
+// A delegation error to its kind (an invalid handle is `invalid`, as in every SDK), freeing it.
+static enum kind from_delegation_error(struct result *r, ari_delegation_error_t *e) {
+  static const enum kind BY_STATUS[] = {
+      [ARI_DELEGATION_DENIED] = DENIED,
+      [ARI_DELEGATION_LIMIT_REACHED] = LIMIT_REACHED,
+      [ARI_DELEGATION_UNAVAILABLE] = UNAVAILABLE,
+      [ARI_DELEGATION_BUDGET_EXHAUSTED] = BUDGET_EXHAUSTED,
+      [ARI_DELEGATION_CHILD_FAILED] = CHILD_FAILED,
+      [ARI_DELEGATION_INVALID_HANDLE] = INVALID,
+  };
+  enum kind k = e->status > ARI_DELEGATION_OK && e->status <= ARI_DELEGATION_INVALID_HANDLE ? BY_STATUS[e->status] : FAILED;
+  if (k == CHILD_FAILED) {
+    // "child failed with REASON: MESSAGE", as the other SDKs say it.
+    char text[sizeof r->message];
+    size_t n = 0;
+    const char *parts[] = {"child failed with ", e->reason, ": ", e->message};
+    for (size_t i = 0; i < 4; i++) {
+      size_t len = strlen(parts[i]);
+      if (len > sizeof text - 1 - n) len = sizeof text - 1 - n;
+      memcpy(text + n, parts[i], len);
+      n += len;
+    }
+    fail(r, k, text, n);
+    size_t len = strlen(e->reason);
+    if (len >= sizeof r->reason) len = sizeof r->reason - 1;
+    memcpy(r->reason, e->reason, len);
+    r->reason[len] = 0;
+  } else {
+    fail(r, k, e->message, strlen(e->message));
+  }
+  ari_delegation_error_free(e);
+  return k;
+}
+
 // Splits off the first space-separated word of `s` (NUL-terminating it); `*rest` is the rest.
 static char *word(char *s, char **rest) {
   char *space = strchr(s, ' ');
@@ -115,6 +164,22 @@ static int number(const char *text, uint32_t *out) {
   }
   if (n > UINT32_MAX) return 0;
   *out = (uint32_t)n;
+  return 1;
+}
+
+// A budget bound: a number, or `-` for the default share.
+static int bound(const char *text, bool *has, uint64_t *out) {
+  *has = false;
+  *out = 0;
+  if (strcmp(text, "-") == 0) return 1;
+  if (!*text) return 0;
+  uint64_t n = 0;
+  for (const char *p = text; *p; p++) {
+    if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10) return 0;
+    n = n * 10 + (uint64_t)(*p - '0');
+  }
+  *has = true;
+  *out = n;
   return 1;
 }
 
@@ -307,6 +372,90 @@ static enum kind cmd_now(struct result *r) {
   return OK;
 }
 
+// The child's output, appended to the result; frees it.
+static void put_output(struct result *r, ari_agent_list_u8_t *out) {
+  put_bytes(r, out->ptr, out->len);
+  ari_agent_list_u8_free(out);
+}
+
+static enum kind cmd_delegate(struct result *r, char *rest) {
+  char *input;
+  char *agent = word(rest, &input);
+  ari_agent_list_u8_t out;
+  ari_delegation_error_t err;
+  if (ari_delegate(agent, (const uint8_t *)input, strlen(input), ARI_BUDGET_DEFAULT, &out, &err) != ARI_DELEGATION_OK)
+    return from_delegation_error(r, &err);
+  put_output(r, &out);
+  return OK;
+}
+
+static enum kind cmd_delegate_budget(struct result *r, char *rest) {
+  char *more, *tail, *input;
+  char *fuel = word(rest, &more);
+  char *millis = word(more, &tail);
+  char *agent = word(tail, &input);
+  ari_budget_t budget;
+  if (!bound(fuel, &budget.has_fuel, &budget.fuel) ||
+      !bound(millis, &budget.has_timeout_millis, &budget.timeout_millis))
+    return failf(r, INVALID, "a budget bound is not a number or -");
+  ari_agent_list_u8_t out;
+  ari_delegation_error_t err;
+  if (ari_delegate(agent, (const uint8_t *)input, strlen(input), budget, &out, &err) != ARI_DELEGATION_OK)
+    return from_delegation_error(r, &err);
+  put_output(r, &out);
+  return OK;
+}
+
+// Every child is started before the first is awaited, so they run side by side.
+static enum kind cmd_fan(struct result *r, char *rest) {
+  enum { MAX_CHILDREN = 16 };
+  char *inputs;
+  char *agent = word(rest, &inputs);
+  uint32_t children[MAX_CHILDREN];
+  size_t n = 0;
+  ari_delegation_error_t err;
+  for (char *input = inputs;; n++) {
+    if (n == MAX_CHILDREN) return failf(r, INVALID, "more than 16 inputs");
+    char *sep = strstr(input, " | ");
+    if (sep) *sep = 0;
+    if (ari_start_child(agent, (const uint8_t *)input, strlen(input), ARI_BUDGET_DEFAULT, &children[n], &err) !=
+        ARI_DELEGATION_OK)
+      return from_delegation_error(r, &err);
+    if (!sep) break;
+    input = sep + 3;
+  }
+  for (size_t i = 0; i <= n; i++) {
+    ari_agent_list_u8_t out;
+    if (ari_await_child(children[i], &out, &err) != ARI_DELEGATION_OK) return from_delegation_error(r, &err);
+    if (i) put(r, " | ");
+    put_output(r, &out);
+  }
+  return OK;
+}
+
+static enum kind cmd_message(struct result *r, char *rest) {
+  char *more, *input;
+  char *fuel = word(rest, &more);
+  char *agent = word(more, &input);
+  ari_budget_t budget = ARI_BUDGET_DEFAULT;
+  if (!bound(fuel, &budget.has_fuel, &budget.fuel)) return failf(r, INVALID, "fuel is not a number or -");
+  ari_delegation_error_t err;
+  if (ari_send_message(agent, (const uint8_t *)input, strlen(input), budget, &err) != ARI_DELEGATION_OK)
+    return from_delegation_error(r, &err);
+  put(r, "sent");
+  return OK;
+}
+
+static enum kind cmd_await(struct result *r, char *rest) {
+  uint32_t child;
+  if (!number(rest, &child)) return failf(r, INVALID, "not a number");
+  ari_agent_list_u8_t out;
+  ari_delegation_error_t err;
+  if (ari_await_child(child, &out, &err) != ARI_DELEGATION_OK) return from_delegation_error(r, &err);
+  put_output(r, &out);
+  return OK;
+}
+
 static enum kind command(struct result *r, char *line) {
   char *rest;
   char *op = word(line, &rest);
@@ -324,15 +473,27 @@ static enum kind command(struct result *r, char *line) {
   if (strcmp(op, "verify") == 0) return cmd_verify(r, rest);
   if (strcmp(op, "http") == 0) return cmd_http(r, rest);
   if (strcmp(op, "now") == 0) return cmd_now(r);
+  if (strcmp(op, "delegate") == 0) return cmd_delegate(r, rest);
+  if (strcmp(op, "delegate-budget") == 0) return cmd_delegate_budget(r, rest);
+  if (strcmp(op, "fan") == 0) return cmd_fan(r, rest);
+  if (strcmp(op, "message") == 0) return cmd_message(r, rest);
+  if (strcmp(op, "await") == 0) return cmd_await(r, rest);
   return failf(r, UNSUPPORTED, "unknown command");
 }
 
-// The error-code an error of kind `k` leaves as (a quota refusal as `denied`).
+// The error-code an error of kind `k` leaves as (a quota refusal as `denied`, the delegation
+// kinds other than `denied` as `failed`).
 static bool leave(exports_ainur_ari_agent_error_code_t *err, enum kind k, const char *message) {
   static const uint8_t TAGS[] = {
-      [DENIED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,     [QUOTA_EXCEEDED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,
-      [INVALID] = AINUR_ARI_TYPES_ERROR_CODE_INVALID_INPUT, [UNSUPPORTED] = AINUR_ARI_TYPES_ERROR_CODE_UNSUPPORTED,
+      [DENIED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,
+      [QUOTA_EXCEEDED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,
+      [INVALID] = AINUR_ARI_TYPES_ERROR_CODE_INVALID_INPUT,
+      [UNSUPPORTED] = AINUR_ARI_TYPES_ERROR_CODE_UNSUPPORTED,
       [FAILED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [UNAVAILABLE] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [LIMIT_REACHED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [BUDGET_EXHAUSTED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [CHILD_FAILED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
   };
   err->tag = TAGS[k];
   ari_agent_string_dup(&err->val.failed, message);
@@ -372,6 +533,10 @@ bool exports_ainur_ari_agent_execute(exports_ainur_ari_agent_task_spec_t *task,
     r.len = 0;
     put(&r, "err:");
     put(&r, KIND_NAMES[r.kind]);
+    if (r.kind == CHILD_FAILED) { // the table checks how the child ended
+      put(&r, ":");
+      put(&r, r.reason);
+    }
     ari_agent_string_t seen = {(uint8_t *)r.buf, r.len};
     ainur_ari_host_log(AINUR_ARI_HOST_LOG_LEVEL_WARN, &seen);
     ok = true;

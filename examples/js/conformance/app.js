@@ -1,7 +1,7 @@
 // The conformance agent in JavaScript: one command per task (conformance/README.md).
 import {
-  Agent, AriError, Denied, Failed, Invalid, QuotaExceeded, Unsupported,
-  exportAgent, fromHex, host, toHex,
+  Agent, AriError, BudgetExhausted, Child, ChildFailed, Denied, Failed, Invalid, LimitReached,
+  QuotaExceeded, Unavailable, Unsupported, exportAgent, fromHex, host, toHex,
 } from "../../../sdk/js/ari.js";
 
 const decoder = new TextDecoder();
@@ -19,8 +19,16 @@ function number(text) {
 const FAILURES = { denied: Denied, invalid: Invalid, unsupported: Unsupported };
 const KINDS = [
   [Denied, "denied"], [QuotaExceeded, "quota-exceeded"], [Invalid, "invalid"],
-  [Unsupported, "unsupported"], [Failed, "failed"],
+  [Unsupported, "unsupported"], [Failed, "failed"], [Unavailable, "unavailable"],
+  [LimitReached, "limit-reached"], [BudgetExhausted, "budget-exhausted"], [ChildFailed, "child-failed"],
 ];
+
+/** A budget bound: a number (a BigInt, exact beyond 2^53), or `-` for the default share. */
+function bound(text) {
+  if (text === "-") return undefined;
+  number(text);
+  return BigInt(text);
+}
 
 function command(line) {
   const [op, rest] = word(line);
@@ -77,6 +85,30 @@ function command(line) {
       const second = host.now();
       return `delta:${second - first}`;
     }
+    case "delegate": {
+      const [agent, input] = word(rest);
+      return decoder.decode(host.delegate(agent, input));
+    }
+    case "delegate-budget": {
+      const [fuel, more] = word(rest);
+      const [millis, tail] = word(more);
+      const [agent, input] = word(tail);
+      return decoder.decode(host.delegate(agent, input, { fuel: bound(fuel), timeoutMillis: bound(millis) }));
+    }
+    case "fan": {
+      // Every child is started before the first is awaited, so they run side by side.
+      const [agent, inputs] = word(rest);
+      const children = inputs.split(" | ").map((input) => host.startChild(agent, input));
+      return children.map((child) => decoder.decode(child.wait())).join(" | ");
+    }
+    case "message": {
+      const [fuel, more] = word(rest);
+      const [agent, input] = word(more);
+      host.sendMessage(agent, input, { fuel: bound(fuel) });
+      return "sent";
+    }
+    case "await":
+      return decoder.decode(new Child(number(rest)).wait());
     default:
       throw new Unsupported(`unknown command ${JSON.stringify(op)}`);
   }
@@ -97,7 +129,8 @@ class Conformance extends Agent {
       if (strict || e instanceof Unsupported || !(e instanceof AriError)) throw e;
       // Logged too: a task whose host call was denied ends CapabilityDenied even when the
       // agent carries on, and then only the log shows what the agent saw.
-      const seen = "err:" + KINDS.find(([Class]) => e instanceof Class)[1];
+      let seen = "err:" + KINDS.find(([Class]) => e instanceof Class)[1];
+      if (e instanceof ChildFailed) seen += `:${e.reason}`; // the table checks how the child ended
       host.warn(seen);
       return seen;
     }

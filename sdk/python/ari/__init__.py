@@ -12,22 +12,37 @@ An agent subclasses :class:`Agent`, implements :meth:`Agent.execute`, and names 
     Agent = ari.export(Echo)
 
 Host functions live in :mod:`ari.host`. Every typed error of the contract (``error-code``,
-``storage-error``, ``http-error``) arrives as one of the exceptions below, and an exception
+``storage-error``, ``http-error``, ``delegation-error``) arrives as one of the exceptions below, and an exception
 raised from ``execute`` leaves as the matching ``error-code``.
 """
 
 from ._agent import Agent, Estimate, Task, export
-from ._errors import AriError, Denied, Failed, Invalid, QuotaExceeded, Unsupported
+from ._errors import (
+    AriError,
+    BudgetExhausted,
+    ChildFailed,
+    Denied,
+    Failed,
+    Invalid,
+    LimitReached,
+    QuotaExceeded,
+    Unavailable,
+    Unsupported,
+)
 
 __all__ = [
     "Agent",
     "AriError",
+    "BudgetExhausted",
+    "ChildFailed",
     "Denied",
     "Estimate",
     "Failed",
     "Invalid",
+    "LimitReached",
     "QuotaExceeded",
     "Task",
+    "Unavailable",
     "Unsupported",
     "export",
 ]

@@ -30,7 +30,32 @@ class Failed(AriError):
     """Anything else: a backend or transport failure, or the agent's own error."""
 
 
-# Case names of the three WIT variants, to the exception each becomes.
+class Unavailable(AriError):
+    """No Agent of that name can take a delegated task (unknown, not ready, or its mode refuses
+    delegated tasks). Nothing ran."""
+
+
+class LimitReached(AriError):
+    """The delegation grant's depth or children limit is reached. Not a denial: the task may
+    carry on (this is how a recursion learns it is deep enough)."""
+
+
+class BudgetExhausted(AriError):
+    """What is left of this task's fuel or time cannot fund a child. Nothing was started."""
+
+
+class ChildFailed(AriError):
+    """A delegated task ran and failed: ``reason`` is its Task reason (``FuelExhausted``,
+    ``CapabilityDenied``, ``AgentError``, ...), ``message`` its message."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.args = (f"child failed with {reason}: {message}",)
+
+
+# Case names of the WIT's error variants, to the exception each becomes (a delegation
+# `invalid-handle` is an `Invalid` argument, as in the Rust SDK).
 _FROM_CASE = {
     "Denied": Denied,
     "QuotaExceeded": QuotaExceeded,
@@ -39,11 +64,18 @@ _FROM_CASE = {
     "InvalidRequest": Invalid,
     "Unsupported": Unsupported,
     "Failed": Failed,
+    "Unavailable": Unavailable,
+    "LimitReached": LimitReached,
+    "BudgetExhausted": BudgetExhausted,
+    "InvalidHandle": Invalid,
 }
 
 
 def from_wit(err: object) -> AriError:
     """The exception for a WIT error value (``ErrorCode_Denied("...")`` and the like)."""
+    if type(err).__name__ == "DelegationError_Failed":  # the only case that carries a record
+        child = err.value
+        return ChildFailed(str(child.reason), str(child.message))
     case = type(err).__name__.rsplit("_", 1)[-1]
     return _FROM_CASE.get(case, Failed)(str(getattr(err, "value", err)))
 
@@ -52,7 +84,12 @@ def to_error_code(exc: BaseException) -> object:
     """The ``error-code`` an exception from the agent leaves as."""
     from wit_world.imports import types
 
-    message = exc.message if isinstance(exc, AriError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ChildFailed):  # the child's reason stays readable in the message
+        message = str(exc)
+    elif isinstance(exc, AriError):
+        message = exc.message
+    else:
+        message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, (Denied, QuotaExceeded)):
         return types.ErrorCode_Denied(message)
     if isinstance(exc, Invalid):

@@ -1,8 +1,9 @@
 """The host functions of ``ainur:ari/host@2.0.0`` with Python types.
 
 Capability-gated calls raise :class:`ari.Denied` when the capability was not granted; the host
-never traps for it. Storage, HTTP, random, sign and now raise the exception of the host's typed
-error (:class:`ari.QuotaExceeded`, :class:`ari.Invalid`, :class:`ari.Failed`, ...).
+never traps for it. Storage, HTTP, random, sign, now and delegation raise the exception of the
+host's typed error (:class:`ari.QuotaExceeded`, :class:`ari.Invalid`, :class:`ari.Failed`,
+:class:`ari.ChildFailed`, ...).
 """
 
 from dataclasses import dataclass, field
@@ -150,3 +151,64 @@ def http_get(url: str) -> Response:
 def now() -> int:
     """Nanoseconds since the Unix epoch on the task's logical clock."""
     return _call(_wit.now)
+
+
+# --- delegation (capability `delegation`: tasks on other Agents, out of this task's budget) ---
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a child may spend, out of what this task has left. ``None`` takes the default share:
+    half of the fuel left, and all the time left."""
+
+    fuel: Optional[int] = None
+    timeout_millis: Optional[int] = None
+
+
+def _budget(budget: Optional[Budget]) -> "_types.ChildBudget":
+    budget = budget or Budget()
+    for name, value in (("fuel", budget.fuel), ("timeout_millis", budget.timeout_millis)):
+        # Checked here: out of range, the binding would raise an error of its own instead.
+        if value is not None and not 0 <= value < 1 << 64:
+            raise Invalid(f"budget {name} {value} is not a u64")
+    return _types.ChildBudget(budget.fuel, budget.timeout_millis)
+
+
+def delegate(agent: str, input: Bytes, budget: Optional[Budget] = None) -> bytes:  # noqa: A002
+    """Runs a task on ``agent`` with ``input`` and waits for its output.
+
+    A child that ran and failed raises :class:`ari.ChildFailed` (its ``reason`` says why)."""
+    return bytes(_call(_wit.delegate, agent, _b(input), _budget(budget)))
+
+
+class Child:
+    """A child started with :func:`start_child`; collect it with :meth:`wait`. A child never
+    waited for is cancelled when the task ends."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def wait(self) -> bytes:
+        """Waits for the child's output (:class:`ari.Invalid` when already collected)."""
+        return await_child(self.handle)
+
+    def __repr__(self) -> str:
+        return f"Child({self.handle})"
+
+
+def start_child(agent: str, input: Bytes, budget: Optional[Budget] = None) -> Child:  # noqa: A002
+    """Starts a task on ``agent`` and returns at once, so several children run in parallel."""
+    return Child(_call(_wit.start_child, agent, _b(input), _budget(budget)))
+
+
+def await_child(handle: int) -> bytes:
+    """Waits for the child with this handle (prefer :meth:`Child.wait`)."""
+    if not 0 <= handle < 1 << 32:
+        raise Invalid(f"child handle {handle} is not a u32")
+    return bytes(_call(_wit.await_child, handle))
+
+
+def send_message(agent: str, input: Bytes, budget: Optional[Budget] = None) -> None:  # noqa: A002
+    """Starts a task on ``agent`` that this task never waits for; its whole fuel budget is spent
+    when it is sent."""
+    _call(_wit.send_message, agent, _b(input), _budget(budget))

@@ -2,6 +2,7 @@
 //! every language's agent can be held to the same table (`conformance/cases.json`).
 
 use ari_sdk::host::crypto::HashAlgorithm;
+use ari_sdk::host::delegation::{self, Budget};
 use ari_sdk::host::log::Level;
 use ari_sdk::host::{clock, crypto, http, log, random, storage};
 use ari_sdk::{Agent, Error, Output, Task, hex};
@@ -27,6 +28,11 @@ impl Agent for Conformance {
                 // Logged too: a task whose host call was denied ends `CapabilityDenied` even
                 // when the agent carries on, and then only the log shows what the agent saw.
                 let seen = format!("err:{}", kind(&e));
+                // A child's failure names the child's reason: the table checks how it ended.
+                let seen = match &e {
+                    Error::ChildFailed { reason, .. } => format!("{seen}:{reason}"),
+                    _ => seen,
+                };
                 log::warn(&seen);
                 Ok(Output::from(seen))
             }
@@ -134,8 +140,72 @@ fn command(line: &str) -> Result<String, Error> {
             let second = clock::now()?;
             Ok(format!("delta:{}", second.saturating_sub(first)))
         }
+        "delegate" => {
+            let (agent, input) = word(rest);
+            Ok(text(delegation::delegate(agent, input.as_bytes())?))
+        }
+        "delegate-budget" => {
+            let (fuel, rest) = word(rest);
+            let (millis, rest) = word(rest);
+            let (agent, input) = word(rest);
+            let budget = Budget {
+                fuel: bound(fuel)?,
+                timeout_millis: bound(millis)?,
+            };
+            Ok(text(delegation::delegate_with(
+                agent,
+                input.as_bytes(),
+                budget,
+            )?))
+        }
+        "fan" => {
+            // Every child is started before the first is awaited, so they run side by side.
+            let (agent, inputs) = word(rest);
+            let children = inputs
+                .split(" | ")
+                .map(|input| delegation::start(agent, input.as_bytes(), Budget::default()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let outputs = children
+                .into_iter()
+                .map(|child| child.wait().map(text))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(outputs.join(" | "))
+        }
+        "message" => {
+            let (fuel, rest) = word(rest);
+            let (agent, input) = word(rest);
+            let budget = Budget {
+                fuel: bound(fuel)?,
+                timeout_millis: None,
+            };
+            delegation::send_message(agent, input.as_bytes(), budget)?;
+            Ok("sent".into())
+        }
+        "await" => {
+            // A raw handle, which the SDK's `Child` never lets an agent make up: the case is
+            // about the host refusing one.
+            let handle = u32::try_from(number(rest)?)
+                .map_err(|_| Error::Invalid(format!("{rest:?} is not a u32")))?;
+            let output = ari_sdk::bindings::ainur::ari::host::await_child(handle)?;
+            Ok(text(output))
+        }
         other => Err(Error::Unsupported(format!("unknown command {other:?}"))),
     }
+}
+
+/// A child's output as text.
+fn text(output: Vec<u8>) -> String {
+    String::from_utf8_lossy(&output).into_owned()
+}
+
+/// A budget bound: a number, or `-` for the default share.
+fn bound(text: &str) -> Result<Option<u64>, Error> {
+    if text == "-" {
+        return Ok(None);
+    }
+    text.parse()
+        .map(Some)
+        .map_err(|_| Error::Invalid(format!("{text:?} is not a number or -")))
 }
 
 /// `fail KIND MESSAGE`: the error the agent returns.
