@@ -163,7 +163,11 @@ pub fn validate(proposal: &Proposal, ctx: &Context) -> Vec<Violation> {
     }
     for cycle in Graph::new(steps).cycles() {
         let first = cycle.first().cloned().unwrap_or_default();
-        out.step(&first, Rule::Cycle, format!("cycle: {}", cycle.join(" → ")));
+        out.step(
+            &first,
+            Rule::Cycle,
+            format!("steps wait for each other in a ring: {}", cycle.join(" → ")),
+        );
     }
     total_fuel(steps, ctx, &limits, &mut out);
     out.0

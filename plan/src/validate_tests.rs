@@ -317,13 +317,13 @@ fn each_rule_alone_is_reported_with_its_step_and_message() {
                 {"name": "b", "agentRef": {"name": "echo"}, "inputFrom": [{"step": "a"}]},
                 {"name": "c", "agentRef": {"name": "echo"}, "dependsOn": ["b"]}]}),
             Limits::default(),
-            &[(Some("a"), Rule::Cycle, "cycle: a → c → b → a")],
+            &[(Some("a"), Rule::Cycle, "ring: a → c → b → a")],
         ),
         (
             "self dependency",
             json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "dependsOn": ["a"]}]}),
             Limits::default(),
-            &[(Some("a"), Rule::Cycle, "cycle: a → a")],
+            &[(Some("a"), Rule::Cycle, "ring: a → a")],
         ),
         (
             "fuel of zero",
@@ -384,7 +384,7 @@ fn a_proposal_breaking_several_rules_reports_every_one_in_a_stable_order() {
             (
                 Some("fetch"),
                 Rule::Cycle,
-                "cycle: fetch → report → count → fetch",
+                "ring: fetch → report → count → fetch",
             ),
             (None, Rule::FuelOverLimit, "up to 7000 fuel"),
         ],
