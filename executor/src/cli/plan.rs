@@ -1,6 +1,9 @@
 //! `ari plan`: Plans without a cluster. `validate` judges a Plan (or a planner's proposal)
-//! against Agent manifests with the operator's own validator; `schema` prints the proposal
-//! schema a planner must follow.
+//! against Agent manifests with the operator's own validator; `verify` checks a finished Plan's
+//! attestations and the outputs passed between its steps; `schema` prints the proposal schema
+//! a planner must follow.
+
+mod verify;
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +23,8 @@ pub struct PlanArgs {
 #[derive(Subcommand)]
 enum PlanCommand {
     Validate(ValidateArgs),
+    Verify(verify::VerifyArgs),
+    /// Print the JSON Schema of a plan proposal (what a planner Agent outputs).
     Schema,
 }
 
@@ -45,6 +50,7 @@ pub struct ValidateArgs {
 pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     match args.command {
         PlanCommand::Validate(args) => validate(args),
+        PlanCommand::Verify(args) => verify::verify(args),
         PlanCommand::Schema => {
             print!("{}", ari_plan::schema::proposal_schema_text());
             Ok(0)

@@ -30,6 +30,8 @@ pub const VALIDATED: &str = "Validated";
 pub const DEPENDENCY_FAILED: &str = "DependencyFailed";
 /// Step reason: its input could not be built from its dependencies' outputs.
 pub const INPUT_UNAVAILABLE: &str = "InputUnavailable";
+/// Step reason: its Task was deleted (by hand) before the Plan finished.
+pub const TASK_DELETED: &str = "TaskDeleted";
 /// Step reason: its Task name belongs to a Task the Plan does not own.
 pub const NAME_CONFLICT: &str = "NameConflict";
 /// Largest input a step Task may carry inline (the Task schema's bound).
@@ -102,6 +104,18 @@ pub fn decide(o: &Observed) -> Outcome {
         (None, Some(planner)) => {
             let task = planner_task_name(&name);
             let Some(t) = o.tasks.get(&task) else {
+                if old.planner_task.is_some() {
+                    // It ran (or runs) and is gone: never run a planner twice.
+                    let why = format!("the planner Task {task} was deleted");
+                    end(
+                        &mut out.status,
+                        o,
+                        PlanPhase::Failed,
+                        PlanReason::PlannerFailed,
+                        &why,
+                    );
+                    return out;
+                }
                 // The planner is judged before it runs, as steps are.
                 let violations =
                     validate_planner(&planner.agent_ref.name, &context(o, &limits, &name));
@@ -287,15 +301,24 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
             ..Default::default()
         };
         match latest {
-            None => {
-                // Only a step that never ran carries its state over: no Task records it.
-                match old.get(&s.name) {
-                    Some(prev) if prev.phase.is_finished() && prev.task.is_none() => {
-                        st = prev.clone()
+            None => match old.get(&s.name) {
+                // A step that never ran carries its state over: no Task records it.
+                Some(prev) if prev.phase.is_finished() && prev.task.is_none() => st = prev.clone(),
+                // Its Task existed and is gone (deleted by hand): never run a step twice.
+                Some(prev) if prev.task.is_some() => {
+                    let why = format!(
+                        "its Task {} was deleted",
+                        prev.task.clone().unwrap_or_default()
+                    );
+                    // A finished step keeps its result (a dependant not yet started then lacks
+                    // its output: InputUnavailable); an unfinished one fails.
+                    st = prev.clone();
+                    if !st.phase.is_finished() {
+                        fail_step(&mut st, TASK_DELETED, why);
                     }
-                    _ => st.phase = StepPhase::Waiting,
                 }
-            }
+                _ => st.phase = StepPhase::Waiting,
+            },
             Some(n) => {
                 let task_name = step_task_name(name, &s.name, n);
                 let t = o.tasks.get(&task_name).cloned().unwrap_or_default();

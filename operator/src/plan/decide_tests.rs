@@ -321,6 +321,8 @@ fn a_missing_field_fails_the_step_input_unavailable_without_a_task() {
         (StepPhase::Failed, Some(DEPENDENCY_FAILED.into()))
     );
     // The next pass keeps it failed: no Task records it, the status does.
+    let mut tasks = tasks;
+    tasks.insert("p-left".into(), task(TaskPhase::Running, None, None));
     let out = step(&mut p, &tasks, 1_003);
     assert_eq!(phase_of(&out, "right").1, Some(INPUT_UNAVAILABLE.into()));
     assert!(out.create.iter().all(|t| t.name != "p-right"));
@@ -487,4 +489,26 @@ fn history_stays_bounded_and_keeps_the_plan_level_entries() {
     assert_eq!(status.history[1].event, "Validated");
     assert_eq!(status.history.last().map(|e| e.seq), Some(402));
     assert!(status.history.iter().all(|e| e.message.len() <= 200));
+}
+
+#[test]
+fn a_step_whose_task_was_deleted_while_running_fails_instead_of_running_again() {
+    let mut p = plan(fan());
+    step(&mut p, &Tasks::new(), 1_001);
+    let out = step(&mut p, &Tasks::new(), 1_002);
+    assert!(out.create.is_empty(), "{:?}", created(&out));
+    assert_eq!(
+        phase_of(&out, "split"),
+        (StepPhase::Failed, Some("TaskDeleted".into()))
+    );
+    assert_eq!(out.status.reason, Some(PlanReason::StepFailed));
+}
+
+#[test]
+fn a_planner_whose_task_was_deleted_is_not_run_again() {
+    let mut p = planned();
+    step(&mut p, &Tasks::new(), 1_001);
+    let out = step(&mut p, &Tasks::new(), 1_002);
+    assert!(out.create.is_empty());
+    assert_eq!(out.status.reason, Some(PlanReason::PlannerFailed));
 }
