@@ -156,18 +156,26 @@ async fn sync_plan(plan: Arc<Plan>, ctx: Arc<PlanContext>) -> Result<Action, Err
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
         Err(e) => return Err(e.into()),
     }
-    for s in &stages {
-        let note = match &s.step {
-            Some(step) => format!("step {step}: {}", s.message),
-            None => s.message.clone(),
-        };
-        info!(plan = %name, namespace = %ns, event = s.event, "{note}");
-        let mut note = note;
-        crate::cache::clip(&mut note, crate::task::controller::NOTE_MAX);
-        ctx.base
-            .event(&*plan, s.warning, s.event, "Plan", note)
-            .await;
-    }
+    // One Event per stage, sent together: the history in status is the ordered log, and a
+    // step's successor should not wait for a round trip per Event.
+    let notes: Vec<(&history::Stage, String)> = stages
+        .iter()
+        .map(|s| {
+            let mut note = match &s.step {
+                Some(step) => format!("step {step}: {}", s.message),
+                None => s.message.clone(),
+            };
+            info!(plan = %name, namespace = %ns, event = s.event, "{note}");
+            crate::cache::clip(&mut note, crate::task::controller::NOTE_MAX);
+            (s, note)
+        })
+        .collect();
+    futures::future::join_all(
+        notes
+            .into_iter()
+            .map(|(s, note)| ctx.base.event(&*plan, s.warning, s.event, "Plan", note)),
+    )
+    .await;
     Ok(action)
 }
 
