@@ -38,6 +38,10 @@ fn main() -> std::process::ExitCode {
             "an_operator_killed_mid_plan_runs_no_step_twice_and_loses_none",
             operator_restart,
         ),
+        (
+            "cancelling_a_plan_stops_its_running_step_and_starts_no_other",
+            cancellation,
+        ),
     ])
 }
 
@@ -555,6 +559,83 @@ fn operator_restart(ctx: &Ctx) -> Result<()> {
                 .count();
             ensure!(started == 1, "step {step} started {started} times in the history");
         }
+        Ok(())
+    })
+}
+
+fn cancellation(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("plan-cancel", |client, ns| async move {
+        agents(
+            ctx,
+            &client,
+            &ns,
+            &[(
+                "loop",
+                "sha256-loop",
+                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n",
+            )],
+        )
+        .await?;
+        ctx.apply_ok(
+            &ns,
+            "apiVersion: ari.dev/v1alpha1
+kind: Plan
+metadata:
+  name: stopme
+spec:
+  steps:
+    - {name: long, agentRef: {name: loop}, input: \"2000000000 x\"}
+    - {name: next, agentRef: {name: loop}, input: \"1 x\", dependsOn: [long]}
+",
+        )?;
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        wait::until("step long running", wait::DEFAULT, || async {
+            let t = tasks.get("stopme-long").await.map_err(|e| e.to_string())?;
+            match t.phase() {
+                TaskPhase::Running => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await?;
+        ctx.kubectl_ok([
+            "patch",
+            "plan",
+            "stopme",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cancelled":true}}"#,
+        ])?;
+        let plan = plan_finished(&client, &ns, "stopme", wait::DEFAULT).await?;
+        expect_plan(&plan, PlanPhase::Cancelled, PlanReason::Cancelled)?;
+        let long = tasks.get("stopme-long").await?;
+        ensure!(
+            long.phase() == TaskPhase::Cancelled,
+            "the running step ended {:?}",
+            long.phase()
+        );
+        ensure!(
+            tasks.get_opt("stopme-next").await?.is_none(),
+            "a step started after the cancel"
+        );
+        ensure!(
+            step_phase(&plan, "next").0 == Some(StepPhase::Cancelled),
+            "next: {:?}",
+            step_phase(&plan, "next")
+        );
+        // The spec is immutable but for cancelled, which cannot be unset.
+        let undo = ctx.kubectl(&[
+            "patch",
+            "plan",
+            "stopme",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cancelled":false}}"#,
+        ])?;
+        ensure!(!undo.status.success(), "cancelled was unset");
         Ok(())
     })
 }
