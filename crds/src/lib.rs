@@ -11,6 +11,8 @@ pub mod delegation;
 pub mod hosts;
 pub mod lifecycle;
 pub mod names;
+pub mod plan;
+pub mod plan_view;
 pub mod task;
 
 pub use admission::{Refusal, TaskOrigin, admit};
@@ -23,6 +25,9 @@ pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
 };
 pub use delegation::{ChildStatus, ParentRef, admit_child};
+pub use plan::{
+    HistoryEntry, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, Planner, StepPhase, StepStatus,
+};
 pub use task::{
     AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,
     KeyRef, LimitsApplied, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason,
@@ -39,4 +44,9 @@ pub fn agent_crd_yaml() -> Result<String, serde_yaml::Error> {
 /// The CRD YAML for `Task`, as checked in at `crds/ari.dev_tasks.yaml`.
 pub fn task_crd_yaml() -> Result<String, serde_yaml::Error> {
     serde_yaml::to_string(&Task::crd())
+}
+
+/// The CRD YAML for `Plan`, as checked in at `crds/ari.dev_plans.yaml`.
+pub fn plan_crd_yaml() -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&Plan::crd())
 }

@@ -73,7 +73,11 @@ fn crds_declare_names_columns_subresources_and_selectable_field() {
 
 #[test]
 fn chart_carries_the_same_crds() {
-    for name in ["ari.dev_agents.yaml", "ari.dev_tasks.yaml"] {
+    for name in [
+        "ari.dev_agents.yaml",
+        "ari.dev_tasks.yaml",
+        "ari.dev_plans.yaml",
+    ] {
         let chart = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../charts/ari/crds")
             .join(name);
@@ -117,7 +121,11 @@ fn integers(v: &serde_json::Value, path: &str, out: &mut Vec<(String, String, f6
 /// contains the object fail to decode (issue 13, item 3): the schema must refuse it instead.
 #[test]
 fn every_integer_field_is_bounded_to_what_its_rust_type_holds() {
-    for name in ["ari.dev_agents.yaml", "ari.dev_tasks.yaml"] {
+    for name in [
+        "ari.dev_agents.yaml",
+        "ari.dev_tasks.yaml",
+        "ari.dev_plans.yaml",
+    ] {
         let crd: serde_json::Value = serde_yaml::from_str(&checked_in(name)).expect("parse CRD");
         let mut found = Vec::new();
         integers(&crd["spec"]["versions"][0]["schema"], "", &mut found);

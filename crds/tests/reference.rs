@@ -1,4 +1,4 @@
-//! `docs/reference.md`, every field of Agent and Task, rendered from the CRDs the types
+//! `docs/reference.md`, every field of Agent, Task and Plan, rendered from the CRDs the types
 //! generate (their openAPIV3Schema: types, bounds, defaults, enums, CEL rules, descriptions).
 //! The test fails when the page differs from what the types say;
 //! `ARI_BLESS=1 cargo test -p ari-crds --test reference` rewrites it.
@@ -6,14 +6,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ari_crds::{Agent, Task};
+use ari_crds::{Agent, Plan, Task};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
 const HEADER: &str = "\
 # API reference: `ari.dev/v1alpha1`
 
-Every field of the two custom resources, generated from their CRD schemas (which the Rust
+Every field of the three custom resources, generated from their CRD schemas (which the Rust
 types in `crds/src/` generate) by `crds/tests/reference.rs`. A test fails when this page and
 the types differ; regenerate with `ARI_BLESS=1 cargo test -p ari-crds --test reference`.
 Rules marked *CEL* are checked by the API server on every write; `kubectl explain agent.spec`
@@ -218,7 +218,7 @@ fn section(crd: &Value) -> String {
 
 fn render() -> String {
     let mut doc = HEADER.to_owned();
-    for crd in [Agent::crd(), Task::crd()] {
+    for crd in [Agent::crd(), Task::crd(), Plan::crd()] {
         let v = serde_json::to_value(&crd).expect("CRD as JSON");
         doc.push_str(&section(&v));
     }
@@ -257,6 +257,8 @@ fn reference_lists_every_leaf_field_of_the_schemas() {
         "`status.resourcesUsed.wallMillis`",
         "`status.attestation.signature`",
         "`status.limitsApplied`",
+        "`spec.steps[].inputFrom[].field`",
+        "`status.violations[].rule`",
     ] {
         assert!(doc.contains(field), "reference lacks {field}");
     }

@@ -656,6 +656,11 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("patch", "ari.dev", "agents/status", any),
                 ("update", "ari.dev", "tasks/status", any),
                 ("delete", "ari.dev", "tasks", any),
+                // Plans: step Tasks created and cancelled by the operator.
+                ("create", "ari.dev", "tasks", any),
+                ("patch", "ari.dev", "tasks", any),
+                ("watch", "ari.dev", "plans", ""),
+                ("update", "ari.dev", "plans/status", any),
                 ("create", "apps", "deployments", any),
                 ("patch", "apps", "deployments", any),
                 // The executors of an Agent that became invalid (issue 13, item 1).
@@ -679,8 +684,9 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("delete", "", "secrets", any),
                 ("create", "", "pods", any),
                 ("delete", "", "pods", any),
-                ("create", "ari.dev", "tasks", any),
                 ("update", "ari.dev", "tasks", any),
+                ("create", "ari.dev", "plans", any),
+                ("update", "ari.dev", "plans", any),
                 ("patch", "ari.dev", "agents", any),
                 ("delete", "ari.dev", "agents", any),
                 ("escalate", rbac, "roles", any),

@@ -1,6 +1,6 @@
 //! The ari operator: the Agent controller (executor Deployments, RBAC, attestation keys) and
 //! the Task controller (admission, deadlines, executor loss, TTL), behind leader election, with
-//! metrics and health endpoints. `main.rs` is only the binary's edge.
+//! metrics and health endpoints; and the Plan controller (validated graphs of step Tasks). `main.rs` is only the binary's edge.
 
 pub mod agent;
 mod cache;
@@ -11,6 +11,7 @@ pub mod error;
 mod health;
 mod leader;
 mod metrics;
+pub mod plan;
 mod run;
 pub mod task;
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ari_crds::names;
-use ari_crds::{Agent, Task};
+use ari_crds::plan_view::LABEL_PLAN_UID;
+use ari_crds::{Agent, Plan, Task};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -22,8 +23,9 @@ use crate::error::Error;
 use crate::health::{self, Health};
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
+use crate::plan::controller::PlanContext;
 use crate::task::controller::{Seen, TaskContext};
-use crate::{agent, cache, decode, task};
+use crate::{agent, cache, decode, plan, task};
 
 /// Runs the operator until SIGTERM (`Ok`) or lost leadership (`Err(LostLeadership)`, so the pod
 /// restarts as a fresh candidate).
@@ -189,6 +191,8 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
         agents: agent_store.clone(),
         pods: pod_store.clone(),
     });
+    // The Plan controller's validator reads the same Agent cache.
+    let plan_agents = agent_store.clone();
     // Decisions on a Task read the Agent and pod caches: start only once both have listed
     // everything, or a cold cache would look like a missing Agent.
     let task_ctl = async move {
@@ -208,12 +212,52 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
             .await;
     };
     let gauges = tokio::spawn(task_gauges(task_store, metrics.clone()));
+    let plan_ctl = plan_controller(&cfg, client.clone(), &metrics)
+        .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
+    let plan_ctx = Arc::new(PlanContext::new(ctx.clone(), plan_agents.clone()));
+    // Validation reads the Agent cache: start only once it has listed everything.
+    let plan_ctl = async move {
+        if plan_agents.wait_until_ready().await.is_err() {
+            error!("agent cache closed before it was ready");
+            return;
+        }
+        plan_ctl
+            .run(
+                plan::controller::reconcile,
+                plan::controller::error_policy,
+                plan_ctx,
+            )
+            .for_each(|_| async {})
+            .await;
+    };
 
-    tokio::join!(agent_ctl, task_ctl);
+    tokio::join!(agent_ctl, task_ctl, plan_ctl);
     gauges.abort();
     pod_cache.abort();
     let lost_it = lost_leadership.await.unwrap_or(false);
     finish(server, election, done_tx, lost_it).await
+}
+
+/// The Plan controller, woken by its Plans and by changes to the Tasks they own (only Tasks
+/// labelled with a Plan's uid are watched).
+fn plan_controller(cfg: &Config, client: Client, metrics: &Arc<Metrics>) -> Controller<Plan> {
+    let (plan_store, plan_writer) = reflector::store();
+    let plan_events = decode::watch::<Plan>(
+        client.clone(),
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        metrics.decode_skipped.clone(),
+    )
+    .reflect(plan_writer)
+    .applied_objects();
+    let step_tasks = decode::watch::<Task>(
+        client,
+        cfg.namespace.as_deref(),
+        watcher::Config::default().labels(LABEL_PLAN_UID),
+        metrics.decode_skipped.clone(),
+    )
+    .applied_objects();
+    Controller::for_stream(plan_events, plan_store).owns_stream(step_tasks)
 }
 
 /// Ends the election (which releases the Lease if ours), stops the HTTP server; exits

@@ -1,4 +1,4 @@
-//! Writes the Agent and Task CRD YAML (to a directory, default `crds/`), or prints them.
+//! Writes the Agent, Task and Plan CRD YAML (to a directory, default `crds/`), or prints them.
 //!
 //! `cargo run -p ari-crds --bin crdgen` refreshes the checked-in files;
 //! `cargo run -p ari-crds --bin crdgen -- --stdout` prints both as one multi-document stream.
@@ -8,9 +8,11 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let agents = ari_crds::agent_crd_yaml()?;
     let tasks = ari_crds::task_crd_yaml()?;
+    let plans = ari_crds::plan_crd_yaml()?;
     let arg = std::env::args().nth(1);
     if arg.as_deref() == Some("--stdout") {
         print!("{agents}---\n{tasks}");
+        print!("---\n{plans}");
         return Ok(());
     }
     let dir = arg
@@ -18,5 +20,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     std::fs::write(dir.join("ari.dev_agents.yaml"), agents)?;
     std::fs::write(dir.join("ari.dev_tasks.yaml"), tasks)?;
+    std::fs::write(dir.join("ari.dev_plans.yaml"), plans)?;
     Ok(())
 }

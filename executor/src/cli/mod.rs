@@ -1,6 +1,7 @@
 //! Command-line interface: one module per subcommand.
 
 mod inspect;
+mod plan;
 mod push;
 mod run;
 mod verify;
@@ -42,6 +43,7 @@ enum Command {
     Verify(verify::VerifyArgs),
     Push(push::PushArgs),
     Worker(worker::WorkerArgs),
+    Plan(plan::PlanArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -62,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::verify(args, runtime_config),
         Command::Push(args) => push::push(args),
         Command::Worker(args) => worker::worker(args),
+        Command::Plan(args) => plan::plan(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -181,6 +181,13 @@ async fn credentials_for(
 ) -> Result<(Option<String>, Credentials), ModuleError> {
     let mut chosen = None;
     for name in source.pull_secret_names() {
+        // A name that is no object name would be put into the request path as it is
+        // (`other-ns/x` reads as a subresource): refuse it before any request.
+        if !names::is_object_name(name) {
+            return Err(ModuleError::PullSecret(format!(
+                "imagePullSecrets names {name:?}, which is not a Secret name (a DNS subdomain in the Agent's namespace)"
+            )));
+        }
         let secret = secrets.get_opt(name).await?;
         let config = check_pull_secret(name, secret.as_ref()).map_err(ModuleError::PullSecret)?;
         let credentials = Credentials::from_docker_config_json(&config, reference.registry())

@@ -70,6 +70,10 @@ pub async fn resolve(
 ) -> Result<String, ModuleError> {
     match (&source.config_map, &source.url) {
         (Some(cm), _) => {
+            // A name that is no object name would go into the request path as it is.
+            if !ari_crds::names::is_object_name(&cm.name) {
+                return Err(ModuleError::ConfigMapNotFound(cm.name.clone()));
+            }
             let map = config_maps
                 .get_opt(&cm.name)
                 .await?

@@ -1,0 +1,288 @@
+//! The `Plan` custom resource: a graph of steps, each run as a Task owned by the Plan, given
+//! by hand (`spec.steps`) or proposed by a planner Agent (`spec.planner`) and validated by
+//! `ari_plan::validate` before anything runs.
+
+// Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
+// duplicated attribute; they are distinct columns.
+#![allow(clippy::duplicated_attributes)]
+
+use ari_plan::{Limits, Step, Violation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::task::AgentRef;
+
+/// Most violations kept in status (the count says how many there were).
+pub const MAX_VIOLATIONS: usize = 64;
+/// Most history entries kept in status: enough for every stage of a plan at the step cap;
+/// beyond it the oldest step entries go first (`historyDropped` counts them).
+pub const MAX_HISTORY: usize = 300;
+/// Longest history message.
+pub const HISTORY_MESSAGE_MAX: usize = 200;
+
+/// A Plan: steps run as Tasks in dependency order, outputs flowing into later inputs.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "ari.dev",
+    version = "v1alpha1",
+    kind = "Plan",
+    namespaced,
+    status = "PlanStatus",
+    shortname = "pl",
+    category = "ari",
+    derive = "PartialEq",
+    cel,
+    doc = "A Plan: a graph of steps, each a Task of an Agent, validated before any runs; given by hand or proposed by a planner Agent.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
+    printcolumn(name = "Steps", type_ = "string", json_path = ".status.progress"),
+    printcolumn(name = "Duration", type_ = "string", json_path = ".status.duration"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("has(self.steps) != has(self.planner)").message("exactly one of steps and planner must be set"),
+    // Immutable but for `cancelled`, which may be set (once: it cannot be unset).
+    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && has(self.steps) == has(oldSelf.steps) && (!has(self.steps) || self.steps == oldSelf.steps) && has(self.planner) == has(oldSelf.planner) && (!has(self.planner) || self.planner == oldSelf.planner) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits))").message("Plan spec is immutable except that cancelled may be set to true"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSpec {
+    /// The steps, when written by hand. Exactly one of `steps` and `planner`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub steps: Option<Vec<Step>>,
+    /// A planner Agent whose output is a proposal (see docs/plans.md); validated like `steps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner: Option<Planner>,
+    /// Bounds on the whole plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// Set to `true` to cancel the Plan: no step starts any more, running steps are cancelled.
+    /// Set once; it cannot be unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<bool>,
+}
+
+/// The planner: an Agent run as a Task (`<plan>-planner`) whose output is a plan proposal.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Planner {
+    pub agent_ref: AgentRef,
+    /// What to plan for: the planner Task's input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65_536))]
+    pub input: Option<String>,
+    /// Fuel budget of the planner Task; at most its Agent's limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub fuel: Option<u64>,
+}
+
+/// Where a Plan is.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PlanPhase {
+    /// Not looked at yet.
+    #[default]
+    Pending,
+    /// The planner Task runs; nothing else does.
+    Planning,
+    /// Validated; steps run.
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl PlanPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanPhase::Pending => "Pending",
+            PlanPhase::Planning => "Planning",
+            PlanPhase::Running => "Running",
+            PlanPhase::Succeeded => "Succeeded",
+            PlanPhase::Failed => "Failed",
+            PlanPhase::Cancelled => "Cancelled",
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            PlanPhase::Succeeded | PlanPhase::Failed | PlanPhase::Cancelled
+        )
+    }
+}
+
+/// Why a Plan ended (the reason of its `Succeeded` condition).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanReason {
+    /// Every step succeeded.
+    Completed,
+    /// The validator refused the plan; `status.violations` says why. Nothing ran.
+    Rejected,
+    /// The planner Task did not succeed. Nothing else ran.
+    PlannerFailed,
+    /// The planner's output is not a proposal (not JSON, or not the schema). Nothing ran.
+    InvalidProposal,
+    /// A step failed after its retries; its dependants did not run.
+    StepFailed,
+    /// `limits.deadlineSeconds` passed; running steps were cancelled.
+    DeadlineExceeded,
+    /// `spec.cancelled`; running steps were cancelled.
+    Cancelled,
+}
+
+impl PlanReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanReason::Completed => "Completed",
+            PlanReason::Rejected => "Rejected",
+            PlanReason::PlannerFailed => "PlannerFailed",
+            PlanReason::InvalidProposal => "InvalidProposal",
+            PlanReason::StepFailed => "StepFailed",
+            PlanReason::DeadlineExceeded => "DeadlineExceeded",
+            PlanReason::Cancelled => "Cancelled",
+        }
+    }
+}
+
+/// Where one step is.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StepPhase {
+    /// Its dependencies have not all succeeded yet (or the parallelism limit holds it).
+    #[default]
+    Waiting,
+    /// Its Task exists and has not finished.
+    Running,
+    Succeeded,
+    /// Its last attempt failed, or it never ran because a dependency failed
+    /// (`DependencyFailed`) or its input could not be built (`InputUnavailable`).
+    Failed,
+    /// The Plan was cancelled or ran out of time before it finished.
+    Cancelled,
+}
+
+impl StepPhase {
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            StepPhase::Succeeded | StepPhase::Failed | StepPhase::Cancelled
+        )
+    }
+}
+
+/// Observed state of a Plan, written by the operator only.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<PlanPhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<PlanReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `Validated` (the verdict) and `Succeeded` (metav1.Condition shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Wall time from start to end, e.g. `1.234s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// `succeeded/total` steps, for `kubectl get plans`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// Every rule the plan breaks (the first 64; `violationCount` has the total).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<Violation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 4_294_967_295u32))]
+    pub violation_count: Option<u32>,
+    /// The planner's Task, when there is a planner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner_task: Option<String>,
+    /// Hex SHA-256 of the steps that were validated (the planner's output, or `spec.steps` as
+    /// JSON): what was judged is what runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal_sha256: Option<String>,
+    /// One entry per step, in declaration order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepStatus>,
+    /// Fuel the finished steps burned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel_used: Option<u64>,
+    /// Every stage in order (bounded; see `historyDropped`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryEntry>,
+    /// Entries dropped from `history` to keep status small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 4_294_967_295u32))]
+    pub history_dropped: Option<u32>,
+}
+
+/// One step's state and, once it ran, what proves it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct StepStatus {
+    pub name: String,
+    pub phase: StepPhase,
+    /// The Task's reason, or `DependencyFailed`, `InputUnavailable`, `Cancelled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The Task of the latest attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// Attempts started (1 + retries used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 4_294_967_295u32))]
+    pub attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sha256: Option<String>,
+    /// Hex SHA-256 of the Task's signed attestation (`ari plan verify` checks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel_used: Option<u64>,
+}
+
+/// One stage of the run.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// 1, 2, 3, … across the Plan's life, gaps only where entries were dropped.
+    #[schemars(range(min = 0, max = 4_294_967_295u32))]
+    pub seq: u32,
+    pub time: Time,
+    /// `Proposed`, `Validated`, `Rejected`, `StepStarted`, `StepFinished`, `Cancelling`,
+    /// `PlanFinished`.
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    pub message: String,
+}
+
+impl Plan {
+    /// The phase, `Pending` before the operator wrote any.
+    pub fn phase(&self) -> PlanPhase {
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+    }
+
+    /// `spec.cancelled`, or being deleted.
+    pub fn is_cancelled(&self) -> bool {
+        self.spec.cancelled == Some(true) || self.metadata.deletion_timestamp.is_some()
+    }
+}

@@ -1,0 +1,453 @@
+//! The validator table: each rule from a proposal that breaks only it, with its message, then
+//! proposals that break several rules at once and must report all of them.
+
+use std::collections::BTreeMap;
+
+use ari_model::CapabilityName;
+use serde_json::json;
+
+use crate::agents::{AgentMode, AgentView, Agents, SimpleHosts};
+use crate::model::{Limits, Proposal};
+use crate::validate::{Context, Rule, Violation, validate, validate_planner};
+
+fn agent(ready: bool, mode: AgentMode) -> AgentView {
+    AgentView {
+        ready,
+        mode,
+        grants: [CapabilityName::Network].into(),
+        allowed_hosts: vec!["https://api.example.com".into()],
+        storage_max_bytes: None,
+        signing_key_id: None,
+        memory_bytes: 1 << 20,
+        fuel_limit: 1_000,
+    }
+}
+
+fn agents() -> Agents {
+    BTreeMap::from([
+        ("echo".into(), agent(true, AgentMode::All)),
+        ("wc".into(), agent(true, AgentMode::Primary)),
+        ("down".into(), agent(false, AgentMode::All)),
+        ("helper".into(), agent(true, AgentMode::Subagent)),
+    ])
+}
+
+fn proposal(v: serde_json::Value) -> Proposal {
+    serde_json::from_value(v).unwrap_or_else(|e| panic!("proposal: {e}"))
+}
+
+fn check(p: &Proposal, limits: &Limits) -> Vec<Violation> {
+    let agents = agents();
+    validate(
+        p,
+        &Context {
+            agents: &agents,
+            limits,
+            hosts: &SimpleHosts,
+            plan_name: Some("plan"),
+        },
+    )
+}
+
+/// `(step, rule, message fragment)` of each violation.
+type Want<'a> = &'a [(Option<&'a str>, Rule, &'a str)];
+
+fn assert_violations(got: &[Violation], want: Want, case: &str) {
+    let brief: Vec<String> = got.iter().map(ToString::to_string).collect();
+    assert_eq!(got.len(), want.len(), "{case}: {brief:#?}");
+    for (v, (step, rule, fragment)) in got.iter().zip(want) {
+        assert_eq!(
+            (v.step.as_deref(), v.rule),
+            (*step, *rule),
+            "{case}: {brief:#?}"
+        );
+        assert!(
+            v.message.contains(fragment),
+            "{case}: {:?} does not say {fragment:?}",
+            v.message
+        );
+    }
+}
+
+fn step(name: &str, agent: &str) -> serde_json::Value {
+    json!({"name": name, "agentRef": {"name": agent}})
+}
+
+#[test]
+fn a_fan_out_fan_in_plan_within_every_limit_has_no_violation() {
+    let p = proposal(json!({"steps": [
+        {"name": "split", "agentRef": {"name": "echo"}, "input": "{}", "outputs": ["a", "b"]},
+        {"name": "left", "agentRef": {"name": "wc"}, "inputFrom": [{"step": "split", "field": "a"}]},
+        {"name": "right", "agentRef": {"name": "wc"}, "inputFrom": [{"step": "split", "field": "b"}],
+         "requirements": {"hosts": ["https://api.example.com"]}, "fuel": 500, "retry": {"limit": 1}},
+        {"name": "join", "agentRef": {"name": "echo"},
+         "inputFrom": [{"step": "left"}, {"step": "right"}], "dependsOn": ["split"]}
+    ]}));
+    let limits = Limits {
+        fuel: Some(4_000),
+        ..Default::default()
+    };
+    assert_violations(&check(&p, &limits), &[], "valid");
+}
+
+#[test]
+fn each_rule_alone_is_reported_with_its_step_and_message() {
+    let table: Vec<(&str, serde_json::Value, Limits, Want)> = vec![
+        (
+            "no steps",
+            json!({"steps": []}),
+            Limits::default(),
+            &[(None, Rule::NoSteps, "no step")],
+        ),
+        (
+            "too many steps",
+            json!({"steps": [step("a", "echo"), step("b", "echo"), step("c", "echo")]}),
+            Limits {
+                max_steps: Some(2),
+                ..Default::default()
+            },
+            &[(None, Rule::TooManySteps, "3 steps, above the limit of 2")],
+        ),
+        (
+            "proposal asks for more steps",
+            json!({"steps": [step("a", "echo")], "limits": {"maxSteps": 100}}),
+            Limits::default(),
+            &[(
+                None,
+                Rule::TooManySteps,
+                "maxSteps 100, above the plan's 32",
+            )],
+        ),
+        (
+            "proposal asks for more parallelism",
+            json!({"steps": [step("a", "echo")], "limits": {"maxParallel": 9}}),
+            Limits {
+                max_parallel: Some(4),
+                ..Default::default()
+            },
+            &[(
+                None,
+                Rule::ParallelOverLimit,
+                "maxParallel 9, above the plan's 4",
+            )],
+        ),
+        (
+            "plan parallelism over the cap",
+            json!({"steps": [step("a", "echo")]}),
+            Limits {
+                max_parallel: Some(65),
+                ..Default::default()
+            },
+            &[(None, Rule::ParallelOverLimit, "outside 1..=64")],
+        ),
+        (
+            "proposal asks for more fuel",
+            json!({"steps": [step("a", "echo")], "limits": {"fuel": 5000}}),
+            Limits {
+                fuel: Some(2_000),
+                ..Default::default()
+            },
+            &[(
+                None,
+                Rule::FuelOverLimit,
+                "fuel 5000, above the plan's 2000",
+            )],
+        ),
+        (
+            "total fuel over the limit, retries counted",
+            json!({"steps": [step("a", "echo"), {"name": "b", "agentRef": {"name": "echo"},
+                "fuel": 600, "retry": {"limit": 2}}]}),
+            Limits {
+                fuel: Some(2_500),
+                ..Default::default()
+            },
+            &[(None, Rule::FuelOverLimit, "up to 2800 fuel")],
+        ),
+        (
+            "proposal asks for a later deadline",
+            json!({"steps": [step("a", "echo")], "limits": {"deadlineSeconds": 100}}),
+            Limits {
+                deadline_seconds: Some(60),
+                ..Default::default()
+            },
+            &[(
+                None,
+                Rule::DeadlineOverLimit,
+                "deadlineSeconds 100, above the plan's 60",
+            )],
+        ),
+        (
+            "step deadline after the plan's",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "deadlineSeconds": 90}]}),
+            Limits {
+                deadline_seconds: Some(60),
+                ..Default::default()
+            },
+            &[(
+                Some("a"),
+                Rule::DeadlineOverLimit,
+                "deadlineSeconds 90 is above the plan's deadlineSeconds 60",
+            )],
+        ),
+        (
+            "invalid name",
+            json!({"steps": [step("Bad_Name", "echo")]}),
+            Limits::default(),
+            &[(Some("Bad_Name"), Rule::InvalidName, "not a DNS label")],
+        ),
+        (
+            "reserved name",
+            json!({"steps": [step("planner", "echo")]}),
+            Limits::default(),
+            &[(Some("planner"), Rule::InvalidName, "reserved")],
+        ),
+        (
+            "duplicate step",
+            json!({"steps": [step("a", "echo"), step("a", "wc")]}),
+            Limits::default(),
+            &[(Some("a"), Rule::DuplicateStep, "already named \"a\"")],
+        ),
+        (
+            "unknown agent",
+            json!({"steps": [step("a", "nope")]}),
+            Limits::default(),
+            &[(
+                Some("a"),
+                Rule::UnknownAgent,
+                "agent \"nope\" does not exist",
+            )],
+        ),
+        (
+            "agent not ready",
+            json!({"steps": [step("a", "down")]}),
+            Limits::default(),
+            &[(Some("a"), Rule::AgentNotReady, "agent down is not Ready")],
+        ),
+        (
+            "subagent-only agent",
+            json!({"steps": [step("a", "helper")]}),
+            Limits::default(),
+            &[(Some("a"), Rule::ModeRefused, "mode subagent")],
+        ),
+        (
+            "requirement outside the grants",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"},
+                "requirements": {"capabilities": ["storage"]}}]}),
+            Limits::default(),
+            &[(
+                Some("a"),
+                Rule::NotGranted,
+                "capability storage is required but not granted",
+            )],
+        ),
+        (
+            "host outside the allow-list",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"},
+                "requirements": {"hosts": ["https://evil.example"]}}]}),
+            Limits::default(),
+            &[(
+                Some("a"),
+                Rule::NotGranted,
+                "host https://evil.example is not within",
+            )],
+        ),
+        (
+            "fuel above the agent's limit",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "fuel": 1001}]}),
+            Limits::default(),
+            &[(
+                Some("a"),
+                Rule::FuelOverAgentLimit,
+                "fuel 1001 exceeds agent echo's limits.fuel 1000",
+            )],
+        ),
+        (
+            "too many retries",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "retry": {"limit": 6}}]}),
+            Limits::default(),
+            &[(Some("a"), Rule::RetryOverLimit, "retry.limit 6 is above 5")],
+        ),
+        (
+            "both inputs",
+            json!({"steps": [step("a", "echo"), {"name": "b", "agentRef": {"name": "echo"},
+                "input": "x", "inputFrom": [{"step": "a"}]}]}),
+            Limits::default(),
+            &[(Some("b"), Rule::InputConflict, "both input and inputFrom")],
+        ),
+        (
+            "unknown dependency",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "dependsOn": ["ghost"],
+                "inputFrom": [{"step": "ghost"}]}]}),
+            Limits::default(),
+            &[(
+                Some("a"),
+                Rule::UnknownStep,
+                "step \"ghost\", which the plan does not have",
+            )],
+        ),
+        (
+            "field the step does not produce",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "outputs": ["words"]},
+                {"name": "b", "agentRef": {"name": "echo"}, "inputFrom": [{"step": "a", "field": "lines"}]}]}),
+            Limits::default(),
+            &[(
+                Some("b"),
+                Rule::UnknownField,
+                "field \"lines\" of step a, which declares outputs [words]",
+            )],
+        ),
+        (
+            "field of a step declaring no outputs",
+            json!({"steps": [step("a", "echo"),
+                {"name": "b", "agentRef": {"name": "echo"}, "inputFrom": [{"step": "a", "field": "x"}]}]}),
+            Limits::default(),
+            &[(Some("b"), Rule::UnknownField, "declares no outputs")],
+        ),
+        (
+            "two inputs with one key",
+            json!({"steps": [step("a", "echo"), step("b", "echo"),
+                {"name": "c", "agentRef": {"name": "echo"},
+                 "inputFrom": [{"step": "a", "key": "x"}, {"step": "b", "key": "x"}]}]}),
+            Limits::default(),
+            &[(Some("c"), Rule::DuplicateInputKey, "both be named \"x\"")],
+        ),
+        (
+            "cycle",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "dependsOn": ["c"]},
+                {"name": "b", "agentRef": {"name": "echo"}, "inputFrom": [{"step": "a"}]},
+                {"name": "c", "agentRef": {"name": "echo"}, "dependsOn": ["b"]}]}),
+            Limits::default(),
+            &[(Some("a"), Rule::Cycle, "ring: a → c → b → a")],
+        ),
+        (
+            "self dependency",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "dependsOn": ["a"]}]}),
+            Limits::default(),
+            &[(Some("a"), Rule::Cycle, "ring: a → a")],
+        ),
+        (
+            "fuel of zero",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "fuel": 0}]}),
+            Limits::default(),
+            &[(Some("a"), Rule::OutOfRange, "fuel 0 is outside")],
+        ),
+        (
+            "literal input too long",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "input": "x".repeat(65_537)}]}),
+            Limits::default(),
+            &[(Some("a"), Rule::OutOfRange, "longer than 65536")],
+        ),
+    ];
+    let mut rules_seen = std::collections::BTreeSet::new();
+    for (case, p, limits, want) in table {
+        let got = check(&proposal(p), &limits);
+        assert_violations(&got, want, case);
+        rules_seen.extend(want.iter().map(|(_, r, _)| *r));
+    }
+    assert_eq!(rules_seen.len(), 19, "every rule has a row: {rules_seen:?}");
+}
+
+#[test]
+fn a_proposal_breaking_several_rules_reports_every_one_in_a_stable_order() {
+    let p = proposal(json!({"steps": [
+        {"name": "fetch", "agentRef": {"name": "ghost"}, "dependsOn": ["report"]},
+        {"name": "count", "agentRef": {"name": "helper"},
+         "inputFrom": [{"step": "fetch", "field": "body"}],
+         "requirements": {"capabilities": ["randomness", "storage"]}},
+        {"name": "report", "agentRef": {"name": "down"}, "dependsOn": ["count", "nowhere"], "fuel": 5000},
+        {"name": "count", "agentRef": {"name": "echo"}}
+    ], "limits": {"maxParallel": 100}}));
+    let limits = Limits {
+        max_steps: Some(3),
+        fuel: Some(1_500),
+        ..Default::default()
+    };
+    let got = check(&p, &limits);
+    assert_violations(
+        &got,
+        &[
+            (None, Rule::ParallelOverLimit, "maxParallel 100"),
+            (None, Rule::TooManySteps, "4 steps, above the limit of 3"),
+            (Some("fetch"), Rule::UnknownAgent, "\"ghost\""),
+            (Some("count"), Rule::ModeRefused, "subagent"),
+            (Some("count"), Rule::NotGranted, "randomness"),
+            (Some("count"), Rule::NotGranted, "storage"),
+            (
+                Some("count"),
+                Rule::UnknownField,
+                "field \"body\" of step fetch",
+            ),
+            (Some("report"), Rule::AgentNotReady, "down"),
+            (Some("report"), Rule::FuelOverAgentLimit, "fuel 5000"),
+            (Some("report"), Rule::UnknownStep, "\"nowhere\""),
+            (Some("count"), Rule::DuplicateStep, "already named"),
+            (
+                Some("fetch"),
+                Rule::Cycle,
+                "ring: fetch → report → count → fetch",
+            ),
+            (None, Rule::FuelOverLimit, "up to 7000 fuel"),
+        ],
+        "several",
+    );
+    // Deterministic: the same input, the same answer.
+    assert_eq!(got, check(&p, &limits));
+}
+
+#[test]
+fn a_planner_on_a_missing_subagent_or_unready_agent_is_reported_on_step_planner() {
+    let agents = agents();
+    let limits = Limits::default();
+    let ctx = Context {
+        agents: &agents,
+        limits: &limits,
+        hosts: &SimpleHosts,
+        plan_name: None,
+    };
+    assert!(validate_planner("echo", &ctx).is_empty());
+    for (agent, rule) in [
+        ("ghost", Rule::UnknownAgent),
+        ("helper", Rule::ModeRefused),
+        ("down", Rule::AgentNotReady),
+    ] {
+        let got = validate_planner(agent, &ctx);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].step.as_deref(), got[0].rule),
+            (Some("planner"), rule)
+        );
+    }
+}
+
+#[test]
+fn a_step_name_too_long_for_its_task_name_is_invalid() {
+    let agents = agents();
+    let limits = Limits::default();
+    let long_plan = "p".repeat(200);
+    let ctx = Context {
+        agents: &agents,
+        limits: &limits,
+        hosts: &SimpleHosts,
+        plan_name: Some(&long_plan),
+    };
+    let p = proposal(json!({"steps": [step(&"s".repeat(60), "echo")]}));
+    let got = validate(&p, &ctx);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].rule, Rule::InvalidName);
+    assert!(got[0].message.contains("too long"));
+}
+
+#[test]
+fn rule_ids_are_the_serialised_names() {
+    for rule in [
+        Rule::NoSteps,
+        Rule::UnknownField,
+        Rule::FuelOverAgentLimit,
+        Rule::Cycle,
+    ] {
+        assert_eq!(
+            serde_json::to_value(rule).ok(),
+            Some(serde_json::Value::from(rule.id()))
+        );
+    }
+}
