@@ -41,6 +41,11 @@
 //! delegated Tasks) are left out, and each trial prints `SKIPPED N <lang> cluster conformance
 //! cases: …` on stderr.
 //!
+//! **Delegation.** A case's `agents` (the Agents its task may delegate to, each this language's
+//! own component with its own grants) become Agents of those names in the namespace, granted
+//! the union of what the cases give each (only `timeAccess` today, which no case relies on
+//! being absent); the `delegation` grant maps to `capabilities.delegation`.
+//!
 //! Run: `cargo build --bins && scripts/build-agents.sh && scripts/build-guests.sh &&
 //! ARI_REGISTRY_BIN="$(scripts/registry.sh --print)" cargo test -p ari-e2e --test conformance`.
 #[path = "../../conformance/suite.rs"]
@@ -94,9 +99,9 @@ const TASK_FINISHED: Duration = Duration::from_secs(300);
 const LOGS_SETTLED: Duration = Duration::from_secs(20);
 
 /// What cases may need (their `needs`) that this runner cannot provide yet; such cases are
-/// left out of every language's run, and each trial says how many. `delegation-cluster`: the
-/// cluster's delegator is still being built — delete the entry when it lands.
-const UNMET_NEEDS: &[&str] = &["delegation-cluster"];
+/// left out of every language's run, and each trial says how many. Empty: the cluster runs
+/// delegated Tasks (`delegation-cluster`) since the executor creates child Tasks.
+const UNMET_NEEDS: &[&str] = &[];
 
 /// The cluster, the operator allowed plain HTTP to the registry, the registry, the HTTP server
 /// of the cases, and the table (without the cases of [`UNMET_NEEDS`]).
@@ -227,6 +232,26 @@ fn capabilities(grants: &Grants) -> Result<Value> {
             "storage" => json!({ "maxBytes": size(&one()?)? }),
             "network" => json!({ "allowedHosts": values }),
             "randomness" | "timeAccess" => json!({}),
+            // `AGENT[,AGENT…][;maxDepth=N][;maxChildren=N]`, as `ari run --grant`.
+            "delegation" => {
+                let value = one()?;
+                let mut parts = value.split(';');
+                let agents: Vec<&str> = parts
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .collect();
+                let mut grant = json!({ "agents": agents });
+                for option in parts {
+                    let (key, n) = option
+                        .split_once('=')
+                        .with_context(|| format!("delegation option {option:?}"))?;
+                    let n: u32 = n.trim().parse().with_context(|| format!("{option:?}"))?;
+                    grant[key.trim()] = json!(n);
+                }
+                grant
+            }
             "signing" => json!({
                 "keyId": "conformance",
                 "secretRef": { "name": one()?, "key": "private-key" },
@@ -324,6 +349,34 @@ fn run_language(c: &ConformanceCtx, lang: &str) -> Result<()> {
                 },
             });
             ctx.apply_ok(&ns, &agent.to_string())?;
+        }
+        // The Agents the cases delegate to, by the names the cases use.
+        let mut delegates: BTreeMap<String, Grants> = BTreeMap::new();
+        for case in &suite.cases {
+            for (name, grants) in &case.agents {
+                let filled: Vec<String> = grants.iter().map(|g| places.fill(g)).collect();
+                delegates
+                    .entry(name.clone())
+                    .or_default()
+                    .extend(grants_of(&filled));
+            }
+        }
+        for (name, grants) in &delegates {
+            let agent = json!({
+                "apiVersion": "ari.dev/v1alpha1",
+                "kind": "Agent",
+                "metadata": { "name": name },
+                "spec": {
+                    "module": { "image": format!("{repo}:v1") },
+                    "capabilities": capabilities(grants)?,
+                    "limits": limits,
+                    "executor": { "replicas": 1, "concurrency": 4 },
+                },
+            });
+            ctx.apply_ok(&ns, &agent.to_string())?;
+        }
+        for name in delegates.keys() {
+            agent_ready_within(&client, &ns, name).await?;
         }
         let mut ready = BTreeMap::new();
         for i in 0..agents.len() {
