@@ -60,7 +60,9 @@ fn crds_declare_names_columns_subresources_and_selectable_field() {
     assert_eq!(cols(&agents), ["Ready", "Replicas", "Module digest", "Age"]);
     assert_eq!(
         cols(&tasks),
-        ["Agent", "Phase", "Reason", "Fuel", "Duration", "Age"]
+        [
+            "Agent", "Phase", "Reason", "Fuel", "Duration", "Parent", "Age"
+        ]
     );
     let selectable: Vec<String> = tasks.spec.versions[0]
         .selectable_fields
