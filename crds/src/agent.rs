@@ -351,6 +351,7 @@ impl AgentSpec {
             (c.randomness.is_some(), CapabilityName::Randomness),
             (c.signing.is_some(), CapabilityName::Signing),
             (c.time_access.is_some(), CapabilityName::TimeAccess),
+            (c.delegation.is_some(), CapabilityName::Delegation),
         ]
         .into_iter()
         .filter_map(|(granted, name)| granted.then_some(name))

@@ -129,6 +129,25 @@ pub fn fuel_within_limit(task_fuel: Option<u64>, agent: &AgentSpec) -> Result<u6
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_task_requiring_delegation_is_admitted_where_delegation_is_granted() {
+        let mut spec = granted();
+        let req = TaskRequirements {
+            capabilities: vec![CapabilityName::Delegation],
+            ..Default::default()
+        };
+        assert_eq!(
+            requirements_within_grants(&req, &spec),
+            Err(Denied::NotGranted(CapabilityName::Delegation))
+        );
+        spec.capabilities.delegation = Some(crate::agent::DelegationCapability {
+            agents: vec!["wordcount".into()],
+            max_depth: None,
+            max_children: None,
+        });
+        assert_eq!(requirements_within_grants(&req, &spec), Ok(()));
+    }
+
     use super::*;
     use crate::agent::{
         Capabilities, ConfigMapModule, EmptyCapability, Limits, ModuleSource, NetworkCapability,
