@@ -157,7 +157,7 @@ fn fan_out(ctx: &Ctx) -> Result<()> {
             expect_reason(&child, TaskPhase::Succeeded, TaskReason::Completed)?;
             let cs = child.status.clone().unwrap_or_default();
             ensure!(
-                cs.parent.as_deref() == Some("doc"),
+                cs.parent.as_deref() == Some("research-ari"),
                 "status.parent {:?}",
                 cs.parent
             );
