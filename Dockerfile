@@ -19,6 +19,7 @@ COPY crds crds
 COPY model model
 COPY runtime runtime
 COPY oci oci
+COPY plan plan
 COPY executor executor
 COPY operator operator
 COPY sdk sdk
