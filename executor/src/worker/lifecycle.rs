@@ -131,7 +131,8 @@ impl Worker {
                 return Ok(Handled::Done);
             }
         };
-        let mut req = match self.request(&attempt, input, elapsed, slot) {
+        // `slot` is held until this Task is finished: the run's delegator only shares it.
+        let mut req = match self.request(&attempt, input, elapsed, slot.clone()) {
             Ok(req) => req,
             Err(message) => {
                 self.finish_failed(&mut attempt, TaskReason::HostError, message)
