@@ -13,10 +13,8 @@ use crate::admission::Refusal;
 use crate::agent::AgentSpec;
 use crate::task::{Task, TaskPhase, TaskReason};
 
-/// Default `maxDepth` of a delegation grant, and the ceiling of both limits; the runtime
-/// clamps to the same figures.
-pub const DEFAULT_MAX_DEPTH: u32 = 3;
-pub const DEFAULT_MAX_CHILDREN: u32 = 16;
+/// The grant's defaults, the same figures the runtime uses.
+pub use ari_model::limits::{DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH};
 /// Most children listed in a parent's `status.children` (the rest are counted only).
 pub const MAX_LISTED_CHILDREN: usize = 64;
 

@@ -45,3 +45,9 @@ pub struct DelegationApplied {
     #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
     pub depth: u32,
 }
+
+/// Depth of a delegation tree when the grant does not say (the root is depth 0). One figure
+/// for the CRD's defaults (`ari-crds`) and the runtime's grant.
+pub const DEFAULT_MAX_DEPTH: u32 = 3;
+/// Children (awaited or messages) one task may start when the grant does not say.
+pub const DEFAULT_MAX_CHILDREN: u32 = 16;

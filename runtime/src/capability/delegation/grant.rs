@@ -2,10 +2,7 @@
 
 use crate::capability::GrantError;
 
-/// Depth of a delegation tree when the grant does not say (the root is depth 0).
-pub const DEFAULT_MAX_DEPTH: u32 = 3;
-/// Children (awaited or messages) one task may start when the grant does not say.
-pub const DEFAULT_MAX_CHILDREN: u32 = 16;
+pub use ari_model::limits::{DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH};
 /// No grant can raise the depth past this: every level holds a waiting parent.
 pub const MAX_DEPTH_CEILING: u32 = 16;
 /// No grant can raise one task's children past this.
