@@ -103,6 +103,7 @@ mod tests {
             description: None,
             mode,
             config: None,
+            a2a: None,
         }
     }
 

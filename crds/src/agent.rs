@@ -12,6 +12,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::a2a::A2aSpec;
 use crate::capability::CapabilityName;
 use crate::conditions;
 
@@ -62,6 +63,9 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
         json_path = ".metadata.creationTimestamp"
     )
 )]
+#[x_kube(
+    validation = Rule::new("!has(self.a2a) || !self.a2a.exposed || !has(self.mode) || self.mode != 'subagent'").message("a subagent-mode Agent cannot be exposed over A2A (spec.a2a.exposed)"),
+)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
     /// Where the component comes from; exactly one source.
@@ -87,6 +91,9 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 65536))]
     pub config: Option<String>,
+    /// Reachable over the Agent2Agent protocol through the gateway, and the card it shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<A2aSpec>,
 }
 
 /// The component source. Exactly one of `configMap`, `url` and `image`.

@@ -173,6 +173,7 @@ mod tests {
             description: None,
             mode: None,
             config: None,
+            a2a: None,
         }
     }
 

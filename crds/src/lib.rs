@@ -3,6 +3,7 @@
 //! The types are the contract between the operator and the executor; the CRD YAML in this
 //! crate's directory is generated from them (`cargo run -p ari-crds --bin crdgen`).
 
+pub mod a2a;
 pub mod admission;
 pub mod agent;
 pub mod capability;
@@ -15,6 +16,7 @@ pub mod plan;
 pub mod plan_view;
 pub mod task;
 
+pub use a2a::{A2aSkill, A2aSpec, LiveLog, MediaType, ShortText};
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
     Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, DelegationCapability,

@@ -38,6 +38,12 @@ pub const LABEL_AGENT: &str = "ari.dev/agent";
 pub const LABEL_TASK: &str = "ari.dev/task";
 /// Label on a child Task: its parent Task's name (or uid when the name is too long for a label).
 pub const LABEL_PARENT: &str = "ari.dev/parent";
+/// Label on a Task created through the A2A gateway: the A2A `contextId` it belongs to.
+pub const LABEL_A2A_CONTEXT: &str = "ari.dev/a2a-context";
+/// Annotation on a Task created through the A2A gateway: who sent the message.
+pub const ANNOTATION_A2A_CALLER: &str = "ari.dev/a2a-caller";
+/// Annotation asking the executor to keep `status.liveLog` current while the Task runs.
+pub const ANNOTATION_LIVE_LOG: &str = "ari.dev/live-log";
 /// Pod-template annotation: module digest (a change rolls the executors).
 pub const ANNOTATION_MODULE_DIGEST: &str = "ari.dev/module-digest";
 /// Pod-template annotation: hash of the Agent spec (a change rolls the executors).

@@ -14,6 +14,7 @@ pub use ari_model::{
     TaskPhase, TaskReason,
 };
 
+use crate::a2a::LiveLog;
 use crate::capability::TaskRequirements;
 use crate::delegation::{ChildStatus, ParentRef};
 
@@ -108,6 +109,26 @@ pub struct TaskSpec {
     /// a user who sets it is refused (see docs/delegation.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+}
+
+impl TaskSpec {
+    /// A spec for `agent` with everything else left to defaults; set one input before use.
+    pub fn for_agent(agent: impl Into<String>) -> Self {
+        Self {
+            agent_ref: AgentRef { name: agent.into() },
+            input: None,
+            input_base64: None,
+            input_from: None,
+            requirements: None,
+            deadline_seconds: None,
+            fuel: None,
+            seed: None,
+            retries: None,
+            ttl_seconds_after_finished: None,
+            cancelled: None,
+            parent: None,
+        }
+    }
 }
 
 /// Reference to an Agent in the Task's namespace.
@@ -211,6 +232,10 @@ pub struct TaskStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 4_294_967_295u32))]
     pub delegations_refused: Option<u32>,
+    /// The newest guest log lines while the Task runs, for A2A streams (only when annotated
+    /// `ari.dev/live-log: "true"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_log: Option<LiveLog>,
 }
 
 /// Where large output lives: `binaryData[key]` of a ConfigMap owned by the Task.

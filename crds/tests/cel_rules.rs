@@ -73,6 +73,28 @@ fn agent_pull_secrets_need_an_image() {
 }
 
 #[test]
+fn only_primary_or_all_agents_can_be_exposed_over_a2a() {
+    let cm = json!({"name": "m", "key": "k"});
+    let exposed = json!({"exposed": true});
+    for (mode, ok) in [
+        (None, true),
+        (Some("primary"), true),
+        (Some("all"), true),
+        (Some("subagent"), false),
+    ] {
+        let mut spec = json!({"module": {"configMap": cm}, "a2a": exposed});
+        if let Some(m) = mode {
+            spec["mode"] = json!(m);
+        }
+        let errors = agent_errors(spec);
+        assert_eq!(errors.is_empty(), ok, "{mode:?}: {errors}");
+    }
+    let hidden =
+        json!({"module": {"configMap": cm}, "mode": "subagent", "a2a": {"exposed": false}});
+    assert_eq!(agent_errors(hidden), "");
+}
+
+#[test]
 fn agent_url_needs_https_and_sha256() {
     assert_eq!(
         agent_errors(json!({"module": {"url": "https://x/m.wasm", "sha256": SHA}})),
@@ -157,5 +179,5 @@ fn every_rule_compiles_within_cost_budget() {
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema JSON");
         walk(&schema["openAPIV3Schema"], &crd.spec.names.kind, &mut found);
     }
-    assert_eq!(found.len(), 7, "{found:?}");
+    assert_eq!(found.len(), 8, "{found:?}");
 }

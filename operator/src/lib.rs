@@ -6,7 +6,7 @@ pub mod agent;
 mod cache;
 pub mod config;
 mod context;
-mod decode;
+pub mod decode;
 pub mod error;
 mod health;
 mod leader;

@@ -13,7 +13,7 @@ use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
 use crate::cancel::{CancelToken, Cancelled};
 use crate::capability::delegation::ChildSummary;
 use crate::capability::storage::{MemoryBackend, StorageBackend};
-use crate::capability::{CapError, DelegationContext, Grants, Mode, TaskCapabilities};
+use crate::capability::{CapError, DelegationContext, Grants, LogTap, Mode, TaskCapabilities};
 use crate::engine::deadline_ticks;
 use crate::failure::{Failure, FailureKind, classify_call_error};
 use crate::limits::{Limits, LimitsApplied, MemoryLimiter};
@@ -63,6 +63,9 @@ pub struct TaskRequest {
     /// What runs this task's children (capability `delegation`) and its depth in the tree;
     /// `None`: no other Agent is reachable.
     pub delegation: Option<DelegationContext>,
+    /// Sees each kept guest log line as it is written (live views); `None`: only the log
+    /// kept in the outcome.
+    pub log_tap: Option<LogTap>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -90,6 +93,7 @@ impl TaskRequest {
             config: Vec::new(),
             cancel: None,
             delegation: None,
+            log_tap: None,
         }
     }
 }
@@ -216,6 +220,7 @@ impl TaskRequest {
             config: self.config.clone(),
             cancel: self.cancel.clone(),
             delegation: self.delegation.clone(),
+            log_tap: self.log_tap.clone(),
         })
     }
 }
@@ -322,6 +327,9 @@ impl LoadedAgent {
             req.cancel.clone().unwrap_or_default(),
             applied.memory_bytes,
         );
+        if let Some(tap) = &req.log_tap {
+            caps.set_log_tap(tap.clone());
+        }
         let caps: SharedCaps = Arc::new(Mutex::new(caps));
 
         let (GuestRun { end, estimate }, meter) = match pre_failure {

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ari_crds::{InputSource, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
+use ari_crds::names::ANNOTATION_LIVE_LOG;
+use ari_crds::{InputSource, LiveLog, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
@@ -26,6 +27,37 @@ use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found};
 use ari_runtime::CommitGate;
 use ari_runtime::capability::DelegationContext;
 use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
+
+/// How often `status.liveLog` is written at most while a watched Task logs.
+const LIVE_LOG_INTERVAL: Duration = Duration::from_millis(250);
+/// Lines buffered between two writes; past it lines are left out of the live view (the
+/// Task's full log is unaffected).
+const LIVE_LOG_BUFFER: usize = 64;
+
+/// Taps `req`'s guest log when `task` is annotated `ari.dev/live-log: "true"` (an A2A stream
+/// is watching): the lines on their way to `status.liveLog`. `None` for every other Task.
+fn live_log_tap(task: &Task, req: &mut TaskRequest) -> Option<tokio::sync::mpsc::Receiver<String>> {
+    let wanted = task
+        .annotations()
+        .get(ANNOTATION_LIVE_LOG)
+        .is_some_and(|v| v == "true");
+    wanted.then(|| {
+        let (tx, rx) = tokio::sync::mpsc::channel::<String>(LIVE_LOG_BUFFER);
+        // Never blocks the guest: a full buffer leaves the line out of the live view.
+        req.log_tap = Some(Arc::new(move |line: &str| {
+            let _ = tx.try_send(line.to_owned());
+        }));
+        rx
+    })
+}
+
+/// The next tapped line, or never when there is no tap (so `select!` never picks it).
+async fn next_line(tap: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> Option<String> {
+    match tap.as_mut() {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// How far [`Worker::handle`] got.
 enum Handled {
@@ -321,12 +353,27 @@ impl Worker {
             task = %attempt.name,
             attempt = attempt.number
         );
+        let mut req = req;
+        let mut tap = live_log_tap(&attempt.current, &mut req);
+        let mut live = LiveLog::default();
+        let mut unpublished = false;
         let mut run = tokio::task::spawn_blocking(move || span.in_scope(|| agent.run(req)));
         let mut beat = tokio::time::interval(self.config.heartbeat);
         beat.tick().await; // the first tick is immediate; the claim was the first heartbeat
+        let mut publish = tokio::time::interval(LIVE_LOG_INTERVAL);
         let outcome = loop {
             tokio::select! {
                 done = &mut run => break done,
+                Some(line) = next_line(&mut tap) => {
+                    live.push(&line);
+                    unpublished = true;
+                }
+                _ = publish.tick(), if unpublished && !lost.load(Ordering::Acquire) => {
+                    unpublished = false;
+                    if let Err(e) = self.writer.live_log(attempt, &live).await {
+                        debug!(task = %attempt.name, error = %e, "live log not written");
+                    }
+                }
                 _ = beat.tick(), if !lost.load(Ordering::Acquire) => {
                     match self.writer.heartbeat(attempt).await {
                         Ok(()) => {}
@@ -340,6 +387,15 @@ impl Worker {
                 }
             }
         };
+        // Lines not yet published go out with the final status write.
+        if let Some(mut rx) = tap
+            && let Some(status) = attempt.current.status.as_mut()
+        {
+            while let Ok(line) = rx.try_recv() {
+                live.push(&line);
+            }
+            status.live_log = Some(live);
+        }
         self.metrics.active.dec();
         self.metrics
             .task_seconds

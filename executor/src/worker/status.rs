@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use ari_crds::names::{LABEL_AGENT, LABEL_TASK, OUTPUT_KEY, output_configmap_name};
-use ari_crds::{OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
+use ari_crds::{LiveLog, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -111,6 +111,7 @@ impl Attempt {
 /// The writes [`Writer::write_while_ours`] retries.
 enum Write<'a> {
     Heartbeat,
+    LiveLog(&'a LiveLog),
     Final(&'a (dyn Fn(&mut TaskStatus, Option<i64>) + Sync)),
 }
 
@@ -148,6 +149,13 @@ impl Writer {
             .map(|_| ())
     }
 
+    /// Publishes the newest guest log lines (`status.liveLog`), only while the attempt is ours.
+    pub async fn live_log(&self, attempt: &mut Attempt, log: &LiveLog) -> Result<(), WriteError> {
+        self.write_while_ours(attempt, Write::LiveLog(log))
+            .await
+            .map(|_| ())
+    }
+
     /// The one final write: `fill` sets the ending on the latest own version of the status.
     /// Returns the status written.
     pub async fn finish(
@@ -174,6 +182,19 @@ impl Writer {
                     let patch = serde_json::json!({
                         "metadata": {"resourceVersion": attempt.current.resource_version()},
                         "status": {"lastHeartbeatTime": convert::now()},
+                    });
+                    self.tasks
+                        .patch_status(
+                            &attempt.name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
+                        .await
+                }
+                Write::LiveLog(log) => {
+                    let patch = serde_json::json!({
+                        "metadata": {"resourceVersion": attempt.current.resource_version()},
+                        "status": {"liveLog": log},
                     });
                     self.tasks
                         .patch_status(

@@ -232,6 +232,7 @@ mod tests {
                 description: None,
                 mode: None,
                 config: None,
+                a2a: None,
             },
         )
     }

@@ -5,6 +5,12 @@ pub use link::FUEL;
 pub(crate) use link::HOST;
 
 use std::fmt;
+use std::sync::Arc;
+
+/// Sees each kept log line (`LEVEL message`) as the guest writes it, for live views of a
+/// running task. Called on the guest's thread: it must not block (hand the line off and drop it
+/// when the reader is behind).
+pub type LogTap = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Per-task budget of log bytes kept, counted as stored (`LEVEL message`), so neither huge
 /// lines nor millions of tiny ones can grow host memory past it.
@@ -35,7 +41,6 @@ impl fmt::Display for LogLevel {
 }
 
 /// The log lines of one task, as `LEVEL message`.
-#[derive(Debug)]
 pub struct LogCapability {
     lines: Vec<String>,
     /// Bytes of `lines` (what the budget counts).
@@ -44,7 +49,21 @@ pub struct LogCapability {
     kept: u64,
     dropped: u64,
     limit: u64,
+    tap: Option<LogTap>,
 }
+
+impl fmt::Debug for LogTapSlot<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Some(LogTap)"
+        } else {
+            "None"
+        })
+    }
+}
+
+/// Debug output for the optional tap (closures have none).
+struct LogTapSlot<'a>(&'a Option<LogTap>);
 
 impl Default for LogCapability {
     fn default() -> Self {
@@ -72,7 +91,13 @@ impl LogCapability {
             kept: 0,
             dropped: 0,
             limit,
+            tap: None,
         }
+    }
+
+    /// Hands every kept line to `tap` as well.
+    pub fn set_tap(&mut self, tap: LogTap) {
+        self.tap = Some(tap);
     }
 
     /// Keeps each line of `msg` while the budget lasts; once a line does not fit, it and
@@ -89,6 +114,9 @@ impl LogCapability {
                 }
                 if self.stored + stored.len() as u64 <= self.limit {
                     emit(level, &stored[level.to_string().len() + 1..]);
+                    if let Some(tap) = &self.tap {
+                        tap(&stored);
+                    }
                     self.stored += stored.len() as u64;
                     self.kept += text.len() as u64;
                     self.lines.push(stored);
@@ -126,6 +154,18 @@ impl LogCapability {
     }
 }
 
+impl fmt::Debug for LogCapability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogCapability")
+            .field("lines", &self.lines.len())
+            .field("stored", &self.stored)
+            .field("dropped", &self.dropped)
+            .field("limit", &self.limit)
+            .field("tap", &LogTapSlot(&self.tap))
+            .finish()
+    }
+}
+
 fn emit(level: LogLevel, line: &str) {
     match level {
         LogLevel::Trace => tracing::trace!(target: "ari::guest", "{line}"),
@@ -139,6 +179,21 @@ fn emit(level: LogLevel, line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tap_sees_each_kept_line_and_nothing_past_the_budget() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut log = LogCapability::with_limit(24);
+        let sink = seen.clone();
+        log.set_tap(std::sync::Arc::new(move |line: &str| {
+            sink.lock().expect("not poisoned").push(line.to_owned())
+        }));
+        log.log(LogLevel::Info, "one\ntwo\nthree is too long to fit");
+        assert_eq!(
+            *seen.lock().expect("not poisoned"),
+            ["INFO one", "INFO two"]
+        );
+    }
 
     #[test]
     fn log_splits_lines_and_prefixes_level() {

@@ -23,7 +23,7 @@ pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Sett
 pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
 pub use http::{HttpLimits, HttpRequest, HttpResponse, NetworkGrant, allowlist};
-pub use log::LogLevel;
+pub use log::{LogLevel, LogTap};
 pub use storage::StorageGrant;
 
 use crate::trace::{Recorder, Trace};
@@ -90,6 +90,11 @@ impl TaskCapabilities {
             recorder,
             denials: Vec::new(),
         }
+    }
+
+    /// Hands every kept guest log line to `tap` as it is written (see [`log::LogTap`]).
+    pub fn set_log_tap(&mut self, tap: log::LogTap) {
+        self.log.set_tap(tap);
     }
 
     /// Overrides the default HTTP ceilings (4 MiB body, 30 s, 5 redirects).

@@ -1,0 +1,150 @@
+//! What an Agent shows of itself over the Agent2Agent protocol, and the live tail of a Task's
+//! guest log that A2A streams read while the Task runs.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Most skills a card lists.
+pub const MAX_SKILLS: usize = 32;
+/// Lines kept in [`LiveLog::lines`]: the newest, so a stream that reads late still sees the end.
+pub const LIVE_LOG_LINES: usize = 16;
+/// Longest line kept in [`LiveLog::lines`] (bytes, cut on a char boundary).
+pub const LIVE_LOG_LINE_BYTES: usize = 256;
+
+/// `spec.a2a`: whether the A2A gateway serves this Agent, and the card it shows.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct A2aSpec {
+    /// Served by the gateway (card and JSON-RPC). Off by default; only `primary` and `all`
+    /// Agents may be exposed.
+    #[serde(default)]
+    pub exposed: bool,
+    /// The card may be read without a token. Calls always need one.
+    #[serde(default)]
+    pub public_card: bool,
+    /// What the agent can do, as the card lists it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub skills: Vec<A2aSkill>,
+    /// Media types the agent accepts (default `text/plain`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub input_modes: Vec<MediaType>,
+    /// Media types the agent answers with (default `text/plain`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub output_modes: Vec<MediaType>,
+}
+
+/// A media type such as `text/plain` or `application/json`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct MediaType(
+    #[schemars(
+        length(min = 3, max = 127),
+        regex(pattern = r"^[a-z0-9.+-]+/[a-zA-Z0-9.+*-]+$")
+    )]
+    pub String,
+);
+
+/// One skill on the card.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct A2aSkill {
+    #[schemars(length(min = 1, max = 63))]
+    pub id: String,
+    #[schemars(length(min = 1, max = 127))]
+    pub name: String,
+    #[serde(default)]
+    #[schemars(length(max = 1024))]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub tags: Vec<ShortText>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub examples: Vec<ShortText>,
+}
+
+/// A tag or an example prompt.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct ShortText(#[schemars(length(min = 1, max = 256))] pub String);
+
+/// `status.liveLog`: the newest guest log lines of a running Task, written by the executor
+/// only for Tasks annotated [`crate::names::ANNOTATION_LIVE_LOG`] (a stream is watching), at
+/// most a few times a second.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveLog {
+    /// Lines written so far (kept or not): a reader that saw `seq` lines before knows how many
+    /// are new and how many it missed.
+    pub seq: u64,
+    /// The newest lines, at most [`LIVE_LOG_LINES`], each `LEVEL message`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<String>,
+}
+
+impl LiveLog {
+    /// Adds one line, keeping only the newest [`LIVE_LOG_LINES`], each cut to
+    /// [`LIVE_LOG_LINE_BYTES`].
+    pub fn push(&mut self, line: &str) {
+        let mut end = line.len().min(LIVE_LOG_LINE_BYTES);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.lines.push(line[..end].to_owned());
+        if self.lines.len() > LIVE_LOG_LINES {
+            let extra = self.lines.len() - LIVE_LOG_LINES;
+            self.lines.drain(..extra);
+        }
+        self.seq += 1;
+    }
+
+    /// The lines a reader that had seen `seen` lines has not seen, and how many of those
+    /// are no longer kept.
+    pub fn since(&self, seen: u64) -> (&[String], u64) {
+        let new = self.seq.saturating_sub(seen);
+        let kept = (new as usize).min(self.lines.len());
+        (&self.lines[self.lines.len() - kept..], new - kept as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_log_keeps_the_newest_lines_and_counts_all() {
+        let mut log = LiveLog::default();
+        for i in 0..40 {
+            log.push(&format!("INFO line {i}"));
+        }
+        assert_eq!(log.seq, 40);
+        assert_eq!(log.lines.len(), LIVE_LOG_LINES);
+        assert_eq!(log.lines.last().map(String::as_str), Some("INFO line 39"));
+    }
+
+    #[test]
+    fn a_reader_gets_only_new_lines_and_how_many_it_missed() {
+        let mut log = LiveLog::default();
+        for i in 0..20 {
+            log.push(&format!("{i}"));
+        }
+        let (new, missed) = log.since(18);
+        assert_eq!(new, ["18", "19"]);
+        assert_eq!(missed, 0);
+        let (new, missed) = log.since(0);
+        assert_eq!(new.len(), LIVE_LOG_LINES);
+        assert_eq!(missed, 4);
+        assert!(log.since(20).0.is_empty());
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_a_char_boundary() {
+        let mut log = LiveLog::default();
+        log.push(&"é".repeat(300));
+        assert!(log.lines[0].len() <= LIVE_LOG_LINE_BYTES);
+        assert!(log.lines[0].chars().all(|c| c == 'é'));
+    }
+}

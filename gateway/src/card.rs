@@ -1,0 +1,133 @@
+//! The A2A agent card of an exposed Agent, built from its spec and status.
+
+use ari_crds::{A2aSpec, Agent};
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+use crate::a2a::{JSONRPC_BINDING, PROTOCOL_VERSION};
+
+/// The modes a card lists when the Agent names none.
+const DEFAULT_MODE: &str = "text/plain";
+
+/// The Agent's A2A settings when it is exposed, else `None` (it is served as not found).
+pub fn exposed(agent: &Agent) -> Option<&A2aSpec> {
+    agent.spec.a2a.as_ref().filter(|a| a.exposed)
+}
+
+/// The card, whose JSON-RPC interface is at `base_url/a2a/{namespace}/{agent}`.
+pub fn card(agent: &Agent, a2a: &A2aSpec, base_url: &str) -> Value {
+    let ns = agent.namespace().unwrap_or_default();
+    let name = agent.name_any();
+    let modes = |m: &[ari_crds::MediaType]| -> Vec<String> {
+        if m.is_empty() {
+            vec![DEFAULT_MODE.to_owned()]
+        } else {
+            m.iter().map(|t| t.0.clone()).collect()
+        }
+    };
+    let skills: Vec<Value> = a2a
+        .skills
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "name": s.name,
+                "description": s.description,
+                "tags": s.tags.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(),
+                "examples": s.examples.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    // The version changes whenever the module does: the digest names what answers.
+    let version = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.module_digest.as_deref())
+        .and_then(|d| d.strip_prefix("sha256:"))
+        .map(|hex| format!("0.0.0+sha256.{}", &hex[..hex.len().min(12)]))
+        .unwrap_or_else(|| {
+            format!(
+                "0.0.0+generation.{}",
+                agent.metadata.generation.unwrap_or(0)
+            )
+        });
+    json!({
+        "name": name,
+        "description": agent.spec.description.clone().unwrap_or_else(|| format!("ari Agent {ns}/{name}")),
+        "version": version,
+        "supportedInterfaces": [{
+            "url": format!("{}/a2a/{ns}/{name}", base_url.trim_end_matches('/')),
+            "protocolBinding": JSONRPC_BINDING,
+            "protocolVersion": PROTOCOL_VERSION,
+        }],
+        "provider": {"organization": "ari", "url": base_url},
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "securitySchemes": {
+            "kubernetes": {"httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "bearerFormat": "Kubernetes service account or user token",
+                "description": "A token the cluster's TokenReview accepts; its user needs RBAC on ari.dev tasks in the namespace.",
+            }}
+        },
+        "securityRequirements": [{"schemes": {"kubernetes": {"list": []}}}],
+        "defaultInputModes": modes(&a2a.input_modes),
+        "defaultOutputModes": modes(&a2a.output_modes),
+        "skills": skills,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ari_crds::{A2aSkill, AgentSpec, ShortText};
+
+    fn agent(a2a: Option<A2aSpec>) -> Agent {
+        let mut spec: AgentSpec = serde_json::from_value(json!({
+            "module": {"configMap": {"name": "m", "key": "agent.wasm"}},
+            "description": "Counts words",
+        }))
+        .expect("a spec");
+        spec.a2a = a2a;
+        let mut a = Agent::new("wordcount", spec);
+        a.metadata.namespace = Some("team".into());
+        a
+    }
+
+    #[test]
+    fn only_exposed_agents_have_a_card() {
+        assert!(exposed(&agent(None)).is_none());
+        assert!(exposed(&agent(Some(A2aSpec::default()))).is_none());
+        let on = A2aSpec {
+            exposed: true,
+            ..A2aSpec::default()
+        };
+        assert!(exposed(&agent(Some(on))).is_some());
+    }
+
+    #[test]
+    fn the_card_names_its_json_rpc_url_skills_and_modes() {
+        let a2a = A2aSpec {
+            exposed: true,
+            skills: vec![A2aSkill {
+                id: "count".into(),
+                name: "Count words".into(),
+                description: "Counts the words of a text".into(),
+                tags: vec![ShortText("text".into())],
+                examples: vec![],
+            }],
+            ..A2aSpec::default()
+        };
+        let a = agent(Some(a2a.clone()));
+        let c = card(&a, &a2a, "http://gw.example:8080/");
+        assert_eq!(
+            c["supportedInterfaces"][0]["url"],
+            "http://gw.example:8080/a2a/team/wordcount"
+        );
+        assert_eq!(c["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+        assert_eq!(c["supportedInterfaces"][0]["protocolVersion"], "1.0");
+        assert_eq!(c["capabilities"]["streaming"], true);
+        assert_eq!(c["defaultInputModes"], json!(["text/plain"]));
+        assert_eq!(c["skills"][0]["id"], "count");
+        assert_eq!(c["description"], "Counts words");
+    }
+}

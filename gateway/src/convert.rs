@@ -1,0 +1,338 @@
+//! Between A2A and ari: a message becomes a Task's input; a Task becomes an A2A task with its
+//! state, its output as an artifact and its attestation and usage as metadata.
+
+use ari_crds::names::{ANNOTATION_A2A_CALLER, ANNOTATION_LIVE_LOG, LABEL_A2A_CONTEXT};
+use ari_crds::{Task as AriTask, TaskPhase, TaskReason, TaskSpec};
+use base64::Engine as _;
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use serde_json::{Map, Value, json};
+
+use crate::a2a::{Artifact, Message, Part, Task, TaskState, TaskStatus};
+use crate::error::{Error, Result};
+
+/// Metadata keys ari adds to A2A tasks and events.
+pub mod meta {
+    pub const ATTESTATION: &str = "ari.dev/attestation";
+    pub const RESOURCES_USED: &str = "ari.dev/resourcesUsed";
+    pub const REASON: &str = "ari.dev/reason";
+    pub const MESSAGE: &str = "ari.dev/message";
+    pub const EVENT: &str = "ari.dev/event";
+}
+
+/// The A2A state of a Task. A refusal of what the Agent may do (a capability it lacks, a mode
+/// it is not for) is `rejected`: the agent declined the task rather than failing at it.
+pub fn state(task: &AriTask) -> TaskState {
+    let status = task.status.as_ref();
+    match (status.and_then(|s| s.phase), status.and_then(|s| s.reason)) {
+        (None | Some(TaskPhase::Pending), _) => TaskState::Submitted,
+        (Some(TaskPhase::Running), _) => TaskState::Working,
+        (Some(TaskPhase::Succeeded), _) => TaskState::Completed,
+        (Some(TaskPhase::Cancelled), _) => TaskState::Canceled,
+        (Some(TaskPhase::Failed), Some(TaskReason::CapabilityDenied | TaskReason::ModeRefused)) => {
+            TaskState::Rejected
+        }
+        (Some(TaskPhase::Failed), _) => TaskState::Failed,
+    }
+}
+
+/// The A2A `contextId` of a Task created through the gateway.
+pub fn context_id(task: &AriTask) -> String {
+    task.labels()
+        .get(LABEL_A2A_CONTEXT)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// When the Task last changed phase, as RFC 3339.
+fn timestamp(task: &AriTask) -> Option<String> {
+    let s = task.status.as_ref()?;
+    s.completion_time
+        .as_ref()
+        .or(s.start_time.as_ref())
+        .map(|t| t.0.to_string())
+        .or_else(|| task.creation_timestamp().map(|t| t.0.to_string()))
+}
+
+/// The Task's output as an artifact, once it has one. Output kept in a ConfigMap is named, not
+/// copied: the gateway may not read ConfigMaps (the caller can, with their own RBAC).
+pub fn output_artifact(task: &AriTask) -> Option<Artifact> {
+    let s = task.status.as_ref()?;
+    let part = if let Some(text) = &s.output {
+        Part::text(text.clone())
+    } else if let Some(b64) = &s.output_base64 {
+        Part {
+            raw: Some(b64.clone()),
+            media_type: Some("application/octet-stream".into()),
+            ..Part::default()
+        }
+    } else if let Some(r) = &s.output_ref {
+        Part {
+            data: Some(json!({
+                "configMap": r.config_map,
+                "key": r.key,
+                "sha256": s.output_sha256,
+            })),
+            media_type: Some("application/json".into()),
+            ..Part::default()
+        }
+    } else {
+        return None;
+    };
+    let mut metadata = Map::new();
+    if let Some(sha) = &s.output_sha256 {
+        metadata.insert("sha256".into(), Value::String(sha.clone()));
+    }
+    Some(Artifact {
+        artifact_id: format!("{}-output", task.name_any()),
+        name: Some("output".into()),
+        parts: vec![part],
+        metadata: Some(metadata),
+    })
+}
+
+/// What ari adds to an A2A task: the attestation, resources used, reason and message.
+pub fn task_metadata(task: &AriTask) -> Map<String, Value> {
+    let mut m = Map::new();
+    let Some(s) = task.status.as_ref() else {
+        return m;
+    };
+    if let Some(a) = &s.attestation
+        && let Ok(v) = serde_json::to_value(a)
+    {
+        m.insert(meta::ATTESTATION.into(), v);
+    }
+    if let Some(r) = &s.resources_used
+        && let Ok(v) = serde_json::to_value(r)
+    {
+        m.insert(meta::RESOURCES_USED.into(), v);
+    }
+    if let Some(r) = s.reason {
+        m.insert(meta::REASON.into(), Value::String(r.as_str().into()));
+    }
+    if let Some(msg) = &s.message {
+        m.insert(meta::MESSAGE.into(), Value::String(msg.clone()));
+    }
+    m
+}
+
+/// The Task's status as A2A shows it; a failure's message rides along as an agent message.
+pub fn status(task: &AriTask) -> TaskStatus {
+    let state = state(task);
+    let message = task
+        .status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .filter(|_| matches!(state, TaskState::Failed | TaskState::Rejected))
+        .map(|text| Message {
+            message_id: format!("{}-status", task.name_any()),
+            context_id: Some(context_id(task)),
+            task_id: Some(task.name_any()),
+            role: "ROLE_AGENT".into(),
+            parts: vec![Part::text(text)],
+            metadata: None,
+        });
+    TaskStatus {
+        state,
+        message,
+        timestamp: timestamp(task),
+    }
+}
+
+/// The whole A2A task. `history` holds the message that created it when asked for.
+pub fn task(task: &AriTask, with_history: bool, with_artifacts: bool) -> Task {
+    let mut history = Vec::new();
+    if with_history && let Some(input) = &task.spec.input {
+        history.push(Message {
+            message_id: task
+                .annotations()
+                .get(ANNOTATION_MESSAGE_ID)
+                .cloned()
+                .unwrap_or_default(),
+            context_id: Some(context_id(task)),
+            task_id: Some(task.name_any()),
+            role: "ROLE_USER".into(),
+            parts: vec![Part::text(input.clone())],
+            metadata: None,
+        });
+    }
+    let metadata = task_metadata(task);
+    Task {
+        id: task.name_any(),
+        context_id: context_id(task),
+        status: status(task),
+        artifacts: if with_artifacts {
+            output_artifact(task).into_iter().collect()
+        } else {
+            Vec::new()
+        },
+        history,
+        metadata: (!metadata.is_empty()).then_some(metadata),
+    }
+}
+
+/// Annotation on a Task created from a message: the message's id.
+pub const ANNOTATION_MESSAGE_ID: &str = "ari.dev/a2a-message-id";
+
+/// The input a message carries: its text parts joined by newlines, a JSON data part as JSON
+/// text, or one raw part as bytes. Files by URL are refused: ari does not fetch for a caller.
+pub enum Input {
+    Text(String),
+    Bytes(String),
+}
+
+pub fn input(message: &Message) -> Result<Input> {
+    if message.parts.is_empty() {
+        return Err(Error::InvalidParams("the message has no parts".into()));
+    }
+    let mut texts = Vec::new();
+    let mut raw = None;
+    for part in &message.parts {
+        if let Some(t) = &part.text {
+            texts.push(t.clone());
+        } else if let Some(d) = &part.data {
+            texts.push(d.to_string());
+        } else if let Some(r) = &part.raw {
+            if raw.is_some() || message.parts.len() > 1 {
+                return Err(Error::InvalidParams(
+                    "a raw part must be the message's only part".into(),
+                ));
+            }
+            base64::engine::general_purpose::STANDARD
+                .decode(r)
+                .map_err(|_| Error::InvalidParams("a raw part is not base64".into()))?;
+            raw = Some(r.clone());
+        } else if part.url.is_some() || part.file.is_some() {
+            return Err(Error::ContentType(
+                "file parts by URL are not fetched; send the content as text, data or raw".into(),
+            ));
+        } else {
+            return Err(Error::InvalidParams("a part has no content".into()));
+        }
+    }
+    Ok(match raw {
+        Some(r) => Input::Bytes(r),
+        None => Input::Text(texts.join("\n")),
+    })
+}
+
+/// Whether `value` can be a label value (the `contextId` is kept as one).
+pub fn is_label_value(value: &str) -> bool {
+    value.len() <= 63
+        && (value.is_empty()
+            || (value.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && value.ends_with(|c: char| c.is_ascii_alphanumeric())
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))))
+}
+
+/// The Task a message becomes: named by the API server (`<agent>-a2a-xxxxx`), labelled with
+/// its context, annotated with its caller and asking for a live log.
+pub fn new_task(
+    agent: &str,
+    context: &str,
+    caller: &str,
+    message: &Message,
+    input: Input,
+) -> AriTask {
+    let mut spec = TaskSpec::for_agent(agent);
+    match input {
+        Input::Text(t) => spec.input = Some(t),
+        Input::Bytes(b) => spec.input_base64 = Some(b),
+    }
+    let mut caller = caller.to_owned();
+    caller.truncate(253);
+    let mut message_id = message.message_id.clone();
+    message_id.truncate(253);
+    AriTask {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-a2a-", truncate_name(agent, 40))),
+            labels: Some([(LABEL_A2A_CONTEXT.to_owned(), context.to_owned())].into()),
+            annotations: Some(
+                [
+                    (ANNOTATION_A2A_CALLER.to_owned(), caller),
+                    (ANNOTATION_MESSAGE_ID.to_owned(), message_id),
+                    (ANNOTATION_LIVE_LOG.to_owned(), "true".to_owned()),
+                ]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec,
+        status: None,
+    }
+}
+
+/// `name` cut to `max` bytes without a trailing `-` or `.`.
+fn truncate_name(name: &str, max: usize) -> &str {
+    let cut = &name[..name.len().min(max)];
+    cut.trim_end_matches(['-', '.'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ari_crds::TaskStatus as AriStatus;
+
+    fn spec() -> TaskSpec {
+        TaskSpec::for_agent("a")
+    }
+
+    fn with(phase: TaskPhase, reason: Option<TaskReason>) -> AriTask {
+        let mut t = AriTask::new("t", spec());
+        t.status = Some(AriStatus {
+            phase: Some(phase),
+            reason,
+            ..AriStatus::default()
+        });
+        t
+    }
+
+    #[test]
+    fn phases_map_to_a2a_states() {
+        assert_eq!(state(&AriTask::new("t", spec())), TaskState::Submitted);
+        assert_eq!(state(&with(TaskPhase::Running, None)), TaskState::Working);
+        assert_eq!(
+            state(&with(TaskPhase::Succeeded, Some(TaskReason::Completed))),
+            TaskState::Completed
+        );
+        assert_eq!(
+            state(&with(TaskPhase::Failed, Some(TaskReason::Trap))),
+            TaskState::Failed
+        );
+        assert_eq!(
+            state(&with(TaskPhase::Failed, Some(TaskReason::CapabilityDenied))),
+            TaskState::Rejected
+        );
+        assert_eq!(
+            state(&with(TaskPhase::Cancelled, Some(TaskReason::Cancelled))),
+            TaskState::Canceled
+        );
+    }
+
+    #[test]
+    fn text_parts_join_and_url_parts_are_refused() {
+        let m = |parts: Vec<Part>| Message {
+            parts,
+            ..Message::default()
+        };
+        match input(&m(vec![Part::text("a"), Part::text("b")])) {
+            Ok(Input::Text(t)) => assert_eq!(t, "a\nb"),
+            _ => panic!("text expected"),
+        }
+        let url = Part {
+            url: Some("https://example.com/x".into()),
+            ..Part::default()
+        };
+        assert!(matches!(input(&m(vec![url])), Err(Error::ContentType(_))));
+        assert!(matches!(input(&m(vec![])), Err(Error::InvalidParams(_))));
+    }
+
+    #[test]
+    fn context_ids_must_fit_a_label() {
+        assert!(is_label_value("6f1c2a3e-0b7d-4c1e-9f00-1234567890ab"));
+        assert!(!is_label_value("has space"));
+        assert!(!is_label_value(&"a".repeat(64)));
+    }
+}

@@ -1,0 +1,308 @@
+//! The canonical events of a Task: what changed between two looks at it (and at its children),
+//! typed. The same events feed the A2A streams and the plain SSE endpoint.
+
+use std::collections::BTreeMap;
+
+use ari_crds::{Task, TaskPhase};
+use kube::ResourceExt;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::a2a::TaskState;
+use crate::convert;
+
+/// Most children a stream follows; later ones are not reported (the Task's status lists them).
+const MAX_FOLLOWED_CHILDREN: usize = 256;
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Event {
+    /// The task changed state.
+    #[serde(rename_all = "camelCase")]
+    Status {
+        task: String,
+        state: TaskState,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        phase: Option<TaskPhase>,
+    },
+    /// Guest log lines, as written (`missed`: lines written meanwhile that are no longer kept).
+    #[serde(rename_all = "camelCase")]
+    Log {
+        task: String,
+        lines: Vec<String>,
+        #[serde(skip_serializing_if = "is_zero")]
+        missed: u64,
+    },
+    /// A child Task was started or has ended.
+    #[serde(rename_all = "camelCase")]
+    Delegation {
+        task: String,
+        child: String,
+        agent: String,
+        state: TaskState,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fuel: Option<u64>,
+    },
+    /// What the task used, once it has ended.
+    #[serde(rename_all = "camelCase")]
+    Usage { task: String, resources_used: Value },
+    /// The task ended; the stream closes after this.
+    #[serde(rename_all = "camelCase")]
+    Done {
+        task: String,
+        state: TaskState,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_sha256: Option<String>,
+    },
+    /// The stream cannot go on (the Task was deleted, the gateway is stopping); it closes.
+    #[serde(rename_all = "camelCase")]
+    Error { task: String, message: String },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Event {
+    /// The SSE `event:` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Status { .. } => "status",
+            Self::Log { .. } => "log",
+            Self::Delegation { .. } => "delegation",
+            Self::Usage { .. } => "usage",
+            Self::Done { .. } => "done",
+            Self::Error { .. } => "error",
+        }
+    }
+
+    /// After this event nothing more comes.
+    pub fn is_last(&self) -> bool {
+        matches!(self, Self::Done { .. } | Self::Error { .. })
+    }
+}
+
+/// What a stream has already told about one Task, so each look yields only what is new.
+#[derive(Default, Debug)]
+pub struct Follow {
+    state: Option<TaskState>,
+    log_seen: u64,
+    /// Child name → last state told.
+    children: BTreeMap<String, TaskState>,
+    ended: bool,
+}
+
+impl Follow {
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The events between the last look at the Task and `task`.
+    pub fn task(&mut self, task: &Task) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        let name = task.name_any();
+        let status = task.status.as_ref();
+        if let Some(live) = status.and_then(|s| s.live_log.as_ref()) {
+            let (lines, missed) = live.since(self.log_seen);
+            if !lines.is_empty() || missed > 0 {
+                out.push(Event::Log {
+                    task: name.clone(),
+                    lines: lines.to_vec(),
+                    missed,
+                });
+            }
+            self.log_seen = live.seq;
+        }
+        // Children the status lists, for those the watch did not show (e.g. already gone).
+        for child in status.map(|s| s.children.as_slice()).unwrap_or_default() {
+            let Some(child_name) = &child.name else {
+                continue; // a message that was refused before a Task existed
+            };
+            let state = child_state(&child.phase);
+            out.extend(self.child_seen(&name, child_name, &child.agent, state, Some(child.fuel)));
+        }
+        let state = convert::state(task);
+        if self.state != Some(state) {
+            self.state = Some(state);
+            out.push(Event::Status {
+                task: name.clone(),
+                state,
+                phase: status.and_then(|s| s.phase),
+            });
+        }
+        if state.is_terminal() {
+            if let Some(used) = status
+                .and_then(|s| s.resources_used.as_ref())
+                .and_then(|r| serde_json::to_value(r).ok())
+            {
+                out.push(Event::Usage {
+                    task: name.clone(),
+                    resources_used: used,
+                });
+            }
+            out.push(Event::Done {
+                task: name,
+                state,
+                reason: status.and_then(|s| s.reason).map(|r| r.as_str().to_owned()),
+                output_sha256: status.and_then(|s| s.output_sha256.clone()),
+            });
+            self.ended = true;
+        }
+        out
+    }
+
+    /// The events a child Task's change makes for its parent's stream.
+    pub fn child(&mut self, parent: &str, child: &Task) -> Vec<Event> {
+        if self.ended {
+            return Vec::new();
+        }
+        let state = convert::state(child);
+        let fuel = child
+            .status
+            .as_ref()
+            .and_then(|s| s.resources_used.as_ref())
+            .map(|r| r.fuel);
+        self.child_seen(
+            parent,
+            &child.name_any(),
+            &child.spec.agent_ref.name,
+            state,
+            fuel,
+        )
+    }
+
+    /// A child started (first sight) or ended (first terminal sight): one event each.
+    fn child_seen(
+        &mut self,
+        parent: &str,
+        child: &str,
+        agent: &str,
+        state: TaskState,
+        fuel: Option<u64>,
+    ) -> Vec<Event> {
+        let mut out = Vec::new();
+        let known = self.children.get(child).copied();
+        if known.is_none() {
+            if self.children.len() >= MAX_FOLLOWED_CHILDREN {
+                return out;
+            }
+            out.push(Event::Delegation {
+                task: parent.to_owned(),
+                child: child.to_owned(),
+                agent: agent.to_owned(),
+                state: TaskState::Submitted,
+                fuel: None,
+            });
+            self.children.insert(child.to_owned(), TaskState::Submitted);
+        }
+        if state.is_terminal() && !known.is_some_and(TaskState::is_terminal) {
+            out.push(Event::Delegation {
+                task: parent.to_owned(),
+                child: child.to_owned(),
+                agent: agent.to_owned(),
+                state,
+                fuel,
+            });
+            self.children.insert(child.to_owned(), state);
+        }
+        out
+    }
+}
+
+/// The state of a child as its parent's status lists it (the phase's name).
+fn child_state(phase: &str) -> TaskState {
+    match phase {
+        "Running" => TaskState::Working,
+        "Succeeded" => TaskState::Completed,
+        "Failed" => TaskState::Failed,
+        "Cancelled" => TaskState::Canceled,
+        _ => TaskState::Submitted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ari_crds::{LiveLog, ResourcesUsed, TaskReason, TaskStatus};
+
+    fn spec(agent: &str) -> ari_crds::TaskSpec {
+        ari_crds::TaskSpec::for_agent(agent)
+    }
+
+    fn task(phase: Option<TaskPhase>, log: &[&str]) -> Task {
+        let mut t = Task::new("t", spec("a"));
+        let mut live = LiveLog::default();
+        for l in log {
+            live.push(l);
+        }
+        t.status = Some(TaskStatus {
+            phase,
+            reason: (phase == Some(TaskPhase::Succeeded)).then_some(TaskReason::Completed),
+            live_log: (!log.is_empty()).then_some(live),
+            resources_used: (phase == Some(TaskPhase::Succeeded)).then(ResourcesUsed::default),
+            ..TaskStatus::default()
+        });
+        t
+    }
+
+    #[test]
+    fn each_look_yields_only_what_changed() {
+        let mut f = Follow::default();
+        let first = f.task(&task(None, &[]));
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].name(), "status");
+        assert!(f.task(&task(None, &[])).is_empty(), "nothing new");
+        let running = f.task(&task(Some(TaskPhase::Running), &["INFO a", "INFO b"]));
+        let names: Vec<_> = running.iter().map(Event::name).collect();
+        assert_eq!(names, ["log", "status"]);
+        let more = f.task(&task(
+            Some(TaskPhase::Running),
+            &["INFO a", "INFO b", "INFO c"],
+        ));
+        assert_eq!(
+            more,
+            [Event::Log {
+                task: "t".into(),
+                lines: vec!["INFO c".into()],
+                missed: 0
+            }]
+        );
+    }
+
+    #[test]
+    fn the_end_brings_usage_then_done_and_nothing_after() {
+        let mut f = Follow::default();
+        let end = f.task(&task(Some(TaskPhase::Succeeded), &[]));
+        let names: Vec<_> = end.iter().map(Event::name).collect();
+        assert_eq!(names, ["status", "usage", "done"]);
+        assert!(end.last().is_some_and(Event::is_last));
+        assert!(f.ended());
+        assert!(f.task(&task(Some(TaskPhase::Succeeded), &[])).is_empty());
+    }
+
+    #[test]
+    fn a_child_is_reported_started_once_and_ended_once() {
+        let mut f = Follow::default();
+        let mut child = Task::new("t-0", spec("wordcount"));
+        assert_eq!(f.child("t", &child).len(), 1);
+        assert!(f.child("t", &child).is_empty());
+        child.status = Some(TaskStatus {
+            phase: Some(TaskPhase::Succeeded),
+            ..TaskStatus::default()
+        });
+        let ended = f.child("t", &child);
+        assert!(matches!(
+            ended.as_slice(),
+            [Event::Delegation {
+                state: TaskState::Completed,
+                ..
+            }]
+        ));
+        assert!(f.child("t", &child).is_empty());
+    }
+}

@@ -1,0 +1,85 @@
+//! The A2A gateway of ari: every Agent with `spec.a2a.exposed` reachable over the
+//! Agent2Agent protocol (v1.0, JSON-RPC binding), each message a Task, each Task's progress a
+//! stream of canonical events.
+
+pub mod a2a;
+pub mod auth;
+pub mod card;
+pub mod config;
+pub mod convert;
+pub mod error;
+pub mod events;
+pub mod gateway;
+pub mod hub;
+pub mod limits;
+pub mod methods;
+pub mod metrics;
+pub mod routes;
+pub mod rpc;
+pub mod stream;
+
+use std::sync::Arc;
+
+use kube::Client;
+use kube::runtime::reflector;
+use tracing::info;
+
+use crate::config::Config;
+use crate::gateway::Gateway;
+use crate::hub::Hub;
+use crate::metrics::Metrics;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("listening: {0}")]
+    Listen(#[from] std::io::Error),
+}
+
+/// Runs the gateway until SIGTERM or Ctrl-C.
+pub async fn run(cfg: Config, client: Client) -> Result<(), RunError> {
+    let metrics = Arc::new(Metrics::new()?);
+    let (store, writer) = reflector::store();
+    let hub = Arc::new(Hub::new(store));
+    let watches = tokio::spawn(hub.clone().run(
+        client.clone(),
+        cfg.namespace(),
+        writer,
+        metrics.decode_skipped.clone(),
+    ));
+    let gw = Arc::new(Gateway::new(&cfg, client, hub, metrics));
+    let a2a = tokio::net::TcpListener::bind(cfg.listen).await?;
+    let probes = tokio::net::TcpListener::bind(cfg.probe_listen).await?;
+    info!(listen = %cfg.listen, probes = %cfg.probe_listen, "A2A gateway serving");
+    let a2a = axum::serve(a2a, routes::router(gw.clone(), cfg.max_body_bytes))
+        .with_graceful_shutdown(shutdown());
+    let probes = axum::serve(probes, routes::probe_router(gw)).with_graceful_shutdown(shutdown());
+    let (a, p) = tokio::join!(a2a.into_future(), probes.into_future());
+    watches.abort();
+    a?;
+    p?;
+    Ok(())
+}
+
+/// Resolves on SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn shutdown() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,403 @@
+//! The A2A methods, on ari Tasks. Each is called with the caller already authenticated and
+//! authorised for it, on an exposed Agent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ari_crds::Task as AriTask;
+use ari_crds::names::LABEL_A2A_CONTEXT;
+use futures::{Stream, StreamExt};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::a2a::{
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, StreamResponse,
+    TaskArtifactUpdateEvent, TaskIdRequest, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+use crate::auth::Caller;
+use crate::convert::{self, meta};
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::gateway::Gateway;
+use crate::limits::StreamPermit;
+use crate::stream;
+
+/// Most tasks one `ListTasks` page holds.
+const MAX_PAGE: i64 = 100;
+const DEFAULT_PAGE: i64 = 50;
+/// How long `CancelTask` waits for the task to stop before answering with it as it is.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// Where a call is aimed.
+pub struct Target<'a> {
+    pub namespace: &'a str,
+    pub agent: &'a str,
+}
+
+impl Gateway {
+    fn tasks(&self, namespace: &str) -> Api<AriTask> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// A Task of this Agent created through A2A, or `TaskNotFound` (also for Tasks users
+    /// created directly, or of another Agent: A2A sees only its own).
+    async fn own_task(&self, t: &Target<'_>, id: &str) -> Result<AriTask> {
+        if !ari_crds::names::is_object_name(id) {
+            return Err(Error::TaskNotFound(id.chars().take(64).collect()));
+        }
+        let task = self.tasks(t.namespace).get_opt(id).await?;
+        task.filter(|task| {
+            task.spec.agent_ref.name == t.agent && task.labels().contains_key(LABEL_A2A_CONTEXT)
+        })
+        .ok_or_else(|| Error::TaskNotFound(id.to_owned()))
+    }
+
+    /// Creates the Task a message becomes.
+    async fn create(
+        &self,
+        t: &Target<'_>,
+        caller: &Caller,
+        req: &SendMessageRequest,
+    ) -> Result<AriTask> {
+        if let Some(c) = &req.configuration
+            && (c.push_notification_config.is_some() || c.task_push_notification_config.is_some())
+        {
+            return Err(Error::PushNotSupported);
+        }
+        if let Some(id) = &req.message.task_id {
+            // Multi-turn (input-required) does not exist in ari: a task takes one message.
+            let _ = self.own_task(t, id).await?;
+            return Err(Error::Unsupported(
+                "a task takes exactly one message; send a new message without taskId".into(),
+            ));
+        }
+        let context = match &req.message.context_id {
+            Some(c) if convert::is_label_value(c) && !c.is_empty() => c.clone(),
+            Some(_) => {
+                return Err(Error::InvalidParams(
+                    "contextId must be at most 63 letters, digits, '-', '_' or '.'".into(),
+                ));
+            }
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let input = convert::input(&req.message)?;
+        let task = convert::new_task(t.agent, &context, &caller.username, &req.message, input);
+        let created = self
+            .tasks(t.namespace)
+            .create(&PostParams::default(), &task)
+            .await
+            .map_err(|e| match e {
+                // The API server's refusal of the input (size, schema) is the caller's to fix.
+                kube::Error::Api(ae) if ae.code == 422 || ae.code == 400 => {
+                    Error::InvalidParams(ae.message.chars().take(300).collect())
+                }
+                e => Error::Kube(e),
+            })?;
+        self.metrics
+            .tasks_created
+            .with_label_values(&[t.namespace])
+            .inc();
+        Ok(created)
+    }
+
+    pub async fn send_message(
+        &self,
+        t: &Target<'_>,
+        caller: &Caller,
+        params: Value,
+    ) -> Result<Value> {
+        let req: SendMessageRequest = crate::rpc::params(params)?;
+        let created = self.create(t, caller, &req).await?;
+        let config = req.configuration.as_ref();
+        let immediately = config
+            .map(|c| c.return_immediately == Some(true) || c.blocking == Some(false))
+            .unwrap_or(false);
+        let history = config.and_then(|c| c.history_length).is_none_or(|n| n > 0);
+        let name = created.name_any();
+        let task = if immediately {
+            created
+        } else {
+            self.wait_for_end(t.namespace, &name, self.blocking).await?
+        };
+        Ok(json!({"task": convert::task(&task, history, true)}))
+    }
+
+    /// The Task once it has ended, or as it is after `limit`.
+    async fn wait_for_end(&self, namespace: &str, name: &str, limit: Duration) -> Result<AriTask> {
+        let api = self.tasks(namespace);
+        let mut rx = self.hub.subscribe(namespace, name);
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let task = api
+                .get_opt(name)
+                .await?
+                .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
+            if convert::state(&task).is_terminal() {
+                return Ok(task);
+            }
+            // Wake on any change (or a lag); re-read rather than trust the update's copy.
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Err(_) => return Ok(task),
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return Ok(task),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    pub async fn get_task(&self, t: &Target<'_>, params: Value) -> Result<Value> {
+        let req: TaskIdRequest = crate::rpc::params(params)?;
+        let task = self.own_task(t, &req.id).await?;
+        let history = req.history_length.is_none_or(|n| n > 0);
+        Ok(serde_json::to_value(convert::task(&task, history, true)).unwrap_or_default())
+    }
+
+    pub async fn list_tasks(&self, t: &Target<'_>, params: Value) -> Result<Value> {
+        let req: ListTasksRequest = crate::rpc::params(params)?;
+        let page = req.page_size.unwrap_or(DEFAULT_PAGE);
+        if !(1..=MAX_PAGE).contains(&page) {
+            return Err(Error::InvalidParams(format!(
+                "pageSize must be 1 to {MAX_PAGE}"
+            )));
+        }
+        let labels = match req.context_id.as_deref().filter(|c| !c.is_empty()) {
+            Some(c) if convert::is_label_value(c) => format!("{LABEL_A2A_CONTEXT}={c}"),
+            Some(_) => return Err(Error::InvalidParams("contextId is not a valid id".into())),
+            None => LABEL_A2A_CONTEXT.to_owned(),
+        };
+        let status = match req
+            .status
+            .as_deref()
+            .filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED")
+        {
+            Some(s) => Some(
+                TaskState::parse(s)
+                    .ok_or_else(|| Error::InvalidParams(format!("unknown status {s:.40}")))?,
+            ),
+            None => None,
+        };
+        let mut lp = ListParams::default()
+            .labels(&labels)
+            .fields(&format!("spec.agentRef.name={}", t.agent))
+            .limit(page as u32);
+        if let Some(token) = req.page_token.as_deref().filter(|p| !p.is_empty()) {
+            lp = lp.continue_token(token);
+        }
+        let list = self
+            .tasks(t.namespace)
+            .list(&lp)
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(ae) if ae.code == 410 || ae.code == 400 => {
+                    Error::InvalidParams("pageToken is expired or invalid; list again".into())
+                }
+                e => Error::Kube(e),
+            })?;
+        let remaining = list.metadata.remaining_item_count.unwrap_or(0);
+        let artifacts = req.include_artifacts.unwrap_or(false);
+        let tasks: Vec<_> = list
+            .items
+            .iter()
+            .filter(|task| status.is_none_or(|s| convert::state(task) == s))
+            .map(|task| convert::task(task, false, artifacts))
+            .collect();
+        let total = tasks.len() as i64 + remaining;
+        Ok(serde_json::to_value(ListTasksResponse {
+            page_size: tasks.len() as i64,
+            tasks,
+            next_page_token: list.metadata.continue_.unwrap_or_default(),
+            total_size: total,
+        })
+        .unwrap_or_default())
+    }
+
+    pub async fn cancel_task(&self, t: &Target<'_>, params: Value) -> Result<Value> {
+        let req: TaskIdRequest = crate::rpc::params(params)?;
+        let task = self.own_task(t, &req.id).await?;
+        if convert::state(&task).is_terminal() {
+            return Err(Error::NotCancelable(req.id));
+        }
+        let patch = json!({"spec": {"cancelled": true}});
+        self.tasks(t.namespace)
+            .patch(&req.id, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let task = self.wait_for_end(t.namespace, &req.id, CANCEL_WAIT).await?;
+        Ok(serde_json::to_value(convert::task(&task, true, true)).unwrap_or_default())
+    }
+
+    /// For `SendStreamingMessage`: creates the Task and streams it.
+    pub async fn send_streaming(
+        self: &Arc<Self>,
+        t: &Target<'_>,
+        caller: &Caller,
+        params: Value,
+        permit: StreamPermit,
+    ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
+        let req: SendMessageRequest = crate::rpc::params(params)?;
+        let created = self.create(t, caller, &req).await?;
+        self.stream_task(t.namespace, &created.name_any(), permit)
+            .await
+    }
+
+    /// For `SubscribeToTask`: streams a task that has not ended.
+    pub async fn subscribe(
+        self: &Arc<Self>,
+        t: &Target<'_>,
+        params: Value,
+        permit: StreamPermit,
+    ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
+        let req: TaskIdRequest = crate::rpc::params(params)?;
+        let task = self.own_task(t, &req.id).await?;
+        if convert::state(&task).is_terminal() {
+            return Err(Error::Unsupported(format!(
+                "task {} has already ended",
+                req.id
+            )));
+        }
+        self.stream_task(t.namespace, &req.id, permit).await
+    }
+
+    /// The canonical events of a task (for the plain SSE endpoint).
+    pub async fn events(
+        &self,
+        t: &Target<'_>,
+        id: &str,
+        permit: StreamPermit,
+    ) -> Result<impl Stream<Item = Event> + Send + 'static + use<>> {
+        let rx = self.hub.subscribe(t.namespace, id);
+        let first = self.own_task(t, id).await?;
+        Ok(stream::follow(
+            id,
+            self.tasks(t.namespace),
+            rx,
+            first,
+            permit,
+        ))
+    }
+
+    /// The task first, then one A2A stream item per canonical event.
+    async fn stream_task(
+        self: &Arc<Self>,
+        namespace: &str,
+        name: &str,
+        permit: StreamPermit,
+    ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
+        let api = self.tasks(namespace);
+        let rx = self.hub.subscribe(namespace, name);
+        let first = api
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
+        let head = StreamItem::Result(Box::new(StreamResponse::Task(convert::task(
+            &first, true, false,
+        ))));
+        let context = convert::context_id(&first);
+        let events = stream::follow(name, api.clone(), rx, first, permit);
+        let name = name.to_owned();
+        let mut state = TaskState::Submitted;
+        let items = events.then(move |ev| {
+            let api = api.clone();
+            let name = name.clone();
+            let context = context.clone();
+            let item = a2a_items(&ev, &mut state, &name, &context);
+            async move {
+                match ev {
+                    Event::Done { .. } => {
+                        // The end carries the output and the attestation: read them once.
+                        let task = api.get_opt(&name).await.ok().flatten();
+                        final_items(task.as_ref(), &name, &context)
+                    }
+                    _ => item,
+                }
+            }
+        });
+        Ok(futures::stream::once(async move { head }).chain(items.flat_map(futures::stream::iter)))
+    }
+}
+
+/// One SSE item of an A2A stream: a result, or an error that ends it.
+pub enum StreamItem {
+    Result(Box<StreamResponse>),
+    Error(String),
+}
+
+fn status_update(
+    name: &str,
+    context: &str,
+    state: TaskState,
+    metadata: Option<serde_json::Map<String, Value>>,
+) -> StreamItem {
+    StreamItem::Result(Box::new(StreamResponse::StatusUpdate(
+        TaskStatusUpdateEvent {
+            task_id: name.to_owned(),
+            context_id: context.to_owned(),
+            status: TaskStatus {
+                state,
+                message: None,
+                timestamp: Some(chrono::Utc::now().to_rfc3339()),
+            },
+            metadata,
+        },
+    )))
+}
+
+/// The A2A items of one canonical event: a status change is a status update; a log line,
+/// delegation or usage rides on a status update (same state) as `ari.dev/event` metadata.
+fn a2a_items(ev: &Event, state: &mut TaskState, name: &str, context: &str) -> Vec<StreamItem> {
+    match ev {
+        Event::Status { state: s, .. } => {
+            *state = *s;
+            if s.is_terminal() {
+                Vec::new() // told with the output by the `done` event
+            } else {
+                vec![status_update(name, context, *s, None)]
+            }
+        }
+        Event::Log { .. } | Event::Delegation { .. } | Event::Usage { .. } => {
+            if state.is_terminal() {
+                return Vec::new(); // usage of the end: in the final metadata
+            }
+            let mut m = serde_json::Map::new();
+            m.insert(
+                meta::EVENT.into(),
+                serde_json::to_value(ev).unwrap_or_default(),
+            );
+            vec![status_update(name, context, *state, Some(m))]
+        }
+        Event::Done { .. } => Vec::new(),
+        Event::Error { message, .. } => vec![StreamItem::Error(message.clone())],
+    }
+}
+
+/// The end of an A2A stream: the output artifact, then the final status with the task's
+/// attestation and usage.
+fn final_items(task: Option<&AriTask>, name: &str, context: &str) -> Vec<StreamItem> {
+    let Some(task) = task else {
+        return vec![StreamItem::Error("the task was deleted".into())];
+    };
+    let mut out = Vec::new();
+    if let Some(artifact) = convert::output_artifact(task) {
+        out.push(StreamItem::Result(Box::new(
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: name.to_owned(),
+                context_id: context.to_owned(),
+                artifact,
+                last_chunk: true,
+            }),
+        )));
+    }
+    let mut status = convert::status(task);
+    status.timestamp = status
+        .timestamp
+        .or_else(|| Some(chrono::Utc::now().to_rfc3339()));
+    let metadata = convert::task_metadata(task);
+    out.push(StreamItem::Result(Box::new(StreamResponse::StatusUpdate(
+        TaskStatusUpdateEvent {
+            task_id: name.to_owned(),
+            context_id: context.to_owned(),
+            status,
+            metadata: (!metadata.is_empty()).then_some(metadata),
+        },
+    ))));
+    out
+}
