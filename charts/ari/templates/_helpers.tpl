@@ -44,3 +44,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" $img.repository (default $root.Chart.AppVersion $img.tag) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The A2A gateway: "<fullname>-gateway" (Deployment, Service, ServiceAccount, RBAC). */}}
+{{- define "ari.gatewayName" -}}
+{{- printf "%s-gateway" (include "ari.fullname" .) -}}
+{{- end -}}
+
+{{- define "ari.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: ari-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "ari.gatewayLabels" -}}
+{{ include "ari.gatewaySelectorLabels" . }}
+app.kubernetes.io/component: gateway
+app.kubernetes.io/part-of: ari
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
