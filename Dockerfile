@@ -1,16 +1,18 @@
 # syntax=docker/dockerfile:1.7
-# The two images of ari, built from this workspace in release mode:
+# The three images of ari, built from this workspace in release mode:
 #   docker build --target operator -t ari-operator:0.1.0 .
 #   docker build --target executor -t ari-executor:0.1.0 .
-# Image names are the chart's defaults (charts/ari/values.yaml: image.repository and
-# executor.image.repository). Both run as the distroless `nonroot` user (65532), the uid the
-# chart and the operator's executor Deployments ask for, on a read-only root filesystem.
+#   docker build --target gateway -t ari-gateway:0.1.0 .
+# Image names are the chart's defaults (charts/ari/values.yaml: image.repository,
+# executor.image.repository and gateway.image.repository). All run as the distroless `nonroot`
+# user (65532), the uid the chart and the operator's executor Deployments ask for, on a
+# read-only root filesystem.
 # e2e/tests/packaging.rs checks this file against the workspace and the chart.
 
 ARG RUST_VERSION=1.95
 ARG RUNTIME_BASE=gcr.io/distroless/cc-debian12:nonroot
 
-# One build of both binaries: they share most of their dependency graph.
+# One build of the three binaries: they share most of their dependency graph.
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
@@ -22,13 +24,14 @@ COPY oci oci
 COPY plan plan
 COPY executor executor
 COPY operator operator
+COPY gateway gateway
 COPY sdk sdk
 COPY e2e e2e
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --locked --release --bin ari-operator --bin ari \
+    cargo build --locked --release --bin ari-operator --bin ari --bin ari-gateway \
     && mkdir -p /out \
-    && cp target/release/ari-operator target/release/ari /out/
+    && cp target/release/ari-operator target/release/ari target/release/ari-gateway /out/
 
 # The operator: Agent and Task controllers, /metrics /healthz /readyz on 8080.
 FROM ${RUNTIME_BASE} AS operator
@@ -45,3 +48,11 @@ USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/ari"]
 CMD ["worker"]
+
+# The A2A gateway (docs/a2a.md): the A2A endpoints on 8080; /healthz, /readyz and /metrics on
+# 8081. Settings come from the environment (ARI_GATEWAY_*), as the chart sets them.
+FROM ${RUNTIME_BASE} AS gateway
+COPY --from=build /out/ari-gateway /usr/local/bin/ari-gateway
+USER 65532:65532
+EXPOSE 8080 8081
+ENTRYPOINT ["/usr/local/bin/ari-gateway"]

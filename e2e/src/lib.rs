@@ -31,6 +31,8 @@ pub use process::log_tail;
 pub const EXECUTOR_IMAGE: &str = "ari-executor";
 /// Image prefix of the operator; maps to the `ari-operator` binary.
 pub const OPERATOR_IMAGE: &str = "ari-operator";
+/// Image prefix of the A2A gateway; maps to the `ari-gateway` binary.
+pub const GATEWAY_IMAGE: &str = "ari-gateway";
 
 /// The cargo target directory (`$CARGO_TARGET_DIR` or `<repo>/target`).
 pub fn target_dir() -> PathBuf {
@@ -40,11 +42,16 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// The image map for ari's own binaries: `ari-executor*` → `ari`, `ari-operator*` →
-/// `ari-operator`, taken from `target/debug` (or `target/release` if only that exists).
-/// Binaries that are not built are left out, so pods using them report the missing mapping.
+/// `ari-operator`, `ari-gateway*` → `ari-gateway`, taken from `target/debug` (or
+/// `target/release` if only that exists). Binaries that are not built are left out, so pods
+/// using them report the missing mapping.
 pub fn ari_images() -> HashMap<String, PathBuf> {
     let mut images = HashMap::new();
-    for (image, bin) in [(EXECUTOR_IMAGE, "ari"), (OPERATOR_IMAGE, "ari-operator")] {
+    for (image, bin) in [
+        (EXECUTOR_IMAGE, "ari"),
+        (OPERATOR_IMAGE, "ari-operator"),
+        (GATEWAY_IMAGE, "ari-gateway"),
+    ] {
         let found = ["debug", "release"]
             .iter()
             .map(|p| target_dir().join(p).join(bin))

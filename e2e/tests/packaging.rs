@@ -1,6 +1,7 @@
 //! The Dockerfile, read as data (there is no Docker engine here): its targets, binaries,
 //! paths, user and ports must match the workspace (`cargo metadata`), the chart's values and
-//! templates, the operator's executor Deployment and the e2e image mapping. No cluster.
+//! templates (operator and A2A gateway), the operator's executor Deployment and the e2e image
+//! mapping. No cluster.
 //! Run: `cargo test -p ari-e2e --test packaging`.
 
 use std::collections::BTreeMap;
@@ -180,13 +181,14 @@ fn exec_form(s: &str) -> Result<Vec<String>> {
 }
 
 /// `(target, package, binary)`: what each image runs.
-const IMAGES: [(&str, &str, &str); 2] = [
+const IMAGES: [(&str, &str, &str); 3] = [
     ("operator", "ari-operator", "ari-operator"),
     ("executor", "ari-executor", "ari"),
+    ("gateway", "ari-gateway", "ari-gateway"),
 ];
 
 #[test]
-fn targets_operator_and_executor_run_on_distroless_nonroot() -> Result<()> {
+fn targets_operator_executor_and_gateway_run_on_distroless_nonroot() -> Result<()> {
     let df = dockerfile()?;
     for (target, _, _) in IMAGES {
         let stage = df.stage(target)?;
@@ -312,28 +314,38 @@ fn build_context_holds_every_workspace_member() -> Result<()> {
     Ok(())
 }
 
-/// The uid the chart's operator pod and the operator's executor pods run as.
-fn chart_and_executor_uids() -> Result<(u32, u32)> {
-    let tpl = read("charts/ari/templates/deployment.yaml")?;
-    let chart = tpl
+/// The uid the pods of an image's target ask for: the chart's operator and gateway
+/// Deployments (every `runAsUser` in the template), the operator's executor pods.
+fn pod_uid(target: &str) -> Result<u32> {
+    let template = match target {
+        "operator" => "charts/ari/templates/deployment.yaml",
+        "gateway" => "charts/ari/templates/gateway-deployment.yaml",
+        "executor" => {
+            let src = read("operator/src/agent/deployment.rs")?;
+            return Ok(src
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("pub const EXECUTOR_UID: i64 = "))
+                .context("operator/src/agent/deployment.rs has no EXECUTOR_UID")?
+                .trim_end_matches(';')
+                .parse()?);
+        }
+        other => bail!("no pods known for target {other}"),
+    };
+    let uids: Vec<u32> = read(template)?
         .lines()
-        .find_map(|l| l.trim().strip_prefix("runAsUser: "))
-        .context("chart deployment has no runAsUser")?
-        .parse()?;
-    let src = read("operator/src/agent/deployment.rs")?;
-    let exec = src
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("pub const EXECUTOR_UID: i64 = "))
-        .context("operator/src/agent/deployment.rs has no EXECUTOR_UID")?
-        .trim_end_matches(';')
-        .parse()?;
-    Ok((chart, exec))
+        .filter_map(|l| l.trim().strip_prefix("runAsUser: "))
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{template}: runAsUser is not a number"))?;
+    match uids[..] {
+        [uid, ..] if uids.iter().all(|u| *u == uid) => Ok(uid),
+        _ => bail!("{template}: runAsUser {uids:?}, want one uid"),
+    }
 }
 
 #[test]
 fn each_image_runs_its_binary_as_the_uid_the_pods_ask_for() -> Result<()> {
     let df = dockerfile()?;
-    let (chart_uid, executor_uid) = chart_and_executor_uids()?;
     for (target, _, bin) in IMAGES {
         let stage = df.stage(target)?;
         let copy = stage.one("COPY")?;
@@ -361,11 +373,7 @@ fn each_image_runs_its_binary_as_the_uid_the_pods_ask_for() -> Result<()> {
                 format!("target {target}: USER {user} is not numeric (runAsNonRoot needs a uid)")
             })?;
         ensure!(uid != 0, "target {target} runs as root");
-        let want = if target == "operator" {
-            chart_uid
-        } else {
-            executor_uid
-        };
+        let want = pod_uid(target)?;
         ensure!(
             uid == want,
             "target {target} runs as {uid}, its pods ask for runAsUser {want}"
@@ -376,20 +384,29 @@ fn each_image_runs_its_binary_as_the_uid_the_pods_ask_for() -> Result<()> {
         cmd == ["worker"],
         "executor CMD {cmd:?}; pods run `ari worker`"
     );
-    ensure!(
-        df.stage("operator")?.all("CMD").is_empty(),
-        "the operator takes its settings from the environment, not a CMD"
-    );
+    for target in ["operator", "gateway"] {
+        ensure!(
+            df.stage(target)?.all("CMD").is_empty(),
+            "the {target} takes its settings from the environment, not a CMD"
+        );
+    }
     Ok(())
 }
 
 #[test]
-fn exposed_ports_are_the_chart_metrics_port_and_the_executor_port() -> Result<()> {
+fn exposed_ports_are_the_chart_ports_and_the_executor_port() -> Result<()> {
     let df = dockerfile()?;
     let v = values()?;
-    let metrics = value_at(&v, &["metrics", "port"])?
-        .as_u64()
-        .context("metrics.port")?;
+    let port = |path: &[&str]| -> Result<u64> {
+        value_at(&v, path)?
+            .as_u64()
+            .with_context(|| format!("{} is not a port", path.join(".")))
+    };
+    let metrics = port(&["metrics", "port"])?;
+    let gateway = vec![
+        port(&["gateway", "port"])?,
+        port(&["gateway", "probePort"])?,
+    ];
     let src = read("operator/src/agent/deployment.rs")?;
     let executor: u64 = src
         .lines()
@@ -400,7 +417,11 @@ fn exposed_ports_are_the_chart_metrics_port_and_the_executor_port() -> Result<()
         .context("no EXECUTOR_HTTP_PORT")?
         .trim_end_matches(';')
         .parse()?;
-    for (target, want) in [("operator", metrics), ("executor", executor)] {
+    for (target, want) in [
+        ("operator", vec![metrics]),
+        ("executor", vec![executor]),
+        ("gateway", gateway),
+    ] {
         let exposed: Vec<u64> = df
             .stage(target)?
             .all("EXPOSE")
@@ -409,8 +430,8 @@ fn exposed_ports_are_the_chart_metrics_port_and_the_executor_port() -> Result<()
             .map(|p| p.trim_end_matches("/tcp").parse())
             .collect::<Result<_, _>>()?;
         ensure!(
-            exposed == [want],
-            "target {target} exposes {exposed:?}, its pods listen on {want}"
+            exposed == want,
+            "target {target} exposes {exposed:?}, its pods listen on {want:?}"
         );
     }
     Ok(())
@@ -444,6 +465,11 @@ fn image_names_match_the_chart_values_and_the_e2e_mapping() -> Result<()> {
             &["executor", "image", "repository"][..],
             ari_e2e::EXECUTOR_IMAGE,
         ),
+        (
+            "gateway",
+            &["gateway", "image", "repository"][..],
+            ari_e2e::GATEWAY_IMAGE,
+        ),
     ] {
         let repo_name = value_at(&v, path)?.as_str().context("repository")?;
         ensure!(
@@ -457,6 +483,62 @@ fn image_names_match_the_chart_values_and_the_e2e_mapping() -> Result<()> {
             "Dockerfile does not document `{line}`"
         );
     }
+    Ok(())
+}
+
+/// `target/release/<bin>`, else `target/debug/<bin>`.
+fn built(bin: &str) -> Result<std::path::PathBuf> {
+    ["release", "debug"]
+        .iter()
+        .map(|p| ari_e2e::target_dir().join(p).join(bin))
+        .find(|p| p.is_file())
+        .with_context(|| format!("{bin} is not built: run `cargo build --bins` first"))
+}
+
+/// Every `ARI_*` variable the chart's gateway Deployment sets is one the `ari-gateway` binary
+/// reads (its `--help` names each flag's variable), so a renamed flag cannot leave the chart
+/// setting a variable nobody reads; and each of the gateway's settings has its variable there.
+#[test]
+fn the_chart_sets_only_variables_the_gateway_reads() -> Result<()> {
+    let tpl = read("charts/ari/templates/gateway-deployment.yaml")?;
+    let set: Vec<&str> = tpl
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- name: "))
+        .filter(|n| n.starts_with("ARI_"))
+        .collect();
+    for must in [
+        "ARI_GATEWAY_LISTEN",
+        "ARI_GATEWAY_PROBE_LISTEN",
+        "ARI_GATEWAY_MAX_BODY_BYTES",
+        "ARI_GATEWAY_MAX_STREAMS",
+        "ARI_GATEWAY_MAX_STREAMS_PER_CALLER",
+        "ARI_GATEWAY_RATE_PER_SECOND",
+        "ARI_GATEWAY_RATE_BURST",
+        "ARI_GATEWAY_PUBLIC_URL",
+        "ARI_WATCH_NAMESPACE",
+        "ARI_LOG_LEVEL",
+        "ARI_LOG_FORMAT",
+    ] {
+        ensure!(
+            set.contains(&must),
+            "the chart's gateway Deployment does not set {must}: {set:?}"
+        );
+    }
+    let out = std::process::Command::new(built("ari-gateway")?)
+        .arg("--help")
+        .env_clear()
+        .output()
+        .context("ari-gateway --help")?;
+    ensure!(out.status.success(), "ari-gateway --help failed");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let unread: Vec<&&str> = set
+        .iter()
+        .filter(|n| !help.contains(&format!("[env: {n}=")))
+        .collect();
+    ensure!(
+        unread.is_empty(),
+        "the chart sets {unread:?}, which ari-gateway does not read:\n{help}"
+    );
     Ok(())
 }
 
@@ -477,7 +559,7 @@ fn parser_reads_continuations_comments_and_stage_names() -> Result<()> {
 }
 
 /// The runtime base is distroless `cc`: glibc and libgcc, nothing else (no OpenSSL: TLS is
-/// rustls). Both binaries must need no other shared library, or the images would not start.
+/// rustls). The binaries must need no other shared library, or the images would not start.
 #[test]
 fn binaries_need_only_what_distroless_cc_ships() -> Result<()> {
     const SHIPPED: [&str; 8] = [
@@ -491,11 +573,7 @@ fn binaries_need_only_what_distroless_cc_ships() -> Result<()> {
         "ld-linux-aarch64.so.1",
     ];
     for (_, _, bin) in IMAGES {
-        let path = ["release", "debug"]
-            .iter()
-            .map(|p| ari_e2e::target_dir().join(p).join(bin))
-            .find(|p| p.is_file())
-            .with_context(|| format!("{bin} is not built: run `cargo build --bins` first"))?;
+        let path = built(bin)?;
         let out = std::process::Command::new("readelf")
             .arg("-d")
             .arg(&path)
