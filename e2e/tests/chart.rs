@@ -1,8 +1,9 @@
 //! The Helm chart on a real control plane: `helm install` (CRDs from the chart, the operator
-//! pod run by the node agent under its own ServiceAccount token), the example manifests, RBAC
-//! proven from the executor's and the operator's own tokens, `helm upgrade` rolling the
-//! operator, and `helm uninstall` leaving no operator objects (CRDs stay). Also: strict lint,
-//! the values schema, and `deploy/operator.yaml` as the chart rendered (no drift).
+//! and A2A gateway pods run by the node agent under their own ServiceAccount tokens), the
+//! example manifests, RBAC proven from the executor's, the operator's and the gateway's own
+//! tokens, `helm upgrade` rolling the operator, and `helm uninstall` leaving no operator or
+//! gateway objects (CRDs stay). Also: strict lint, the values schema, and
+//! `deploy/operator.yaml` as the chart rendered (no drift).
 //! One cluster per binary; trials run in three phases (install-time, upgrade, uninstall).
 //! Run: `cargo build --bins && cargo test -p ari-e2e --test chart`.
 
@@ -16,16 +17,21 @@ use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authentication::v1::{
+    TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec,
+};
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
@@ -35,6 +41,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 const RELEASE: &str = "ari";
 const OPERATOR: &str = "ari-operator";
 const EXECUTOR_SA: &str = "ari-executor";
+/// The A2A gateway's Deployment, Service, ServiceAccount and ClusterRole.
+const GATEWAY: &str = "ari-gateway";
+/// Its ClusterRole for TokenReviews and SubjectAccessReviews (cluster-scoped).
+const GATEWAY_REVIEWS: &str = "ari-gateway-reviews";
 
 fn main() -> std::process::ExitCode {
     // Phases run one after the other; trials within a phase run in parallel.
@@ -52,6 +62,10 @@ fn main() -> std::process::ExitCode {
                 (
                     "operator_token_holds_only_what_the_chart_grants",
                     operator_rbac,
+                ),
+                (
+                    "gateway_is_ready_and_its_token_holds_only_what_the_chart_grants",
+                    gateway_rbac,
                 ),
             ],
             vec![("helm_upgrade_with_new_values_rolls_the_operator", upgrade)],
@@ -126,6 +140,11 @@ fn install(ctx: &Ctx) -> Result<()> {
         notes.contains("kubectl apply") && notes.contains("make-agent-configmap.sh"),
         "NOTES do not tell the user what to apply next:\n{notes}"
     );
+    ensure!(
+        notes.contains("port-forward svc/ari-gateway 8080:80")
+            && notes.contains("/.well-known/agent-card.json"),
+        "NOTES do not tell the user how to reach the A2A gateway:\n{notes}"
+    );
     ctx.kubectl_ok([
         "wait",
         "--for=condition=Established",
@@ -191,6 +210,70 @@ fn kinds(yaml: &str) -> Result<BTreeSet<String>> {
         .collect())
 }
 
+/// The rendered object of `kind` named `name`.
+fn object<'a>(
+    docs: &'a [serde_yaml::Value],
+    kind: &str,
+    name: &str,
+) -> Option<&'a serde_yaml::Value> {
+    docs.iter()
+        .find(|d| d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name))
+}
+
+/// The rendered object of `kind` named `name`, typed.
+fn typed<K: serde::de::DeserializeOwned>(
+    docs: &[serde_yaml::Value],
+    kind: &str,
+    name: &str,
+) -> Result<K> {
+    let doc = object(docs, kind, name).with_context(|| format!("no {kind} {name} rendered"))?;
+    Ok(serde_yaml::from_value(doc.clone())?)
+}
+
+/// Everything the gateway's ServiceAccount may do, (group, resource, verb): authenticate and
+/// authorise callers, read Agents, and read, create and cancel (patch) Tasks. Nothing else.
+fn gateway_rules() -> BTreeSet<(String, String, String)> {
+    [
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        ("ari.dev", "agents", "get"),
+        ("ari.dev", "agents", "list"),
+        ("ari.dev", "agents", "watch"),
+        ("ari.dev", "tasks", "get"),
+        ("ari.dev", "tasks", "list"),
+        ("ari.dev", "tasks", "watch"),
+        ("ari.dev", "tasks", "create"),
+        ("ari.dev", "tasks", "patch"),
+    ]
+    .map(|(g, r, v)| (g.to_owned(), r.to_owned(), v.to_owned()))
+    .into()
+}
+
+/// The rules of the gateway's two ClusterRoles as triples, refusing any rule that triples
+/// would not show (non-resource URLs) or that would narrow by name.
+fn gateway_role_rules<'a>(
+    roles: impl IntoIterator<Item = &'a ClusterRole>,
+) -> Result<BTreeSet<(String, String, String)>> {
+    let mut out = BTreeSet::new();
+    for role in roles {
+        let rules = role.rules.as_deref().unwrap_or_default();
+        for r in rules {
+            ensure!(
+                r.non_resource_urls.is_none() && r.resource_names.is_none(),
+                "gateway ClusterRole {} has a rule beyond resources: {r:?}",
+                role.name_any()
+            );
+        }
+        ensure!(
+            role.aggregation_rule.is_none(),
+            "gateway ClusterRole {} aggregates other roles",
+            role.name_any()
+        );
+        out.extend(triples(rules));
+    }
+    Ok(out)
+}
+
 fn lint_and_schema(ctx: &Ctx) -> Result<()> {
     let chart = chart().display().to_string();
     let lint = helm_ok(ctx, &["lint", "--strict", &chart])?;
@@ -216,6 +299,39 @@ fn lint_and_schema(ctx: &Ctx) -> Result<()> {
         "default render: {:?}",
         kinds(&defaults)?
     );
+    // The A2A gateway is on by default: its pod, Service, account and exactly its rules.
+    let docs = documents(&defaults)?;
+    for (kind, name) in [
+        ("Deployment", GATEWAY),
+        ("Service", GATEWAY),
+        ("ServiceAccount", GATEWAY),
+        ("PodDisruptionBudget", GATEWAY),
+        ("ClusterRoleBinding", GATEWAY),
+        ("ClusterRoleBinding", GATEWAY_REVIEWS),
+    ] {
+        ensure!(
+            object(&docs, kind, name).is_some(),
+            "default render has no {kind} {name}"
+        );
+    }
+    let roles: Vec<ClusterRole> = [GATEWAY, GATEWAY_REVIEWS]
+        .iter()
+        .map(|n| typed(&docs, "ClusterRole", n))
+        .collect::<Result<_>>()?;
+    let rules = gateway_role_rules(&roles)?;
+    ensure!(
+        rules == gateway_rules(),
+        "gateway rules rendered {rules:?}, want exactly {:?}",
+        gateway_rules()
+    );
+    gateway_pod_and_service(&docs)?;
+    // Turned off: no gateway object at all, the operator's install unchanged.
+    let off = template(ctx, &["gateway.enabled=false"])?;
+    ensure!(
+        !off.contains(GATEWAY) && kinds(&off)? == want,
+        "gateway.enabled=false still renders gateway objects: {:?}",
+        kinds(&off)?
+    );
     // One namespace: the ClusterRole is bound there only, and a ServiceMonitor on request.
     let scoped = template(
         ctx,
@@ -224,18 +340,64 @@ fn lint_and_schema(ctx: &Ctx) -> Result<()> {
             "metrics.serviceMonitor.enabled=true",
             "redis.url=redis://redis:6379",
             "image.tag=test",
+            "gateway.image.tag=test",
+            "gateway.publicUrl=https://a2a.example.com",
         ],
     )?;
     let k = kinds(&scoped)?;
+    ensure!(k.contains("ServiceMonitor"), "watchNamespace render: {k:?}");
+    // Only the gateway's reviews are bound cluster-wide (TokenReview and SubjectAccessReview
+    // are cluster-scoped, and answer questions only); everything else in team-a.
+    let scoped_docs = documents(&scoped)?;
+    let cluster_bindings: Vec<&str> = scoped_docs
+        .iter()
+        .filter(|d| d["kind"].as_str() == Some("ClusterRoleBinding"))
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
     ensure!(
-        !k.contains("ClusterRoleBinding") && k.contains("ServiceMonitor"),
-        "watchNamespace render: {k:?}"
+        cluster_bindings == [GATEWAY_REVIEWS],
+        "watchNamespace render binds cluster-wide: {cluster_bindings:?}"
+    );
+    let reviews: ClusterRole = typed(&scoped_docs, "ClusterRole", GATEWAY_REVIEWS)?;
+    let review_rules = gateway_role_rules([&reviews])?;
+    ensure!(
+        review_rules
+            .iter()
+            .all(|(g, _, v)| g.ends_with(".k8s.io") && v == "create")
+            && review_rules.len() == 2,
+        "the cluster-wide gateway role holds {review_rules:?}"
+    );
+    let binding: RoleBinding = typed(&scoped_docs, "RoleBinding", GATEWAY)?;
+    ensure!(
+        binding.metadata.namespace.as_deref() == Some("team-a") && binding.role_ref.name == GATEWAY,
+        "gateway RoleBinding: {binding:?}"
+    );
+    ensure!(
+        object(&scoped_docs, "ServiceMonitor", GATEWAY).is_some(),
+        "no gateway ServiceMonitor"
+    );
+    let gw: Deployment = typed(&scoped_docs, "Deployment", GATEWAY)?;
+    let gw_env = |name: &str| {
+        gw.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.env.as_ref())
+            .and_then(|env| env.iter().find(|e| e.name == name))
+            .and_then(|e| e.value.clone())
+    };
+    ensure!(
+        gw_env("ARI_WATCH_NAMESPACE").as_deref() == Some("team-a")
+            && gw_env("ARI_GATEWAY_PUBLIC_URL").as_deref() == Some("https://a2a.example.com"),
+        "gateway env in the watchNamespace render: {:?}",
+        gw.spec.as_ref().map(|s| &s.template)
     );
     for want in [
         "namespace: team-a",
         "value: \"team-a\"",
         "value: \"redis://redis:6379\"",
         "image: \"ari-operator:test\"",
+        "image: \"ari-gateway:test\"",
     ] {
         ensure!(scoped.contains(want), "render lacks {want:?}:\n{scoped}");
     }
@@ -246,6 +408,14 @@ fn lint_and_schema(ctx: &Ctx) -> Result<()> {
         "operator.image=x",
         "redis.url=http://not-redis",
         "executor.image.pullPolicy=Always",
+        "gateway.enabled=maybe",
+        "gateway.maxStreams=0",
+        "gateway.maxBodyBytes=10",
+        "gateway.publicUrl=ftp://a2a.example.com",
+        "gateway.image.digest=latest",
+        "gateway.service.type=LoadBalancer",
+        // The A2A port and the probe port must differ.
+        "gateway.port=8081",
     ] {
         let out = helm(ctx, &["template", RELEASE, &chart, "--set", bad])?;
         ensure!(!out.status.success(), "values schema accepted --set {bad}");
@@ -646,6 +816,353 @@ fn executor_rbac(ctx: &Ctx) -> Result<()> {
     })
 }
 
+/// The gateway's pod and Service as rendered: its own account with a token, uid 65532 on a
+/// read-only root with no capabilities, probes on the `metrics` port, ports `a2a` 8080 and
+/// `metrics` 8081, the default resources; the Service maps port 80 to `a2a`.
+fn gateway_pod_and_service(docs: &[serde_yaml::Value]) -> Result<()> {
+    let dep: Deployment = typed(docs, "Deployment", GATEWAY)?;
+    let spec = dep.spec.context("gateway Deployment has no spec")?;
+    let labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref());
+    ensure!(
+        labels
+            .and_then(|l| l.get("app.kubernetes.io/name"))
+            .map(String::as_str)
+            == Some(GATEWAY),
+        "gateway pod labels: {labels:?}"
+    );
+    let pod = spec.template.spec.context("gateway pod has no spec")?;
+    ensure!(
+        pod.service_account_name.as_deref() == Some(GATEWAY)
+            && pod.automount_service_account_token == Some(true),
+        "gateway pod account: {:?} (token {:?})",
+        pod.service_account_name,
+        pod.automount_service_account_token
+    );
+    let psc = pod.security_context.clone().unwrap_or_default();
+    ensure!(
+        psc.run_as_non_root == Some(true)
+            && psc.run_as_user == Some(65532)
+            && psc.seccomp_profile.as_ref().map(|p| p.type_.as_str()) == Some("RuntimeDefault"),
+        "gateway pod securityContext: {psc:?}"
+    );
+    let c = pod
+        .containers
+        .first()
+        .context("gateway pod has no container")?;
+    let csc = c.security_context.clone().unwrap_or_default();
+    ensure!(
+        csc.read_only_root_filesystem == Some(true)
+            && csc.allow_privilege_escalation == Some(false)
+            && csc.capabilities.as_ref().and_then(|c| c.drop.clone())
+                == Some(vec!["ALL".to_owned()]),
+        "gateway container securityContext: {csc:?}"
+    );
+    let ports: Vec<(String, i32)> = c
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.container_port))
+        .collect();
+    ensure!(
+        ports == [("a2a".to_owned(), 8080), ("metrics".to_owned(), 8081)],
+        "gateway ports: {ports:?}"
+    );
+    for (which, probe, path) in [
+        ("readiness", &c.readiness_probe, "/readyz"),
+        ("liveness", &c.liveness_probe, "/healthz"),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .with_context(|| format!("gateway has no {which} httpGet probe"))?;
+        ensure!(
+            get.path.as_deref() == Some(path) && get.port == IntOrString::String("metrics".into()),
+            "gateway {which} probe: {get:?}"
+        );
+    }
+    let res = c.resources.clone().unwrap_or_default();
+    let q = |m: &Option<std::collections::BTreeMap<String, Quantity>>, k: &str| {
+        m.as_ref().and_then(|m| m.get(k)).map(|q| q.0.clone())
+    };
+    ensure!(
+        q(&res.requests, "cpu").as_deref() == Some("50m")
+            && q(&res.requests, "memory").as_deref() == Some("64Mi")
+            && q(&res.limits, "memory").as_deref() == Some("256Mi"),
+        "gateway resources: {res:?}"
+    );
+    let svc: Service = typed(docs, "Service", GATEWAY)?;
+    let svc_spec = svc.spec.context("gateway Service has no spec")?;
+    let svc_ports: Vec<(String, i32, Option<IntOrString>)> = svc_spec
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            (
+                p.name.clone().unwrap_or_default(),
+                p.port,
+                p.target_port.clone(),
+            )
+        })
+        .collect();
+    ensure!(
+        svc_spec.type_.as_deref() == Some("ClusterIP")
+            && svc_ports
+                == [
+                    (
+                        "a2a".to_owned(),
+                        80,
+                        Some(IntOrString::String("a2a".into()))
+                    ),
+                    (
+                        "metrics".to_owned(),
+                        8081,
+                        Some(IntOrString::String("metrics".into()))
+                    ),
+                ],
+        "gateway Service: {:?} {svc_ports:?}",
+        svc_spec.type_
+    );
+    Ok(())
+}
+
+/// One plain HTTP/1.1 request to `addr` (`ip:port`): the status code and the raw body.
+async fn http_request(addr: &str, method: &str, path: &str, body: &str) -> Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut buf),
+    )
+    .await
+    .with_context(|| format!("{method} {path}: no answer in 10 s"))??;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("{method} {path}: no status line in {text:?}"))?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+/// The gateway `helm install` started: its pod becomes Ready (the readiness probe answered on
+/// the `metrics` port of the pod IP), serves `/metrics` there and refuses an A2A call without a
+/// token (401) on the `a2a` port. Its ClusterRoles hold exactly [`gateway_rules`], bound to its
+/// ServiceAccount only and nothing else is bound to that account; and its own token can do
+/// those things and nothing else.
+fn gateway_rbac(ctx: &Ctx) -> Result<()> {
+    ensure!(
+        ari_e2e::ari_images().contains_key(ari_e2e::GATEWAY_IMAGE),
+        "target/debug/ari-gateway is missing: run `cargo build --bins` first"
+    );
+    ctx.rt.block_on(async {
+        let admin = ctx.cluster.client();
+        let pods = wait::until("gateway pod Ready", wait::DEFAULT, || {
+            ready_pods(&admin, OPERATOR_NS, "app.kubernetes.io/name=ari-gateway", 1)
+        })
+        .await?;
+        let ip = pods[0]
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .context("gateway pod has no IP")?;
+        let (code, body) = http_request(&format!("{ip}:8081"), "GET", "/metrics", "").await?;
+        ensure!(
+            code == 200 && !body.trim().is_empty(),
+            "GET /metrics on the gateway: {code} {body:?}"
+        );
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#;
+        let (code, body) =
+            http_request(&format!("{ip}:8080"), "POST", "/a2a/default/echo", call).await?;
+        ensure!(
+            code == 401,
+            "an A2A call without a token: want 401, got {code} {body:?}"
+        );
+
+        // The installed roles, and every binding that names the gateway's account.
+        let mut roles = Vec::new();
+        for name in [GATEWAY, GATEWAY_REVIEWS] {
+            roles.push(Api::<ClusterRole>::all(admin.clone()).get(name).await?);
+        }
+        let rules = gateway_role_rules(&roles)?;
+        ensure!(
+            rules == gateway_rules(),
+            "installed gateway rules {rules:?}, want exactly {:?}",
+            gateway_rules()
+        );
+        let is_gateway = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+            subjects.iter().flatten().any(|s| {
+                s.kind == "ServiceAccount"
+                    && s.name == GATEWAY
+                    && s.namespace.as_deref() == Some(OPERATOR_NS)
+            })
+        };
+        let mut bound: BTreeSet<String> = BTreeSet::new();
+        for b in Api::<ClusterRoleBinding>::all(admin.clone())
+            .list(&ListParams::default())
+            .await?
+        {
+            if is_gateway(&b.subjects) {
+                ensure!(
+                    b.subjects.as_ref().is_some_and(|s| s.len() == 1),
+                    "ClusterRoleBinding {} binds the gateway with others: {:?}",
+                    b.name_any(),
+                    b.subjects
+                );
+                bound.insert(format!("{}/{}", b.role_ref.kind, b.role_ref.name));
+            }
+        }
+        for b in Api::<RoleBinding>::all(admin.clone())
+            .list(&ListParams::default())
+            .await?
+        {
+            if is_gateway(&b.subjects) {
+                bound.insert(format!("RoleBinding {}", b.name_any()));
+            }
+        }
+        let want: BTreeSet<String> = [
+            format!("ClusterRole/{GATEWAY}"),
+            format!("ClusterRole/{GATEWAY_REVIEWS}"),
+        ]
+        .into();
+        ensure!(bound == want, "roles bound to the gateway: {bound:?}");
+
+        let token = token_for(&admin, OPERATOR_NS, GATEWAY).await?;
+        let gw = client_with_token(ctx, &token)?;
+        let any = "team-x";
+        let (authn, authz, rbac) = (
+            "authentication.k8s.io",
+            "authorization.k8s.io",
+            "rbac.authorization.k8s.io",
+        );
+        expect_access(
+            &gw,
+            "gateway",
+            &[
+                ("create", authn, "tokenreviews", ""),
+                ("create", authz, "subjectaccessreviews", ""),
+                ("get", "ari.dev", "agents", any),
+                ("list", "ari.dev", "agents", ""),
+                ("watch", "ari.dev", "agents", ""),
+                ("get", "ari.dev", "tasks", any),
+                ("list", "ari.dev", "tasks", ""),
+                ("watch", "ari.dev", "tasks", ""),
+                ("create", "ari.dev", "tasks", any),
+                ("patch", "ari.dev", "tasks", any),
+            ],
+            &[
+                ("update", "ari.dev", "tasks", any),
+                ("delete", "ari.dev", "tasks", any),
+                ("update", "ari.dev", "tasks/status", any),
+                ("patch", "ari.dev", "tasks/status", any),
+                ("create", "ari.dev", "agents", any),
+                ("patch", "ari.dev", "agents", any),
+                ("delete", "ari.dev", "agents", any),
+                ("patch", "ari.dev", "agents/status", any),
+                ("get", "ari.dev", "plans", any),
+                ("create", "ari.dev", "plans", any),
+                ("get", "", "secrets", any),
+                ("list", "", "secrets", ""),
+                ("get", "", "configmaps", any),
+                ("create", "", "configmaps", any),
+                ("list", "", "pods", ""),
+                ("create", "", "pods", any),
+                ("create", "", "serviceaccounts/token", any),
+                ("create", "", "events", any),
+                ("create", authz, "localsubjectaccessreviews", any),
+                ("impersonate", "", "users", ""),
+                ("impersonate", "", "serviceaccounts", any),
+                ("create", rbac, "rolebindings", any),
+                ("escalate", rbac, "roles", any),
+                ("bind", rbac, "clusterroles", ""),
+                ("update", "coordination.k8s.io", "leases", OPERATOR_NS),
+            ],
+        )
+        .await?;
+
+        // Real requests: it reviews a caller's token and asks what that caller may do...
+        let caller = token_for(&admin, OPERATOR_NS, OPERATOR).await?;
+        let review = Api::<TokenReview>::all(gw.clone())
+            .create(
+                &PostParams::default(),
+                &TokenReview {
+                    spec: TokenReviewSpec {
+                        token: Some(caller),
+                        audiences: None,
+                    },
+                    ..TokenReview::default()
+                },
+            )
+            .await?;
+        let user = review
+            .status
+            .as_ref()
+            .filter(|s| s.authenticated == Some(true))
+            .and_then(|s| s.user.as_ref())
+            .and_then(|u| u.username.clone())
+            .with_context(|| format!("TokenReview by the gateway: {:?}", review.status))?;
+        ensure!(
+            user == format!("system:serviceaccount:{OPERATOR_NS}:{OPERATOR}"),
+            "TokenReview names {user}"
+        );
+        for (verb, resource, want) in [("create", "tasks", true), ("delete", "agents", false)] {
+            let sar = SubjectAccessReview {
+                metadata: ObjectMeta::default(),
+                spec: SubjectAccessReviewSpec {
+                    user: Some(user.clone()),
+                    resource_attributes: Some(ResourceAttributes {
+                        verb: Some(verb.into()),
+                        group: Some("ari.dev".into()),
+                        resource: Some(resource.into()),
+                        namespace: Some(any.into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                status: None,
+            };
+            let r = Api::<SubjectAccessReview>::all(gw.clone())
+                .create(&PostParams::default(), &sar)
+                .await?;
+            let allowed = r.status.is_some_and(|s| s.allowed);
+            ensure!(
+                allowed == want,
+                "SubjectAccessReview by the gateway: may {user} {verb} {resource}? {allowed}"
+            );
+        }
+        // ...and reads nothing it was not granted.
+        forbidden(
+            "list Secrets with the gateway token",
+            Api::<Secret>::all(gw.clone())
+                .list(&ListParams::default())
+                .await,
+        )?;
+        forbidden(
+            "list ConfigMaps with the gateway token",
+            Api::<ConfigMap>::namespaced(gw.clone(), OPERATOR_NS)
+                .list(&ListParams::default())
+                .await,
+        )?;
+        Ok(())
+    })
+}
+
 /// The operator's token: what the controllers do is allowed, the rest (deleting pods,
 /// listing Secrets, writing Task specs, escalating RBAC, Leases elsewhere) is not.
 fn operator_rbac(ctx: &Ctx) -> Result<()> {
@@ -871,7 +1388,7 @@ fn uninstall(ctx: &Ctx) -> Result<()> {
                 left.push("ServiceAccount");
             }
             if exists(
-                Api::<k8s_openapi::api::core::v1::Service>::namespaced(c.clone(), ns),
+                Api::<Service>::namespaced(c.clone(), ns),
                 "ari-operator-metrics",
             )
             .await?
@@ -901,6 +1418,39 @@ fn uninstall(ctx: &Ctx) -> Result<()> {
             let pods = operator_pods(&c).await.map_err(|e| e.to_string())?;
             if !pods.is_empty() {
                 left.push("operator Pod");
+            }
+            // The A2A gateway's objects.
+            if exists(Api::<Deployment>::namespaced(c.clone(), ns), GATEWAY).await? {
+                left.push("gateway Deployment");
+            }
+            if exists(Api::<ServiceAccount>::namespaced(c.clone(), ns), GATEWAY).await? {
+                left.push("gateway ServiceAccount");
+            }
+            if exists(Api::<Service>::namespaced(c.clone(), ns), GATEWAY).await? {
+                left.push("gateway Service");
+            }
+            if exists(
+                Api::<PodDisruptionBudget>::namespaced(c.clone(), ns),
+                GATEWAY,
+            )
+            .await?
+            {
+                left.push("gateway PodDisruptionBudget");
+            }
+            for name in [GATEWAY, GATEWAY_REVIEWS] {
+                if exists(Api::<ClusterRole>::all(c.clone()), name).await? {
+                    left.push("gateway ClusterRole");
+                }
+                if exists(Api::<ClusterRoleBinding>::all(c.clone()), name).await? {
+                    left.push("gateway ClusterRoleBinding");
+                }
+            }
+            let gateway_pods = Api::<Pod>::namespaced(c.clone(), ns)
+                .list(&ListParams::default().labels("app.kubernetes.io/name=ari-gateway"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !gateway_pods.items.is_empty() {
+                left.push("gateway Pod");
             }
             if left.is_empty() {
                 Ok(())
@@ -964,7 +1514,12 @@ fn scoped_release(ctx: &Ctx) -> Result<()> {
             ],
         )?;
         wait::until("scoped operator Ready", wait::DEFAULT, || {
-            ready_pods(&admin, &sys, "app.kubernetes.io/instance=ari-team", 1)
+            ready_pods(
+                &admin,
+                &sys,
+                "app.kubernetes.io/name=ari-operator,app.kubernetes.io/instance=ari-team",
+                1,
+            )
         })
         .await?;
         for ns in [&team, &outside] {
@@ -1004,6 +1559,31 @@ fn scoped_release(ctx: &Ctx) -> Result<()> {
                 ("list", "ari.dev", "agents", &outside),
                 ("get", "", "secrets", &outside),
                 ("create", "apps", "deployments", &outside),
+            ],
+        )
+        .await?;
+        // The release's A2A gateway: Agents and Tasks of its namespace only; the reviews
+        // (cluster-scoped) everywhere.
+        let token = token_for(&admin, &sys, "ari-team-gateway").await?;
+        let gw = client_with_token(ctx, &token)?;
+        expect_access(
+            &gw,
+            "scoped gateway",
+            &[
+                ("create", "authentication.k8s.io", "tokenreviews", ""),
+                ("create", "authorization.k8s.io", "subjectaccessreviews", ""),
+                ("list", "ari.dev", "agents", &team),
+                ("watch", "ari.dev", "tasks", &team),
+                ("create", "ari.dev", "tasks", &team),
+                ("patch", "ari.dev", "tasks", &team),
+            ],
+            &[
+                ("list", "ari.dev", "agents", ""),
+                ("list", "ari.dev", "tasks", ""),
+                ("get", "ari.dev", "agents", &outside),
+                ("get", "ari.dev", "tasks", &outside),
+                ("create", "ari.dev", "tasks", &outside),
+                ("patch", "ari.dev", "tasks", &outside),
             ],
         )
         .await?;
