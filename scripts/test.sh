@@ -70,5 +70,10 @@ step "guest agents in Python, JavaScript and C (toolchains cached)"
 # that cannot be installed is reported and its language skipped, a guest that fails to build fails.
 scripts/build-guests.sh
 
+step "A2A Python SDK (a2a-sdk from PyPI, cached)"
+# The e2e A2A trials judge the gateway with the official client; first run about a minute.
+ARI_A2A_PYTHON="$(scripts/a2a-sdk.sh | tail -n 1)"
+export ARI_A2A_PYTHON
+
 step "tests"
 cargo test --workspace --locked

@@ -3,6 +3,7 @@
 //! one JSON object. Needs `delegation` granted for those three Agents.
 
 use ari_sdk::host::delegation::{self, Budget};
+use ari_sdk::host::log;
 use ari_sdk::{Agent, Error, Output, Task};
 
 struct Research;
@@ -33,6 +34,7 @@ fn as_json(answer: &[u8]) -> String {
 impl Agent for Research {
     fn execute(task: Task) -> Result<Output, Error> {
         let document = &task.input;
+        log::info(&format!("researching a document of {} bytes", document.len()));
         // All three run at once; each may spend up to 20 M fuel of this task's.
         let children = SUBAGENTS
             .iter()
@@ -40,7 +42,9 @@ impl Agent for Research {
             .collect::<Result<Vec<_>, _>>()?;
         let mut fields = Vec::with_capacity(SUBAGENTS.len());
         for (agent, child) in SUBAGENTS.iter().zip(children) {
-            fields.push(format!("\"{agent}\":{}", as_json(&child.wait()?)));
+            let answer = child.wait()?;
+            log::info(&format!("{agent} answered with {} bytes", answer.len()));
+            fields.push(format!("\"{agent}\":{}", as_json(&answer)));
         }
         Ok(Output::from(format!("{{{}}}", fields.join(","))))
     }

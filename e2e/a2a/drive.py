@@ -1,0 +1,264 @@
+"""Drives ari's A2A gateway with the official A2A Python SDK (a2a-sdk), as another agent would.
+
+Run by e2e/tests/a2a.rs: `python drive.py SCENARIO` with the gateway's base URL, namespace and
+tokens in the environment (A2A_BASE, A2A_NS, A2A_TOKEN, ...). Each scenario asserts what a caller
+must see and prints one line per check; a failed check raises and exits non-zero.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+
+import httpx
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.card_resolver import parse_agent_card
+from a2a.client.errors import A2AClientError
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from google.protobuf import json_format
+
+BASE = os.environ.get("A2A_BASE", "")
+NS = os.environ.get("A2A_NS", "")
+DOCUMENT = (
+    "Agents delegate within a budget. The answer comes back to the parent, "
+    "and the host controls every message between agents."
+)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print(f"ok: {what}", flush=True)
+
+
+def agent_url(agent):
+    return f"{BASE}/a2a/{NS}/{agent}"
+
+
+def http(token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(headers=headers, timeout=120)
+
+
+async def client(agent, token, streaming):
+    factory = ClientFactory(ClientConfig(httpx_client=http(token), streaming=streaming))
+    return await factory.create_from_url(agent_url(agent))
+
+
+def message(text, context_id=None):
+    m = pb.Message(message_id=str(uuid.uuid4()), role=pb.ROLE_USER, parts=[pb.Part(text=text)])
+    if context_id:
+        m.context_id = context_id
+    return m
+
+
+async def collect(c, request):
+    return [ev async for ev in c.send_message(request)]
+
+
+def event_meta(ev):
+    """The `ari.dev/event` a status update carries, as a dict (or None)."""
+    if not ev.HasField("status_update"):
+        return None
+    meta = json_format.MessageToDict(ev.status_update.metadata)
+    return meta.get("ari.dev/event")
+
+
+async def wait_state(c, task_id, states, tries=600):
+    for _ in range(tries):
+        t = await c.get_task(pb.GetTaskRequest(id=task_id))
+        if t.status.state in states:
+            return t
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"task {task_id} never reached {states}")
+
+
+async def main_flow():
+    token = os.environ["A2A_TOKEN"]
+    blocking = await client("research", token, streaming=False)
+    card = blocking._card
+    check(card.name == "research", "the card names the agent")
+    check(card.capabilities.streaming, "the card announces streaming")
+    check(
+        any(i.protocol_binding == "JSONRPC" and i.url.endswith(f"/a2a/{NS}/research") for i in card.supported_interfaces),
+        "the card's JSON-RPC interface is the agent's URL",
+    )
+    check([s.id for s in card.skills] == ["research"], "the card lists the agent's skill")
+
+    # A blocking SendMessage: the task comes back ended, with its output and attestation.
+    context = str(uuid.uuid4())
+    events = await collect(blocking, pb.SendMessageRequest(message=message(DOCUMENT, context)))
+    task = events[-1].task
+    check(task.status.state == pb.TASK_STATE_COMPLETED, f"SendMessage completes ({pb.TaskState.Name(task.status.state)})")
+    out = json.loads(task.artifacts[0].parts[0].text)
+    check(out["wordcount"]["words"] == 20, f"the output artifact is the merged research ({out})")
+    meta = json_format.MessageToDict(task.metadata)
+    check("signature" in meta.get("ari.dev/attestation", {}), "the attestation travels as metadata")
+    check(meta.get("ari.dev/resourcesUsed", {}).get("fuel", 0) > 0, "resources used travel as metadata")
+    first_id = task.id
+
+    # A streaming SendMessage: status, log and delegation events, the artifact, the end.
+    streaming = await client("research", token, streaming=True)
+    events = await collect(streaming, pb.SendMessageRequest(message=message(DOCUMENT)))
+    check(events[0].HasField("task"), "a stream starts with the task")
+    stream_id = events[0].task.id
+    kinds = [e.get("type") for e in map(event_meta, events) if e]
+    states = [pb.TaskState.Name(e.status_update.status.state) for e in events if e.HasField("status_update")]
+    check("TASK_STATE_WORKING" in states, f"the stream shows the task working ({states})")
+    logs = [line for e in map(event_meta, events) if e and e.get("type") == "log" for line in e["lines"]]
+    check(any("researching a document" in l for l in logs), f"guest log lines stream ({logs})")
+    delegations = [e for e in map(event_meta, events) if e and e.get("type") == "delegation"]
+    started = {d["agent"] for d in delegations if d["state"] == "TASK_STATE_SUBMITTED"}
+    ended = {d["agent"] for d in delegations if d["state"] == "TASK_STATE_COMPLETED"}
+    check(started == ended == {"wordcount", "keywords", "summarize"}, f"each child's start and end stream ({delegations})")
+    check(any(e.HasField("artifact_update") for e in events), "the output streams as an artifact")
+    last = events[-1].status_update
+    check(last.status.state == pb.TASK_STATE_COMPLETED, "the stream ends completed")
+    check("ari.dev/attestation" in json_format.MessageToDict(last.metadata), "the final update carries the attestation")
+    print(f"event kinds: {kinds}")
+
+    # GetTask and ListTasks.
+    got = await blocking.get_task(pb.GetTaskRequest(id=first_id))
+    check(got.status.state == pb.TASK_STATE_COMPLETED and got.context_id == context, "GetTask returns the task in its context")
+    check(len(got.history) == 1 and got.history[0].parts[0].text == DOCUMENT, "the task's history is the message")
+    listed = await blocking.list_tasks(pb.ListTasksRequest())
+    ids = {t.id for t in listed.tasks}
+    check({first_id, stream_id} <= ids, f"ListTasks lists both tasks ({ids})")
+    in_context = await blocking.list_tasks(pb.ListTasksRequest(context_id=context))
+    check([t.id for t in in_context.tasks] == [first_id], "ListTasks filters by context")
+    try:
+        await blocking.get_task(pb.GetTaskRequest(id="no-such-task"))
+        check(False, "an unknown task is an error")
+    except TaskNotFoundError:
+        check(True, "an unknown task is TaskNotFoundError")
+
+    # Cancel a running task; a second cancel is refused.
+    waiter = await client("waiter", token, streaming=False)
+    sent = await collect(waiter, pb.SendMessageRequest(
+        message=message("spin"), configuration=pb.SendMessageConfiguration(return_immediately=True)))
+    wid = sent[-1].task.id
+    check(sent[-1].task.status.state == pb.TASK_STATE_SUBMITTED, "returnImmediately answers at once, submitted")
+    await wait_state(waiter, wid, {pb.TASK_STATE_WORKING})
+    canceled = await waiter.cancel_task(pb.CancelTaskRequest(id=wid))
+    check(canceled.status.state == pb.TASK_STATE_CANCELED, f"CancelTask cancels ({pb.TaskState.Name(canceled.status.state)})")
+    try:
+        await waiter.cancel_task(pb.CancelTaskRequest(id=wid))
+        check(False, "cancelling an ended task is an error")
+    except TaskNotCancelableError:
+        check(True, "cancelling an ended task is TaskNotCancelableError")
+
+    # SubscribeToTask follows a running task to its end (cancelled from elsewhere).
+    sent = await collect(waiter, pb.SendMessageRequest(
+        message=message("spin"), configuration=pb.SendMessageConfiguration(return_immediately=True)))
+    sid = sent[-1].task.id
+    await wait_state(waiter, sid, {pb.TASK_STATE_WORKING})
+    sub = await client("waiter", token, streaming=True)
+    seen = []
+
+    async def follow():
+        async for ev in sub.subscribe(pb.SubscribeToTaskRequest(id=sid)):
+            seen.append(ev)
+
+    follower = asyncio.create_task(follow())
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    check(seen and seen[0].HasField("task"), "SubscribeToTask starts with the task")
+    await waiter.cancel_task(pb.CancelTaskRequest(id=sid))
+    await asyncio.wait_for(follower, 60)
+    check(seen[-1].status_update.status.state == pb.TASK_STATE_CANCELED, "the subscription ends canceled")
+
+
+async def auth_flow():
+    url = agent_url("research")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}
+    async with http() as h:
+        r = await h.post(url, json=body)
+        check(r.status_code == 401, f"no token: 401 ({r.status_code})")
+    async with http("not-a-token") as h:
+        r = await h.post(url, json=body)
+        check(r.status_code == 401, f"a bad token: 401 ({r.status_code})")
+    # The SDK as an under-privileged caller: the HTTP status surfaces as its error.
+    reader = await client("research", os.environ["A2A_READER_TOKEN"], streaming=False)
+    try:
+        await collect(reader, pb.SendMessageRequest(message=message("x")))
+        check(False, "a caller without create on tasks is refused")
+    except A2AClientError as e:
+        check("403" in str(e), f"a caller without create on tasks: 403 ({e})")
+    try:
+        await reader.get_task(pb.GetTaskRequest(id="no-such-task"))
+        check(False, "an unknown task is an error")
+    except TaskNotFoundError:
+        check(True, "the same caller may get tasks (TaskNotFound for an unknown one)")
+    nobody = os.environ["A2A_NOBODY_TOKEN"]
+    async with http(nobody) as h:
+        r = await h.post(url, json=body)
+        check(r.status_code == 403, f"a caller with no RBAC: 403 ({r.status_code})")
+        r = await h.get(f"{url}/.well-known/agent-card.json")
+        check(r.status_code == 403, f"... nor may it read a card that is not public ({r.status_code})")
+    async with http(os.environ["A2A_TOKEN"]) as h:
+        r = await h.post(url, content=b"{not json")
+        check(r.status_code == 200 and r.json()["error"]["code"] == -32700, "a broken body: JSON-RPC parse error")
+        r = await h.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/pushNotificationConfig/set", "params": {}})
+        check(r.json()["error"]["code"] == -32003, "push notifications: PushNotificationNotSupported")
+        r = await h.post(url, json={"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": body["params"]})
+        check(r.json().get("result", {}).get("task", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED",
+              "the pre-1.0 name message/send is accepted")
+
+
+async def card_flow():
+    async with http() as h:
+        r = await h.get(f"{agent_url('public')}/.well-known/agent-card.json")
+        check(r.status_code == 200, f"a public card needs no token ({r.status_code})")
+        card = parse_agent_card(r.json())
+        check(card.name == "public" and card.supported_interfaces[0].protocol_version == "1.0", "it parses as an A2A v1.0 card")
+        r = await h.get(f"{agent_url('public')}/.well-known/agent.json")
+        check(r.status_code == 200, "the pre-1.0 card path is served too")
+        r = await h.get(f"{agent_url('research')}/.well-known/agent-card.json")
+        check(r.status_code == 401, f"a card that is not public needs a token ({r.status_code})")
+    async with http(os.environ["A2A_TOKEN"]) as h:
+        r = await h.get(f"{agent_url('hidden')}/.well-known/agent-card.json")
+        check(r.status_code == 404, f"an Agent that is not exposed has no card ({r.status_code})")
+        r = await h.post(agent_url("hidden"), json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})
+        check(r.status_code == 404, f"... and no JSON-RPC endpoint ({r.status_code})")
+
+
+async def bounds_flow():
+    token, streamer = os.environ["A2A_TOKEN"], os.environ["A2A_STREAM_TOKEN"]
+    url = agent_url("waiter")
+    async with http(token) as h:
+        # The server stops reading and closes the connection: a client of its own.
+        r = await h.post(url, content=b"{" + b" " * (2 << 20) + b"}")
+        check(r.status_code == 413, f"a body past the limit: 413 ({r.status_code})")
+    async with http(token) as h:
+        codes = []
+        for i in range(60):
+            r = await h.post(url, json={"jsonrpc": "2.0", "id": i, "method": "GetTask", "params": {"id": "x"}})
+            codes.append(r.status_code)
+        check(429 in codes and codes[0] == 200, f"a caller past its rate: 429 ({codes})")
+    task_id = os.environ["A2A_WAIT_TASK"]
+    async with http(streamer) as h:
+        events = f"{url}/tasks/{task_id}/events"
+        async with h.stream("GET", events) as first:
+            check(first.status_code == 200, f"one stream opens ({first.status_code})")
+            lines = first.aiter_lines()
+            head = [await lines.__anext__() for _ in range(2)]
+            check(head[0] == "event: status", f"the plain stream names its events ({head})")
+            r = await h.get(events)
+            check(r.status_code == 429, f"a second stream past the caller's limit: 429 ({r.status_code})")
+        # The first stream is closed: its place is free again.
+        for _ in range(50):
+            async with h.stream("GET", events) as again:
+                if again.status_code == 200:
+                    break
+            await asyncio.sleep(0.1)
+        check(again.status_code == 200, f"a closed stream frees its place ({again.status_code})")
+
+
+if __name__ == "__main__":
+    flows = {"main": main_flow, "auth": auth_flow, "card": card_flow, "bounds": bounds_flow}
+    asyncio.run(flows[sys.argv[1]]())
