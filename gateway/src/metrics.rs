@@ -53,6 +53,11 @@ impl Metrics {
         registry.register(Box::new(tasks_created.clone()))?;
         registry.register(Box::new(streams_open.clone()))?;
         registry.register(Box::new(decode_skipped.clone()))?;
+        // process_resident_memory_bytes and friends: what open streams cost.
+        #[cfg(target_os = "linux")]
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
         Ok(Self {
             registry,
             calls,
