@@ -15,6 +15,7 @@ import httpx
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.client.errors import A2AClientError
+from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf import json_format
@@ -134,6 +135,19 @@ async def main_flow():
     except TaskNotFoundError:
         check(True, "an unknown task is TaskNotFoundError")
 
+    # A pre-1.0 client (the SDK's A2A 0.3 transport: message/send, message/stream, tasks/get).
+    legacy = CompatJsonRpcTransport(http(token), None, agent_url("research"))
+    old = await legacy.send_message(pb.SendMessageRequest(
+        message=message(DOCUMENT), configuration=pb.SendMessageConfiguration()))
+    check(old.task.status.state == pb.TASK_STATE_COMPLETED
+          and "wordcount" in old.task.artifacts[0].parts[0].text,
+          f"a 0.3 client's message/send completes with its output ({pb.TaskState.Name(old.task.status.state)})")
+    again = await legacy.get_task(pb.GetTaskRequest(id=old.task.id))
+    check(again.status.state == pb.TASK_STATE_COMPLETED, "a 0.3 client's tasks/get reads it")
+    streamed = [e async for e in legacy.send_message_streaming(pb.SendMessageRequest(message=message(DOCUMENT)))]
+    check(streamed[0].HasField("task") and streamed[-1].status_update.status.state == pb.TASK_STATE_COMPLETED,
+          f"a 0.3 client's message/stream runs to completed ({len(streamed)} events)")
+
     # Cancel a running task; a second cancel is refused.
     waiter = await client("waiter", token, streaming=False)
     sent = await collect(waiter, pb.SendMessageRequest(
@@ -206,8 +220,9 @@ async def auth_flow():
         r = await h.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/pushNotificationConfig/set", "params": {}})
         check(r.json()["error"]["code"] == -32003, "push notifications: PushNotificationNotSupported")
         r = await h.post(url, json={"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": body["params"]})
-        check(r.json().get("result", {}).get("task", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED",
-              "the pre-1.0 name message/send is accepted")
+        result = r.json().get("result", {})
+        check(result.get("kind") == "task" and result.get("status", {}).get("state") == "completed",
+              f"the pre-1.0 message/send is answered in the 0.3 shape ({result.get('kind')}, {result.get('status')})")
 
 
 async def card_flow():

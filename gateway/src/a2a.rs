@@ -7,6 +7,8 @@ use serde_json::{Map, Value};
 
 /// The protocol version the card announces and the gateway speaks.
 pub const PROTOCOL_VERSION: &str = "1.0";
+/// The pre-1.0 version whose method names and JSON shapes are also served (see `legacy`).
+pub const LEGACY_PROTOCOL_VERSION: &str = "0.3";
 /// The JSON-RPC binding's name on the card.
 pub const JSONRPC_BINDING: &str = "JSONRPC";
 

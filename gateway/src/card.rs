@@ -4,7 +4,7 @@ use ari_crds::{A2aSpec, Agent};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use crate::a2a::{JSONRPC_BINDING, PROTOCOL_VERSION};
+use crate::a2a::{JSONRPC_BINDING, LEGACY_PROTOCOL_VERSION, PROTOCOL_VERSION};
 
 /// The modes a card lists when the Agent names none.
 const DEFAULT_MODE: &str = "text/plain";
@@ -51,14 +51,20 @@ pub fn card(agent: &Agent, a2a: &A2aSpec, base_url: &str) -> Value {
                 agent.metadata.generation.unwrap_or(0)
             )
         });
+    let url = format!("{}/a2a/{ns}/{name}", base_url.trim_end_matches('/'));
     json!({
         "name": name,
         "description": agent.spec.description.clone().unwrap_or_else(|| format!("ari Agent {ns}/{name}")),
         "version": version,
+        // The same endpoint answers pre-1.0 clients (by their method names) in their shape.
         "supportedInterfaces": [{
-            "url": format!("{}/a2a/{ns}/{name}", base_url.trim_end_matches('/')),
+            "url": url,
             "protocolBinding": JSONRPC_BINDING,
             "protocolVersion": PROTOCOL_VERSION,
+        }, {
+            "url": url,
+            "protocolBinding": JSONRPC_BINDING,
+            "protocolVersion": LEGACY_PROTOCOL_VERSION,
         }],
         "provider": {"organization": "ari", "url": base_url},
         "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},

@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod gateway;
 pub mod hub;
+pub mod legacy;
 pub mod limits;
 pub mod methods;
 pub mod metrics;

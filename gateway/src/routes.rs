@@ -159,7 +159,12 @@ async fn call(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (id, method, params) = match rpc::parse(&body) {
+    let rpc::Parsed {
+        id,
+        method,
+        params,
+        legacy,
+    } = match rpc::parse(&body) {
         Ok(parsed) => parsed,
         Err((id, e)) => {
             // Nothing is done for an unauthenticated caller, not even parsing errors told.
@@ -211,7 +216,7 @@ async fn call(
                     .calls
                     .with_label_values(&[method.name(), "ok"])
                     .inc();
-                return a2a_sse(id, s).into_response();
+                return a2a_sse(id, s, legacy).into_response();
             }
             Err(e) => Err(e),
         }
@@ -229,6 +234,11 @@ async fn call(
                 .calls
                 .with_label_values(&[method.name(), "ok"])
                 .inc();
+            let result = match (legacy, method) {
+                (false, _) | (true, Method::ListTasks) => result,
+                (true, Method::SendMessage) => crate::legacy::send_result(result),
+                (true, _) => crate::legacy::task(result),
+            };
             axum::Json(rpc::result(&id, result)).into_response()
         }
         Err(e) => {
@@ -247,12 +257,19 @@ async fn call(
 fn a2a_sse(
     id: Value,
     items: impl Stream<Item = StreamItem> + Send + 'static,
+    legacy: bool,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let events = items.map(move |item| {
         Ok(match item {
-            StreamItem::Result(r) => SseEvent::default()
-                .json_data(rpc::result(&id, serde_json::to_value(*r).unwrap_or_default()))
-                .unwrap_or_default(),
+            StreamItem::Result(r) => {
+                let mut result = serde_json::to_value(*r).unwrap_or_default();
+                if legacy {
+                    result = crate::legacy::stream_item(result);
+                }
+                SseEvent::default()
+                    .json_data(rpc::result(&id, result))
+                    .unwrap_or_default()
+            }
             StreamItem::Error(message) => SseEvent::default()
                 .event("error")
                 .json_data(json!({"jsonrpc": "2.0", "id": id, "error": {"code": crate::error::code::INTERNAL, "message": message}}))

@@ -71,9 +71,22 @@ pub struct Request {
     pub params: Value,
 }
 
+/// Whether a method name is a pre-1.0 one (its client expects 0.3-shaped answers).
+pub fn is_legacy_name(name: &str) -> bool {
+    name.contains('/')
+}
+
+/// A parsed request: its id, method, params, and whether it used a pre-1.0 name.
+pub struct Parsed {
+    pub id: Value,
+    pub method: Method,
+    pub params: Value,
+    pub legacy: bool,
+}
+
 /// The request in `body`, checked as far as the envelope goes. On error the id is returned
 /// when it could be read, so the error response can carry it.
-pub fn parse(body: &[u8]) -> std::result::Result<(Value, Method, Value), (Value, Error)> {
+pub fn parse(body: &[u8]) -> std::result::Result<Parsed, (Value, Error)> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| (Value::Null, Error::Parse(cut(&e.to_string(), 200))))?;
     if value.is_array() {
@@ -94,7 +107,12 @@ pub fn parse(body: &[u8]) -> std::result::Result<(Value, Method, Value), (Value,
         return Err((req.id, Error::InvalidRequest("no method".into())));
     };
     match Method::parse(name) {
-        Ok(m) => Ok((req.id, m, req.params)),
+        Ok(method) => Ok(Parsed {
+            legacy: is_legacy_name(name),
+            id: req.id,
+            method,
+            params: req.params,
+        }),
         Err(e) => Err((req.id, e)),
     }
 }
@@ -160,8 +178,14 @@ mod tests {
             code_of(r#"{"jsonrpc":"2.0","id":1,"method":"Nope"}"#),
             Some(code::METHOD_NOT_FOUND)
         );
-        let (id, m, _) =
+        let p =
             parse(br#"{"jsonrpc":"2.0","id":"x","method":"GetTask","params":{}}"#).expect("valid");
-        assert_eq!((id, m), (Value::String("x".into()), Method::GetTask));
+        assert_eq!(
+            (p.id, p.method, p.legacy),
+            (Value::String("x".into()), Method::GetTask, false)
+        );
+        let p =
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#).expect("valid");
+        assert!(p.legacy);
     }
 }
