@@ -4,11 +4,4 @@
 # e2e control plane. Release builds, as users run them.
 # Flags go to the benchmark, e.g. `scripts/bench-a2a.sh --streams 1000`.
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo"
-scripts/setup.sh
-ARI_CONTROL_PLANE_BIN="$(scripts/control-plane.sh | tail -n 1)"
-export ARI_CONTROL_PLANE_BIN
-scripts/build-agents.sh
-cargo build --locked --release --bins
-exec target/release/ari-bench-a2a "$@"
+exec "$(dirname "${BASH_SOURCE[0]}")/bench.sh" a2a "$@"

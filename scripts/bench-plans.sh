@@ -4,11 +4,4 @@
 # Tasks, in one run. Debug builds, as the e2e suite runs them (the pods run target/debug when it
 # exists). Not part of the test suite. Flags go to the benchmark (`--chain`, `--fan`, `--runs`).
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo"
-scripts/setup.sh
-ARI_CONTROL_PLANE_BIN="$(scripts/control-plane.sh | tail -n 1)"
-export ARI_CONTROL_PLANE_BIN
-scripts/build-agents.sh
-cargo build --locked --bins
-exec "${CARGO_TARGET_DIR:-target}/debug/ari-bench-plans" "$@"
+ARI_BENCH_PROFILE=debug exec "$(dirname "${BASH_SOURCE[0]}")/bench.sh" plans "$@"

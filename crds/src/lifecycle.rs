@@ -385,18 +385,8 @@ mod tests {
         let mut t = Task::new(
             "t",
             crate::task::TaskSpec {
-                agent_ref: crate::task::AgentRef { name: "a".into() },
                 input: Some("x".into()),
-                input_base64: None,
-                input_from: None,
-                requirements: None,
-                deadline_seconds: None,
-                fuel: None,
-                seed: None,
-                retries: None,
-                ttl_seconds_after_finished: None,
-                cancelled: None,
-                parent: None,
+                ..crate::task::TaskSpec::for_agent("a")
             },
         );
         assert!(t.is_claimable());

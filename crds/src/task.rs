@@ -345,22 +345,7 @@ mod tests {
     use super::*;
 
     fn spec() -> TaskSpec {
-        TaskSpec {
-            agent_ref: AgentRef {
-                name: "echo".into(),
-            },
-            input: None,
-            input_base64: None,
-            input_from: None,
-            requirements: None,
-            deadline_seconds: None,
-            fuel: None,
-            seed: None,
-            retries: None,
-            ttl_seconds_after_finished: None,
-            cancelled: None,
-            parent: None,
-        }
+        TaskSpec::for_agent("echo")
     }
 
     #[test]

@@ -105,6 +105,28 @@ impl Ctx {
         self.wait_operator_ready()
     }
 
+    /// Sets environment variables (`NAME=value`) on the A2A gateway's Deployment and waits
+    /// for the rollout, so the pod serving afterwards has them.
+    pub fn set_gateway_env(&self, vars: &[&str]) -> Result<()> {
+        let mut args = vec!["set", "env", "-n", OPERATOR_NS, "deployment/ari-gateway"];
+        args.extend_from_slice(vars);
+        let out = self.kubectl(&args)?;
+        anyhow::ensure!(
+            out.status.success(),
+            "kubectl set env: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.kubectl_ok([
+            "rollout",
+            "status",
+            "-n",
+            OPERATOR_NS,
+            "deployment/ari-gateway",
+            "--timeout=180s",
+        ])?;
+        Ok(())
+    }
+
     /// Waits until one operator pod in [`OPERATOR_NS`] is Ready.
     pub fn wait_operator_ready(&self) -> Result<()> {
         self.rt.block_on(async {

@@ -34,26 +34,29 @@ const GATEWAY: &str = "app.kubernetes.io/name=ari-gateway";
 /// reach them (20 requests/s, a burst of 40, one stream per caller).
 fn start() -> Result<Ctx> {
     let ctx = Ctx::start_with_operator()?;
-    ctx.kubectl_ok([
-        "set",
-        "env",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-gateway",
+    ctx.set_gateway_env(&[
         "ARI_GATEWAY_RATE_PER_SECOND=20",
         "ARI_GATEWAY_RATE_BURST=40",
         "ARI_GATEWAY_MAX_STREAMS_PER_CALLER=1",
         "ARI_LOG_LEVEL=info,ari_gateway=debug",
     ])?;
-    ctx.kubectl_ok([
-        "rollout",
-        "status",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-gateway",
-        "--timeout=180s",
-    ])?;
     Ok(ctx)
+}
+
+/// `waiter`: an exposed Agent (fixtures/agents/relay) whose `spin` tasks run until cancelled.
+fn waiter_yaml() -> String {
+    agent_yaml(
+        "waiter",
+        "relay-module",
+        1,
+        "  config: waiter
+  limits:
+    fuel: 1000000000000
+    timeoutSeconds: 300
+  a2a:
+    exposed: true
+",
+    )
 }
 
 /// `http://<gateway pod IP>:8080`, once one gateway pod is Ready.
@@ -182,21 +185,7 @@ async fn research_and_waiter(ctx: &Ctx, client: &kube::Client, ns: &str) -> Resu
     ctx.module_configmap(ns, "relay-module", "relay")?;
     let example = repo().join("examples/delegation/agents.yaml");
     ctx.kubectl_ok(["apply", "-n", ns, "-f", &example.display().to_string()])?;
-    ctx.apply_ok(
-        ns,
-        &agent_yaml(
-            "waiter",
-            "relay-module",
-            1,
-            "  config: waiter
-  limits:
-    fuel: 1000000000000
-    timeoutSeconds: 300
-  a2a:
-    exposed: true
-",
-        ),
-    )?;
+    ctx.apply_ok(ns, &waiter_yaml())?;
     for a in ["wordcount", "keywords", "summarize", "research", "waiter"] {
         agent_ready(client, ns, a).await?;
     }
@@ -249,21 +238,7 @@ fn bad_tokens(ctx: &Ctx) -> Result<()> {
 fn bounds(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("a2a-bounds", |client, ns| async move {
         ctx.module_configmap(&ns, "relay-module", "relay")?;
-        ctx.apply_ok(
-            &ns,
-            &agent_yaml(
-                "waiter",
-                "relay-module",
-                1,
-                "  config: waiter
-  limits:
-    fuel: 1000000000000
-    timeoutSeconds: 300
-  a2a:
-    exposed: true
-",
-            ),
-        )?;
+        ctx.apply_ok(&ns, &waiter_yaml())?;
         agent_ready(&client, &ns, "waiter").await?;
         let tokens = callers(ctx, &ns)?;
         let base = gateway_url(&client).await?;

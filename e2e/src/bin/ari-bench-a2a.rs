@@ -119,24 +119,11 @@ fn main() -> Result<()> {
     let ctx = Ctx::start_with_operator()?;
     // Bounds out of the way: this measures the path, not the limits.
     let streams = (args.streams + 100).to_string();
-    ctx.kubectl_ok([
-        "set",
-        "env",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-gateway",
+    ctx.set_gateway_env(&[
         "ARI_GATEWAY_RATE_PER_SECOND=1000000",
         "ARI_GATEWAY_RATE_BURST=1000000",
         &format!("ARI_GATEWAY_MAX_STREAMS={streams}"),
         &format!("ARI_GATEWAY_MAX_STREAMS_PER_CALLER={streams}"),
-    ])?;
-    ctx.kubectl_ok([
-        "rollout",
-        "status",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-gateway",
-        "--timeout=180s",
     ])?;
     let _runtime = ctx.rt.enter();
     let client = ctx.cluster.client();

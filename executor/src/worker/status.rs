@@ -177,24 +177,15 @@ impl Writer {
     ) -> Result<Task, WriteError> {
         for _ in 0..MAX_CONFLICTS {
             let result = match &write {
-                Write::Heartbeat => {
+                Write::Heartbeat | Write::LiveLog(_) => {
+                    let status = match &write {
+                        Write::LiveLog(log) => serde_json::json!({"liveLog": log}),
+                        _ => serde_json::json!({"lastHeartbeatTime": convert::now()}),
+                    };
                     // A merge patch carrying metadata.resourceVersion is a precondition.
                     let patch = serde_json::json!({
                         "metadata": {"resourceVersion": attempt.current.resource_version()},
-                        "status": {"lastHeartbeatTime": convert::now()},
-                    });
-                    self.tasks
-                        .patch_status(
-                            &attempt.name,
-                            &PatchParams::default(),
-                            &Patch::Merge(&patch),
-                        )
-                        .await
-                }
-                Write::LiveLog(log) => {
-                    let patch = serde_json::json!({
-                        "metadata": {"resourceVersion": attempt.current.resource_version()},
-                        "status": {"liveLog": log},
+                        "status": status,
                     });
                     self.tasks
                         .patch_status(

@@ -178,7 +178,7 @@ mod tests {
     use super::*;
     use ari_crds::agent::ConfigMapModule;
     use ari_crds::{
-        AgentRef, AgentSpec, CapabilityName, ModuleSource, TaskRequirements, TaskSpec, TaskStatus,
+        AgentSpec, CapabilityName, ModuleSource, TaskRequirements, TaskSpec, TaskStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -194,20 +194,8 @@ mod tests {
         let mut t = Task::new(
             "t",
             TaskSpec {
-                agent_ref: AgentRef {
-                    name: "echo".into(),
-                },
                 input: Some("x".into()),
-                input_base64: None,
-                input_from: None,
-                requirements: None,
-                deadline_seconds: None,
-                fuel: None,
-                seed: None,
-                retries: None,
-                ttl_seconds_after_finished: None,
-                parent: None,
-                cancelled: None,
+                ..TaskSpec::for_agent("echo")
             },
         );
         t.metadata.creation_timestamp = Some(Time(ts(1_000)));
