@@ -214,6 +214,16 @@ async def auth_flow():
         check(r.status_code == 403, f"a caller with no RBAC: 403 ({r.status_code})")
         r = await h.get(f"{url}/.well-known/agent-card.json")
         check(r.status_code == 403, f"... nor may it read a card that is not public ({r.status_code})")
+    # A caller with every right in its own namespace has none here.
+    async with http(os.environ["A2A_OUTSIDER_TOKEN"]) as h:
+        r = await h.post(url, json=body)
+        check(r.status_code == 403, f"another namespace's caller may not send here ({r.status_code})")
+        r = await h.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
+        check(r.status_code == 403, f"... nor list this namespace's tasks ({r.status_code})")
+        r = await h.get(f"{url}/tasks/anything/events")
+        check(r.status_code == 403, f"... nor follow its events ({r.status_code})")
+        r = await h.get(f"{url}/.well-known/agent-card.json")
+        check(r.status_code == 403, f"... nor read its card ({r.status_code})")
     async with http(os.environ["A2A_TOKEN"]) as h:
         r = await h.post(url, content=b"{not json")
         check(r.status_code == 200 and r.json()["error"]["code"] == -32700, "a broken body: JSON-RPC parse error")

@@ -230,8 +230,17 @@ fn bad_tokens(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("a2a-auth", |client, ns| async move {
         research_and_waiter(ctx, &client, &ns).await?;
         let tokens = callers(ctx, &ns)?;
+        // A caller with every A2A right, but in another namespace.
+        let other = ctx.cluster.new_namespace("a2a-other").await?;
+        let outsider = callers(ctx, &other)?
+            .into_iter()
+            .find(|(var, _)| *var == "A2A_TOKEN")
+            .map(|(_, token)| token)
+            .context("the other namespace's caller token")?;
         let base = gateway_url(&client).await?;
-        drive("auth", &env(&base, &ns, &tokens))
+        let mut env = env(&base, &ns, &tokens);
+        env.push(("A2A_OUTSIDER_TOKEN", outsider));
+        drive("auth", &env)
     })
 }
 
