@@ -250,6 +250,15 @@ async def card_flow():
         check(r.status_code == 404, f"an Agent that is not exposed has no card ({r.status_code})")
         r = await h.post(agent_url("hidden"), json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})
         check(r.status_code == 404, f"... and no JSON-RPC endpoint ({r.status_code})")
+    # A capability refusal is TASK_STATE_REJECTED, its reason and message riding along.
+    fetcher = await client("fetcher", os.environ["A2A_TOKEN"], streaming=False)
+    events = await collect(fetcher, pb.SendMessageRequest(message=message("https://example.com/")))
+    task = events[-1].task
+    meta = json_format.MessageToDict(task.metadata)
+    check(task.status.state == pb.TASK_STATE_REJECTED and meta.get("ari.dev/reason") == "CapabilityDenied",
+          f"a capability refusal is rejected ({pb.TaskState.Name(task.status.state)}, {meta.get('ari.dev/reason')})")
+    check(task.status.message.parts and "network" in task.status.message.parts[0].text,
+          f"the refusal says why ({task.status.message.parts[0].text if task.status.message.parts else ''})")
 
 
 async def bounds_flow():

@@ -301,6 +301,12 @@ fn cards(ctx: &Ctx) -> Result<()> {
             ),
         )?;
         ctx.apply_ok(&ns, &agent_yaml("hidden", "echo-module", 1, ""))?;
+        // Exposed, but without the network grant its guest needs: its tasks are refused.
+        ctx.module_configmap(&ns, "fetch-module", "fetch")?;
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml("fetcher", "fetch-module", 1, "  a2a:\n    exposed: true\n"),
+        )?;
         ctx.apply_ok(
             &ns,
             &agent_yaml(
@@ -337,6 +343,7 @@ fn cards(ctx: &Ctx) -> Result<()> {
             }
         })
         .await?;
+        agent_ready(&client, &ns, "fetcher").await?;
         drive("card", &env(&base, &ns, &tokens))
     })
 }
