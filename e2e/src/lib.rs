@@ -41,9 +41,27 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("target"))
 }
 
+/// Build profiles to take pod binaries from, this binary's own first: a release benchmark runs
+/// release pods, a debug test suite debug ones, and either falls back to what is built.
+fn profiles() -> [&'static str; 2] {
+    if cfg!(debug_assertions) {
+        ["debug", "release"]
+    } else {
+        ["release", "debug"]
+    }
+}
+
+/// `bin` as built in this binary's profile, else the other; `None` when not built.
+pub fn built_binary(bin: &str) -> Option<PathBuf> {
+    profiles()
+        .iter()
+        .map(|p| target_dir().join(p).join(bin))
+        .find(|p| p.is_file())
+}
+
 /// The image map for ari's own binaries: `ari-executor*` → `ari`, `ari-operator*` →
-/// `ari-operator`, `ari-gateway*` → `ari-gateway`, taken from `target/debug` (or
-/// `target/release` if only that exists). Binaries that are not built are left out, so pods
+/// `ari-operator`, `ari-gateway*` → `ari-gateway`, taken from the target directory of this
+/// binary's own profile (see [`profiles`]), else the other. Binaries that are not built are left out, so pods
 /// using them report the missing mapping.
 pub fn ari_images() -> HashMap<String, PathBuf> {
     let mut images = HashMap::new();
@@ -52,10 +70,7 @@ pub fn ari_images() -> HashMap<String, PathBuf> {
         (OPERATOR_IMAGE, "ari-operator"),
         (GATEWAY_IMAGE, "ari-gateway"),
     ] {
-        let found = ["debug", "release"]
-            .iter()
-            .map(|p| target_dir().join(p).join(bin))
-            .find(|p| p.is_file());
+        let found = built_binary(bin);
         if let Some(path) = found {
             images.insert(image.to_string(), path);
         }

@@ -44,8 +44,8 @@ impl Ctx {
     pub fn bare() -> Result<Ctx> {
         for bin in ["ari", "ari-operator"] {
             ensure!(
-                crate::target_dir().join("debug").join(bin).is_file(),
-                "target/debug/{bin} is missing: run `cargo build --bins` first"
+                crate::built_binary(bin).is_some(),
+                "{bin} is not built: run `cargo build --bins` first"
             );
         }
         ensure!(
