@@ -1,12 +1,15 @@
 //! The Argo CD health checks shipped in `docs/argocd/` run (Lua 5.1, the dialect Argo CD's
-//! gopher-lua speaks) against Agents and Tasks built from the Rust types, so a renamed status
+//! gopher-lua speaks) against Agents, Tasks and Plans built from the Rust types, so a renamed status
 //! field or condition breaks this test rather than every user's dashboard. Also checks that
 //! the `argocd-cm` snippet embeds the scripts verbatim.
 
 use std::path::{Path, PathBuf};
 
 use ari_crds::conditions::{self, ConditionStatus};
-use ari_crds::{Agent, AgentStatus, Task, TaskPhase, TaskReason, TaskStatus};
+use ari_crds::{
+    Agent, AgentStatus, Plan, PlanPhase, PlanReason, PlanStatus, Task, TaskPhase, TaskReason,
+    TaskStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use mlua::serde::SerializeOptions;
@@ -244,6 +247,98 @@ fn task_health_follows_phase_and_reason() {
             "Degraded",
             "CapabilityDenied",
         ),
+        (
+            task(Some(phase(
+                TaskPhase::Cancelled,
+                Some(TaskReason::Cancelled),
+                Some("spec.cancelled was set"),
+            ))),
+            "Degraded",
+            "Cancelled: spec.cancelled was set",
+        ),
+    ];
+    for (obj, want, fragment) in cases {
+        let (status, message) = health(&lua, &obj);
+        assert_eq!(status, want, "{message} for {obj}");
+        assert!(
+            message.contains(fragment),
+            "message {message:?} lacks {fragment:?}"
+        );
+    }
+}
+
+fn plan(generation: i64, status: Option<PlanStatus>) -> serde_json::Value {
+    let mut p: Plan = serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Plan",
+        "metadata": {"name": "p", "namespace": "n", "generation": generation},
+        "spec": {"steps": [{"name": "a", "agentRef": {"name": "echo"}, "input": "hi"}]}
+    }))
+    .expect("plan");
+    p.status = status;
+    serde_json::to_value(&p).expect("plan JSON")
+}
+
+#[test]
+fn plan_health_follows_phase_reason_and_progress() {
+    let lua = script("plan-health.lua");
+    let at = |phase: PlanPhase, reason: Option<PlanReason>, progress: &str| PlanStatus {
+        phase: Some(phase),
+        reason,
+        observed_generation: Some(1),
+        progress: Some(progress.into()),
+        ..Default::default()
+    };
+    let rejected = PlanStatus {
+        violation_count: Some(3),
+        message: Some("the proposal breaks 3 rules".into()),
+        ..at(PlanPhase::Failed, Some(PlanReason::Rejected), "0/4")
+    };
+    let cases = [
+        (plan(1, None), "Progressing", "Pending"),
+        (
+            plan(2, Some(at(PlanPhase::Running, None, "1/4"))),
+            "Progressing",
+            "generation 2",
+        ),
+        (
+            plan(1, Some(at(PlanPhase::Planning, None, "0/0"))),
+            "Progressing",
+            "Planning",
+        ),
+        (
+            plan(1, Some(at(PlanPhase::Running, None, "2/4"))),
+            "Progressing",
+            "Running (2/4 steps)",
+        ),
+        (
+            plan(
+                1,
+                Some(at(PlanPhase::Succeeded, Some(PlanReason::Completed), "4/4")),
+            ),
+            "Healthy",
+            "Succeeded (4/4 steps)",
+        ),
+        (
+            plan(1, Some(rejected)),
+            "Degraded",
+            "Rejected (3 rule(s) broken): the proposal breaks 3 rules",
+        ),
+        (
+            plan(
+                1,
+                Some(at(PlanPhase::Failed, Some(PlanReason::StepFailed), "1/4")),
+            ),
+            "Degraded",
+            "StepFailed",
+        ),
+        (
+            plan(
+                1,
+                Some(at(PlanPhase::Cancelled, Some(PlanReason::Cancelled), "1/4")),
+            ),
+            "Degraded",
+            "Cancelled: Cancelled",
+        ),
     ];
     for (obj, want, fragment) in cases {
         let (status, message) = health(&lua, &obj);
@@ -269,6 +364,10 @@ fn argocd_cm_embeds_the_scripts_verbatim() {
             "resource.customizations.health.ari.dev_Task",
             "task-health.lua",
         ),
+        (
+            "resource.customizations.health.ari.dev_Plan",
+            "plan-health.lua",
+        ),
     ] {
         let embedded = cm["data"][key].as_str().unwrap_or_default();
         assert_eq!(
@@ -277,7 +376,7 @@ fn argocd_cm_embeds_the_scripts_verbatim() {
             "argocd-cm.yaml {key} differs from {file}"
         );
     }
-    for kind in ["Agent", "Task"] {
+    for kind in ["Agent", "Task", "Plan"] {
         let key = format!("resource.customizations.ignoreDifferences.ari.dev_{kind}");
         let v = cm["data"][key.as_str()].as_str().unwrap_or_default();
         assert!(v.contains("/status"), "{key} does not ignore /status");

@@ -1,6 +1,7 @@
 -- Argo CD health of an ari.dev/Task (Lua 5.1, as Argo CD runs it).
 -- A Task runs once: Succeeded is Healthy, Failed is Degraded (with its reason: Trap,
--- FuelExhausted, DeadlineExceeded, CapabilityDenied, ...), Pending and Running are Progressing.
+-- FuelExhausted, DeadlineExceeded, CapabilityDenied, ...), Cancelled is Degraded (it will not
+-- finish its work), Pending and Running are Progressing.
 -- Fields: status.phase, status.reason, status.message, status.attempts.
 local hs = {}
 local s = obj.status
@@ -20,6 +21,14 @@ end
 if s.phase == "Failed" then
   hs.status = "Degraded"
   hs.message = "Failed: " .. (s.reason or "unknown reason")
+  if s.message ~= nil and s.message ~= "" then
+    hs.message = hs.message .. ": " .. s.message
+  end
+  return hs
+end
+if s.phase == "Cancelled" then
+  hs.status = "Degraded"
+  hs.message = "Cancelled"
   if s.message ~= nil and s.message ~= "" then
     hs.message = hs.message .. ": " .. s.message
   end
