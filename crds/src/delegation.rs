@@ -118,7 +118,7 @@ pub fn admit_child(task: &Task, parent: &Task, parent_agent: &AgentSpec) -> Resu
         ));
     };
     let child_agent = &task.spec.agent_ref.name;
-    if !grant.agents.iter().any(|a| a == child_agent || a == "*") {
+    if !ari_model::limits::delegation_allows(&grant.agents, child_agent) {
         return refuse(format!(
             "its Agent {} is not granted delegation to Agent {child_agent}",
             claimed.agent

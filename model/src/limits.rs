@@ -51,3 +51,9 @@ pub struct DelegationApplied {
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
 /// Children (awaited or messages) one task may start when the grant does not say.
 pub const DEFAULT_MAX_CHILDREN: u32 = 16;
+
+/// Whether a delegation grant listing `granted` Agents lets a task call `agent`: it is named,
+/// or `*` was granted. One rule for the runtime's grant and the executor's check of a child.
+pub fn delegation_allows(granted: &[String], agent: &str) -> bool {
+    granted.iter().any(|a| a == agent || a == "*")
+}

@@ -31,7 +31,7 @@ impl DelegationGrant {
 
     /// Whether `agent` is named (or `*` was granted).
     pub fn allows(&self, agent: &str) -> bool {
-        self.agents.iter().any(|a| a == agent || a == "*")
+        ari_model::limits::delegation_allows(&self.agents, agent)
     }
 
     /// `--grant delegation=AGENT[,AGENT...][;maxDepth=N][;maxChildren=N]`.
