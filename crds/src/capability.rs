@@ -16,9 +16,9 @@ pub use ari_model::CapabilityName;
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskRequirements {
-    /// Capabilities the task needs granted.
+    /// Capabilities the task needs granted (each at most once: there are six).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 5))]
+    #[schemars(length(max = 6))]
     pub capabilities: Vec<CapabilityName>,
     /// Origins (`scheme://host[:port]`) the task will call; each must be within the network grant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

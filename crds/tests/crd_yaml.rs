@@ -74,6 +74,23 @@ fn crds_declare_names_columns_subresources_and_selectable_field() {
 }
 
 #[test]
+fn a_task_may_require_every_capability_there_is() {
+    let crd: serde_json::Value =
+        serde_yaml::from_str(&checked_in("ari.dev_tasks.yaml")).expect("tasks CRD parses");
+    let caps = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["requirements"]["properties"]["capabilities"];
+    assert_eq!(
+        caps["maxItems"].as_u64(),
+        Some(ari_crds::CapabilityName::ALL.len() as u64),
+        "{caps}"
+    );
+    assert_eq!(
+        caps["items"]["enum"].as_array().map(Vec::len),
+        Some(ari_crds::CapabilityName::ALL.len())
+    );
+}
+
+#[test]
 fn chart_carries_the_same_crds() {
     for name in [
         "ari.dev_agents.yaml",
