@@ -1,7 +1,8 @@
 //! Who is calling (a Kubernetes bearer token, checked by TokenReview) and whether they may
 //! (a SubjectAccessReview on Tasks in the namespace: the same answer `kubectl auth can-i`
 //! gives). Answers are cached for a few seconds, keyed by the token's digest, so a busy caller
-//! costs the API server two reviews per [`CACHE_TTL`], not two per message.
+//! costs the API server two reviews per [`CACHE_TTL`], not two per message; tokens the cache
+//! does not know share one bounded budget of TokenReviews.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,6 +18,7 @@ use kube::{Api, Client};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::limits::ReviewBudget;
 
 /// How long a review's answer is reused.
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -24,6 +26,9 @@ pub const CACHE_TTL: Duration = Duration::from_secs(10);
 const CACHE_MAX: usize = 10_000;
 /// Longest token looked at (a service-account JWT is ~1 KiB).
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// TokenReviews per second (and burst) for tokens not in the cache, over all callers.
+pub const REVIEWS_PER_SECOND: u32 = 50;
+pub const REVIEWS_BURST: u32 = 200;
 
 /// An authenticated caller, as the API server knows them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +75,7 @@ pub struct Auth {
     client: Client,
     callers: Cached<Option<Caller>>,
     grants: Cached<bool>,
+    reviews: ReviewBudget,
 }
 
 impl Auth {
@@ -78,6 +84,7 @@ impl Auth {
             client,
             callers: Mutex::new(HashMap::new()),
             grants: Mutex::new(HashMap::new()),
+            reviews: ReviewBudget::new(REVIEWS_PER_SECOND, REVIEWS_BURST),
         }
     }
 
@@ -89,6 +96,7 @@ impl Auth {
         if let Some(hit) = lookup(&self.callers, &key) {
             return hit.map(|c| (c, key)).ok_or(Error::BadToken);
         }
+        self.reviews.take()?;
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_owned()),

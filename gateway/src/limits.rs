@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::error::{Error, Result};
 
@@ -73,6 +73,26 @@ impl Limits {
     }
 }
 
+/// TokenReviews for tokens the cache does not know, over all callers. Before a caller is known
+/// it has no bucket of its own, so without this a flood of made-up tokens would become a flood
+/// of TokenReviews at the API server; with it, the flood gets 429.
+pub struct ReviewBudget(DefaultDirectRateLimiter);
+
+impl ReviewBudget {
+    pub fn new(per_second: u32, burst: u32) -> Self {
+        let per_second = NonZeroU32::new(per_second.max(1)).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        Self(RateLimiter::direct(
+            Quota::per_second(per_second).allow_burst(burst),
+        ))
+    }
+
+    /// One review, or `RateLimited`.
+    pub fn take(&self) -> Result<()> {
+        self.0.check().map_err(|_| Error::RateLimited)
+    }
+}
+
 impl Streams {
     fn lock(&self) -> std::sync::MutexGuard<'_, (usize, HashMap<String, usize>)> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
@@ -104,6 +124,15 @@ mod tests {
         }
         assert!(matches!(limits.request("alice"), Err(Error::RateLimited)));
         limits.request("bob").expect("bob has his own bucket");
+    }
+
+    #[test]
+    fn reviews_of_unknown_tokens_share_one_bounded_budget() {
+        let budget = ReviewBudget::new(1, 5);
+        for _ in 0..5 {
+            budget.take().expect("within the burst");
+        }
+        assert!(matches!(budget.take(), Err(Error::RateLimited)));
     }
 
     #[test]

@@ -167,9 +167,14 @@ async fn call(
     } = match rpc::parse(&body) {
         Ok(parsed) => parsed,
         Err((id, e)) => {
-            // Nothing is done for an unauthenticated caller, not even parsing errors told.
-            if let Err(auth) = gw.auth.caller(&headers).await {
-                return refusal(&gw, &Value::Null, &auth);
+            // Nothing is done for an unauthenticated caller, not even parsing errors told;
+            // an authenticated one spends its rate on broken requests too.
+            let checked = match gw.auth.caller(&headers).await {
+                Ok((caller, _)) => gw.limits.request(&caller.username),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = checked {
+                return refusal(&gw, &Value::Null, &e);
             }
             gw.metrics
                 .calls
