@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ari_crds::names::LABEL_PARENT;
 use ari_crds::{Agent, Task};
 use futures::StreamExt;
 use kube::Client;
@@ -26,7 +25,7 @@ const CHANNEL_CAPACITY: usize = 32;
 pub enum Update {
     /// The Task itself changed.
     Task(Arc<Task>),
-    /// One of its children (a Task labelled with its name as parent) changed.
+    /// One of its children (a Task whose `spec.parent` names it) changed.
     Child(Arc<Task>),
     /// It was deleted.
     Deleted,
@@ -84,7 +83,10 @@ impl Hub {
     /// Hands a Task's change to whoever follows it or its parent.
     fn dispatch(&self, task: Task, deleted: bool) {
         let ns = task.namespace().unwrap_or_default();
-        let parent = task.labels().get(LABEL_PARENT).cloned();
+        // `spec.parent`, not the `ari.dev/parent` label: only executors may set the field (the
+        // admission policy, and it is immutable), while anyone who may create a Task can label
+        // it, which would put made-up delegation events into another Task's stream.
+        let parent = task.spec.parent.as_ref().map(|p| p.name.clone());
         let task = Arc::new(task);
         let mut followed = self.lock();
         let mut send = |key: Key, update: Update| {
@@ -156,7 +158,7 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ari_crds::TaskSpec;
+    use ari_crds::{ParentRef, TaskSpec};
 
     fn hub() -> Hub {
         let (store, _writer) = reflector::store();
@@ -166,10 +168,23 @@ mod tests {
     fn task(name: &str, parent: Option<&str>) -> Task {
         let mut t = Task::new(name, TaskSpec::for_agent("a"));
         t.metadata.namespace = Some("ns".into());
-        if let Some(p) = parent {
-            t.metadata.labels = Some([(LABEL_PARENT.to_owned(), p.to_owned())].into());
-        }
+        t.spec.parent = parent.map(|p| ParentRef {
+            name: p.to_owned(),
+            depth: 1,
+            ..ParentRef::default()
+        });
         t
+    }
+
+    #[test]
+    fn a_parent_label_alone_does_not_make_a_child() {
+        let hub = hub();
+        let mut rx = hub.subscribe("ns", "p");
+        let mut forged = task("forged", None);
+        forged.metadata.labels =
+            Some([(ari_crds::names::LABEL_PARENT.to_owned(), "p".to_owned())].into());
+        hub.dispatch(forged, false);
+        assert!(rx.try_recv().is_err(), "a label is not a delegation");
     }
 
     #[test]
