@@ -2,6 +2,7 @@
 //! (`scripts/control-plane.sh`), a node agent that runs pods as host processes, and helpers
 //! for the scenarios in `tests/`. See docs/e2e.md.
 
+pub mod bench;
 mod binaries;
 mod certs;
 mod cluster;

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use ari_crds::{Task, TaskPhase};
+use ari_crds::Task;
+use ari_e2e::bench::{percentiles, task_round_trip};
 use ari_e2e::scenario::{Ctx, OPERATOR_NS, agent_ready, agent_yaml, ready_pods, task_yaml};
 use bytes::Bytes;
 use clap::Parser;
@@ -26,7 +27,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use kube::api::{Api, PostParams};
-use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -186,9 +186,12 @@ subjects: [{kind: ServiceAccount, name: bench}]
     let echo = format!("{}/echo", gw.base);
     let (mut plain, mut a2a) = (Vec::new(), Vec::new());
     for i in 0..args.round_trips + 10 {
-        let p = ctx
-            .rt
-            .block_on(direct(&tasks, &format!("plain-{i}"), "echo"))?;
+        let p = ctx.rt.block_on(task_round_trip(
+            &tasks,
+            &format!("plain-{i}"),
+            "echo",
+            "hello",
+        ))?;
         let started = Instant::now();
         let result = ctx.rt.block_on(gw.send(&echo, "hello", false))?;
         let a = started.elapsed();
@@ -304,35 +307,4 @@ subjects: [{kind: ServiceAccount, name: bench}]
         (with - before).max(0.0) / 1024.0 / opened.max(1) as f64
     );
     Ok(())
-}
-
-/// p50 and p99 in milliseconds.
-fn percentiles(v: &mut [Duration]) -> (f64, f64) {
-    v.sort();
-    let at = |q: f64| {
-        let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-        v.get(i).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-    };
-    (at(0.5), at(0.99))
-}
-
-/// Creates a Task and waits (on a watch) until it has succeeded.
-async fn direct(tasks: &Api<Task>, name: &str, agent: &str) -> Result<Duration> {
-    let task: Task = serde_yaml::from_str(&task_yaml(name, agent, "hello", ""))?;
-    let start = Instant::now();
-    tasks.create(&PostParams::default(), &task).await?;
-    let done = tokio::time::timeout(
-        Duration::from_secs(60),
-        await_condition(tasks.clone(), name, |t: Option<&Task>| {
-            t.is_some_and(Task::is_finished)
-        }),
-    )
-    .await
-    .context("task timed out")??;
-    let elapsed = start.elapsed();
-    ensure!(
-        done.map(|t| t.phase()) == Some(TaskPhase::Succeeded),
-        "{name} did not succeed"
-    );
-    Ok(elapsed)
 }

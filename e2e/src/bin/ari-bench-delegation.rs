@@ -9,14 +9,12 @@
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo run -p ari-e2e --bin
 //! ari-bench-delegation -- --tasks 200`.
 
-use std::time::{Duration, Instant};
-
-use anyhow::{Context, Result, ensure};
-use ari_crds::{Task, TaskPhase};
-use ari_e2e::scenario::{Ctx, agent_ready, agent_yaml, task_yaml};
+use anyhow::Result;
+use ari_crds::Task;
+use ari_e2e::bench::{percentiles, task_round_trip};
+use ari_e2e::scenario::{Ctx, agent_ready, agent_yaml};
 use clap::Parser;
-use kube::api::{Api, PostParams};
-use kube::runtime::wait::await_condition;
+use kube::api::Api;
 
 #[derive(Parser)]
 struct Args {
@@ -53,12 +51,18 @@ fn main() -> Result<()> {
     let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
     let (mut plain, mut hop) = (Vec::new(), Vec::new());
     for i in 0..args.tasks + 10 {
-        let p = ctx
-            .rt
-            .block_on(run(&tasks, &format!("plain-{i}"), "echo", "hello"))?;
-        let h = ctx
-            .rt
-            .block_on(run(&tasks, &format!("hop-{i}"), "relay", "pass:hello"))?;
+        let p = ctx.rt.block_on(task_round_trip(
+            &tasks,
+            &format!("plain-{i}"),
+            "echo",
+            "hello",
+        ))?;
+        let h = ctx.rt.block_on(task_round_trip(
+            &tasks,
+            &format!("hop-{i}"),
+            "relay",
+            "pass:hello",
+        ))?;
         if i >= 10 {
             plain.push(p);
             hop.push(h);
@@ -80,36 +84,4 @@ fn main() -> Result<()> {
         args.tasks
     );
     Ok(())
-}
-
-/// p50 and p99 in milliseconds.
-fn percentiles(v: &mut [Duration]) -> (f64, f64) {
-    v.sort();
-    let at = |q: f64| {
-        let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-        v.get(i).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-    };
-    (at(0.5), at(0.99))
-}
-
-/// Creates the Task and waits (on a watch) until it has finished; it must have succeeded.
-async fn run(tasks: &Api<Task>, name: &str, agent: &str, input: &str) -> Result<Duration> {
-    let task: Task = serde_yaml::from_str(&task_yaml(name, agent, input, ""))?;
-    let start = Instant::now();
-    tasks.create(&PostParams::default(), &task).await?;
-    let done = tokio::time::timeout(
-        Duration::from_secs(60),
-        await_condition(tasks.clone(), name, |t: Option<&Task>| {
-            t.is_some_and(Task::is_finished)
-        }),
-    )
-    .await
-    .context("task timed out")??;
-    let elapsed = start.elapsed();
-    let phase = done.map(|t| t.phase());
-    ensure!(
-        phase == Some(TaskPhase::Succeeded),
-        "{name} ended {phase:?}"
-    );
-    Ok(elapsed)
 }
