@@ -39,6 +39,18 @@ fn health(script: &str, obj: &serde_json::Value) -> (String, String) {
     (status, message)
 }
 
+/// Each object gets the health status wanted, with a message containing the fragment.
+fn expect_health(script: &str, cases: &[(serde_json::Value, &str, &str)]) {
+    for (obj, want, fragment) in cases {
+        let (status, message) = health(script, obj);
+        assert_eq!(status, *want, "{message} for {obj}");
+        assert!(
+            message.contains(fragment),
+            "message {message:?} lacks {fragment:?}"
+        );
+    }
+}
+
 fn agent(generation: i64, status: Option<AgentStatus>) -> serde_json::Value {
     let mut a: Agent = serde_json::from_value(json!({
         "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
@@ -177,14 +189,7 @@ fn agent_health_follows_generation_validity_module_and_readiness() {
             "2 executor(s)",
         ),
     ];
-    for (obj, want, fragment) in cases {
-        let (status, message) = health(&lua, &obj);
-        assert_eq!(status, want, "{message} for {obj}");
-        assert!(
-            message.contains(fragment),
-            "message {message:?} lacks {fragment:?}"
-        );
-    }
+    expect_health(&lua, &cases);
 }
 
 fn task(status: Option<TaskStatus>) -> serde_json::Value {
@@ -257,14 +262,7 @@ fn task_health_follows_phase_and_reason() {
             "Cancelled: spec.cancelled was set",
         ),
     ];
-    for (obj, want, fragment) in cases {
-        let (status, message) = health(&lua, &obj);
-        assert_eq!(status, want, "{message} for {obj}");
-        assert!(
-            message.contains(fragment),
-            "message {message:?} lacks {fragment:?}"
-        );
-    }
+    expect_health(&lua, &cases);
 }
 
 fn plan(generation: i64, status: Option<PlanStatus>) -> serde_json::Value {
@@ -340,14 +338,7 @@ fn plan_health_follows_phase_reason_and_progress() {
             "Cancelled: Cancelled",
         ),
     ];
-    for (obj, want, fragment) in cases {
-        let (status, message) = health(&lua, &obj);
-        assert_eq!(status, want, "{message} for {obj}");
-        assert!(
-            message.contains(fragment),
-            "message {message:?} lacks {fragment:?}"
-        );
-    }
+    expect_health(&lua, &cases);
 }
 
 /// The ConfigMap users merge into `argocd-cm` carries the scripts byte for byte.
