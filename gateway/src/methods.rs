@@ -20,6 +20,7 @@ use crate::convert::{self, meta};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::gateway::Gateway;
+use crate::hub::Update;
 use crate::limits::StreamPermit;
 use crate::stream;
 
@@ -123,26 +124,32 @@ impl Gateway {
         Ok(json!({"task": convert::task(&task, history, true)}))
     }
 
-    /// The Task once it has ended, or as it is after `limit`.
+    /// The Task once it has ended, or as it is after `limit`. Read once; after that the watch
+    /// the hub already holds brings each new version (read again only after falling behind).
     async fn wait_for_end(&self, namespace: &str, name: &str, limit: Duration) -> Result<AriTask> {
+        use tokio::sync::broadcast::error::RecvError;
         let api = self.tasks(namespace);
         let mut rx = self.hub.subscribe(namespace, name);
         let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let task = api
-                .get_opt(name)
-                .await?
-                .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
-            if convert::state(&task).is_terminal() {
-                return Ok(task);
-            }
-            // Wake on any change (or a lag); re-read rather than trust the update's copy.
+        let mut task = api
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
+        while !convert::state(&task).is_terminal() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Err(_) => return Ok(task),
-                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return Ok(task),
-                Ok(_) => {}
+                Err(_) | Ok(Err(RecvError::Closed)) => break,
+                Ok(Ok(Update::Task(newer))) => task = (*newer).clone(),
+                Ok(Ok(Update::Child(_))) => {}
+                Ok(Ok(Update::Deleted)) => return Err(Error::TaskNotFound(name.to_owned())),
+                Ok(Err(RecvError::Lagged(_))) => {
+                    task = api
+                        .get_opt(name)
+                        .await?
+                        .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
+                }
             }
         }
+        Ok(task)
     }
 
     pub async fn get_task(&self, t: &Target<'_>, params: Value) -> Result<Value> {
