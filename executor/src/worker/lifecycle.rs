@@ -338,7 +338,7 @@ impl Worker {
     /// finds the Task no longer ours sets `lost`: the run's result will be dropped.
     async fn run_with_heartbeat(
         &self,
-        req: TaskRequest,
+        mut req: TaskRequest,
         attempt: &mut Attempt,
         lost: &AtomicBool,
     ) -> Result<TaskOutcome, TaskError> {
@@ -353,7 +353,6 @@ impl Worker {
             task = %attempt.name,
             attempt = attempt.number
         );
-        let mut req = req;
         let mut tap = live_log_tap(&attempt.current, &mut req);
         let mut live = LiveLog::default();
         let mut unpublished = false;
