@@ -155,8 +155,17 @@ pub fn outcome(t: &Task) -> (Option<TaskPhase>, Option<TaskReason>) {
 
 /// Resident set size of a process (`VmRSS` of `/proc/<pid>/status`), in bytes.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
+    proc_status_bytes(pid, "VmRSS:")
+}
+
+/// The peak resident set size of a process since it started (`VmHWM`), in bytes.
+pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    proc_status_bytes(pid, "VmHWM:")
+}
+
+fn proc_status_bytes(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }

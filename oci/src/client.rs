@@ -1,25 +1,46 @@
 //! Pulling and pushing Wasm components, with every check a caller should not have to remember:
-//! the layout, the size limit before download, the layer digest, and the pinned digest.
+//! the layout, the size limit before download, the layer digest, and the pinned digest; and
+//! with the bounds a shared component needs against a hostile registry: every hop under the
+//! admin's [`NetworkPolicy`], manifests and token replies capped while they stream, layers
+//! streamed to the [`ModuleCache`] (never held whole while downloading), a bounded number of
+//! pulls at once, and failures remembered with backoff.
+//!
+//! Pulls go through `transport` (reqwest, each hop checked); pushes, which only `ari push`
+//! makes from a user's machine to the registry they name, go through `oci-client`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::StreamExt as _;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest, OciManifest};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest, OciManifest};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::digest::{is_sha256, sha256_digest};
+use crate::digest::sha256_digest;
+use crate::failures::{self, Failures};
 use crate::layout::{artifact_for, wasm_layer_of};
-use crate::{Credentials, Error, Reference};
+use crate::policy::NetworkPolicy;
+use crate::transport::{Session, Transport, read_capped};
+use crate::{Credentials, Error, ModuleCache, Reference};
 
 /// The default for [`ClientOptions::max_module_bytes`]: far above any agent component, far
 /// below what would hurt a node.
 pub const DEFAULT_MAX_MODULE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// A registry that does not answer within this is down, not slow.
+/// The largest manifest read: real ones are a few KiB.
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+/// The default for [`ClientOptions::max_concurrent_pulls`].
+pub const DEFAULT_MAX_CONCURRENT_PULLS: usize = 2;
+/// Most manifest reads (resolves) at once: each may hold [`MAX_MANIFEST_BYTES`].
+const MAX_CONCURRENT_RESOLVES: usize = 8;
+/// The media types a manifest is asked for in (an index is asked for only to refuse it clearly).
+const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
+    application/vnd.docker.distribution.manifest.v2+json, \
+    application/vnd.oci.image.index.v1+json, \
+    application/vnd.docker.distribution.manifest.list.v2+json";
+/// A registry that does not answer within this is down, not slow (pushes).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// A stalled transfer fails instead of holding a reconcile forever.
+/// A stalled transfer fails instead of holding a push forever.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bounds the per-credentials client map (see [`Client`]); past it the map starts over.
 const MAX_CACHED_CLIENTS: usize = 64;
@@ -33,6 +54,18 @@ pub struct ClientOptions {
     /// The largest module pulled (or pushed), in bytes. Checked against the manifest before the
     /// layer is downloaded, and again while it streams.
     pub max_module_bytes: u64,
+    /// Hosts (`host[:port]`) a registry may redirect to or name as its token realm, https only:
+    /// blob CDNs and token services of public registries. Every other hop stays on the
+    /// registry's own host and port.
+    pub delegate_hosts: Vec<String>,
+    /// Registries (`host[:port]`) allowed at internal addresses over https. Insecure registries
+    /// are allowed there too.
+    pub private_registries: Vec<String>,
+    /// Refuse registries at loopback, private, link-local and other internal addresses unless
+    /// listed (in `insecure_registries` or `private_registries`).
+    pub refuse_internal_addresses: bool,
+    /// Most pulls at once: each may hold one module in memory while it is checked.
+    pub max_concurrent_pulls: usize,
 }
 
 impl Default for ClientOptions {
@@ -40,19 +73,90 @@ impl Default for ClientOptions {
         ClientOptions {
             insecure_registries: Vec::new(),
             max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
+            delegate_hosts: Vec::new(),
+            private_registries: Vec::new(),
+            refuse_internal_addresses: true,
+            max_concurrent_pulls: DEFAULT_MAX_CONCURRENT_PULLS,
         }
     }
 }
 
+/// Environment variables of the network settings, as the operator passes them to executors.
+pub const ENV_INSECURE_REGISTRIES: &str = "ARI_INSECURE_REGISTRIES";
+pub const ENV_DELEGATE_HOSTS: &str = "ARI_REGISTRY_DELEGATE_HOSTS";
+pub const ENV_PRIVATE_REGISTRIES: &str = "ARI_PRIVATE_REGISTRIES";
+pub const ENV_ALLOW_INTERNAL: &str = "ARI_REGISTRY_ALLOW_INTERNAL_ADDRESSES";
+
+impl ClientOptions {
+    /// The admin's network settings as environment variables (unset ones left out): what an
+    /// executor needs to pull under the same rules as the operator.
+    pub fn network_env(&self) -> Vec<(&'static str, String)> {
+        let lists = [
+            (ENV_INSECURE_REGISTRIES, &self.insecure_registries),
+            (ENV_DELEGATE_HOSTS, &self.delegate_hosts),
+            (ENV_PRIVATE_REGISTRIES, &self.private_registries),
+        ];
+        let mut env: Vec<_> = lists
+            .into_iter()
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(name, l)| (name, l.join(",")))
+            .collect();
+        if !self.refuse_internal_addresses {
+            env.push((ENV_ALLOW_INTERNAL, "true".to_string()));
+        }
+        env
+    }
+
+    /// The network settings read back from `get` (an environment lookup); the rest default.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> ClientOptions {
+        let list = |name: &str| split_list(get(name).as_deref().unwrap_or_default());
+        ClientOptions {
+            insecure_registries: list(ENV_INSECURE_REGISTRIES),
+            delegate_hosts: list(ENV_DELEGATE_HOSTS),
+            private_registries: list(ENV_PRIVATE_REGISTRIES),
+            refuse_internal_addresses: get(ENV_ALLOW_INTERNAL).as_deref() != Some("true"),
+            ..ClientOptions::default()
+        }
+    }
+}
+
+/// `a, b,,c` → `[a, b, c]`.
+pub fn split_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
 /// A module as pulled and verified: `bytes` hash to `layer_digest`, the layer of the manifest
-/// named `manifest_digest`.
-#[derive(Clone, PartialEq, Eq)]
+/// named `manifest_digest`. It holds one of the client's pull permits until dropped, so the
+/// modules in memory are bounded by [`ClientOptions::max_concurrent_pulls`].
 pub struct PulledModule {
     /// The manifest's digest: pin the Agent to this (`repo@sha256:...`) to get these bytes again.
     pub manifest_digest: String,
     /// The Wasm layer's digest: the cache key.
     pub layer_digest: String,
     pub bytes: Vec<u8>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl PulledModule {
+    /// A module pulled some other way (tests' fake registries): it holds no permit.
+    pub fn new(manifest_digest: String, layer_digest: String, bytes: Vec<u8>) -> Self {
+        PulledModule {
+            manifest_digest,
+            layer_digest,
+            bytes,
+            _permit: None,
+        }
+    }
+}
+
+impl PartialEq for PulledModule {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.manifest_digest, &self.layer_digest, &self.bytes)
+            == (&other.manifest_digest, &other.layer_digest, &other.bytes)
+    }
 }
 
 impl std::fmt::Debug for PulledModule {
@@ -74,6 +178,10 @@ impl std::fmt::Debug for PulledModule {
 pub struct Client {
     options: Arc<ClientOptions>,
     clients: Arc<Mutex<HashMap<(String, Credentials), oci_client::Client>>>,
+    transport: Transport,
+    pulls: Arc<Semaphore>,
+    resolves: Arc<Semaphore>,
+    failures: Arc<Mutex<Failures>>,
 }
 
 impl Client {
@@ -91,7 +199,17 @@ impl Client {
                 .collect(),
             ..options
         };
+        let policy = NetworkPolicy::new(
+            &options.insecure_registries,
+            &options.delegate_hosts,
+            &options.private_registries,
+            options.refuse_internal_addresses,
+        );
         let client = Client {
+            transport: Transport::new(Arc::new(policy))?,
+            pulls: Arc::new(Semaphore::new(options.max_concurrent_pulls.max(1))),
+            resolves: Arc::new(Semaphore::new(MAX_CONCURRENT_RESOLVES)),
+            failures: Arc::default(),
             options: Arc::new(options),
             clients: Arc::default(),
         };
@@ -104,52 +222,73 @@ impl Client {
     }
 
     /// The manifest digest `reference` names now: a tag's current digest, or the pinned digest
-    /// once the registry has confirmed it holds it.
+    /// once the registry has confirmed it holds it. A failure is answered again, without asking
+    /// the registry, until its backoff ends.
     pub async fn resolve(
         &self,
         reference: &Reference,
         credentials: &Credentials,
     ) -> Result<String, Error> {
-        let oci = self.oci_for(reference, credentials)?;
-        let auth = credentials.to_registry_auth();
-        let what = reference.to_string();
-        let result = oci
-            .fetch_manifest_digest(reference.as_oci(), &auth)
-            .await
-            .map_err(|e| Error::from_registry(&what, e));
-        let digest = match result {
-            Err(Error::NotFound(message)) => {
-                return Err(self
-                    .explain_missing_pin(reference, credentials, message)
-                    .await);
-            }
-            other => other?,
-        };
-        if !is_sha256(&digest) {
-            return Err(Error::Other(format!(
-                "{what}: registry gave a non-sha256 digest {digest:?}"
-            )));
+        let key = ("resolve", reference.to_string(), credentials.clone());
+        if let Some(remembered) = self.remembered(&key) {
+            return Err(remembered);
         }
-        check_pin(reference, &digest)?;
-        Ok(digest)
+        let _permit = self.resolves.acquire().await.map_err(closed)?;
+        let result = self.resolve_now(reference, credentials).await;
+        self.remember(key, result.as_ref().map(|_| ()));
+        result
     }
 
-    /// Pulls the component `reference` names, refusing anything that is not the Wasm layout, a
-    /// layer over the size limit (before downloading it), and bytes that do not match their
-    /// digests.
+    async fn resolve_now(
+        &self,
+        reference: &Reference,
+        credentials: &Credentials,
+    ) -> Result<String, Error> {
+        let mut session = self.transport.session(reference, credentials)?;
+        match manifest(&mut session, reference).await {
+            Err(Error::NotFound(message)) => Err(self
+                .explain_missing_pin(reference, credentials, message)
+                .await),
+            Err(e) => Err(e),
+            Ok((_, digest)) => {
+                check_pin(reference, &digest)?;
+                Ok(digest)
+            }
+        }
+    }
+
+    /// Pulls the component `reference` names into `cache` (streamed, its digest checked as it
+    /// streams) and returns it, refusing anything that is not the Wasm layout, a layer over the
+    /// size limit (before downloading it), and bytes that do not match their digests. A layer
+    /// already in `cache` is not downloaded; a failure is answered again, without asking the
+    /// registry, until its backoff ends.
     pub async fn pull(
         &self,
         reference: &Reference,
         credentials: &Credentials,
+        cache: &ModuleCache,
     ) -> Result<PulledModule, Error> {
-        let oci = self.oci_for(reference, credentials)?;
-        let auth = credentials.to_registry_auth();
+        let key = ("pull", reference.to_string(), credentials.clone());
+        if let Some(remembered) = self.remembered(&key) {
+            return Err(remembered);
+        }
+        let permit = self.pulls.clone().acquire_owned().await.map_err(closed)?;
+        let result = self.pull_now(reference, credentials, cache).await;
+        self.remember(key, result.as_ref().map(|_| ()));
+        let mut module = result?;
+        module._permit = Some(permit);
+        Ok(module)
+    }
+
+    async fn pull_now(
+        &self,
+        reference: &Reference,
+        credentials: &Credentials,
+        cache: &ModuleCache,
+    ) -> Result<PulledModule, Error> {
+        let mut session = self.transport.session(reference, credentials)?;
         let what = reference.to_string();
-        let pulled = oci
-            .pull_manifest(reference.as_oci(), &auth)
-            .await
-            .map_err(|e| Error::from_registry(&what, e));
-        let (manifest, manifest_digest) = match pulled {
+        let (body, manifest_digest) = match manifest(&mut session, reference).await {
             Err(Error::NotFound(message)) => {
                 return Err(self
                     .explain_missing_pin(reference, credentials, message)
@@ -158,6 +297,9 @@ impl Client {
             other => other?,
         };
         check_pin(reference, &manifest_digest)?;
+        let manifest: OciManifest = serde_json::from_slice(&body).map_err(|_| {
+            Error::NotAWasmArtifact(format!("{what}: the manifest is not an OCI image manifest"))
+        })?;
         let manifest = match manifest {
             OciManifest::Image(manifest) => manifest,
             OciManifest::ImageIndex(_) => {
@@ -174,20 +316,28 @@ impl Client {
                 limit,
             });
         }
-        let bytes = download(&oci, reference, layer.descriptor, layer.size, limit).await?;
         let layer_digest = layer.descriptor.digest.clone();
-        let actual = sha256_digest(&bytes);
-        if actual != layer_digest {
-            return Err(Error::DigestMismatch {
-                expected: layer_digest,
-                actual,
-            });
+        if read_cached(cache, &layer_digest).await?.is_none() {
+            download(&mut session, cache, &layer_digest, layer.size, limit).await?;
         }
-        Ok(PulledModule {
-            manifest_digest,
-            layer_digest,
-            bytes,
-        })
+        // A cache entry removed or corrupted between the download and this read is a miss.
+        let bytes = read_cached(cache, &layer_digest)
+            .await?
+            .ok_or_else(|| Error::Other(format!("{what}: the module cache lost {layer_digest}")))?;
+        Ok(PulledModule::new(manifest_digest, layer_digest, bytes))
+    }
+
+    fn remembered(&self, key: &failures::Key) -> Option<Error> {
+        self.failures
+            .lock()
+            .ok()
+            .and_then(|f| f.current(key, Instant::now()))
+    }
+
+    fn remember(&self, key: failures::Key, outcome: Result<(), &Error>) {
+        if let Ok(mut f) = self.failures.lock() {
+            f.record(key, outcome, Instant::now());
+        }
     }
 
     /// Pushes `bytes` as a component to `reference` (a tag) in the Wasm layout and returns the
@@ -259,14 +409,11 @@ impl Client {
         let (Some(pinned), Some(tagged)) = (reference.digest(), reference.tag_only()) else {
             return Error::NotFound(not_found);
         };
-        let Ok(oci) = self.oci_for(&tagged, credentials) else {
+        let Ok(mut session) = self.transport.session(&tagged, credentials) else {
             return Error::NotFound(not_found);
         };
-        match oci
-            .fetch_manifest_digest(tagged.as_oci(), &credentials.to_registry_auth())
-            .await
-        {
-            Ok(actual) if actual != pinned => Error::DigestMismatch {
+        match manifest(&mut session, &tagged).await {
+            Ok((_, actual)) if actual != pinned => Error::DigestMismatch {
                 expected: pinned.to_string(),
                 actual,
             },
@@ -314,24 +461,42 @@ impl Client {
     }
 }
 
-/// Streams the layer into memory, never holding more than the declared size or the limit.
-async fn download(
-    oci: &oci_client::Client,
+/// The manifest `reference` names (its tag or digest), read with a cap, and its digest.
+async fn manifest(
+    session: &mut Session<'_>,
     reference: &Reference,
-    descriptor: &OciDescriptor,
+) -> Result<(Vec<u8>, String), Error> {
+    let name = reference
+        .digest()
+        .or(reference.tag())
+        .unwrap_or("latest")
+        .to_string();
+    let response = session
+        .get(&format!("manifests/{name}"), MANIFEST_ACCEPT)
+        .await?;
+    let body = read_capped(response, MAX_MANIFEST_BYTES, session.what(), "manifest").await?;
+    let digest = sha256_digest(&body);
+    Ok((body, digest))
+}
+
+/// Streams the layer into `cache`, never past the declared size or the limit; the cache puts it
+/// in place only if it hashes to `digest`.
+async fn download(
+    session: &mut Session<'_>,
+    cache: &ModuleCache,
+    digest: &str,
     declared: u64,
     limit: u64,
-) -> Result<Vec<u8>, Error> {
-    let what = format!("{reference} layer {}", descriptor.digest);
-    let mut stream = oci
-        .pull_blob_stream(reference.as_oci(), descriptor)
+) -> Result<(), Error> {
+    let what = format!("{} layer {digest}", session.what());
+    let mut response = session.get(&format!("blobs/{digest}"), "*/*").await?;
+    let mut incoming = cache.incoming(digest).await?;
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .map_err(|e| Error::from_registry(&what, e))?;
-    // `declared` is at most `limit` here, which bounds the allocation.
-    let mut bytes = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| Error::from_stream(&what, e))?;
-        let total = bytes.len() as u64 + chunk.len() as u64;
+        .map_err(|_| Error::unreachable(&what))?
+    {
+        let total = incoming.written() + chunk.len() as u64;
         if total > limit {
             return Err(Error::TooLarge { size: total, limit });
         }
@@ -340,9 +505,21 @@ async fn download(
                 "{what}: the registry sent more than the {declared} bytes the manifest declares"
             )));
         }
-        bytes.extend_from_slice(&chunk);
+        incoming.write(&chunk).await?;
     }
-    Ok(bytes)
+    incoming.finish().await
+}
+
+/// The cached bytes of `digest`, read (and verified) on a blocking thread.
+async fn read_cached(cache: &ModuleCache, digest: &str) -> Result<Option<Vec<u8>>, Error> {
+    let (cache, digest) = (cache.clone(), digest.to_string());
+    tokio::task::spawn_blocking(move || cache.get(&digest))
+        .await
+        .map_err(|e| Error::Other(format!("module cache thread failed: {e}")))
+}
+
+fn closed(_: tokio::sync::AcquireError) -> Error {
+    Error::Other("the registry client is shutting down".into())
 }
 
 /// A pinned reference must get exactly the pinned manifest.
@@ -384,6 +561,33 @@ mod tests {
             "localhost:5000"
         );
         assert_eq!(normalise_registry("127.0.0.1:5000"), "127.0.0.1:5000");
+    }
+
+    #[test]
+    fn network_settings_travel_through_the_environment_unchanged() {
+        let options = ClientOptions {
+            insecure_registries: vec!["127.0.0.1:5000".into(), "r.local".into()],
+            delegate_hosts: vec!["auth.docker.io".into()],
+            private_registries: vec![],
+            refuse_internal_addresses: false,
+            ..ClientOptions::default()
+        };
+        let env = options.network_env();
+        assert_eq!(
+            env,
+            [
+                (
+                    ENV_INSECURE_REGISTRIES,
+                    "127.0.0.1:5000,r.local".to_string()
+                ),
+                (ENV_DELEGATE_HOSTS, "auth.docker.io".to_string()),
+                (ENV_ALLOW_INTERNAL, "true".to_string()),
+            ]
+        );
+        let lookup = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(ClientOptions::from_env(lookup), options);
+        // Nothing set: internal addresses refused.
+        assert!(ClientOptions::from_env(|_| None).refuse_internal_addresses);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 
 /// What went wrong pulling or pushing a module. Messages name the reference or registry so a
 /// condition's message is enough to act on.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The repository, tag or digest is not in the registry.
     #[error("not found: {0}")]
@@ -29,6 +29,10 @@ pub enum Error {
     /// The image reference (or a digest given for the cache) is malformed.
     #[error("invalid image reference: {0}")]
     InvalidReference(String),
+    /// A request the operator's registry settings do not allow: another host or port, plain
+    /// http, an internal address. The message is a fixed text, never the target.
+    #[error("registry not allowed: {0}")]
+    NotAllowed(String),
     /// Anything else: a malformed pull secret, a registry that breaks the protocol, local I/O.
     #[error("{0}")]
     Other(String),
@@ -45,8 +49,22 @@ impl Error {
             Error::NotAWasmArtifact(_) => "NotAWasmArtifact",
             Error::TooLarge { .. } => "ModuleTooLarge",
             Error::InvalidReference(_) => "InvalidImageReference",
+            Error::NotAllowed(_) => "RegistryNotAllowed",
             Error::Other(_) => "PullFailed",
         }
+    }
+
+    /// A registry that could not be reached or gave no HTTP answer. One text for a refused
+    /// connection, a timeout, a reset and a service that speaks something else: a status must
+    /// not tell open, closed and filtered ports apart.
+    pub fn unreachable(what: &str) -> Error {
+        Error::RegistryUnavailable(format!("{what}: {UNREACHABLE}"))
+    }
+
+    /// An HTTP status the registry answered with: the code and a fixed text, never the body
+    /// (which may be an internal service's error page).
+    pub(crate) fn from_http_status(what: &str, code: u16) -> Error {
+        from_status(code, format!("{what}: the registry answered HTTP {code}"))
     }
 
     /// Whether trying again later may succeed without anyone changing anything.
@@ -103,17 +121,10 @@ impl Error {
             _ => Error::Other(message),
         }
     }
-
-    /// Sorts an I/O error met while streaming a blob: the stream reports a digest mismatch this
-    /// way, and otherwise a transfer that broke off (reset, timeout, truncated body), which is
-    /// worth retrying.
-    pub(crate) fn from_stream(what: &str, err: std::io::Error) -> Error {
-        match digest_mismatch_in(&err) {
-            Some(mismatch) => mismatch,
-            None => Error::RegistryUnavailable(format!("{what}: {}", with_causes(&err))),
-        }
-    }
 }
+
+/// The text of [`Error::unreachable`].
+pub const UNREACHABLE: &str = "the registry could not be reached or gave no HTTP answer";
 
 /// The error and its causes on one line: reqwest's own message ("error sending request") does
 /// not say that the connection was refused; its sources do.
@@ -183,6 +194,7 @@ mod tests {
                 Error::InvalidReference(String::new()),
                 "InvalidImageReference",
             ),
+            (Error::NotAllowed(String::new()), "RegistryNotAllowed"),
             (Error::Other(String::new()), "PullFailed"),
         ];
         for (err, reason) in cases {

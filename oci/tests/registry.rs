@@ -13,7 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ari_oci::layout::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, WasmConfig};
-use ari_oci::{Client, ClientOptions, Credentials, Error, ModuleCache, Reference, sha256_digest};
+use ari_oci::{
+    Client, ClientOptions, Credentials, Error, ModuleCache, PulledModule, Reference, sha256_digest,
+};
 use base64::Engine as _;
 use tempfile::TempDir;
 
@@ -134,12 +136,12 @@ impl Registry {
     }
 
     /// A client that speaks plain http to this registry.
-    fn client(&self, max_module_bytes: u64) -> Client {
-        Client::new(ClientOptions {
+    fn client(&self, max_module_bytes: u64) -> TestClient {
+        TestClient::new(ClientOptions {
             insecure_registries: vec![self.host()],
             max_module_bytes,
+            ..ClientOptions::default()
         })
-        .expect("client")
     }
 
     /// Where the filesystem driver keeps a blob's bytes.
@@ -159,6 +161,36 @@ impl Registry {
 
     fn log(&self) -> String {
         fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+}
+
+/// A client with a module cache of its own, as the operator and each executor have.
+struct TestClient {
+    client: Client,
+    cache: ModuleCache,
+    dir: TempDir,
+}
+
+impl TestClient {
+    fn new(options: ClientOptions) -> TestClient {
+        let dir = tempfile::tempdir().expect("tempdir");
+        TestClient {
+            client: Client::new(options).expect("client"),
+            cache: ModuleCache::new(dir.path().join("modules")).expect("cache"),
+            dir,
+        }
+    }
+
+    async fn pull(&self, r: &Reference, c: &Credentials) -> Result<PulledModule, Error> {
+        self.client.pull(r, c, &self.cache).await
+    }
+
+    async fn resolve(&self, r: &Reference, c: &Credentials) -> Result<String, Error> {
+        self.client.resolve(r, c).await
+    }
+
+    async fn push(&self, r: &Reference, bytes: Vec<u8>, c: &Credentials) -> Result<String, Error> {
+        self.client.push(r, bytes, c).await
     }
 }
 
@@ -422,11 +454,11 @@ async fn a_missing_tag_is_image_not_found() {
 async fn a_registry_that_is_down_is_registry_unavailable() {
     // Nothing listens on a port just freed: connections are refused. No registry binary needed.
     let host = format!("127.0.0.1:{}", free_port());
-    let client = Client::new(ClientOptions {
+    let client = TestClient::new(ClientOptions {
         insecure_registries: vec![host.clone()],
         max_module_bytes: LIMIT,
-    })
-    .expect("client");
+        ..ClientOptions::default()
+    });
     let reference = Reference::parse(&format!("{host}/agents/clock:v1")).expect("parses");
     let anon = Credentials::anonymous();
     assert_eq!(
@@ -651,14 +683,9 @@ async fn the_cache_survives_a_restart_and_drops_corrupt_entries() {
         .push(&tagged, bytes.clone(), &anon)
         .await
         .expect("push");
+    // The pull streams the module into the client's cache.
     let pulled = client.pull(&tagged, &anon).await.expect("pull");
-
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cache_dir = dir.path().join("modules");
-    ModuleCache::new(&cache_dir)
-        .expect("cache")
-        .put(&pulled.layer_digest, &pulled.bytes)
-        .expect("put");
+    let cache_dir = client.dir.path().join("modules");
 
     // The registry goes away and the process restarts: the module is still there, verified.
     drop(registry);

@@ -1,7 +1,10 @@
 //! Operator settings from flags and environment.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use ari_oci::ClientOptions;
 
 use clap::{Parser, ValueEnum};
 use tracing_subscriber::EnvFilter;
@@ -60,6 +63,41 @@ pub struct Config {
         value_delimiter = ','
     )]
     pub insecure_registries: Vec<String>,
+    /// Hosts (`host[:port]`) a registry may redirect to or name as its token realm, over https:
+    /// blob CDNs and token services of public registries (Docker Hub needs `auth.docker.io`
+    /// and `production.cloudflare.docker.com`). Every other redirect and realm must stay on the
+    /// registry's own host and port. Also passed to executors.
+    #[arg(
+        long = "registry-delegate-host",
+        env = "ARI_REGISTRY_DELEGATE_HOSTS",
+        value_delimiter = ','
+    )]
+    pub registry_delegate_hosts: Vec<String>,
+    /// Registries (`host[:port]`) that may be at internal addresses (in-cluster registries with
+    /// TLS); insecure registries may be too. Also passed to executors.
+    #[arg(
+        long = "private-registry",
+        env = "ARI_PRIVATE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub private_registries: Vec<String>,
+    /// Let registries be at loopback, private, link-local and other internal addresses without
+    /// being listed. Off by default: a namespace user's image must not make the operator (or
+    /// executors) reach cluster services or cloud metadata endpoints.
+    #[arg(
+        long,
+        env = "ARI_REGISTRY_ALLOW_INTERNAL_ADDRESSES",
+        default_value_t = false
+    )]
+    pub registry_allow_internal_addresses: bool,
+    /// Most module pulls at once; each holds one module (up to 64 MiB) in memory while it is
+    /// checked.
+    #[arg(long, env = "ARI_MAX_CONCURRENT_PULLS", default_value_t = ari_oci::DEFAULT_MAX_CONCURRENT_PULLS)]
+    pub max_concurrent_pulls: usize,
+    /// Where pulled modules stream to while they are checked (removed after): a writable
+    /// directory (the chart mounts an emptyDir). Default: the system temp directory.
+    #[arg(long, env = "ARI_MODULE_CACHE_DIR")]
+    pub module_cache_dir: Option<PathBuf>,
     /// Longest one registry call (resolve a tag, pull a module) may take in a reconcile.
     #[arg(long, env = "ARI_REGISTRY_TIMEOUT_SECONDS", default_value_t = 30)]
     pub registry_timeout_seconds: u64,
@@ -81,8 +119,11 @@ pub struct Settings {
     pub agent_grace: Duration,
     /// The operator's own namespace: holds each namespace's attestation key source.
     pub operator_namespace: String,
-    /// Registries spoken to over plain HTTP (see [`Config::insecure_registries`]).
-    pub insecure_registries: Vec<String>,
+    /// How the registry client reaches registries (insecure, delegate and private lists, the
+    /// internal-address rule, pulls at once); executors get the network part.
+    pub registry: ClientOptions,
+    /// See [`Config::module_cache_dir`].
+    pub module_cache_dir: PathBuf,
     /// Bound on each registry call in a reconcile.
     pub registry_timeout: Duration,
 }
@@ -116,12 +157,18 @@ impl Config {
             heartbeat_timeout: Duration::from_secs(self.heartbeat_timeout_seconds),
             agent_grace: Duration::from_secs(self.agent_grace_seconds),
             operator_namespace: self.lease_namespace.clone(),
-            insecure_registries: self
-                .insecure_registries
-                .iter()
-                .map(|r| r.trim().to_owned())
-                .filter(|r| !r.is_empty())
-                .collect(),
+            registry: ClientOptions {
+                insecure_registries: trimmed(&self.insecure_registries),
+                delegate_hosts: trimmed(&self.registry_delegate_hosts),
+                private_registries: trimmed(&self.private_registries),
+                refuse_internal_addresses: !self.registry_allow_internal_addresses,
+                max_concurrent_pulls: self.max_concurrent_pulls.max(1),
+                ..ClientOptions::default()
+            },
+            module_cache_dir: self
+                .module_cache_dir
+                .clone()
+                .unwrap_or_else(default_module_cache_dir),
             registry_timeout: Duration::from_secs(self.registry_timeout_seconds.max(1)),
         }
     }
@@ -135,10 +182,22 @@ impl Default for Settings {
             heartbeat_timeout: Duration::from_secs(30),
             agent_grace: Duration::from_secs(5),
             operator_namespace: "ari-system".to_owned(),
-            insecure_registries: Vec::new(),
+            registry: ClientOptions::default(),
+            module_cache_dir: default_module_cache_dir(),
             registry_timeout: Duration::from_secs(30),
         }
     }
+}
+
+fn trimmed(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+fn default_module_cache_dir() -> PathBuf {
+    std::env::temp_dir().join("ari-operator-modules")
 }
 
 #[cfg(test)]
@@ -162,12 +221,40 @@ mod tests {
 
     #[test]
     fn insecure_registries_are_a_comma_list_and_empty_by_default() {
-        assert!(parse(&[]).settings().insecure_registries.is_empty());
+        assert!(
+            parse(&[])
+                .settings()
+                .registry
+                .insecure_registries
+                .is_empty()
+        );
         let c = parse(&["--insecure-registry", "127.0.0.1:5000, registry.local:80"]);
         assert_eq!(
-            c.settings().insecure_registries,
+            c.settings().registry.insecure_registries,
             ["127.0.0.1:5000", "registry.local:80"]
         );
+    }
+
+    #[test]
+    fn internal_addresses_are_refused_unless_the_admin_allows_or_lists_them() {
+        let default = parse(&[]).settings().registry;
+        assert!(default.refuse_internal_addresses);
+        assert!(default.delegate_hosts.is_empty() && default.private_registries.is_empty());
+        let c = parse(&[
+            "--registry-allow-internal-addresses",
+            "--registry-delegate-host",
+            "auth.docker.io,production.cloudflare.docker.com",
+            "--private-registry",
+            "harbor.svc:443",
+        ])
+        .settings()
+        .registry;
+        assert!(!c.refuse_internal_addresses);
+        assert_eq!(
+            c.delegate_hosts,
+            ["auth.docker.io", "production.cloudflare.docker.com"]
+        );
+        assert_eq!(c.private_registries, ["harbor.svc:443"]);
     }
 
     #[test]

@@ -79,9 +79,7 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
     info!(%identity, "leading: starting controllers");
 
     let settings = cfg.settings();
-    let registry = Arc::new(crate::agent::image::registry_client(
-        &settings.insecure_registries,
-    )?);
+    let registry = Arc::new(crate::agent::image::registry_client(&settings)?);
     let ctx = Arc::new(Context::new(
         client.clone(),
         settings,

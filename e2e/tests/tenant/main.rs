@@ -9,6 +9,10 @@ use ari_e2e::trials;
 mod delegation_attacks;
 mod namespace_user;
 mod operator_attacks;
+mod registry_attacks;
+/// The scripted hostile registry, shared with ari-oci's tests.
+#[path = "../../../oci/tests/scripted/mod.rs"]
+mod scripted;
 mod worker_attacks;
 
 fn main() -> std::process::ExitCode {
@@ -17,5 +21,9 @@ fn main() -> std::process::ExitCode {
     all.extend(operator_attacks::trials());
     all.extend(worker_attacks::trials());
     all.extend(delegation_attacks::trials());
-    trials::run(all)
+    // Last, alone: it reconfigures the operator (an insecure registry) and measures its memory.
+    trials::run_phases(
+        ari_e2e::scenario::Ctx::start_with_operator,
+        vec![all, registry_attacks::trials()],
+    )
 }

@@ -38,8 +38,10 @@ pub struct WorkerConfig {
     pub module_image: Option<String>,
     /// `ARI_MODULE_PULL_SECRET`: the pull secret's `.dockerconfigjson` (never printed).
     pub module_pull_secret: Option<String>,
-    /// `ARI_INSECURE_REGISTRIES`: registries the operator's admin allows plain HTTP to.
-    pub insecure_registries: Vec<String>,
+    /// The operator admin's registry network rules (`ARI_INSECURE_REGISTRIES`,
+    /// `ARI_REGISTRY_DELEGATE_HOSTS`, `ARI_PRIVATE_REGISTRIES`,
+    /// `ARI_REGISTRY_ALLOW_INTERNAL_ADDRESSES`): pulls here follow the operator's.
+    pub registry: ari_oci::ClientOptions,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -58,7 +60,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("steal_after", &self.steal_after)
             .field("module_image", &self.module_image)
             .field("module_pull_secret", &self.module_pull_secret.is_some())
-            .field("insecure_registries", &self.insecure_registries)
+            .field("registry", &self.registry)
             .finish_non_exhaustive()
     }
 }
@@ -144,14 +146,7 @@ impl WorkerConfig {
             module_digest: get("ARI_MODULE_DIGEST"),
             module_image: get("ARI_MODULE_IMAGE"),
             module_pull_secret: get("ARI_MODULE_PULL_SECRET"),
-            insecure_registries: get("ARI_INSECURE_REGISTRIES")
-                .map(|v| {
-                    v.split(',')
-                        .map(|r| r.trim().to_owned())
-                        .filter(|r| !r.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            registry: ari_oci::ClientOptions::from_env(&get),
         })
     }
 }
@@ -204,7 +199,11 @@ mod tests {
             c.module_image.as_deref(),
             Some("127.0.0.1:5000/echo@sha256:abc")
         );
-        assert_eq!(c.insecure_registries, ["127.0.0.1:5000", "localhost:5001"]);
+        assert_eq!(
+            c.registry.insecure_registries,
+            ["127.0.0.1:5000", "localhost:5001"]
+        );
+        assert!(c.registry.refuse_internal_addresses);
         assert!(c.module_pull_secret.is_some());
         let shown = format!("{c:?}");
         assert!(

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use ari_oci::{Client, ClientOptions, Credentials, ModuleCache, Reference};
+use ari_oci::{Client, Credentials, ModuleCache, Reference};
 use tracing::info;
 
 use super::{WorkerConfig, WorkerError};
@@ -33,11 +33,13 @@ pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
     let digest = config.module_digest.as_deref().ok_or_else(|| {
         WorkerError::Module("ARI_MODULE_DIGEST is not set for module.image".into())
     })?;
-    let cache = match &config.cache_dir {
-        Some(dir) => Some(open_cache(dir).await?),
-        None => None,
-    };
-    if let Some(cache) = &cache {
+    // Without a cache volume (local runs), pulls stream to a directory of the temp dir.
+    let cache_dir = config
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("ari-executor"));
+    let cache = open_cache(&cache_dir).await?;
+    {
         let (cache, key) = (cache.clone(), digest.to_owned());
         if let Some(bytes) = blocking(move || Ok(cache.get(&key))).await? {
             info!(image, digest, "module from the local cache; not pulled");
@@ -50,13 +52,10 @@ pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
             .map_err(|e| WorkerError::Module(format!("ARI_MODULE_PULL_SECRET: {e}")))?,
         None => Credentials::anonymous(),
     };
-    let client = Client::new(ClientOptions {
-        insecure_registries: config.insecure_registries.clone(),
-        ..ClientOptions::default()
-    })
-    .map_err(oci_error)?;
+    let client = Client::new(config.registry.clone()).map_err(oci_error)?;
+    // Streamed into the cache, its digest checked as it streams.
     let pulled = client
-        .pull(&reference, &credentials)
+        .pull(&reference, &credentials, &cache)
         .await
         .map_err(oci_error)?;
     if pulled.layer_digest != digest {
@@ -67,13 +66,6 @@ pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
         )));
     }
     info!(image, digest, bytes = pulled.bytes.len(), "module pulled");
-    if let Some(cache) = cache {
-        let (key, bytes) = (digest.to_owned(), pulled.bytes.clone());
-        // A cache that cannot be written costs a pull on the next restart, nothing more.
-        if let Err(e) = blocking(move || cache.put(&key, &bytes).map_err(oci_error)).await {
-            tracing::warn!(error = %e, "cannot cache the pulled module");
-        }
-    }
     Ok(pulled.bytes)
 }
 
@@ -151,7 +143,7 @@ mod tests {
         let image = format!("127.0.0.1:1/echo@sha256:{}", "e".repeat(64));
         let digest = format!("sha256:{}", "f".repeat(64));
         let mut c = config(Some(&image), Some(&digest), Some(dir.path()));
-        c.insecure_registries = vec!["127.0.0.1:1".into()];
+        c.registry.insecure_registries = vec!["127.0.0.1:1".into()];
         let err = fetch(&c).await.expect_err("nothing listens on port 1");
         assert!(err.to_string().contains("RegistryUnavailable"), "{err}");
     }

@@ -301,11 +301,9 @@ pub fn build(
 /// for the signing key) so the executor's ServiceAccount needs no Secret access.
 fn image_env(image: &ResolvedImage, settings: &Settings) -> Vec<EnvVar> {
     let mut vars = vec![env("ARI_MODULE_IMAGE", &image.pinned)];
-    if !settings.insecure_registries.is_empty() {
-        vars.push(env(
-            "ARI_INSECURE_REGISTRIES",
-            settings.insecure_registries.join(","),
-        ));
+    // The admin's network rules for registries: executors pull under the same ones.
+    for (name, value) in settings.registry.network_env() {
+        vars.push(env(name, value));
     }
     if let Some(secret) = &image.pull_secret {
         vars.push(EnvVar {
@@ -385,7 +383,11 @@ mod tests {
     #[test]
     fn an_image_agent_gets_the_pinned_reference_and_its_pull_secret_by_reference() {
         let settings = Settings {
-            insecure_registries: vec!["127.0.0.1:5000".into()],
+            registry: ari_oci::ClientOptions {
+                insecure_registries: vec!["127.0.0.1:5000".into()],
+                delegate_hosts: vec!["auth.docker.io".into()],
+                ..Default::default()
+            },
             ..Settings::default()
         };
         let pinned = format!("127.0.0.1:5000/echo@sha256:{}", "a".repeat(64));
@@ -410,6 +412,12 @@ mod tests {
                 .as_deref(),
             Some("127.0.0.1:5000")
         );
+        assert_eq!(
+            by("ARI_REGISTRY_DELEGATE_HOSTS").and_then(|e| e.value),
+            Some("auth.docker.io".to_owned())
+        );
+        // Internal addresses stay refused in the executor too (nothing says otherwise).
+        assert_eq!(by("ARI_REGISTRY_ALLOW_INTERNAL_ADDRESSES"), None);
         let secret = by("ARI_MODULE_PULL_SECRET")
             .and_then(|e| e.value_from)
             .and_then(|v| v.secret_key_ref);

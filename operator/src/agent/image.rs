@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use ari_crds::ModuleSource;
 use ari_crds::names;
-use ari_oci::{Client, ClientOptions, Credentials, PulledModule, Reference};
+use ari_oci::{Client, Credentials, ModuleCache, PulledModule, Reference};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
 use super::module::{ModuleError, check_component, digest_of};
+use crate::config::Settings;
 
 /// The registry operations the operator needs: a seam so reconcile tests need no registry.
 pub trait Registry: Send + Sync {
@@ -41,13 +42,21 @@ pub trait Registry: Send + Sync {
     ) -> BoxFuture<'a, Result<PulledModule, ari_oci::Error>>;
 }
 
-impl Registry for Client {
+/// The real registry: the client, and the directory pulls stream to. The operator only checks
+/// modules, so each is removed from disk once read: a tenant cannot fill the operator's disk,
+/// and what is in memory is bounded by the client's pull permits (held by [`PulledModule`]).
+pub struct OperatorRegistry {
+    client: Client,
+    spool: ModuleCache,
+}
+
+impl Registry for OperatorRegistry {
     fn resolve<'a>(
         &'a self,
         reference: &'a Reference,
         credentials: &'a Credentials,
     ) -> BoxFuture<'a, Result<String, ari_oci::Error>> {
-        Box::pin(Client::resolve(self, reference, credentials))
+        Box::pin(self.client.resolve(reference, credentials))
     }
 
     fn pull<'a>(
@@ -55,16 +64,23 @@ impl Registry for Client {
         reference: &'a Reference,
         credentials: &'a Credentials,
     ) -> BoxFuture<'a, Result<PulledModule, ari_oci::Error>> {
-        Box::pin(Client::pull(self, reference, credentials))
+        Box::pin(async move {
+            let pulled = self
+                .client
+                .pull(reference, credentials, &self.spool)
+                .await?;
+            self.spool.remove(&pulled.layer_digest);
+            Ok(pulled)
+        })
     }
 }
 
-/// The real registry client, speaking plain HTTP only to `insecure_registries` (operator
-/// configuration, never an Agent's).
-pub fn registry_client(insecure_registries: &[String]) -> Result<Client, ari_oci::Error> {
-    Client::new(ClientOptions {
-        insecure_registries: insecure_registries.to_vec(),
-        ..ClientOptions::default()
+/// The real registry client under the admin's settings (never an Agent's), pulling through
+/// `settings.module_cache_dir`.
+pub fn registry_client(settings: &Settings) -> Result<OperatorRegistry, ari_oci::Error> {
+    Ok(OperatorRegistry {
+        client: Client::new(settings.registry.clone())?,
+        spool: ModuleCache::new(&settings.module_cache_dir)?,
     })
 }
 
@@ -156,7 +172,8 @@ impl ImageResolver {
     }
 
     /// `call`, or `RegistryUnavailable` once [`Self::timeout`] has passed: a registry that
-    /// accepts connections and never answers must not hold a reconcile.
+    /// accepts connections and never answers must not hold a reconcile. The time spent
+    /// waiting for a pull permit counts.
     async fn bounded<T>(
         &self,
         what: &str,
@@ -164,9 +181,9 @@ impl ImageResolver {
     ) -> Result<T, ModuleError> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result.map_err(ModuleError::from),
-            Err(_) => Err(ModuleError::Image(ari_oci::Error::RegistryUnavailable(
-                format!("{what}: no answer within {:?}", self.timeout),
-            ))),
+            // The same text as a refused connection: a status must not tell a silent
+            // (filtered) port from a closed one.
+            Err(_) => Err(ModuleError::Image(ari_oci::Error::unreachable(what))),
         }
     }
 }

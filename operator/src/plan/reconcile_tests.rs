@@ -15,8 +15,10 @@ const TASKS: &str = "/apis/ari.dev/v1alpha1/namespaces/demo/tasks";
 
 fn ctx(client: kube::Client, agents: &[Value]) -> Arc<PlanContext> {
     let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
-    let registry =
-        Arc::new(crate::agent::image::registry_client(&[]).unwrap_or_else(|e| panic!("{e}")));
+    let registry = Arc::new(
+        crate::agent::image::registry_client(&Settings::default())
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     let base = Arc::new(Context::new(
         client,
         Settings::default(),
