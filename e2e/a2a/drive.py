@@ -40,7 +40,9 @@ def agent_url(agent):
 
 def http(token=None):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.AsyncClient(headers=headers, timeout=120)
+    # Cards name their endpoint by a relative URL (no gateway.publicUrl here): resolved against
+    # the gateway's base URL.
+    return httpx.AsyncClient(headers=headers, timeout=120, base_url=BASE)
 
 
 async def client(agent, token, streaming):

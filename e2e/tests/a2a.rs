@@ -143,8 +143,10 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: a2a-reader}
 rules:
+  # tasks/a2a-all: every caller's A2A tasks, not only its own (the streamer follows a Task the
+  # trial created).
   - apiGroups: [ari.dev]
-    resources: [tasks]
+    resources: [tasks, tasks/a2a-all]
     verbs: [get, list]
   - apiGroups: [ari.dev]
     resources: [agents]
@@ -170,7 +172,16 @@ subjects: [{kind: ServiceAccount, name: reader}, {kind: ServiceAccount, name: st
         ("A2A_NOBODY_TOKEN", "nobody"),
         ("A2A_STREAM_TOKEN", "streamer"),
     ] {
-        let token = ctx.kubectl_ok(["create", "token", sa, "-n", ns, "--duration=1h"])?;
+        // For the gateway's audience: it refuses tokens made for the API server.
+        let token = ctx.kubectl_ok([
+            "create",
+            "token",
+            sa,
+            "-n",
+            ns,
+            "--duration=1h",
+            "--audience=ari-gateway",
+        ])?;
         tokens.push((var, token.trim().to_owned()));
     }
     Ok(tokens)

@@ -373,8 +373,8 @@ fn lint_and_schema(ctx: &Ctx) -> Result<()> {
         "gateway RoleBinding: {binding:?}"
     );
     ensure!(
-        object(&scoped_docs, "ServiceMonitor", GATEWAY).is_some(),
-        "no gateway ServiceMonitor"
+        object(&scoped_docs, "PodMonitor", GATEWAY).is_some(),
+        "no gateway PodMonitor (its Service has no metrics port)"
     );
     let gw: Deployment = typed(&scoped_docs, "Deployment", GATEWAY)?;
     let gw_env = |name: &str| {
@@ -818,7 +818,8 @@ fn executor_rbac(ctx: &Ctx) -> Result<()> {
 
 /// The gateway's pod and Service as rendered: its own account with a token, uid 65532 on a
 /// read-only root with no capabilities, probes on the `metrics` port, ports `a2a` 8080 and
-/// `metrics` 8081, the default resources; the Service maps port 80 to `a2a`.
+/// `metrics` 8081, the default resources; the Service maps port 80 to `a2a` and exposes
+/// nothing else (no /metrics for whoever reaches the Service).
 fn gateway_pod_and_service(docs: &[serde_yaml::Value]) -> Result<()> {
     let dep: Deployment = typed(docs, "Deployment", GATEWAY)?;
     let spec = dep.spec.context("gateway Deployment has no spec")?;
@@ -911,18 +912,11 @@ fn gateway_pod_and_service(docs: &[serde_yaml::Value]) -> Result<()> {
     ensure!(
         svc_spec.type_.as_deref() == Some("ClusterIP")
             && svc_ports
-                == [
-                    (
-                        "a2a".to_owned(),
-                        80,
-                        Some(IntOrString::String("a2a".into()))
-                    ),
-                    (
-                        "metrics".to_owned(),
-                        8081,
-                        Some(IntOrString::String("metrics".into()))
-                    ),
-                ],
+                == [(
+                    "a2a".to_owned(),
+                    80,
+                    Some(IntOrString::String("a2a".into()))
+                )],
         "gateway Service: {:?} {svc_ports:?}",
         svc_spec.type_
     );
@@ -1146,6 +1140,10 @@ fn gateway_rbac(ctx: &Ctx) -> Result<()> {
                 "SubjectAccessReview by the gateway: may {user} {verb} {resource}? {allowed}"
             );
         }
+        // ...may change of a Task only spec.cancelled and its live-log annotation (the
+        // admission policy: RBAC's `patch tasks` alone would let it relabel, re-own or
+        // re-annotate any Task)...
+        gateway_task_writes(&gw).await?;
         // ...and reads nothing it was not granted.
         forbidden(
             "list Secrets with the gateway token",
@@ -1161,6 +1159,72 @@ fn gateway_rbac(ctx: &Ctx) -> Result<()> {
         )?;
         Ok(())
     })
+}
+
+/// The gateway's own token on a Task it created: a label, another annotation, a finalizer or
+/// an owner is refused by the admission policy; `spec.cancelled` and `ari.dev/live-log` are not.
+async fn gateway_task_writes(gw: &Client) -> Result<()> {
+    let tasks: Api<Task> = Api::namespaced(gw.clone(), OPERATOR_NS);
+    let task: Task = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"generateName": "gw-policy-",
+                     "labels": {"ari.dev/a2a-context": "c"},
+                     "annotations": {"ari.dev/a2a-caller": "someone"}},
+        "spec": {"agentRef": {"name": "nobody"}, "input": "x"},
+    }))?;
+    let name = tasks
+        .create(&PostParams::default(), &task)
+        .await?
+        .name_any();
+    let patch = |p: serde_json::Value| {
+        let (tasks, name) = (tasks.clone(), name.clone());
+        async move {
+            tasks
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
+                .await
+        }
+    };
+    for (what, p) in [
+        (
+            "relabel a Task",
+            serde_json::json!({"metadata": {"labels": {"ari.dev/a2a-context": "other"}}}),
+        ),
+        (
+            "add a label",
+            serde_json::json!({"metadata": {"labels": {"ari.dev/plan": "p"}}}),
+        ),
+        (
+            "rewrite the caller annotation",
+            serde_json::json!({"metadata": {"annotations": {"ari.dev/a2a-caller": "me"}}}),
+        ),
+        (
+            "add a finalizer",
+            serde_json::json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        ),
+        (
+            "give the Task an owner",
+            serde_json::json!({"metadata": {"ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                "uid": "00000000-0000-0000-0000-000000000001"}]}}),
+        ),
+    ] {
+        forbidden(
+            &format!("the gateway's token may not {what}"),
+            patch(p).await,
+        )?;
+    }
+    patch(serde_json::json!({"metadata": {"annotations": {"ari.dev/live-log": "true"}}}))
+        .await
+        .context("the gateway's token sets ari.dev/live-log")?;
+    let cancelled = patch(serde_json::json!({"spec": {"cancelled": true}}))
+        .await
+        .context("the gateway's token cancels a Task")?;
+    ensure!(
+        cancelled.spec.cancelled == Some(true),
+        "cancelled: {:?}",
+        cancelled.spec.cancelled
+    );
+    Ok(())
 }
 
 /// The operator's token: what the controllers do is allowed, the rest (deleting pods,

@@ -1,10 +1,17 @@
 //! Who is calling (a Kubernetes bearer token, checked by TokenReview) and whether they may
 //! (a SubjectAccessReview on Tasks in the namespace: the same answer `kubectl auth can-i`
 //! gives). Answers are cached for a few seconds, keyed by the token's digest, so a busy caller
-//! costs the API server two reviews per [`CACHE_TTL`], not two per message; tokens the cache
-//! does not know share one bounded budget of TokenReviews.
+//! costs the API server two reviews per [`CACHE_TTL`], not two per message.
+//!
+//! Tokens are reviewed for the gateway's audiences only, so a token made for the gateway is
+//! no good at the API server and a token for the API server (a pod's own) is no good here.
+//! Reviews of tokens the cache does not know draw from budgets a flood of made-up tokens
+//! cannot take from callers already known good: a token accepted once in the last
+//! [`KNOWN_TTL`] draws from its own budget; any other from one per source address and one
+//! shared by all.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -18,7 +25,7 @@ use kube::{Api, Client};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::limits::ReviewBudget;
+use crate::limits::{ReviewBudget, SourceBudget};
 
 /// How long a review's answer is reused.
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -26,9 +33,18 @@ pub const CACHE_TTL: Duration = Duration::from_secs(10);
 const CACHE_MAX: usize = 10_000;
 /// Longest token looked at (a service-account JWT is ~1 KiB).
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
-/// TokenReviews per second (and burst) for tokens not in the cache, over all callers.
+/// How long a token accepted once counts as known good (its re-reviews skip the budgets of
+/// unknown tokens).
+pub const KNOWN_TTL: Duration = Duration::from_secs(3600);
+/// TokenReviews per second (and burst) for tokens never accepted, over all callers.
 pub const REVIEWS_PER_SECOND: u32 = 50;
 pub const REVIEWS_BURST: u32 = 200;
+/// TokenReviews per second (and burst) for tokens never accepted, per source address.
+pub const REVIEWS_PER_SOURCE_PER_SECOND: u32 = 5;
+pub const REVIEWS_PER_SOURCE_BURST: u32 = 20;
+/// The subresource whose `get` lets a caller see and act on every caller's A2A tasks of a
+/// namespace, not only their own (docs/a2a.md).
+pub const ALL_CALLERS_SUBRESOURCE: &str = "a2a-all";
 
 /// An authenticated caller, as the API server knows them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +63,8 @@ pub enum Access {
     ListTasks,
     CancelTasks,
     GetAgent,
+    /// Every caller's tasks, not only one's own: `get` on `tasks/a2a-all`.
+    AllCallers,
 }
 
 impl Access {
@@ -57,11 +75,13 @@ impl Access {
             Self::ListTasks => ("list", "tasks", None),
             Self::CancelTasks => ("patch", "tasks", None),
             Self::GetAgent => ("get", "agents", Some(agent.to_owned())),
+            Self::AllCallers => ("get", "tasks", None),
         };
         ResourceAttributes {
             group: Some("ari.dev".into()),
             namespace: Some(namespace.to_owned()),
             resource: Some(resource.into()),
+            subresource: (self == Self::AllCallers).then(|| ALL_CALLERS_SUBRESOURCE.to_owned()),
             verb: Some(verb.into()),
             name,
             ..ResourceAttributes::default()
@@ -73,34 +93,43 @@ type Cached<T> = Mutex<HashMap<String, (Instant, T)>>;
 
 pub struct Auth {
     client: Client,
+    audiences: Vec<String>,
     callers: Cached<Option<Caller>>,
+    /// Digests of tokens accepted in the last [`KNOWN_TTL`].
+    known: Cached<()>,
     grants: Cached<bool>,
-    reviews: ReviewBudget,
+    reviews: Reviews,
 }
 
 impl Auth {
-    pub fn new(client: Client) -> Self {
+    /// Reviews tokens for `audiences` (none: the API server's own, which the gateway does not
+    /// do by default).
+    pub fn new(client: Client, audiences: Vec<String>) -> Self {
         Self {
             client,
+            audiences,
             callers: Mutex::new(HashMap::new()),
+            known: Mutex::new(HashMap::new()),
             grants: Mutex::new(HashMap::new()),
-            reviews: ReviewBudget::new(REVIEWS_PER_SECOND, REVIEWS_BURST),
+            reviews: Reviews::default(),
         }
     }
 
     /// The caller behind the request's bearer token; `Unauthenticated` without one,
-    /// `BadToken` when the API server does not accept it.
-    pub async fn caller(&self, headers: &HeaderMap) -> Result<(Caller, String)> {
+    /// `BadToken` when the API server does not accept it, `RateLimited` when the budget its
+    /// review would draw from (see [`Reviews`]) is spent.
+    pub async fn caller(&self, headers: &HeaderMap, source: IpAddr) -> Result<(Caller, String)> {
         let token = bearer(headers).ok_or(Error::Unauthenticated)?;
         let key = hex::encode(Sha256::digest(token.as_bytes()));
-        if let Some(hit) = lookup(&self.callers, &key) {
+        if let Some(hit) = lookup(&self.callers, &key, CACHE_TTL) {
             return hit.map(|c| (c, key)).ok_or(Error::BadToken);
         }
-        self.reviews.take()?;
+        let known = lookup(&self.known, &key, KNOWN_TTL).is_some();
+        self.reviews.take(known, source)?;
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_owned()),
-                ..TokenReviewSpec::default()
+                audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
             },
             ..TokenReview::default()
         };
@@ -117,7 +146,10 @@ impl Auth {
                 groups: u.groups.unwrap_or_default(),
                 extra: u.extra.unwrap_or_default(),
             });
-        remember(&self.callers, key.clone(), caller.clone());
+        remember(&self.callers, key.clone(), caller.clone(), CACHE_TTL);
+        if caller.is_some() {
+            remember(&self.known, key.clone(), (), KNOWN_TTL);
+        }
         caller.map(|c| (c, key)).ok_or(Error::BadToken)
     }
 
@@ -131,7 +163,7 @@ impl Auth {
         agent: &str,
     ) -> Result<()> {
         let key = format!("{token_key}/{access:?}/{namespace}/{agent}");
-        let allowed = match lookup(&self.grants, &key) {
+        let allowed = match lookup(&self.grants, &key, CACHE_TTL) {
             Some(hit) => hit,
             None => {
                 let review = SubjectAccessReview {
@@ -149,7 +181,7 @@ impl Auth {
                     .create(&PostParams::default(), &review)
                     .await?;
                 let allowed = answer.status.is_some_and(|s| s.allowed);
-                remember(&self.grants, key, allowed);
+                remember(&self.grants, key, allowed, CACHE_TTL);
                 allowed
             }
         };
@@ -179,18 +211,49 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .then_some(token)
 }
 
-fn lookup<T: Clone>(cache: &Cached<T>, key: &str) -> Option<T> {
+/// Which budgets a TokenReview draws from: a token accepted before from the known-good
+/// budget only; any other from its source address's budget, then the shared one. So a flood of
+/// made-up tokens spends its own address's budget (and at most the shared one), never the
+/// re-reviews of callers already known.
+pub struct Reviews {
+    known: ReviewBudget,
+    unknown: ReviewBudget,
+    per_source: SourceBudget,
+}
+
+impl Default for Reviews {
+    fn default() -> Self {
+        Self {
+            known: ReviewBudget::new(REVIEWS_PER_SECOND, REVIEWS_BURST),
+            unknown: ReviewBudget::new(REVIEWS_PER_SECOND, REVIEWS_BURST),
+            per_source: SourceBudget::new(REVIEWS_PER_SOURCE_PER_SECOND, REVIEWS_PER_SOURCE_BURST),
+        }
+    }
+}
+
+impl Reviews {
+    /// One review of a token that is `known` good or comes from `source`, or `RateLimited`.
+    pub fn take(&self, known: bool, source: IpAddr) -> Result<()> {
+        if known {
+            return self.known.take();
+        }
+        self.per_source.take(source)?;
+        self.unknown.take()
+    }
+}
+
+fn lookup<T: Clone>(cache: &Cached<T>, key: &str, ttl: Duration) -> Option<T> {
     let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     cache
         .get(key)
-        .filter(|(at, _)| at.elapsed() < CACHE_TTL)
+        .filter(|(at, _)| at.elapsed() < ttl)
         .map(|(_, v)| v.clone())
 }
 
-fn remember<T>(cache: &Cached<T>, key: String, value: T) {
+fn remember<T>(cache: &Cached<T>, key: String, value: T, ttl: Duration) {
     let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= CACHE_MAX {
-        cache.retain(|_, (at, _)| at.elapsed() < CACHE_TTL);
+        cache.retain(|_, (at, _)| at.elapsed() < ttl);
         if cache.len() >= CACHE_MAX {
             cache.clear();
         }
@@ -227,16 +290,61 @@ mod tests {
         assert_eq!(a.resource.as_deref(), Some("tasks"));
         let card = Access::GetAgent.attributes("ns", "agent");
         assert_eq!(card.name.as_deref(), Some("agent"));
+        let all = Access::AllCallers.attributes("ns", "agent");
+        assert_eq!(
+            (
+                all.verb.as_deref(),
+                all.resource.as_deref(),
+                all.subresource.as_deref()
+            ),
+            (Some("get"), Some("tasks"), Some("a2a-all"))
+        );
+        assert_eq!(Access::GetTasks.attributes("ns", "a").subresource, None);
+    }
+
+    #[test]
+    fn a_flood_of_unknown_tokens_does_not_spend_the_known_good_budget() {
+        let reviews = Reviews::default();
+        let flood: IpAddr = "10.0.0.1".parse().expect("an address");
+        let other: IpAddr = "10.0.0.2".parse().expect("an address");
+        let mut refused = 0;
+        for _ in 0..1_000 {
+            refused += usize::from(reviews.take(false, flood).is_err());
+        }
+        assert!(refused >= 1_000 - REVIEWS_PER_SOURCE_BURST as usize);
+        reviews
+            .take(false, other)
+            .expect("another source still has its budget");
+        reviews
+            .take(true, flood)
+            .expect("a known-good token is reviewed from any source");
+        // Many sources together spend the shared budget, still not the known one.
+        for i in 0..=255u8 {
+            for _ in 0..REVIEWS_PER_SOURCE_BURST {
+                let _ = reviews.take(false, IpAddr::from([10, 1, 0, i]));
+            }
+        }
+        assert!(matches!(
+            reviews.take(false, "10.2.0.1".parse().expect("an address")),
+            Err(Error::RateLimited)
+        ));
+        reviews
+            .take(true, flood)
+            .expect("the known-good budget is untouched");
     }
 
     #[test]
     fn cached_answers_expire_and_the_cache_stays_bounded() {
         let cache: Cached<bool> = Mutex::new(HashMap::new());
         for i in 0..(CACHE_MAX + 10) {
-            remember(&cache, i.to_string(), true);
+            remember(&cache, i.to_string(), true, CACHE_TTL);
         }
         assert!(cache.lock().expect("unpoisoned").len() <= CACHE_MAX);
-        assert_eq!(lookup(&cache, &(CACHE_MAX + 9).to_string()), Some(true));
-        assert_eq!(lookup(&cache, "missing"), None);
+        assert_eq!(
+            lookup(&cache, &(CACHE_MAX + 9).to_string(), CACHE_TTL),
+            Some(true)
+        );
+        assert_eq!(lookup(&cache, "missing", CACHE_TTL), None);
+        assert_eq!(lookup(&cache, "0", Duration::ZERO), None, "expired");
     }
 }

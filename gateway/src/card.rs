@@ -1,4 +1,4 @@
-//! The A2A agent card of an exposed Agent, built from its spec and status.
+//! The A2A agent card of an exposed Agent, built from what the gateway keeps of it.
 
 use ari_crds::{A2aSpec, Agent};
 use kube::ResourceExt;
@@ -9,15 +9,40 @@ use crate::a2a::{JSONRPC_BINDING, LEGACY_PROTOCOL_VERSION, PROTOCOL_VERSION};
 /// The modes a card lists when the Agent names none.
 const DEFAULT_MODE: &str = "text/plain";
 
-/// The Agent's A2A settings when it is exposed, else `None` (it is served as not found).
-pub fn exposed(agent: &Agent) -> Option<&A2aSpec> {
-    agent.spec.a2a.as_ref().filter(|a| a.exposed)
+/// What the gateway keeps of an exposed Agent: what its card shows and nothing else (not its
+/// config, module source, annotations or the rest of its status), so a few hundred large
+/// Agents cost the gateway their cards, not their whole objects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exposed {
+    pub namespace: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub a2a: A2aSpec,
+    pub module_digest: Option<String>,
+    pub generation: i64,
 }
 
-/// The card, whose JSON-RPC interface is at `base_url/a2a/{namespace}/{agent}`.
-pub fn card(agent: &Agent, a2a: &A2aSpec, base_url: &str) -> Value {
-    let ns = agent.namespace().unwrap_or_default();
-    let name = agent.name_any();
+impl Exposed {
+    /// The Agent's card data when it is exposed, else `None` (it is served as not found).
+    pub fn of(agent: &Agent) -> Option<Self> {
+        let a2a = agent.spec.a2a.as_ref().filter(|a| a.exposed)?;
+        Some(Self {
+            namespace: agent.namespace().unwrap_or_default(),
+            name: agent.name_any(),
+            description: agent.spec.description.clone(),
+            a2a: a2a.clone(),
+            module_digest: agent.status.as_ref().and_then(|s| s.module_digest.clone()),
+            generation: agent.metadata.generation.unwrap_or(0),
+        })
+    }
+}
+
+/// The card, whose JSON-RPC interface is at `base_url/a2a/{namespace}/{agent}`. With no
+/// base URL configured the URL is relative (`/a2a/{namespace}/{agent}`, resolved against the
+/// card's own URL): never taken from the request, whose `Host` the caller chooses.
+pub fn card(agent: &Exposed, base_url: &str) -> Value {
+    let (ns, name, a2a) = (&agent.namespace, &agent.name, &agent.a2a);
+    let base_url = base_url.trim_end_matches('/');
     let modes = |m: &[ari_crds::MediaType]| -> Vec<String> {
         if m.is_empty() {
             vec![DEFAULT_MODE.to_owned()]
@@ -40,21 +65,15 @@ pub fn card(agent: &Agent, a2a: &A2aSpec, base_url: &str) -> Value {
         .collect();
     // The version changes whenever the module does: the digest names what answers.
     let version = agent
-        .status
-        .as_ref()
-        .and_then(|s| s.module_digest.as_deref())
+        .module_digest
+        .as_deref()
         .and_then(|d| d.strip_prefix("sha256:"))
         .map(|hex| format!("0.0.0+sha256.{}", &hex[..hex.len().min(12)]))
-        .unwrap_or_else(|| {
-            format!(
-                "0.0.0+generation.{}",
-                agent.metadata.generation.unwrap_or(0)
-            )
-        });
-    let url = format!("{}/a2a/{ns}/{name}", base_url.trim_end_matches('/'));
-    json!({
+        .unwrap_or_else(|| format!("0.0.0+generation.{}", agent.generation));
+    let url = format!("{base_url}/a2a/{ns}/{name}");
+    let mut card = json!({
         "name": name,
-        "description": agent.spec.description.clone().unwrap_or_else(|| format!("ari Agent {ns}/{name}")),
+        "description": agent.description.clone().unwrap_or_else(|| format!("ari Agent {ns}/{name}")),
         "version": version,
         // The same endpoint answers pre-1.0 clients (by their method names) in their shape.
         "supportedInterfaces": [{
@@ -66,20 +85,23 @@ pub fn card(agent: &Agent, a2a: &A2aSpec, base_url: &str) -> Value {
             "protocolBinding": JSONRPC_BINDING,
             "protocolVersion": LEGACY_PROTOCOL_VERSION,
         }],
-        "provider": {"organization": "ari", "url": base_url},
         "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
         "securitySchemes": {
             "kubernetes": {"httpAuthSecurityScheme": {
                 "scheme": "Bearer",
                 "bearerFormat": "Kubernetes service account or user token",
-                "description": "A token the cluster's TokenReview accepts; its user needs RBAC on ari.dev tasks in the namespace.",
+                "description": "A token the cluster's TokenReview accepts for the gateway's audience; its user needs RBAC on ari.dev tasks in the namespace.",
             }}
         },
         "securityRequirements": [{"schemes": {"kubernetes": {"list": []}}}],
         "defaultInputModes": modes(&a2a.input_modes),
         "defaultOutputModes": modes(&a2a.output_modes),
         "skills": skills,
-    })
+    });
+    if !base_url.is_empty() {
+        card["provider"] = json!({"organization": "ari", "url": base_url});
+    }
+    card
 }
 
 #[cfg(test)]
@@ -101,13 +123,25 @@ mod tests {
 
     #[test]
     fn only_exposed_agents_have_a_card() {
-        assert!(exposed(&agent(None)).is_none());
-        assert!(exposed(&agent(Some(A2aSpec::default()))).is_none());
+        assert!(Exposed::of(&agent(None)).is_none());
+        assert!(Exposed::of(&agent(Some(A2aSpec::default()))).is_none());
         let on = A2aSpec {
             exposed: true,
             ..A2aSpec::default()
         };
-        assert!(exposed(&agent(Some(on))).is_some());
+        assert!(Exposed::of(&agent(Some(on))).is_some());
+    }
+
+    #[test]
+    fn without_a_public_url_the_card_url_is_relative_and_names_no_host() {
+        let a2a = A2aSpec {
+            exposed: true,
+            ..A2aSpec::default()
+        };
+        let a = Exposed::of(&agent(Some(a2a))).expect("exposed");
+        let c = card(&a, "");
+        assert_eq!(c["supportedInterfaces"][0]["url"], "/a2a/team/wordcount");
+        assert!(c.get("provider").is_none());
     }
 
     #[test]
@@ -123,8 +157,8 @@ mod tests {
             }],
             ..A2aSpec::default()
         };
-        let a = agent(Some(a2a.clone()));
-        let c = card(&a, &a2a, "http://gw.example:8080/");
+        let a = Exposed::of(&agent(Some(a2a))).expect("exposed");
+        let c = card(&a, "http://gw.example:8080/");
         assert_eq!(
             c["supportedInterfaces"][0]["url"],
             "http://gw.example:8080/a2a/team/wordcount"

@@ -40,10 +40,31 @@ pub struct Config {
     /// Requests one caller may send at once above the sustained rate.
     #[arg(long, env = "ARI_GATEWAY_RATE_BURST", default_value_t = 100)]
     pub rate_burst: u32,
-    /// Base URL written into cards (e.g. https://agents.example.com); empty: from the
-    /// request's Host header.
+    /// Base URL written into cards (e.g. https://agents.example.com); empty: cards name their
+    /// endpoint by a relative URL (`/a2a/<namespace>/<agent>`), never by the request's Host.
     #[arg(long, env = "ARI_GATEWAY_PUBLIC_URL", default_value = "")]
     pub public_url: String,
+    /// Audiences a caller's token must carry (comma-separated); TokenReview checks them. The
+    /// API server's own audience is not accepted unless listed here.
+    #[arg(
+        long,
+        env = "ARI_GATEWAY_AUDIENCES",
+        default_value = "ari-gateway",
+        value_delimiter = ','
+    )]
+    pub audiences: Vec<String>,
+    /// Open connections on the A2A port; past it new ones wait to be accepted.
+    #[arg(long, env = "ARI_GATEWAY_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Longest wait for a request's headers (also for the next request on an idle connection).
+    #[arg(long, env = "ARI_GATEWAY_HEADER_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub header_timeout_seconds: u64,
+    /// Longest wait for a request's body, read only after its token was accepted.
+    #[arg(long, env = "ARI_GATEWAY_BODY_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub body_timeout_seconds: u64,
+    /// Longest a write may wait for the client to read (a stream not read is closed).
+    #[arg(long, env = "ARI_GATEWAY_WRITE_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub write_timeout_seconds: u64,
     /// Serve only this namespace's Agents; empty: all.
     #[arg(long, env = "ARI_WATCH_NAMESPACE", default_value = "")]
     pub watch_namespace: String,
@@ -74,6 +95,15 @@ impl Config {
         Ok(())
     }
 
+    /// The audiences to review tokens for, blanks dropped.
+    pub fn audiences(&self) -> Vec<String> {
+        self.audiences
+            .iter()
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+
     pub fn namespace(&self) -> Option<String> {
         Some(self.watch_namespace.trim().to_owned()).filter(|n| !n.is_empty())
     }
@@ -90,5 +120,17 @@ mod tests {
         assert_eq!(c.max_streams, 2000);
         assert_eq!(c.rate_per_second, 50);
         assert_eq!(c.namespace(), None);
+        assert_eq!(c.audiences(), ["ari-gateway"]);
+        assert_eq!(c.max_connections, 1024);
+        assert_eq!(
+            (
+                c.header_timeout_seconds,
+                c.body_timeout_seconds,
+                c.write_timeout_seconds
+            ),
+            (10, 10, 30)
+        );
+        let two = Config::parse_from(["ari-gateway", "--audiences", "a, b,"]);
+        assert_eq!(two.audiences(), ["a", "b"]);
     }
 }

@@ -173,6 +173,28 @@ pub fn task(task: &AriTask, with_history: bool, with_artifacts: bool) -> Task {
 
 /// Annotation on a Task created from a message: the message's id.
 pub const ANNOTATION_MESSAGE_ID: &str = "ari.dev/a2a-message-id";
+/// Label on a Task created from a message: [`caller_id`] of who sent it, so each caller's
+/// tasks are found (and listed, page by page) by a label selector.
+pub const LABEL_A2A_CALLER_ID: &str = "ari.dev/a2a-caller-id";
+/// Longest caller name or message id kept on a Task.
+const MAX_ANNOTATION: usize = 253;
+
+/// A caller's label value: the first 63 hex digits of the SHA-256 of their user name.
+pub fn caller_id(username: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut id = hex::encode(Sha256::digest(username.as_bytes()));
+    id.truncate(63);
+    id
+}
+
+/// At most `max` bytes of `s`, cut on a character boundary (caller text may be any UTF-8).
+pub fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
 
 /// The input a message carries: its text parts joined by newlines, a JSON data part as JSON
 /// text, or one raw part as bytes. Files by URL are refused: ari does not fetch for a caller.
@@ -241,18 +263,26 @@ pub fn new_task(
         Input::Text(t) => spec.input = Some(t),
         Input::Bytes(b) => spec.input_base64 = Some(b),
     }
-    let mut caller = caller.to_owned();
-    caller.truncate(253);
-    let mut message_id = message.message_id.clone();
-    message_id.truncate(253);
     AriTask {
         metadata: ObjectMeta {
             generate_name: Some(format!("{}-a2a-", truncate_name(agent, 40))),
-            labels: Some([(LABEL_A2A_CONTEXT.to_owned(), context.to_owned())].into()),
+            labels: Some(
+                [
+                    (LABEL_A2A_CONTEXT.to_owned(), context.to_owned()),
+                    (LABEL_A2A_CALLER_ID.to_owned(), caller_id(caller)),
+                ]
+                .into(),
+            ),
             annotations: Some(
                 [
-                    (ANNOTATION_A2A_CALLER.to_owned(), caller),
-                    (ANNOTATION_MESSAGE_ID.to_owned(), message_id),
+                    (
+                        ANNOTATION_A2A_CALLER.to_owned(),
+                        cut(caller, MAX_ANNOTATION).to_owned(),
+                    ),
+                    (
+                        ANNOTATION_MESSAGE_ID.to_owned(),
+                        cut(&message.message_id, MAX_ANNOTATION).to_owned(),
+                    ),
                     (ANNOTATION_LIVE_LOG.to_owned(), "true".to_owned()),
                 ]
                 .into(),
@@ -266,8 +296,7 @@ pub fn new_task(
 
 /// `name` cut to `max` bytes without a trailing `-` or `.`.
 fn truncate_name(name: &str, max: usize) -> &str {
-    let cut = &name[..name.len().min(max)];
-    cut.trim_end_matches(['-', '.'])
+    cut(name, max).trim_end_matches(['-', '.'])
 }
 
 #[cfg(test)]
@@ -327,6 +356,26 @@ mod tests {
         };
         assert!(matches!(input(&m(vec![url])), Err(Error::ContentType(_))));
         assert!(matches!(input(&m(vec![])), Err(Error::InvalidParams(_))));
+    }
+
+    #[test]
+    fn a_multibyte_message_id_or_caller_is_cut_on_a_character_boundary() {
+        let message = Message {
+            message_id: "é".repeat(200),
+            ..Message::default()
+        };
+        let caller = "ü".repeat(300);
+        let t = new_task("a", "c", &caller, &message, Input::Text("x".into()));
+        let ann = t.metadata.annotations.unwrap_or_default();
+        let id = &ann[ANNOTATION_MESSAGE_ID];
+        assert!(id.len() <= MAX_ANNOTATION && id.chars().all(|c| c == 'é'));
+        assert_eq!(id.len(), 252);
+        assert!(ann[ANNOTATION_A2A_CALLER].chars().all(|c| c == 'ü'));
+        let labels = t.metadata.labels.unwrap_or_default();
+        assert_eq!(labels[LABEL_A2A_CALLER_ID], caller_id(&caller));
+        assert!(is_label_value(&labels[LABEL_A2A_CALLER_ID]));
+        assert_eq!(cut("aé", 2), "a");
+        assert_eq!(cut("", 5), "");
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub enum Error {
     Forbidden(String),
     #[error("too many requests; slow down")]
     RateLimited,
+    #[error("the request body is too large")]
+    BodyTooLarge,
+    #[error("the request body did not arrive in time")]
+    BodyTimeout,
     #[error("too many open streams")]
     TooManyStreams,
     #[error("no exposed agent {0}")]
@@ -63,6 +67,8 @@ impl Error {
             Self::BadToken => "bad_token",
             Self::Forbidden(_) => "forbidden",
             Self::RateLimited => "rate_limited",
+            Self::BodyTooLarge => "body_too_large",
+            Self::BodyTimeout => "body_timeout",
             Self::TooManyStreams => "too_many_streams",
             Self::AgentNotFound(_) => "agent_not_found",
             Self::Parse(_) => "parse",
@@ -85,6 +91,8 @@ impl Error {
             Self::Unauthenticated | Self::BadToken => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::RateLimited | Self::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
+            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::AgentNotFound(_) => StatusCode::NOT_FOUND,
             _ => return None,
         })

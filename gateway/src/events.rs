@@ -92,6 +92,9 @@ pub struct Follow {
     /// Child name → last state told.
     children: BTreeMap<String, TaskState>,
     ended: bool,
+    /// The newest `resourceVersion` looked at: an older version (the watch can deliver one
+    /// after the Task was read directly) is skipped, so a stream never goes back in time.
+    version: Option<u64>,
 }
 
 impl Follow {
@@ -99,10 +102,27 @@ impl Follow {
         self.ended
     }
 
+    /// Whether `task` is older than a version already looked at; otherwise remembers it.
+    fn stale(&mut self, task: &Task) -> bool {
+        let Some(v) = task
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            return false;
+        };
+        if self.version.is_some_and(|seen| v < seen) {
+            return true;
+        }
+        self.version = Some(v);
+        false
+    }
+
     /// The events between the last look at the Task and `task`.
     pub fn task(&mut self, task: &Task) -> Vec<Event> {
         let mut out = Vec::new();
-        if self.ended {
+        if self.ended || self.stale(task) {
             return out;
         }
         let name = task.name_any();
@@ -116,7 +136,7 @@ impl Follow {
                     missed,
                 });
             }
-            self.log_seen = live.seq;
+            self.log_seen = self.log_seen.max(live.seq);
         }
         // Children the status lists, for those the watch did not show (e.g. already gone).
         for child in status.map(|s| s.children.as_slice()).unwrap_or_default() {
@@ -283,6 +303,21 @@ mod tests {
         assert!(end.last().is_some_and(Event::is_last));
         assert!(f.ended());
         assert!(f.task(&task(Some(TaskPhase::Succeeded), &[])).is_empty());
+    }
+
+    #[test]
+    fn an_older_version_after_a_newer_one_tells_nothing() {
+        let mut f = Follow::default();
+        let mut running = task(Some(TaskPhase::Running), &["INFO a"]);
+        running.metadata.resource_version = Some("20".into());
+        let mut pending = task(Some(TaskPhase::Pending), &[]);
+        pending.metadata.resource_version = Some("10".into());
+        assert_eq!(f.task(&running).len(), 2);
+        assert!(f.task(&pending).is_empty(), "no step back to submitted");
+        let mut newer = task(Some(TaskPhase::Running), &["INFO a", "INFO b"]);
+        newer.metadata.resource_version = Some("30".into());
+        let names: Vec<_> = f.task(&newer).iter().map(Event::name).collect();
+        assert_eq!(names, ["log"]);
     }
 
     #[test]

@@ -17,16 +17,19 @@ pub struct Gateway {
     pub auth: Auth,
     pub limits: Limits,
     pub metrics: Arc<Metrics>,
-    /// Base URL for cards; empty: from the request's Host header.
+    /// Base URL for cards; empty: cards carry relative URLs.
     pub public_url: String,
     /// Longest a blocking `SendMessage` waits.
     pub blocking: Duration,
+    /// Largest request body, and the longest wait for it.
+    pub max_body_bytes: usize,
+    pub body_timeout: Duration,
 }
 
 impl Gateway {
     pub fn new(cfg: &Config, client: Client, hub: Arc<Hub>, metrics: Arc<Metrics>) -> Self {
         Self {
-            auth: Auth::new(client.clone()),
+            auth: Auth::new(client.clone(), cfg.audiences()),
             client,
             hub,
             limits: Limits::new(
@@ -38,6 +41,8 @@ impl Gateway {
             metrics,
             public_url: cfg.public_url.trim_end_matches('/').to_owned(),
             blocking: Duration::from_secs(cfg.blocking_seconds.max(1)),
+            max_body_bytes: cfg.max_body_bytes,
+            body_timeout: Duration::from_secs(cfg.body_timeout_seconds.max(1)),
         }
     }
 }

@@ -17,12 +17,14 @@ pub mod methods;
 pub mod metrics;
 pub mod routes;
 pub mod rpc;
+pub mod serve;
 pub mod stream;
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use kube::Client;
-use kube::runtime::reflector;
 use tracing::info;
 
 use crate::config::Config;
@@ -41,24 +43,31 @@ pub enum RunError {
 /// Runs the gateway until SIGTERM or Ctrl-C.
 pub async fn run(cfg: Config, client: Client) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new()?);
-    let (store, writer) = reflector::store();
-    let hub = Arc::new(Hub::new(store));
+    let hub = Arc::new(Hub::new());
     let watches = tokio::spawn(hub.clone().run(
         client.clone(),
         cfg.namespace(),
-        writer,
         metrics.decode_skipped.clone(),
     ));
-    let gw = Arc::new(Gateway::new(&cfg, client, hub, metrics));
-    let a2a = tokio::net::TcpListener::bind(cfg.listen).await?;
+    let gw = Arc::new(Gateway::new(&cfg, client, hub, metrics.clone()));
+    let a2a = serve::bind(cfg.listen)?;
     let probes = tokio::net::TcpListener::bind(cfg.probe_listen).await?;
     info!(listen = %cfg.listen, probes = %cfg.probe_listen, "A2A gateway serving");
-    let a2a = axum::serve(a2a, routes::router(gw.clone(), cfg.max_body_bytes))
-        .with_graceful_shutdown(shutdown());
+    let limits = serve::ConnLimits {
+        max_connections: cfg.max_connections,
+        header_timeout: Duration::from_secs(cfg.header_timeout_seconds.max(1)),
+        write_timeout: Duration::from_secs(cfg.write_timeout_seconds.max(1)),
+    };
+    let a2a = serve::serve(
+        a2a,
+        routes::router(gw.clone()),
+        limits,
+        metrics.connections_open.clone(),
+        shutdown(),
+    );
     let probes = axum::serve(probes, routes::probe_router(gw)).with_graceful_shutdown(shutdown());
-    let (a, p) = tokio::join!(a2a.into_future(), probes.into_future());
+    let (_, p) = tokio::join!(a2a, probes.into_future());
     watches.abort();
-    a?;
     p?;
     Ok(())
 }

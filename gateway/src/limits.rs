@@ -2,6 +2,7 @@
 //! per caller (a token bucket each) and open streams, in total and per caller.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 
@@ -90,6 +91,30 @@ impl ReviewBudget {
     /// One review, or `RateLimited`.
     pub fn take(&self) -> Result<()> {
         self.0.check().map_err(|_| Error::RateLimited)
+    }
+}
+
+/// TokenReviews for tokens never accepted, per source address: one address flooding made-up
+/// tokens spends its own budget first.
+pub struct SourceBudget(DefaultKeyedRateLimiter<IpAddr>);
+
+impl SourceBudget {
+    pub fn new(per_second: u32, burst: u32) -> Self {
+        let per_second = NonZeroU32::new(per_second.max(1)).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        Self(RateLimiter::keyed(
+            Quota::per_second(per_second).allow_burst(burst),
+        ))
+    }
+
+    /// One review from `source`, or `RateLimited`.
+    pub fn take(&self, source: IpAddr) -> Result<()> {
+        self.0.check_key(&source).map_err(|_| Error::RateLimited)?;
+        // Forget sources whose buckets are full again, so the map does not grow with them.
+        if self.0.len() > 10_000 {
+            self.0.retain_recent();
+        }
+        Ok(())
     }
 }
 

@@ -16,11 +16,10 @@ use crate::a2a::{
     TaskArtifactUpdateEvent, TaskIdRequest, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use crate::auth::Caller;
-use crate::convert::{self, meta};
+use crate::convert::{self, LABEL_A2A_CALLER_ID, meta};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::gateway::Gateway;
-use crate::hub::Update;
 use crate::limits::StreamPermit;
 use crate::stream;
 
@@ -36,22 +35,59 @@ pub struct Target<'a> {
     pub agent: &'a str,
 }
 
+/// Whose A2A tasks a caller may see and act on: their own conversations, or, with `get` on
+/// `tasks/a2a-all` in the namespace, every caller's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The caller's [`convert::caller_id`].
+    Own(String),
+    All,
+}
+
+impl Scope {
+    pub fn of(caller: &Caller, all: bool) -> Self {
+        if all {
+            Self::All
+        } else {
+            Self::Own(convert::caller_id(&caller.username))
+        }
+    }
+
+    /// The label selector of the tasks in scope (all A2A tasks, or the caller's).
+    fn selector(&self) -> String {
+        match self {
+            Self::All => LABEL_A2A_CONTEXT.to_owned(),
+            Self::Own(id) => format!("{LABEL_A2A_CONTEXT},{LABEL_A2A_CALLER_ID}={id}"),
+        }
+    }
+}
+
+/// Whether `task` is served on `agent` to a caller of `scope`: a Task of that Agent made
+/// through A2A, and the caller's own unless they may see all. Anything else is answered
+/// exactly as a Task that does not exist, so a caller learns nothing of others' tasks.
+pub fn visible(task: &AriTask, agent: &str, scope: &Scope) -> bool {
+    let labels = task.labels();
+    task.spec.agent_ref.name == agent
+        && labels.contains_key(LABEL_A2A_CONTEXT)
+        && match scope {
+            Scope::All => true,
+            Scope::Own(id) => labels.get(LABEL_A2A_CALLER_ID) == Some(id),
+        }
+}
+
 impl Gateway {
     fn tasks(&self, namespace: &str) -> Api<AriTask> {
         Api::namespaced(self.client.clone(), namespace)
     }
 
-    /// A Task of this Agent created through A2A, or `TaskNotFound` (also for Tasks users
-    /// created directly, or of another Agent: A2A sees only its own).
-    async fn own_task(&self, t: &Target<'_>, id: &str) -> Result<AriTask> {
+    /// A Task of this Agent created through A2A and in the caller's scope, or `TaskNotFound`.
+    async fn own_task(&self, t: &Target<'_>, scope: &Scope, id: &str) -> Result<AriTask> {
         if !ari_crds::names::is_object_name(id) {
-            return Err(Error::TaskNotFound(id.chars().take(64).collect()));
+            return Err(Error::TaskNotFound(convert::cut(id, 64).to_owned()));
         }
         let task = self.tasks(t.namespace).get_opt(id).await?;
-        task.filter(|task| {
-            task.spec.agent_ref.name == t.agent && task.labels().contains_key(LABEL_A2A_CONTEXT)
-        })
-        .ok_or_else(|| Error::TaskNotFound(id.to_owned()))
+        task.filter(|task| visible(task, t.agent, scope))
+            .ok_or_else(|| Error::TaskNotFound(id.to_owned()))
     }
 
     /// Creates the Task a message becomes.
@@ -66,9 +102,9 @@ impl Gateway {
         {
             return Err(Error::PushNotSupported);
         }
-        if let Some(id) = &req.message.task_id {
-            // Multi-turn (input-required) does not exist in ari: a task takes one message.
-            let _ = self.own_task(t, id).await?;
+        if req.message.task_id.is_some() {
+            // Multi-turn (input-required) does not exist in ari: a task takes one message. The
+            // id is not looked up, so the answer says nothing about whether it exists.
             return Err(Error::Unsupported(
                 "a task takes exactly one message; send a new message without taskId".into(),
             ));
@@ -124,42 +160,46 @@ impl Gateway {
         Ok(json!({"task": convert::task(&task, history, true)}))
     }
 
-    /// The Task once it has ended, or as it is after `limit`. Read once; after that the watch
-    /// the hub already holds brings each new version (read again only after falling behind).
+    /// The Task once it has ended, or as it is after `limit`. Read once; after that the hub's
+    /// watch says when it changes (its trimmed version says whether it ended), and the whole
+    /// Task is read once more for the answer.
     async fn wait_for_end(&self, namespace: &str, name: &str, limit: Duration) -> Result<AriTask> {
-        use tokio::sync::broadcast::error::RecvError;
         let api = self.tasks(namespace);
-        let mut rx = self.hub.subscribe(namespace, name);
+        let not_found = || Error::TaskNotFound(name.to_owned());
+        let mut follower = self.hub.follow(namespace, name);
         let deadline = tokio::time::Instant::now() + limit;
-        let mut task = api
-            .get_opt(name)
-            .await?
-            .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
-        while !convert::state(&task).is_terminal() {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Err(_) | Ok(Err(RecvError::Closed)) => break,
-                Ok(Ok(Update::Task(newer))) => task = (*newer).clone(),
-                Ok(Ok(Update::Child(_))) => {}
-                Ok(Ok(Update::Deleted)) => return Err(Error::TaskNotFound(name.to_owned())),
-                Ok(Err(RecvError::Lagged(_))) => {
-                    task = api
-                        .get_opt(name)
-                        .await?
-                        .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
-                }
+        let task = api.get_opt(name).await?.ok_or_else(not_found)?;
+        if convert::state(&task).is_terminal() {
+            return Ok(task);
+        }
+        while let Ok(Ok(())) = tokio::time::timeout_at(deadline, follower.rx.changed()).await {
+            let (deleted, ended) = {
+                let s = follower.rx.borrow_and_update();
+                let ended = s
+                    .task
+                    .as_ref()
+                    .is_some_and(|t| convert::state(t).is_terminal());
+                (s.deleted, ended)
+            };
+            if deleted {
+                return Err(not_found());
+            }
+            if ended {
+                break;
             }
         }
-        Ok(task)
+        drop(follower);
+        api.get_opt(name).await?.ok_or_else(not_found)
     }
 
-    pub async fn get_task(&self, t: &Target<'_>, params: Value) -> Result<Value> {
+    pub async fn get_task(&self, t: &Target<'_>, scope: &Scope, params: Value) -> Result<Value> {
         let req: TaskIdRequest = crate::rpc::params(params)?;
-        let task = self.own_task(t, &req.id).await?;
+        let task = self.own_task(t, scope, &req.id).await?;
         let history = req.history_length.is_none_or(|n| n > 0);
         Ok(serde_json::to_value(convert::task(&task, history, true)).unwrap_or_default())
     }
 
-    pub async fn list_tasks(&self, t: &Target<'_>, params: Value) -> Result<Value> {
+    pub async fn list_tasks(&self, t: &Target<'_>, scope: &Scope, params: Value) -> Result<Value> {
         let req: ListTasksRequest = crate::rpc::params(params)?;
         let page = req.page_size.unwrap_or(DEFAULT_PAGE);
         if !(1..=MAX_PAGE).contains(&page) {
@@ -168,9 +208,11 @@ impl Gateway {
             )));
         }
         let labels = match req.context_id.as_deref().filter(|c| !c.is_empty()) {
-            Some(c) if convert::is_label_value(c) => format!("{LABEL_A2A_CONTEXT}={c}"),
+            Some(c) if convert::is_label_value(c) => {
+                format!("{},{LABEL_A2A_CONTEXT}={c}", scope.selector())
+            }
             Some(_) => return Err(Error::InvalidParams("contextId is not a valid id".into())),
-            None => LABEL_A2A_CONTEXT.to_owned(),
+            None => scope.selector(),
         };
         let status = match req
             .status
@@ -218,9 +260,9 @@ impl Gateway {
         .unwrap_or_default())
     }
 
-    pub async fn cancel_task(&self, t: &Target<'_>, params: Value) -> Result<Value> {
+    pub async fn cancel_task(&self, t: &Target<'_>, scope: &Scope, params: Value) -> Result<Value> {
         let req: TaskIdRequest = crate::rpc::params(params)?;
-        let task = self.own_task(t, &req.id).await?;
+        let task = self.own_task(t, scope, &req.id).await?;
         if convert::state(&task).is_terminal() {
             return Err(Error::NotCancelable(req.id));
         }
@@ -250,11 +292,12 @@ impl Gateway {
     pub async fn subscribe(
         self: &Arc<Self>,
         t: &Target<'_>,
+        scope: &Scope,
         params: Value,
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let req: TaskIdRequest = crate::rpc::params(params)?;
-        let task = self.own_task(t, &req.id).await?;
+        let task = self.own_task(t, scope, &req.id).await?;
         if convert::state(&task).is_terminal() {
             return Err(Error::Unsupported(format!(
                 "task {} has already ended",
@@ -264,22 +307,38 @@ impl Gateway {
         self.stream_task(t.namespace, &req.id, permit).await
     }
 
-    /// The canonical events of a task (for the plain SSE endpoint).
+    /// The canonical events of a task (for the plain SSE endpoint). The Task is looked up
+    /// (and checked to be the caller's) before it is followed: an id that is not found leaves
+    /// nothing behind.
     pub async fn events(
         &self,
         t: &Target<'_>,
+        scope: &Scope,
         id: &str,
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = Event> + Send + 'static + use<>> {
-        let rx = self.hub.subscribe(t.namespace, id);
-        let first = self.own_task(t, id).await?;
-        Ok(stream::follow(
-            id,
-            self.tasks(t.namespace),
-            rx,
-            first,
-            permit,
-        ))
+        self.own_task(t, scope, id).await?;
+        let (first, events) = self.follow(t.namespace, id, permit).await?;
+        drop(first);
+        Ok(events)
+    }
+
+    /// A Task known to exist, followed: its version read after following began, and its
+    /// events from that version on.
+    async fn follow(
+        &self,
+        namespace: &str,
+        name: &str,
+        permit: StreamPermit,
+    ) -> Result<(AriTask, impl Stream<Item = Event> + Send + 'static + use<>)> {
+        let follower = self.hub.follow(namespace, name);
+        let first = self
+            .tasks(namespace)
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
+        let events = stream::follow(name, follower, crate::hub::trim(first.clone()), permit);
+        Ok((first, events))
     }
 
     /// The task first, then one A2A stream item per canonical event.
@@ -290,16 +349,12 @@ impl Gateway {
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let api = self.tasks(namespace);
-        let rx = self.hub.subscribe(namespace, name);
-        let first = api
-            .get_opt(name)
-            .await?
-            .ok_or_else(|| Error::TaskNotFound(name.to_owned()))?;
+        let (first, events) = self.follow(namespace, name, permit).await?;
         let head = StreamItem::Result(Box::new(StreamResponse::Task(convert::task(
             &first, true, false,
         ))));
         let context = convert::context_id(&first);
-        let events = stream::follow(name, api.clone(), rx, first, permit);
+        drop(first);
         let name = name.to_owned();
         let mut state = TaskState::Submitted;
         let items = events.then(move |ev| {
@@ -407,4 +462,64 @@ fn final_items(task: Option<&AriTask>, name: &str, context: &str) -> Vec<StreamI
         },
     ))));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a2a_task(agent: &str, context: bool, caller: Option<&str>) -> AriTask {
+        let mut t = AriTask::new("t", ari_crds::TaskSpec::for_agent(agent));
+        let mut labels = std::collections::BTreeMap::new();
+        if context {
+            labels.insert(LABEL_A2A_CONTEXT.to_owned(), "c".to_owned());
+        }
+        if let Some(c) = caller {
+            labels.insert(LABEL_A2A_CALLER_ID.to_owned(), convert::caller_id(c));
+        }
+        t.metadata.labels = Some(labels);
+        t
+    }
+
+    fn caller(name: &str) -> Caller {
+        Caller {
+            username: name.to_owned(),
+            uid: String::new(),
+            groups: Vec::new(),
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_caller_sees_only_their_own_conversations_unless_allowed_all() {
+        let alice = Scope::of(&caller("alice"), false);
+        let all = Scope::of(&caller("bob"), true);
+        let cases = [
+            // (task, scope, visible)
+            (a2a_task("echo", true, Some("alice")), &alice, true),
+            (a2a_task("echo", true, Some("bob")), &alice, false),
+            (a2a_task("echo", true, None), &alice, false),
+            (a2a_task("echo", true, Some("bob")), &all, true),
+            (a2a_task("echo", true, None), &all, true),
+            (a2a_task("other", true, Some("alice")), &alice, false),
+            (a2a_task("echo", false, Some("alice")), &alice, false),
+            (a2a_task("echo", false, Some("alice")), &all, false),
+        ];
+        for (i, (task, scope, want)) in cases.iter().enumerate() {
+            assert_eq!(visible(task, "echo", scope), *want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn the_list_selector_is_scoped_like_get() {
+        let alice = Scope::of(&caller("alice"), false);
+        assert_eq!(
+            alice.selector(),
+            format!(
+                "{LABEL_A2A_CONTEXT},{LABEL_A2A_CALLER_ID}={}",
+                convert::caller_id("alice")
+            )
+        );
+        assert_eq!(Scope::All.selector(), LABEL_A2A_CONTEXT);
+    }
 }

@@ -14,6 +14,12 @@ pub struct Metrics {
     pub streams_open: IntGauge,
     /// Agents or Tasks skipped because they do not decode.
     pub decode_skipped: IntCounterVec,
+    /// Connections open now on the A2A port.
+    pub connections_open: IntGauge,
+    /// Tasks followed now by streams and waits.
+    pub followed: IntGauge,
+    /// Exposed Agents cached now.
+    pub agents_cached: IntGauge,
 }
 
 impl Metrics {
@@ -53,6 +59,19 @@ impl Metrics {
         registry.register(Box::new(tasks_created.clone()))?;
         registry.register(Box::new(streams_open.clone()))?;
         registry.register(Box::new(decode_skipped.clone()))?;
+        let connections_open = IntGauge::new(
+            "ari_gateway_connections_open",
+            "Connections open now on the A2A port",
+        )?;
+        let followed = IntGauge::new(
+            "ari_gateway_followed_tasks",
+            "Tasks followed now by streams and waits",
+        )?;
+        let agents_cached =
+            IntGauge::new("ari_gateway_agents_cached", "Exposed Agents cached now")?;
+        registry.register(Box::new(connections_open.clone()))?;
+        registry.register(Box::new(followed.clone()))?;
+        registry.register(Box::new(agents_cached.clone()))?;
         // process_resident_memory_bytes and friends: what open streams cost.
         #[cfg(target_os = "linux")]
         registry.register(Box::new(
@@ -65,6 +84,9 @@ impl Metrics {
             tasks_created,
             streams_open,
             decode_skipped,
+            connections_open,
+            followed,
+            agents_cached,
         })
     }
 

@@ -1,13 +1,15 @@
 //! The HTTP surface: cards, JSON-RPC, the plain event stream, and the probe port.
 
 use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,17 +18,17 @@ use serde_json::{Value, json};
 use tracing::warn;
 
 use crate::auth::{Access, Caller};
-use crate::card;
+use crate::card::{self, Exposed};
 use crate::error::Error;
 use crate::gateway::Gateway;
-use crate::methods::{StreamItem, Target};
+use crate::methods::{Scope, StreamItem, Target};
 use crate::rpc::{self, Method};
 
 /// Keep-alive comments on open streams: a vanished client is noticed by the failed write.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The A2A router.
-pub fn router(gw: Arc<Gateway>, max_body_bytes: usize) -> Router {
+/// The A2A router. Request bodies are read by [`call`] itself, after the token was accepted.
+pub fn router(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/a2a/{namespace}/{agent}", post(call))
         .route(
@@ -41,11 +43,13 @@ pub fn router(gw: Arc<Gateway>, max_body_bytes: usize) -> Router {
             "/a2a/{namespace}/{agent}/tasks/{id}/events",
             get(task_events),
         )
-        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(DefaultBodyLimit::disable())
         .with_state(gw)
 }
 
-/// `/healthz`, `/readyz` (both watches listed), `/metrics`.
+/// `/healthz`, `/readyz` (both watches listed), `/metrics`. Served on the probe port, which
+/// the chart's Service does not expose: only what reaches the pod itself (the kubelet,
+/// Prometheus) reads it.
 pub fn probe_router(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -63,6 +67,8 @@ pub fn probe_router(gw: Arc<Gateway>) -> Router {
             "/metrics",
             get(|State(gw): State<Arc<Gateway>>| async move {
                 gw.metrics.streams_open.set(gw.limits.open_streams() as i64);
+                gw.metrics.followed.set(gw.hub.followed() as i64);
+                gw.metrics.agents_cached.set(gw.hub.agents_cached() as i64);
                 gw.metrics.render()
             }),
         )
@@ -71,6 +77,7 @@ pub fn probe_router(gw: Arc<Gateway>) -> Router {
 
 /// An error before any method ran: its HTTP status with a JSON-RPC error body.
 fn refusal(gw: &Gateway, id: &Value, e: &Error) -> Response {
+    log_kube(e);
     gw.metrics
         .refused
         .with_label_values(&[e.metric_label()])
@@ -86,65 +93,115 @@ fn refusal(gw: &Gateway, id: &Value, e: &Error) -> Response {
     resp
 }
 
+/// The address the connection came from (unspecified when none was recorded).
+fn source(parts: &Parts) -> IpAddr {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
+/// Who is calling, from the headers alone, within their rate.
+async fn authenticate(gw: &Gateway, parts: &Parts) -> Result<(Caller, String), Error> {
+    let (caller, key) = gw.auth.caller(&parts.headers, source(parts)).await?;
+    gw.limits.request(&caller.username)?;
+    Ok((caller, key))
+}
+
 /// Who is calling, within their rate, allowed `access` here.
 async fn admit(
     gw: &Gateway,
-    headers: &HeaderMap,
+    parts: &Parts,
     access: Access,
     namespace: &str,
     agent: &str,
-) -> Result<Caller, Error> {
-    let (caller, key) = gw.auth.caller(headers).await?;
-    gw.limits.request(&caller.username)?;
+) -> Result<(Caller, String), Error> {
+    let (caller, key) = authenticate(gw, parts).await?;
     gw.auth
         .allow(&caller, &key, access, namespace, agent)
         .await?;
-    Ok(caller)
+    Ok((caller, key))
+}
+
+/// Whose tasks the caller may see here: everyone's with `get` on `tasks/a2a-all`, else their
+/// own.
+async fn scope(
+    gw: &Gateway,
+    (caller, key): &(Caller, String),
+    namespace: &str,
+    agent: &str,
+) -> Result<Scope, Error> {
+    let all = match gw
+        .auth
+        .allow(caller, key, Access::AllCallers, namespace, agent)
+        .await
+    {
+        Ok(()) => true,
+        Err(Error::Forbidden(_)) => false,
+        Err(e) => return Err(e),
+    };
+    Ok(Scope::of(caller, all))
 }
 
 /// The exposed Agent `namespace/agent`, or `AgentNotFound`.
-fn exposed(gw: &Gateway, namespace: &str, agent: &str) -> Result<Arc<ari_crds::Agent>, Error> {
+fn exposed(gw: &Gateway, namespace: &str, agent: &str) -> Result<Arc<Exposed>, Error> {
     gw.hub
         .agent(namespace, agent)
-        .filter(|a| card::exposed(a).is_some())
         .ok_or_else(|| Error::AgentNotFound(format!("{namespace}/{agent}")))
+}
+
+/// The request body, read only now (the caller is known): at most `max_body_bytes`
+/// (`BodyTooLarge`), within `body_timeout` (`BodyTimeout`).
+async fn read_body(gw: &Gateway, parts: &Parts, body: Body) -> Result<Bytes, Error> {
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > gw.max_body_bytes as u64) {
+        return Err(Error::BodyTooLarge);
+    }
+    match tokio::time::timeout(
+        gw.body_timeout,
+        axum::body::to_bytes(body, gw.max_body_bytes),
+    )
+    .await
+    {
+        Err(_) => Err(Error::BodyTimeout),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let inner = e.into_inner();
+            if inner.is::<http_body_util::LengthLimitError>() {
+                Err(Error::BodyTooLarge)
+            } else {
+                Err(Error::InvalidRequest("the body could not be read".into()))
+            }
+        }
+    }
 }
 
 async fn agent_card(
     State(gw): State<Arc<Gateway>>,
     Path((namespace, agent)): Path<(String, String)>,
-    headers: HeaderMap,
+    req: Request,
 ) -> Response {
+    let (parts, _) = req.into_parts();
     let found = gw.hub.agent(&namespace, &agent);
-    let a2a = found.as_deref().and_then(card::exposed).cloned();
-    let public = a2a.as_ref().is_some_and(|a| a.public_card);
+    let public = found.as_ref().is_some_and(|a| a.a2a.public_card);
     // Without a public card, a caller must be allowed to read the Agent: an unauthenticated
     // caller learns nothing, not even whether the Agent exists.
-    if !public && let Err(e) = admit(&gw, &headers, Access::GetAgent, &namespace, &agent).await {
-        log_kube(&e);
+    if !public && let Err(e) = admit(&gw, &parts, Access::GetAgent, &namespace, &agent).await {
         return refusal(&gw, &Value::Null, &e);
     }
-    let (Some(agent_obj), Some(a2a)) = (found, a2a) else {
+    let Some(found) = found else {
         return refusal(
             &gw,
             &Value::Null,
             &Error::AgentNotFound(format!("{namespace}/{agent}")),
         );
     };
-    let base = if gw.public_url.is_empty() {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .filter(|h| {
-                h.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
-            })
-            .unwrap_or("localhost");
-        format!("http://{host}")
-    } else {
-        gw.public_url.clone()
-    };
-    axum::Json(card::card(&agent_obj, &a2a, &base)).into_response()
+    axum::Json(card::card(&found, &gw.public_url)).into_response()
 }
 
 fn log_kube(e: &Error) {
@@ -156,9 +213,18 @@ fn log_kube(e: &Error) {
 async fn call(
     State(gw): State<Arc<Gateway>>,
     Path((namespace, agent)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    req: Request,
 ) -> Response {
+    let (parts, body) = req.into_parts();
+    // The token is checked from the headers before a byte of the body is read.
+    let who = match authenticate(&gw, &parts).await {
+        Ok(who) => who,
+        Err(e) => return refusal(&gw, &Value::Null, &e),
+    };
+    let body = match read_body(&gw, &parts, body).await {
+        Ok(b) => b,
+        Err(e) => return refusal(&gw, &Value::Null, &e),
+    };
     let rpc::Parsed {
         id,
         method,
@@ -167,15 +233,6 @@ async fn call(
     } = match rpc::parse(&body) {
         Ok(parsed) => parsed,
         Err((id, e)) => {
-            // Nothing is done for an unauthenticated caller, not even parsing errors told;
-            // an authenticated one spends its rate on broken requests too.
-            let checked = match gw.auth.caller(&headers).await {
-                Ok((caller, _)) => gw.limits.request(&caller.username),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = checked {
-                return refusal(&gw, &Value::Null, &e);
-            }
             gw.metrics
                 .calls
                 .with_label_values(&["invalid", e.metric_label()])
@@ -189,13 +246,13 @@ async fn call(
         Method::ListTasks => Access::ListTasks,
         Method::CancelTask => Access::CancelTasks,
     };
-    let caller = match admit(&gw, &headers, access, &namespace, &agent).await {
-        Ok(c) => c,
-        Err(e) => {
-            log_kube(&e);
-            return refusal(&gw, &id, &e);
-        }
-    };
+    if let Err(e) = gw
+        .auth
+        .allow(&who.0, &who.1, access, &namespace, &agent)
+        .await
+    {
+        return refusal(&gw, &id, &e);
+    }
     if let Err(e) = exposed(&gw, &namespace, &agent) {
         return refusal(&gw, &id, &e);
     }
@@ -203,6 +260,15 @@ async fn call(
         namespace: &namespace,
         agent: &agent,
     };
+    let scope = match method {
+        Method::SendMessage | Method::SendStreamingMessage => None,
+        _ => match scope(&gw, &who, &namespace, &agent).await {
+            Ok(s) => Some(s),
+            Err(e) => return refusal(&gw, &id, &e),
+        },
+    };
+    let scope = scope.unwrap_or(Scope::All);
+    let caller = &who.0;
     let outcome = if method.streams() {
         let permit = match gw.limits.stream(&caller.username) {
             Ok(p) => p,
@@ -210,10 +276,13 @@ async fn call(
         };
         let stream = match method {
             Method::SendStreamingMessage => gw
-                .send_streaming(&t, &caller, params, permit)
+                .send_streaming(&t, caller, params, permit)
                 .await
                 .map(|s| s.boxed()),
-            _ => gw.subscribe(&t, params, permit).await.map(|s| s.boxed()),
+            _ => gw
+                .subscribe(&t, &scope, params, permit)
+                .await
+                .map(|s| s.boxed()),
         };
         match stream {
             Ok(s) => {
@@ -227,10 +296,10 @@ async fn call(
         }
     } else {
         match method {
-            Method::SendMessage => gw.send_message(&t, &caller, params).await,
-            Method::GetTask => gw.get_task(&t, params).await,
-            Method::ListTasks => gw.list_tasks(&t, params).await,
-            _ => gw.cancel_task(&t, params).await,
+            Method::SendMessage => gw.send_message(&t, caller, params).await,
+            Method::GetTask => gw.get_task(&t, &scope, params).await,
+            Method::ListTasks => gw.list_tasks(&t, &scope, params).await,
+            _ => gw.cancel_task(&t, &scope, params).await,
         }
     };
     match outcome {
@@ -287,19 +356,21 @@ fn a2a_sse(
 async fn task_events(
     State(gw): State<Arc<Gateway>>,
     Path((namespace, agent, id)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    req: Request,
 ) -> Response {
-    let caller = match admit(&gw, &headers, Access::GetTasks, &namespace, &agent).await {
-        Ok(c) => c,
-        Err(e) => {
-            log_kube(&e);
-            return refusal(&gw, &Value::Null, &e);
-        }
+    let (parts, _) = req.into_parts();
+    let who = match admit(&gw, &parts, Access::GetTasks, &namespace, &agent).await {
+        Ok(who) => who,
+        Err(e) => return refusal(&gw, &Value::Null, &e),
     };
     if let Err(e) = exposed(&gw, &namespace, &agent) {
         return refusal(&gw, &Value::Null, &e);
     }
-    let permit = match gw.limits.stream(&caller.username) {
+    let scope = match scope(&gw, &who, &namespace, &agent).await {
+        Ok(s) => s,
+        Err(e) => return refusal(&gw, &Value::Null, &e),
+    };
+    let permit = match gw.limits.stream(&who.0.username) {
         Ok(p) => p,
         Err(e) => return refusal(&gw, &Value::Null, &e),
     };
@@ -307,7 +378,7 @@ async fn task_events(
         namespace: &namespace,
         agent: &agent,
     };
-    match gw.events(&t, &id, permit).await {
+    match gw.events(&t, &scope, &id, permit).await {
         Ok(events) => {
             let events = events.map(|ev| {
                 Ok::<_, Infallible>(

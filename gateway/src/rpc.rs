@@ -132,11 +132,7 @@ pub fn error(id: &Value, e: &Error) -> Value {
 
 /// At most `max` bytes of `s` (on a char boundary): caller text in errors stays short.
 fn cut(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
+    crate::convert::cut(s, max).to_owned()
 }
 
 #[cfg(test)]

@@ -1,20 +1,16 @@
-//! A Task followed to its end as canonical events: read once, then every change the hub
-//! passes on (its own and its children's), until `done` or `error`.
+//! A Task followed to its end as canonical events: its first version, then each newer one the
+//! hub hands on (its own and its children's), until `done` or `error`.
 
 use ari_crds::Task;
 use futures::Stream;
-use kube::Api;
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::events::{Event, Follow};
-use crate::hub::Update;
-
+use crate::hub::Follower;
 use crate::limits::StreamPermit;
 
 struct State {
     name: String,
-    api: Api<Task>,
-    rx: tokio::sync::broadcast::Receiver<Update>,
+    follower: Follower,
     follow: Follow,
     pending: std::collections::VecDeque<Event>,
     first: Option<Task>,
@@ -22,20 +18,20 @@ struct State {
     _permit: StreamPermit,
 }
 
-/// The events of `name` from `first` to its end. `rx` must come from [`crate::hub::Hub::subscribe`]
-/// *before* `first` was read, so no change between the two is lost. The permit is held for
-/// as long as the stream lives.
+/// The events of `name` from `first` to its end. `follower` must come from
+/// [`crate::hub::Hub::follow`] *before* `first` was read, so no change between the two is lost.
+/// The stream holds one look's events at a time; a reader that falls behind sees the Task as it
+/// is when it reads again (log lines skipped are counted in `missed`). The permit is held for as
+/// long as the stream lives.
 pub fn follow(
     name: &str,
-    api: Api<Task>,
-    rx: tokio::sync::broadcast::Receiver<Update>,
+    follower: Follower,
     first: Task,
     permit: StreamPermit,
 ) -> impl Stream<Item = Event> + Send + 'static + use<> {
     let state = State {
         name: name.to_owned(),
-        api,
-        rx,
+        follower,
         follow: Follow::default(),
         pending: Default::default(),
         first: Some(first),
@@ -58,33 +54,34 @@ pub fn follow(
                 s.pending.extend(s.follow.task(&task));
                 continue;
             }
-            match s.rx.recv().await {
-                Ok(Update::Task(t)) => s.pending.extend(s.follow.task(&t)),
-                Ok(Update::Child(c)) => {
-                    let parent = s.name.clone();
-                    s.pending.extend(s.follow.child(&parent, &c));
-                }
-                Ok(Update::Deleted) => s.pending.push_back(Event::Error {
-                    task: s.name.clone(),
-                    message: "the task was deleted".into(),
-                }),
-                // Fell behind: what was skipped is summed up by the Task as it is now.
-                Err(RecvError::Lagged(_)) => match s.api.get_opt(&s.name).await {
-                    Ok(Some(t)) => s.pending.extend(s.follow.task(&t)),
-                    Ok(None) => s.pending.push_back(Event::Error {
-                        task: s.name.clone(),
-                        message: "the task was deleted".into(),
-                    }),
-                    Err(_) => s.pending.push_back(Event::Error {
-                        task: s.name.clone(),
-                        message: "lost track of the task; subscribe again".into(),
-                    }),
-                },
-                Err(RecvError::Closed) => s.pending.push_back(Event::Error {
+            let events = match s.follower.rx.changed().await {
+                Ok(()) => look(&mut s),
+                Err(_) => vec![Event::Error {
                     task: s.name.clone(),
                     message: "the gateway is stopping".into(),
-                }),
-            }
+                }],
+            };
+            s.pending.extend(events);
         }
     })
+}
+
+/// The events of the newest snapshot: children first (a child's end comes before its
+/// parent's), then the Task itself.
+fn look(s: &mut State) -> Vec<Event> {
+    let snapshot = s.follower.rx.borrow_and_update();
+    if snapshot.deleted {
+        return vec![Event::Error {
+            task: s.name.clone(),
+            message: "the task was deleted".into(),
+        }];
+    }
+    let mut out = Vec::new();
+    for child in snapshot.children.values() {
+        out.extend(s.follow.child(&s.name, child));
+    }
+    if let Some(task) = &snapshot.task {
+        out.extend(s.follow.task(task));
+    }
+    out
 }

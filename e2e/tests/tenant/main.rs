@@ -7,6 +7,7 @@
 use ari_e2e::trials;
 
 mod delegation_attacks;
+mod gateway_attacks;
 mod namespace_user;
 mod operator_attacks;
 mod registry_attacks;
@@ -21,6 +22,7 @@ fn main() -> std::process::ExitCode {
     all.extend(operator_attacks::trials());
     all.extend(worker_attacks::trials());
     all.extend(delegation_attacks::trials());
+    all.extend(gateway_attacks::trials());
     // Last, alone: it reconfigures the operator (an insecure registry) and measures its memory.
     trials::run_phases(
         ari_e2e::scenario::Ctx::start_with_operator,
