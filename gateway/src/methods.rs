@@ -22,7 +22,7 @@ use crate::events::Event;
 use crate::gateway::Gateway;
 use crate::hub::Update;
 use crate::limits::StreamPermit;
-use crate::stream;
+use crate::{livelog, stream};
 
 /// Most tasks one `ListTasks` page holds.
 const MAX_PAGE: i64 = 100;
@@ -54,12 +54,14 @@ impl Gateway {
         .ok_or_else(|| Error::TaskNotFound(id.to_owned()))
     }
 
-    /// Creates the Task a message becomes.
+    /// Creates the Task a message becomes; `streamed`: a stream follows it from the start (it
+    /// is created with a live-log lease).
     async fn create(
         &self,
         t: &Target<'_>,
         caller: &Caller,
         req: &SendMessageRequest,
+        streamed: bool,
     ) -> Result<AriTask> {
         if let Some(c) = &req.configuration
             && (c.push_notification_config.is_some() || c.task_push_notification_config.is_some())
@@ -83,7 +85,15 @@ impl Gateway {
             None => uuid::Uuid::new_v4().to_string(),
         };
         let input = convert::input(&req.message)?;
-        let task = convert::new_task(t.agent, &context, &caller.username, &req.message, input);
+        let lease = streamed.then(|| livelog::lease_until(k8s_openapi::jiff::Timestamp::now()));
+        let task = convert::new_task(
+            t.agent,
+            &context,
+            &caller.username,
+            &req.message,
+            input,
+            lease,
+        );
         let created = self
             .tasks(t.namespace)
             .create(&PostParams::default(), &task)
@@ -109,7 +119,7 @@ impl Gateway {
         params: Value,
     ) -> Result<Value> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
-        let created = self.create(t, caller, &req).await?;
+        let created = self.create(t, caller, &req, false).await?;
         let config = req.configuration.as_ref();
         let immediately = config
             .map(|c| c.return_immediately == Some(true) || c.blocking == Some(false))
@@ -241,8 +251,8 @@ impl Gateway {
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
-        let created = self.create(t, caller, &req).await?;
-        self.stream_task(t.namespace, &created.name_any(), permit)
+        let created = self.create(t, caller, &req, true).await?;
+        self.stream_task(t.namespace, &created.name_any(), true, permit)
             .await
     }
 
@@ -261,7 +271,7 @@ impl Gateway {
                 req.id
             )));
         }
-        self.stream_task(t.namespace, &req.id, permit).await
+        self.stream_task(t.namespace, &req.id, false, permit).await
     }
 
     /// The canonical events of a task (for the plain SSE endpoint).
@@ -273,20 +283,22 @@ impl Gateway {
     ) -> Result<impl Stream<Item = Event> + Send + 'static + use<>> {
         let rx = self.hub.subscribe(t.namespace, id);
         let first = self.own_task(t, id).await?;
-        Ok(stream::follow(
-            id,
+        let events = stream::follow(id, self.tasks(t.namespace), rx, first, permit);
+        Ok(livelog::while_followed(
             self.tasks(t.namespace),
-            rx,
-            first,
-            permit,
+            id,
+            false,
+            events,
         ))
     }
 
-    /// The task first, then one A2A stream item per canonical event.
+    /// The task first, then one A2A stream item per canonical event. `fresh`: the Task was
+    /// just created with a live-log lease.
     async fn stream_task(
         self: &Arc<Self>,
         namespace: &str,
         name: &str,
+        fresh: bool,
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let api = self.tasks(namespace);
@@ -300,6 +312,7 @@ impl Gateway {
         ))));
         let context = convert::context_id(&first);
         let events = stream::follow(name, api.clone(), rx, first, permit);
+        let events = livelog::while_followed(api.clone(), name, fresh, events);
         let name = name.to_owned();
         let mut state = TaskState::Submitted;
         let items = events.then(move |ev| {

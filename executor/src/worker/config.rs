@@ -1,12 +1,14 @@
 //! Worker settings, read from the environment the operator's Deployment sets.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
 
 use super::WorkerError;
+use super::livelog::WriteRate;
 
 /// What one executor pod needs to know about itself.
 pub struct WorkerConfig {
@@ -40,6 +42,9 @@ pub struct WorkerConfig {
     pub module_pull_secret: Option<String>,
     /// `ARI_INSECURE_REGISTRIES`: registries the operator's admin allows plain HTTP to.
     pub insecure_registries: Vec<String>,
+    /// `ARI_LIVE_LOG_WRITES_PER_SECOND` / `ARI_LIVE_LOG_BURST`: live-log writes of the whole
+    /// pod (every write rewrites a whole Task object).
+    pub live_log_rate: WriteRate,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -59,6 +64,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("module_image", &self.module_image)
             .field("module_pull_secret", &self.module_pull_secret.is_some())
             .field("insecure_registries", &self.insecure_registries)
+            .field("live_log_rate", &self.live_log_rate)
             .finish_non_exhaustive()
     }
 }
@@ -125,6 +131,15 @@ impl WorkerConfig {
                     .map_err(|_| WorkerError::Config(format!("ARI_STEAL_AFTER_MS={v}")))?,
             ),
         };
+        let default_rate = WriteRate::default();
+        let live_log_rate = WriteRate {
+            per_second: positive(
+                &get,
+                "ARI_LIVE_LOG_WRITES_PER_SECOND",
+                default_rate.per_second,
+            )?,
+            burst: positive(&get, "ARI_LIVE_LOG_BURST", default_rate.burst)?,
+        };
         Ok(Self {
             agent,
             namespace,
@@ -152,7 +167,25 @@ impl WorkerConfig {
                         .collect()
                 })
                 .unwrap_or_default(),
+            live_log_rate,
         })
+    }
+}
+
+/// `key` as a number from 1 to 1000, or `default` when unset.
+fn positive(
+    get: &impl Fn(&str) -> Option<String>,
+    key: &str,
+    default: NonZeroU32,
+) -> Result<NonZeroU32, WorkerError> {
+    match get(key) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .and_then(NonZeroU32::new)
+            .ok_or_else(|| WorkerError::Config(format!("{key}={v}: want 1..=1000"))),
     }
 }
 
