@@ -7,6 +7,7 @@
 use ari_e2e::trials;
 
 mod delegation_attacks;
+mod live_log_attacks;
 mod namespace_user;
 mod operator_attacks;
 mod worker_attacks;
@@ -17,5 +18,6 @@ fn main() -> std::process::ExitCode {
     all.extend(operator_attacks::trials());
     all.extend(worker_attacks::trials());
     all.extend(delegation_attacks::trials());
+    all.extend(live_log_attacks::trials());
     trials::run(all)
 }
