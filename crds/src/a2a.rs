@@ -72,8 +72,8 @@ pub struct A2aSkill {
 pub struct ShortText(#[schemars(length(min = 1, max = 256))] pub String);
 
 /// `status.liveLog`: the newest guest log lines of a running Task, written by the executor
-/// only for Tasks annotated [`crate::names::ANNOTATION_LIVE_LOG`] (a stream is watching), at
-/// most a few times a second.
+/// only while a gateway stream follows it (the lease [`crate::names::ANNOTATION_LIVE_LOG`]), at
+/// most a few times a second and within the pod's live-log write budget.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveLog {

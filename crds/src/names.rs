@@ -42,8 +42,14 @@ pub const LABEL_PARENT: &str = "ari.dev/parent";
 pub const LABEL_A2A_CONTEXT: &str = "ari.dev/a2a-context";
 /// Annotation on a Task created through the A2A gateway: who sent the message.
 pub const ANNOTATION_A2A_CALLER: &str = "ari.dev/a2a-caller";
-/// Annotation asking the executor to keep `status.liveLog` current while the Task runs.
+/// Annotation asking the executor to keep `status.liveLog` current while the Task runs: a
+/// lease, the RFC 3339 time until which a gateway stream follows the Task. Only the gateway
+/// sets it (the chart's admission policy refuses it from anyone else) and renews it while a
+/// stream lasts, so live-log writes stop soon after the last follower leaves.
 pub const ANNOTATION_LIVE_LOG: &str = "ari.dev/live-log";
+/// How far ahead the gateway sets the [`ANNOTATION_LIVE_LOG`] lease; it renews it every third
+/// of that while a stream follows the Task.
+pub const LIVE_LOG_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Pod-template annotation: module digest (a change rolls the executors).
 pub const ANNOTATION_MODULE_DIGEST: &str = "ari.dev/module-digest";
 /// Pod-template annotation: hash of the Agent spec (a change rolls the executors).

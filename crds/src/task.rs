@@ -232,8 +232,8 @@ pub struct TaskStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 4_294_967_295u32))]
     pub delegations_refused: Option<u32>,
-    /// The newest guest log lines while the Task runs, for A2A streams (only when annotated
-    /// `ari.dev/live-log: "true"`).
+    /// The newest guest log lines while the Task runs, for A2A streams (only while a gateway
+    /// stream follows the Task: the `ari.dev/live-log` lease, set by the gateway alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_log: Option<LiveLog>,
 }

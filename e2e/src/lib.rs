@@ -63,7 +63,8 @@ pub fn built_binary(bin: &str) -> Option<PathBuf> {
 /// The image map for ari's own binaries: `ari-executor*` → `ari`, `ari-operator*` →
 /// `ari-operator`, `ari-gateway*` → `ari-gateway`, taken from the target directory of this
 /// binary's own profile (see [`profiles`]), else the other. Binaries that are not built are left out, so pods
-/// using them report the missing mapping.
+/// using them report the missing mapping. `ARI_EXECUTOR_BIN` names another executor binary
+/// (a benchmark comparing two builds).
 pub fn ari_images() -> HashMap<String, PathBuf> {
     let mut images = HashMap::new();
     for (image, bin) in [
@@ -71,7 +72,10 @@ pub fn ari_images() -> HashMap<String, PathBuf> {
         (OPERATOR_IMAGE, "ari-operator"),
         (GATEWAY_IMAGE, "ari-gateway"),
     ] {
-        let found = built_binary(bin);
+        let chosen = (image == EXECUTOR_IMAGE)
+            .then(|| std::env::var_os("ARI_EXECUTOR_BIN").map(PathBuf::from))
+            .flatten();
+        let found = chosen.or_else(|| built_binary(bin));
         if let Some(path) = found {
             images.insert(image.to_string(), path);
         }

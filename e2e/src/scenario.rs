@@ -288,6 +288,25 @@ spec:
     )
 }
 
+/// Label selector of the A2A gateway's pods (deploy/operator.yaml).
+pub const GATEWAY_SELECTOR: &str = "app.kubernetes.io/name=ari-gateway";
+
+/// `http://<gateway pod IP>:8080`, once one gateway pod is Ready: the gateway's address on the
+/// local cluster, which has no Service routing and no port-forward (scripts/cluster.sh prints
+/// it as `ARI_GATEWAY`).
+pub async fn gateway_url(client: &Client) -> Result<String> {
+    let pods = wait::until("a gateway pod Ready", wait::DEFAULT, || {
+        ready_pods(client, OPERATOR_NS, GATEWAY_SELECTOR, 1)
+    })
+    .await?;
+    let ip = pods[0]
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .context("the gateway pod has no IP")?;
+    Ok(format!("http://{ip}:8080"))
+}
+
 /// The Ready pods matching `selector`, or an error until there are `want` of them.
 pub async fn ready_pods(
     client: &Client,

@@ -24,11 +24,10 @@ fn main() -> std::process::ExitCode {
             ("a2a_refuses_bad_and_underprivileged_tokens", bad_tokens),
             ("a2a_bounds_body_rate_and_streams", bounds),
             ("a2a_card_is_served_only_for_exposed_agents", cards),
+            ("readme_cluster_sections_work_as_written", readme_sections),
         ]],
     )
 }
-
-const GATEWAY: &str = "app.kubernetes.io/name=ari-gateway";
 
 /// The cluster with the operator and the gateway; the gateway's bounds lowered so a trial can
 /// reach them (20 requests/s, a burst of 40, one stream per caller).
@@ -57,20 +56,6 @@ fn waiter_yaml() -> String {
     exposed: true
 ",
     )
-}
-
-/// `http://<gateway pod IP>:8080`, once one gateway pod is Ready.
-async fn gateway_url(client: &kube::Client) -> Result<String> {
-    let pods = wait::until("a gateway pod Ready", wait::DEFAULT, || {
-        ready_pods(client, OPERATOR_NS, GATEWAY, 1)
-    })
-    .await?;
-    let ip = pods[0]
-        .status
-        .as_ref()
-        .and_then(|s| s.pod_ip.clone())
-        .context("the gateway pod has no IP")?;
-    Ok(format!("http://{ip}:8080"))
 }
 
 /// The SDK's python (installed on first use, cached under ~/.cache/ari).
@@ -378,4 +363,90 @@ fn curl_status(url: &str) -> Result<u16> {
         .trim()
         .parse()
         .context("curl's status code")
+}
+
+/// The first ```sh block after `heading` in the README.
+fn readme_block<'a>(readme: &'a str, heading: &str) -> Result<&'a str> {
+    let section = readme
+        .split_once(&format!("\n{heading}\n"))
+        .with_context(|| format!("README has no {heading:?}"))?
+        .1;
+    let block = section
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .with_context(|| format!("no sh block under {heading:?}"))?
+        .0;
+    Ok(block)
+}
+
+/// The README's sections for a cluster — the walk-through ("On a cluster"), delegation, A2A
+/// and Plans — run in order as written by bash in the `default` namespace, with the variables
+/// `scripts/cluster.sh` prints (`KUBECONFIG`, `PATH`, `ARI_GATEWAY`) in place of the
+/// `export NAME=...   # as printed` lines.
+fn readme_sections(ctx: &Ctx) -> Result<()> {
+    let readme = std::fs::read_to_string(repo().join("README.md"))?;
+    let gateway = ctx.rt.block_on(gateway_url(&ctx.cluster.client()))?;
+    let printed = [
+        (
+            "KUBECONFIG",
+            ctx.cluster.kubeconfig_path().display().to_string(),
+        ),
+        (
+            "PATH",
+            format!(
+                "{}:{}:{}",
+                ctx.cluster.bin_dir().display(),
+                ari_e2e::built_binary("ari")
+                    .and_then(|p| p.parent().map(|d| d.display().to_string()))
+                    .unwrap_or_default(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        ),
+        ("ARI_GATEWAY", gateway),
+    ];
+    let headings = [
+        "## On a cluster",
+        "## Agents that delegate",
+        "## A2A",
+        "## Plans",
+    ];
+    let mut outputs = Vec::new();
+    for heading in headings {
+        let mut script = String::from("set -euo pipefail\n");
+        for line in readme_block(&readme, heading)?.lines() {
+            let placeholder = printed
+                .iter()
+                .any(|(k, _)| line.starts_with(&format!("export {k}=...")));
+            if !placeholder {
+                script.push_str(line);
+                script.push('\n');
+            }
+        }
+        let out = Command::new("/bin/bash")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(repo())
+            .envs(printed.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("ARI_TARGET_DIR", ari_e2e::target_dir())
+            .output()
+            .context("running the README's commands")?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        ensure!(
+            out.status.success(),
+            "README {heading:?} failed ({}):\n{stdout}\n{}",
+            out.status,
+            tail(&String::from_utf8_lossy(&out.stderr), 20)
+        );
+        outputs.push(stdout);
+    }
+    let a2a = &outputs[2];
+    ensure!(
+        a2a.contains(r#""name":"echo""#),
+        "no agent card of echo in:\n{a2a}"
+    );
+    ensure!(
+        a2a.contains("TASK_STATE_COMPLETED") && a2a.contains(r#""text":"hi""#),
+        "SendMessage did not answer with echo's completed task:\n{a2a}"
+    );
+    Ok(())
 }

@@ -250,18 +250,34 @@ pub fn is_label_value(value: &str) -> bool {
 }
 
 /// The Task a message becomes: named by the API server (`<agent>-a2a-xxxxx`), labelled with
-/// its context, annotated with its caller and asking for a live log.
+/// its context, annotated with its caller, and with a live-log lease when a stream follows it
+/// from the start (`live_log`, see [`crate::livelog`]).
 pub fn new_task(
     agent: &str,
     context: &str,
     caller: &str,
     message: &Message,
     input: Input,
+    live_log: Option<String>,
 ) -> AriTask {
     let mut spec = TaskSpec::for_agent(agent);
     match input {
         Input::Text(t) => spec.input = Some(t),
         Input::Bytes(b) => spec.input_base64 = Some(b),
+    }
+    let mut annotations: std::collections::BTreeMap<String, String> = [
+        (
+            ANNOTATION_A2A_CALLER.to_owned(),
+            cut(caller, MAX_ANNOTATION).to_owned(),
+        ),
+        (
+            ANNOTATION_MESSAGE_ID.to_owned(),
+            cut(&message.message_id, MAX_ANNOTATION).to_owned(),
+        ),
+    ]
+    .into();
+    if let Some(lease) = live_log {
+        annotations.insert(ANNOTATION_LIVE_LOG.to_owned(), lease);
     }
     AriTask {
         metadata: ObjectMeta {
@@ -273,20 +289,7 @@ pub fn new_task(
                 ]
                 .into(),
             ),
-            annotations: Some(
-                [
-                    (
-                        ANNOTATION_A2A_CALLER.to_owned(),
-                        cut(caller, MAX_ANNOTATION).to_owned(),
-                    ),
-                    (
-                        ANNOTATION_MESSAGE_ID.to_owned(),
-                        cut(&message.message_id, MAX_ANNOTATION).to_owned(),
-                    ),
-                    (ANNOTATION_LIVE_LOG.to_owned(), "true".to_owned()),
-                ]
-                .into(),
-            ),
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         },
         spec,
@@ -383,5 +386,23 @@ mod tests {
         assert!(is_label_value("6f1c2a3e-0b7d-4c1e-9f00-1234567890ab"));
         assert!(!is_label_value("has space"));
         assert!(!is_label_value(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn only_a_streamed_message_asks_for_a_live_log() {
+        let m = Message::default();
+        let live = |t: &AriTask| t.annotations().get(ANNOTATION_LIVE_LOG).cloned();
+        let plain = new_task("a", "c", "u", &m, Input::Text("x".into()), None);
+        assert_eq!(live(&plain), None, "SendMessage: no stream follows");
+        let lease = "2026-01-01T00:00:30Z".to_owned();
+        let streamed = new_task(
+            "a",
+            "c",
+            "u",
+            &m,
+            Input::Text("x".into()),
+            Some(lease.clone()),
+        );
+        assert_eq!(live(&streamed), Some(lease));
     }
 }

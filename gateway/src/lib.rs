@@ -13,6 +13,7 @@ pub mod gateway;
 pub mod hub;
 pub mod legacy;
 pub mod limits;
+pub mod livelog;
 pub mod methods;
 pub mod metrics;
 pub mod routes;

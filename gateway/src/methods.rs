@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::gateway::Gateway;
 use crate::limits::StreamPermit;
-use crate::stream;
+use crate::{livelog, stream};
 
 /// Most tasks one `ListTasks` page holds.
 const MAX_PAGE: i64 = 100;
@@ -90,12 +90,14 @@ impl Gateway {
             .ok_or_else(|| Error::TaskNotFound(id.to_owned()))
     }
 
-    /// Creates the Task a message becomes.
+    /// Creates the Task a message becomes; `streamed`: a stream follows it from the start (it
+    /// is created with a live-log lease).
     async fn create(
         &self,
         t: &Target<'_>,
         caller: &Caller,
         req: &SendMessageRequest,
+        streamed: bool,
     ) -> Result<AriTask> {
         if let Some(c) = &req.configuration
             && (c.push_notification_config.is_some() || c.task_push_notification_config.is_some())
@@ -119,7 +121,15 @@ impl Gateway {
             None => uuid::Uuid::new_v4().to_string(),
         };
         let input = convert::input(&req.message)?;
-        let task = convert::new_task(t.agent, &context, &caller.username, &req.message, input);
+        let lease = streamed.then(|| livelog::lease_until(k8s_openapi::jiff::Timestamp::now()));
+        let task = convert::new_task(
+            t.agent,
+            &context,
+            &caller.username,
+            &req.message,
+            input,
+            lease,
+        );
         let created = self
             .tasks(t.namespace)
             .create(&PostParams::default(), &task)
@@ -145,7 +155,7 @@ impl Gateway {
         params: Value,
     ) -> Result<Value> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
-        let created = self.create(t, caller, &req).await?;
+        let created = self.create(t, caller, &req, false).await?;
         let config = req.configuration.as_ref();
         let immediately = config
             .map(|c| c.return_immediately == Some(true) || c.blocking == Some(false))
@@ -283,8 +293,8 @@ impl Gateway {
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
-        let created = self.create(t, caller, &req).await?;
-        self.stream_task(t.namespace, &created.name_any(), permit)
+        let created = self.create(t, caller, &req, true).await?;
+        self.stream_task(t.namespace, &created.name_any(), true, permit)
             .await
     }
 
@@ -304,7 +314,7 @@ impl Gateway {
                 req.id
             )));
         }
-        self.stream_task(t.namespace, &req.id, permit).await
+        self.stream_task(t.namespace, &req.id, false, permit).await
     }
 
     /// The canonical events of a task (for the plain SSE endpoint). The Task is looked up
@@ -320,7 +330,12 @@ impl Gateway {
         self.own_task(t, scope, id).await?;
         let (first, events) = self.follow(t.namespace, id, permit).await?;
         drop(first);
-        Ok(events)
+        Ok(livelog::while_followed(
+            self.tasks(t.namespace),
+            id,
+            false,
+            events,
+        ))
     }
 
     /// A Task known to exist, followed: its version read after following began, and its
@@ -341,11 +356,13 @@ impl Gateway {
         Ok((first, events))
     }
 
-    /// The task first, then one A2A stream item per canonical event.
+    /// The task first, then one A2A stream item per canonical event. `fresh`: the Task was
+    /// just created with a live-log lease.
     async fn stream_task(
         self: &Arc<Self>,
         namespace: &str,
         name: &str,
+        fresh: bool,
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let api = self.tasks(namespace);
@@ -355,6 +372,7 @@ impl Gateway {
         ))));
         let context = convert::context_id(&first);
         drop(first);
+        let events = livelog::while_followed(api.clone(), name, fresh, events);
         let name = name.to_owned();
         let mut state = TaskState::Submitted;
         let items = events.then(move |ev| {

@@ -52,7 +52,7 @@ async fn main() -> Result<()> {
     let bin_dir = tokio::task::spawn_blocking(build_bin_dir).await??;
     let t0 = Instant::now();
     let cluster = Cluster::start_with(bin_dir.clone()).await?;
-    let node = tokio::task::block_in_place(|| NodeAgent::start(&cluster, images))?;
+    let node = tokio::task::block_in_place(|| NodeAgent::start(&cluster, images.clone()))?;
     eprintln!(
         "ari-cluster: ready in {:.1}s; node {} ; files in {}",
         t0.elapsed().as_secs_f64(),
@@ -60,10 +60,13 @@ async fn main() -> Result<()> {
         cluster.dir().display()
     );
 
+    let mut gateway = None;
     if !args.no_crds {
         install_crds(&cluster)?;
         if !args.no_operator {
             install_operator(&cluster)?;
+            // No port-forward and no Service routing here: callers use the pod's address.
+            gateway = Some(ari_e2e::scenario::gateway_url(&cluster.client()).await?);
         }
     }
     let kubeconfig = match &args.kubeconfig {
@@ -75,10 +78,19 @@ async fn main() -> Result<()> {
         None => cluster.kubeconfig_path().to_path_buf(),
     };
     println!("export KUBECONFIG={}", kubeconfig.display());
+    // `ari` too (e.g. `ari plan validate` in the README), when built.
+    let ari_dir = images
+        .get(ari_e2e::EXECUTOR_IMAGE)
+        .and_then(|p| p.parent())
+        .map(|d| format!("{}:", d.display()))
+        .unwrap_or_default();
     println!(
-        "export PATH={}:$PATH   # kubectl and helm v1.35.4 / v3",
+        "export PATH={}:{ari_dir}$PATH   # kubectl and helm v1.35.4 / v3, ari",
         bin_dir.display()
     );
+    if let Some(url) = gateway {
+        println!("export ARI_GATEWAY={url}   # the A2A gateway (README, \"A2A\")");
+    }
     eprintln!("ari-cluster: running; Ctrl-C stops and removes everything");
 
     wait_for_signal().await?;
@@ -99,7 +111,8 @@ fn report_images(images: &HashMap<String, PathBuf>) {
     }
 }
 
-/// Deploys the operator as a pod, as a user would, and waits until it is available.
+/// Deploys the operator and the A2A gateway as pods, as a user would, and waits until the
+/// operator is available.
 fn install_operator(cluster: &Cluster) -> Result<()> {
     let manifest = repo_root().join("deploy").join("operator.yaml");
     let steps: [Vec<std::ffi::OsString>; 2] = [

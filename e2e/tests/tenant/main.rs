@@ -8,6 +8,7 @@ use ari_e2e::trials;
 
 mod delegation_attacks;
 mod gateway_attacks;
+mod live_log_attacks;
 mod namespace_user;
 mod operator_attacks;
 mod registry_attacks;
@@ -23,6 +24,7 @@ fn main() -> std::process::ExitCode {
     all.extend(worker_attacks::trials());
     all.extend(delegation_attacks::trials());
     all.extend(gateway_attacks::trials());
+    all.extend(live_log_attacks::trials());
     // Last, alone: it reconfigures the operator (an insecure registry) and measures its memory.
     trials::run_phases(
         ari_e2e::scenario::Ctx::start_with_operator,

@@ -73,6 +73,12 @@ pub async fn client(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Resul
             },
         )
         .await?;
+    token_client(ctx, admin, ns, TENANT).await
+}
+
+/// A client acting as ServiceAccount `sa` of `ns`, with a token from a TokenRequest.
+pub async fn token_client(ctx: &Ctx, admin: &Client, ns: &str, sa: &str) -> Result<Client> {
+    let pp = PostParams::default();
     let req = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec![],
@@ -82,7 +88,7 @@ pub async fn client(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Resul
         ..TokenRequest::default()
     };
     let token = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create_token_request(TENANT, &pp, &req)
+        .create_token_request(sa, &pp, &req)
         .await?
         .status
         .context("empty TokenRequest")?

@@ -1,12 +1,14 @@
 //! Worker settings, read from the environment the operator's Deployment sets.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
 
 use super::WorkerError;
+use super::livelog::WriteRate;
 
 /// What one executor pod needs to know about itself.
 pub struct WorkerConfig {
@@ -42,6 +44,9 @@ pub struct WorkerConfig {
     /// `ARI_REGISTRY_DELEGATE_HOSTS`, `ARI_PRIVATE_REGISTRIES`,
     /// `ARI_REGISTRY_ALLOW_INTERNAL_ADDRESSES`): pulls here follow the operator's.
     pub registry: ari_oci::ClientOptions,
+    /// `ARI_LIVE_LOG_WRITES_PER_SECOND` / `ARI_LIVE_LOG_BURST`: live-log writes of the whole
+    /// pod (every write rewrites a whole Task object).
+    pub live_log_rate: WriteRate,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -61,6 +66,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("module_image", &self.module_image)
             .field("module_pull_secret", &self.module_pull_secret.is_some())
             .field("registry", &self.registry)
+            .field("live_log_rate", &self.live_log_rate)
             .finish_non_exhaustive()
     }
 }
@@ -127,6 +133,15 @@ impl WorkerConfig {
                     .map_err(|_| WorkerError::Config(format!("ARI_STEAL_AFTER_MS={v}")))?,
             ),
         };
+        let default_rate = WriteRate::default();
+        let live_log_rate = WriteRate {
+            per_second: positive(
+                &get,
+                "ARI_LIVE_LOG_WRITES_PER_SECOND",
+                default_rate.per_second,
+            )?,
+            burst: positive(&get, "ARI_LIVE_LOG_BURST", default_rate.burst)?,
+        };
         Ok(Self {
             agent,
             namespace,
@@ -147,7 +162,25 @@ impl WorkerConfig {
             module_image: get("ARI_MODULE_IMAGE"),
             module_pull_secret: get("ARI_MODULE_PULL_SECRET"),
             registry: ari_oci::ClientOptions::from_env(&get),
+            live_log_rate,
         })
+    }
+}
+
+/// `key` as a number from 1 to 1000, or `default` when unset.
+fn positive(
+    get: &impl Fn(&str) -> Option<String>,
+    key: &str,
+    default: NonZeroU32,
+) -> Result<NonZeroU32, WorkerError> {
+    match get(key) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .and_then(NonZeroU32::new)
+            .ok_or_else(|| WorkerError::Config(format!("{key}={v}: want 1..=1000"))),
     }
 }
 

@@ -17,6 +17,7 @@ use tracing::{info, warn};
 use super::backlog::Backlog;
 use super::cancels::Cancels;
 use super::convert;
+use super::livelog::LiveLogs;
 use super::metrics::Metrics;
 use super::peers::Peers;
 
@@ -33,6 +34,7 @@ pub async fn feed(
     peers: &Peers,
     metrics: &Metrics,
     cancels: &Cancels,
+    live: &LiveLogs,
 ) {
     let selector = format!("spec.agentRef.name={agent}");
     let stream =
@@ -44,6 +46,7 @@ pub async fn feed(
                 let owned = o.uid().is_none_or(|uid| peers.owns(&uid));
                 match decode(&o) {
                     Ok(t) => {
+                        live.seen(&t);
                         if t.is_cancelled()
                             && let Some(uid) = t.uid()
                             && cancels.cancel(&uid)
@@ -188,8 +191,9 @@ mod tests {
             }
         };
         let cancels = Cancels::default();
+        let live = LiveLogs::new(Default::default());
         tokio::select! {
-            _ = feed(api, "echo", &backlog, &peers, &metrics, &cancels) => panic!("the watch ended"),
+            _ = feed(api, "echo", &backlog, &peers, &metrics, &cancels, &live) => panic!("the watch ended"),
             _ = fed => {}
         }
         let next = tokio::time::timeout(Duration::from_secs(1), backlog.next())

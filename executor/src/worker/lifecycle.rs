@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ari_crds::names::ANNOTATION_LIVE_LOG;
 use ari_crds::{InputSource, LiveLog, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -28,33 +27,29 @@ use ari_runtime::CommitGate;
 use ari_runtime::capability::DelegationContext;
 use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
 
-/// How often `status.liveLog` is written at most while a watched Task logs.
+/// How often `status.liveLog` is written at most while a followed Task logs (and the pod's
+/// write budget allows it; see [`super::livelog`]).
 const LIVE_LOG_INTERVAL: Duration = Duration::from_millis(250);
-/// Lines buffered between two writes; past it lines are left out of the live view (the
+/// Lines buffered between two looks; past it lines are left out of the live view (the
 /// Task's full log is unaffected).
 const LIVE_LOG_BUFFER: usize = 64;
 
-/// Taps `req`'s guest log when `task` is annotated `ari.dev/live-log: "true"` (an A2A stream
-/// is watching): the lines on their way to `status.liveLog`. `None` for every other Task.
-fn live_log_tap(task: &Task, req: &mut TaskRequest) -> Option<tokio::sync::mpsc::Receiver<String>> {
-    let wanted = task
-        .annotations()
-        .get(ANNOTATION_LIVE_LOG)
-        .is_some_and(|v| v == "true");
-    wanted.then(|| {
-        let (tx, rx) = tokio::sync::mpsc::channel::<String>(LIVE_LOG_BUFFER);
-        // Never blocks the guest: a full buffer leaves the line out of the live view.
-        req.log_tap = Some(Arc::new(move |line: &str| {
-            let _ = tx.try_send(line.to_owned());
-        }));
-        rx
-    })
+/// Taps `req`'s guest log: the lines on their way to `status.liveLog`, written only while a
+/// stream follows the Task. Tapped from the start, so a stream that begins mid-run still gets
+/// the newest lines.
+fn live_log_tap(req: &mut TaskRequest) -> tokio::sync::mpsc::Receiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(LIVE_LOG_BUFFER);
+    // Never blocks the guest: a full buffer leaves the line out of the live view.
+    req.log_tap = Some(Arc::new(move |line: &str| {
+        let _ = tx.try_send(line.to_owned());
+    }));
+    rx
 }
 
-/// The next tapped line, or never when there is no tap (so `select!` never picks it).
-async fn next_line(tap: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> Option<String> {
-    match tap.as_mut() {
-        Some(rx) => rx.recv().await,
+/// The next tapped line, or never once the run closed the tap (so `select!` never picks it).
+async fn next_line(tap: &mut tokio::sync::mpsc::Receiver<String>) -> Option<String> {
+    match tap.recv().await {
+        Some(line) => Some(line),
         None => std::future::pending().await,
     }
 }
@@ -181,7 +176,10 @@ impl Worker {
             self.cancels
                 .register(&attempt.uid, attempt.current.is_cancelled()),
         );
+        // Live logs follow the Task's lease while it runs (see [`super::livelog`]).
+        self.live.register(&attempt.uid, &attempt.current);
         let ran = self.run_with_heartbeat(req, &mut attempt, &lost).await;
+        self.live.unregister(&attempt.uid);
         self.cancels.unregister(&attempt.uid);
         let mut outcome = ran?;
         if lost.load(Ordering::Acquire) {
@@ -353,9 +351,12 @@ impl Worker {
             task = %attempt.name,
             attempt = attempt.number
         );
-        let mut tap = live_log_tap(&attempt.current, &mut req);
+        let mut tap = live_log_tap(&mut req);
         let mut live = LiveLog::default();
         let mut unpublished = false;
+        // Whether a stream followed this run at some point: only then does the final status
+        // carry the newest lines.
+        let mut was_followed = false;
         let mut run = tokio::task::spawn_blocking(move || span.in_scope(|| agent.run(req)));
         let mut beat = tokio::time::interval(self.config.heartbeat);
         beat.tick().await; // the first tick is immediate; the claim was the first heartbeat
@@ -368,7 +369,17 @@ impl Worker {
                     unpublished = true;
                 }
                 _ = publish.tick(), if unpublished && !lost.load(Ordering::Acquire) => {
+                    if !self.live.followed(&attempt.uid) {
+                        continue;
+                    }
+                    was_followed = true;
+                    // Over the pod's budget: the lines wait for a later tick (or the final write).
+                    if !self.live.budget.take() {
+                        self.metrics.live_log_deferred.inc();
+                        continue;
+                    }
                     unpublished = false;
+                    self.metrics.live_log_writes.inc();
                     if let Err(e) = self.writer.live_log(attempt, &live).await {
                         debug!(task = %attempt.name, error = %e, "live log not written");
                     }
@@ -386,11 +397,11 @@ impl Worker {
                 }
             }
         };
-        // Lines not yet published go out with the final status write.
-        if let Some(mut rx) = tap
-            && let Some(status) = attempt.current.status.as_mut()
-        {
-            while let Ok(line) = rx.try_recv() {
+        // Lines not yet published go out with the final status write, when a stream follows
+        // (or followed) the Task.
+        was_followed |= self.live.followed(&attempt.uid);
+        if was_followed && let Some(status) = attempt.current.status.as_mut() {
+            while let Ok(line) = tap.try_recv() {
                 live.push(&line);
             }
             status.live_log = Some(live);

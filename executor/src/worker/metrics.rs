@@ -20,6 +20,8 @@ pub struct Metrics {
     pub cache_hits: IntGauge,
     pub compiles: IntGauge,
     pub task_seconds: Histogram,
+    pub live_log_writes: IntCounter,
+    pub live_log_deferred: IntCounter,
 }
 
 impl Metrics {
@@ -72,6 +74,16 @@ impl Metrics {
                 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0,
             ]),
         )?;
+        let live_log_writes = IntCounter::new(
+            "ari_executor_live_log_writes_total",
+            "status.liveLog writes for Tasks a gateway stream follows",
+        )?;
+        let live_log_deferred = IntCounter::new(
+            "ari_executor_live_log_deferred_total",
+            "status.liveLog writes put off because the pod used its live-log write budget",
+        )?;
+        registry.register(Box::new(live_log_writes.clone()))?;
+        registry.register(Box::new(live_log_deferred.clone()))?;
         registry.register(Box::new(tasks.clone()))?;
         registry.register(Box::new(fuel.clone()))?;
         registry.register(Box::new(active.clone()))?;
@@ -98,6 +110,8 @@ impl Metrics {
             cache_hits,
             compiles,
             task_seconds,
+            live_log_writes,
+            live_log_deferred,
         })
     }
 

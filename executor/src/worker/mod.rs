@@ -15,6 +15,7 @@ mod error;
 mod feed;
 mod gate;
 mod lifecycle;
+mod livelog;
 mod metrics;
 mod module;
 mod oci;
@@ -63,6 +64,8 @@ pub struct Worker {
     writer: status::Writer,
     /// Cancel tokens of the runs under way (see [`cancels`]).
     cancels: Arc<cancels::Cancels>,
+    /// Which runs are followed by a stream, and the pod's live-log write budget.
+    live: Arc<livelog::LiveLogs>,
     /// Running slots, and room for parents parked while their children run (see [`slots`]).
     slots: Arc<Slots>,
 }
@@ -187,6 +190,7 @@ async fn prepare(
         client,
         attestation_key: Arc::new(config.attestation_key.clone()),
         backlog: Backlog::new(config.steal_after),
+        live: Arc::new(livelog::LiveLogs::new(config.live_log_rate)),
         config,
         agent,
         runtime_agent,
@@ -296,6 +300,7 @@ impl Worker {
             &peers,
             &self.metrics,
             &self.cancels,
+            &self.live,
         )
         .await;
     }
