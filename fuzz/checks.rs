@@ -94,6 +94,7 @@ fn genuine() -> &'static (Attestation, SigningKey) {
             },
             module_sha256: "ab".repeat(32),
             input_sha256: "cd".repeat(32),
+            config_sha256: "ef".repeat(32),
             requirements: vec![
                 ari_runtime::model::CapabilityName::Network,
                 ari_runtime::model::CapabilityName::Storage,

@@ -440,6 +440,14 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
         "attestation module {} is not the Agent's digest {digest}",
         att.module_sha256
     );
+    // The executor signs the config it handed the guest: the Agent's `spec.config`.
+    let config = agent.spec.config.clone().unwrap_or_default();
+    let config_sha256 = ari_runtime::attestation::sha256_hex(config.as_bytes());
+    ensure!(
+        att.config_sha256 == config_sha256,
+        "attestation config {} is not the digest {config_sha256} of the Agent's spec.config {config:?}",
+        att.config_sha256
+    );
     Ok(())
 }
 

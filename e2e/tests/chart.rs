@@ -60,6 +60,10 @@ fn main() -> std::process::ExitCode {
                     executor_rbac,
                 ),
                 (
+                    "an_executor_creates_and_cancels_only_children_of_its_own_agent",
+                    executor_writes,
+                ),
+                (
                     "operator_token_holds_only_what_the_chart_grants",
                     operator_rbac,
                 ),
@@ -812,6 +816,149 @@ fn executor_rbac(ctx: &Ctx) -> Result<()> {
                 )
                 .await,
         )?;
+        Ok(())
+    })
+}
+
+/// A token bound to `pod` of `sa`, as the kubelet gives the pod (its claims name the pod).
+async fn pod_token(client: &Client, ns: &str, pod: &Pod) -> Result<String> {
+    let req = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(600),
+            bound_object_ref: Some(k8s_openapi::api::authentication::v1::BoundObjectReference {
+                kind: Some("Pod".into()),
+                api_version: Some("v1".into()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
+        },
+        ..TokenRequest::default()
+    };
+    let resp = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_token_request(EXECUTOR_SA, &PostParams::default(), &req)
+        .await
+        .with_context(|| format!("TokenRequest for {ns}/{EXECUTOR_SA} bound to a pod"))?;
+    Ok(resp.status.context("empty TokenRequest")?.token)
+}
+
+/// The ready executor pod of `agent`.
+async fn executor_pod(admin: &Client, ns: &str, agent: &str) -> Result<Pod> {
+    let selector = format!("ari.dev/agent={agent}");
+    let pods = wait::until("a ready executor", wait::DEFAULT, || {
+        ready_pods(admin, ns, &selector, 1)
+    })
+    .await?;
+    pods.into_iter().next().context("no executor pod")
+}
+
+/// A Task `name` for Agent `echo` that names `parent` (of Agent `agent`) as its parent, owned by
+/// it when `owned`: what an executor creates when its guest delegates.
+fn child_of(name: &str, parent: &Task, agent: &str, owned: bool) -> Result<Task> {
+    let uid = parent.uid().context("parent uid")?;
+    let mut t = serde_json::json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": name},
+        "spec": {"agentRef": {"name": "echo"}, "input": "x",
+                 "parent": {"name": parent.name_any(), "uid": uid, "agent": agent,
+                            "depth": 1, "index": 0}},
+    });
+    if owned {
+        t["metadata"]["ownerReferences"] = serde_json::json!([{
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+            "name": parent.name_any(), "uid": uid}]);
+    }
+    Ok(serde_json::from_value(t)?)
+}
+
+/// Issue 26, item 17: RBAC grants executors `create` and `patch` on every Task of their
+/// namespace; the chart's policy `ari-operator-executor-writes` narrows that, checked here with
+/// tokens bound to the executor pods as the kubelet mints them: a root Task, a child of another
+/// Agent's parent or without its owner reference, a child created with a token bound to no pod,
+/// a label change, and a cancel of a root Task or of another Agent's child are refused; the
+/// writes delegation needs go through.
+fn executor_writes(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("chart-exec-writes", |admin, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        ctx.apply_ok(&ns, &agent_yaml("other", "echo-module", 1, ""))?;
+        agent_ready(&admin, &ns, "echo").await?;
+        agent_ready(&admin, &ns, "other").await?;
+        ctx.apply_ok(&ns, &task_yaml("root", "echo", "hi", ""))?;
+        let root = task_finished(&admin, &ns, "root", wait::DEFAULT).await?;
+        let echo_pod = executor_pod(&admin, &ns, "echo").await?;
+        let other_pod = executor_pod(&admin, &ns, "other").await?;
+        let echo = client_with_token(ctx, &pod_token(&admin, &ns, &echo_pod).await?)?;
+        let other = client_with_token(ctx, &pod_token(&admin, &ns, &other_pod).await?)?;
+        let unbound = client_with_token(ctx, &token_for(&admin, &ns, EXECUTOR_SA).await?)?;
+        let (echo_tasks, other_tasks, unbound_tasks) = (
+            Api::<Task>::namespaced(echo, &ns),
+            Api::<Task>::namespaced(other, &ns),
+            Api::<Task>::namespaced(unbound, &ns),
+        );
+        let pp = PostParams::default();
+
+        let plain: Task = serde_yaml::from_str(&task_yaml("plain", "echo", "x", ""))?;
+        forbidden(
+            "an executor creates a root Task",
+            echo_tasks.create(&pp, &plain).await,
+        )?;
+        forbidden(
+            "an executor creates a child for another Agent's parent",
+            echo_tasks
+                .create(&pp, &child_of("c-theirs", &root, "other", true)?)
+                .await,
+        )?;
+        forbidden(
+            "an executor creates a child its parent does not own",
+            echo_tasks
+                .create(&pp, &child_of("c-unowned", &root, "echo", false)?)
+                .await,
+        )?;
+        forbidden(
+            "a token bound to no pod creates a child",
+            unbound_tasks
+                .create(&pp, &child_of("c-unbound", &root, "echo", true)?)
+                .await,
+        )?;
+        // What delegation needs: a child of its own Agent's parent, then its cancel.
+        echo_tasks
+            .create(&pp, &child_of("c-mine", &root, "echo", true)?)
+            .await
+            .context("an executor creates a child of its Agent's parent")?;
+        let cancel = Patch::Merge(serde_json::json!({"spec": {"cancelled": true}}));
+        let label =
+            Patch::Merge(serde_json::json!({"metadata": {"labels": {"ari.dev/plan-step": "x"}}}));
+        let params = PatchParams::default();
+        forbidden(
+            "another Agent's executor cancels the child",
+            other_tasks.patch("c-mine", &params, &cancel).await,
+        )?;
+        forbidden(
+            "an executor labels its child",
+            echo_tasks.patch("c-mine", &params, &label).await,
+        )?;
+        forbidden(
+            "an executor cancels a root Task",
+            echo_tasks.patch("root", &params, &cancel).await,
+        )?;
+        echo_tasks
+            .patch("c-mine", &params, &cancel)
+            .await
+            .context("an executor cancels its child")?;
+        let names: Vec<String> = Api::<Task>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(|t| t.name_any())
+            .collect();
+        ensure!(
+            names
+                .iter()
+                .all(|n| ["root", "c-mine"].contains(&n.as_str())),
+            "refused writes left Tasks behind: {names:?}"
+        );
         Ok(())
     })
 }

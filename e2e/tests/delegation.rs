@@ -1,6 +1,7 @@
 //! Delegation on a real control plane: guests whose children are Task objects created by their
 //! executors, with the grant, depth, children, mode and budget rules, cancellation of a tree,
-//! no deadlock at `concurrency: 1`, and an executor lost while a parent waits.
+//! no deadlock at `concurrency: 1`, an executor lost while a parent waits, and the children of
+//! a parent that ended with its executor.
 //! (The forged-parent attack is a tenant trial: `cargo test -p ari-e2e --test tenant`.)
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test delegation`.
 
@@ -39,6 +40,10 @@ fn main() -> std::process::ExitCode {
         (
             "an_executor_lost_while_a_parent_waits_leaves_one_child_and_the_tree_finishes",
             lost_parent,
+        ),
+        (
+            "the_child_of_a_parent_whose_executor_died_is_cancelled",
+            orphaned_child,
         ),
     ])
 }
@@ -253,15 +258,18 @@ fn chain(ctx: &Ctx) -> Result<()> {
                 "      agents: [relay]\n      maxDepth: 3\n",
             ),
         )?;
-        agent_ready(&client, &ns, "relay").await?;
+        let relay_agent = agent_ready(&client, &ns, "relay").await?;
         ctx.apply_ok(&ns, &task_yaml("root", "relay", "chain", ""))?;
         let t = task_finished(&client, &ns, "root", wait::DEFAULT).await?;
         expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
         ensure!(output(&t) == chained(3), "output {:?}", output(&t));
+        // Every level ran with the Agent's `config: relay`, and its attestation signs that.
+        verify_attestation(&t, &relay_agent)?;
         let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
         for (name, depth) in [("root-0", 1), ("root-0-0", 2), ("root-0-0-0", 3)] {
             let child = tasks.get(name).await?;
             expect_reason(&child, TaskPhase::Succeeded, TaskReason::Completed)?;
+            verify_attestation(&child, &relay_agent)?;
             ensure!(
                 child.spec.parent.as_ref().map(|p| p.depth) == Some(depth),
                 "{name}: {:?}",
@@ -474,6 +482,57 @@ fn lost_parent(ctx: &Ctx) -> Result<()> {
             output(&parent),
             output(child)
         );
+        Ok(())
+    })
+}
+
+/// Issue 26, item 13: a parent without retries loses its executor while its child spins; the
+/// operator fails the parent `ExecutorLost`, and nobody was left to cancel the child, which
+/// spun on to its deadline. Now the operator cancels it.
+fn orphaned_child(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("orphan", |client, ns| async move {
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        // The child runs on another Agent's executor, which lives on.
+        ctx.apply_ok(
+            &ns,
+            &agent(
+                "spinner",
+                "relay-module",
+                1,
+                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 300\n",
+            ),
+        )?;
+        ctx.apply_ok(
+            &ns,
+            &relay("waiter", "spinner", 1, "      agents: [spinner]\n"),
+        )?;
+        agent_ready(&client, &ns, "spinner").await?;
+        agent_ready(&client, &ns, "waiter").await?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("parent", "waiter", "wait", "  retries: 0\n"),
+        )?;
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let parent_pod = wait::until("the child spins", wait::DEFAULT, || async {
+            let child = api.get("parent-0").await.map_err(|e| e.to_string())?;
+            let parent = api.get("parent").await.map_err(|e| e.to_string())?;
+            match (child.phase(), parent.status.and_then(|s| s.executor)) {
+                (TaskPhase::Running, Some(pod)) => Ok(pod),
+                (p, _) => Err(format!("child {p:?}")),
+            }
+        })
+        .await?;
+        ctx.node.kill_pod_process(&ns, &parent_pod)?;
+        let parent = task_finished(&client, &ns, "parent", wait::DEFAULT).await?;
+        expect_reason(&parent, TaskPhase::Failed, TaskReason::ExecutorLost)?;
+        // Well before the child's own deadline (the parent's 120 s).
+        let child = task_finished(&client, &ns, "parent-0", Duration::from_secs(60)).await?;
+        expect_reason(&child, TaskPhase::Cancelled, TaskReason::Cancelled)?;
+        ensure!(
+            child.spec.cancelled == Some(true),
+            "the operator marks the child cancelled"
+        );
+        event_with_reason(&client, &ns, "parent-0", "ParentEnded").await?;
         Ok(())
     })
 }

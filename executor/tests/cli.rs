@@ -200,3 +200,95 @@ fn time_is_spelled_time_access_in_the_report_as_in_the_cluster() {
     let caps = &report["attestation"]["limitsApplied"]["capabilities"];
     assert_eq!(caps, &serde_json::json!(["timeAccess"]), "{report}");
 }
+
+/// Issue 26, item 10: the shipped `fanout` example run with `--config` (which Agent it calls)
+/// verifies when the verifier gives the same config, and says which check failed otherwise.
+/// Before the config was signed, `ari verify` replayed without it: "replay ended with
+/// CapabilityDenied".
+#[test]
+fn a_run_with_a_config_verifies_with_that_config_and_a_changed_one_is_named() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (fanout, wordcount) = (path("fanout"), path("wordcount"));
+    let counter = format!("counter={wordcount}");
+    let out = ari(&[
+        "run",
+        &fanout,
+        "--input",
+        "one two\nthree\n",
+        "--config",
+        "counter",
+        "--agent",
+        &counter,
+        "--grant",
+        "delegation=counter",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.path().join("report.json");
+    std::fs::write(&file, &out.stdout).expect("write");
+    let file = file.display().to_string();
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "verify",
+            &file[..],
+            "--module",
+            &fanout[..],
+            "--agent",
+            &counter[..],
+            "--accept-embedded-key",
+        ];
+        args.extend_from_slice(extra);
+        ari(&args)
+    };
+    let ok = verify(&["--config", "counter"]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let config_file = dir.path().join("config");
+    std::fs::write(&config_file, "counter").expect("write");
+    let from_file = verify(&["--config-file", &config_file.display().to_string()]);
+    assert_eq!(
+        from_file.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    for (extra, says) in [
+        (vec![], "no config was given"),
+        (
+            vec!["--config", "wordcount"],
+            "not the config the task ran with",
+        ),
+    ] {
+        let bad = verify(&extra);
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains("config digest check failed") && stderr.contains(says),
+            "{stderr}"
+        );
+    }
+
+    // A report of the format before the config was signed is refused as such.
+    let mut old: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    old["attestation"]["format"] = "ari.dev/attestation/v2".into();
+    if let Some(a) = old["attestation"].as_object_mut() {
+        a.remove("configSha256");
+    }
+    std::fs::write(&file, old.to_string()).expect("write");
+    let bad = verify(&["--config", "counter"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("ari.dev/attestation/v2") && stderr.contains("earlier ari release"),
+        "{stderr}"
+    );
+}

@@ -1,7 +1,7 @@
 //! Signed attestations: what ran (module, input, Task identity), how it was bounded (limits and
 //! grants), how it ended (phase and reason) and what it produced, signed by the executor.
 //!
-//! Signed message (format `ari.dev/attestation/v2`): DSSE's pre-authentication encoding
+//! Signed message (format `ari.dev/attestation/v3`): DSSE's pre-authentication encoding
 //! `"DSSEv1" SP len(type) SP type SP len(body) SP body` with type [`PAYLOAD_TYPE`] and `body`
 //! the UTF-8 bytes of the compact JSON object of every field except `signature`, keys in the
 //! order of [`Attestation`] and no whitespace. Numbers are unsigned decimal integers; strings are
@@ -21,11 +21,15 @@ use crate::limits::LimitsApplied;
 use crate::outcome::{FailureKind, TaskPhase, TaskReason};
 use crate::usage::ResourcesUsed;
 
-/// The `format` value of this version.
-pub const FORMAT: &str = "ari.dev/attestation/v2";
+/// The `format` value of this version. v3 added `configSha256` (the Agent's `spec.config`).
+pub const FORMAT: &str = "ari.dev/attestation/v3";
+
+/// Formats earlier releases signed: their signed bodies lack fields this version checks (v2:
+/// the config digest), so they are refused with a message that says so.
+pub const OLD_FORMATS: &[&str] = &["ari.dev/attestation/v1", "ari.dev/attestation/v2"];
 
 /// The DSSE payload type the attestation signature is bound to.
-pub const PAYLOAD_TYPE: &str = "application/vnd.ari.attestation.v2+json";
+pub const PAYLOAD_TYPE: &str = "application/vnd.ari.attestation.v3+json";
 
 /// What a guest `sign` call prepends to the guest's data before signing (and `verify` before
 /// verifying): keeps guest signatures out of the attestation message space.
@@ -106,7 +110,7 @@ impl Ending {
     }
 }
 
-/// Signed, replayable record of a run (format `ari.dev/attestation/v2`): `signature` is Ed25519
+/// Signed, replayable record of a run (format `ari.dev/attestation/v3`): `signature` is Ed25519
 /// over the DSSE pre-authentication encoding of the canonical JSON of the other fields, in this
 /// order (docs/runtime.md).
 // Field order here *is* the signed encoding (see the module docs); do not reorder.
@@ -118,6 +122,12 @@ pub struct Attestation {
     pub task: TaskIdentity,
     pub module_sha256: String,
     pub input_sha256: String,
+    /// SHA-256 of the config handed to the guest's `initialize` (the Agent's `spec.config`;
+    /// of no bytes when there is none): the config changes behaviour, so it is signed, and a
+    /// replay needs it. Defaults when absent so an old-format document is refused by its
+    /// `format`, not as malformed.
+    #[serde(default)]
+    pub config_sha256: String,
     /// Capabilities the Task required (the guest sees them; replay needs them).
     #[serde(default)]
     pub requirements: Vec<CapabilityName>,
@@ -146,6 +156,7 @@ struct Body<'a> {
     task: &'a TaskIdentity,
     module_sha256: &'a str,
     input_sha256: &'a str,
+    config_sha256: &'a str,
     requirements: &'a [CapabilityName],
     seed: &'a str,
     limits_applied: &'a LimitsApplied,
@@ -163,6 +174,7 @@ pub struct Claims {
     pub task: TaskIdentity,
     pub module_sha256: String,
     pub input_sha256: String,
+    pub config_sha256: String,
     pub requirements: Vec<CapabilityName>,
     pub seed: [u8; 32],
     pub limits_applied: LimitsApplied,
@@ -178,6 +190,12 @@ pub struct Claims {
 pub enum AttestationError {
     #[error("unsupported attestation format {0:?} (expected {FORMAT:?})")]
     Format(String),
+    #[error(
+        "attestation format {0:?} is from an earlier ari release: it does not sign the Agent's \
+         config, which {FORMAT:?} does; verify it with the `ari verify` of the release that \
+         made it, or run the task again"
+    )]
+    OldFormat(String),
     #[error("public key is not a valid Ed25519 key: {0}")]
     PublicKey(String),
     #[error("signature is malformed: {0}")]
@@ -196,6 +214,7 @@ impl Attestation {
             task: claims.task,
             module_sha256: claims.module_sha256,
             input_sha256: claims.input_sha256,
+            config_sha256: claims.config_sha256,
             requirements: claims.requirements,
             seed: hex::encode(claims.seed),
             limits_applied: claims.limits_applied,
@@ -218,6 +237,7 @@ impl Attestation {
             task: &self.task,
             module_sha256: &self.module_sha256,
             input_sha256: &self.input_sha256,
+            config_sha256: &self.config_sha256,
             requirements: &self.requirements,
             seed: &self.seed,
             limits_applied: &self.limits_applied,
@@ -250,6 +270,9 @@ impl Attestation {
     /// `s`) against the embedded public key, and, when `trusted` is given, that the embedded
     /// key is that one.
     pub fn verify_signature(&self, trusted: Option<&VerifyingKey>) -> Result<(), AttestationError> {
+        if OLD_FORMATS.contains(&self.format.as_str()) {
+            return Err(AttestationError::OldFormat(self.format.clone()));
+        }
         if self.format != FORMAT {
             return Err(AttestationError::Format(self.format.clone()));
         }
@@ -299,6 +322,7 @@ mod tests {
             },
             module_sha256: sha256_hex(b"module"),
             input_sha256: sha256_hex(b"in"),
+            config_sha256: sha256_hex(b"cfg"),
             requirements: vec![CapabilityName::Storage],
             seed: [7; 32],
             limits_applied: LimitsApplied {
@@ -415,6 +439,10 @@ mod tests {
                 "requirements",
                 Box::new(|a: &mut Attestation| a.requirements.clear()),
             ),
+            (
+                "config",
+                Box::new(|a: &mut Attestation| a.config_sha256 = sha256_hex(b"other config")),
+            ),
         ];
         for (what, edit) in edits {
             let mut edited = att.clone();
@@ -434,8 +462,13 @@ mod tests {
         let body = att.canonical_bytes();
         let text = String::from_utf8(body.clone()).expect("utf8");
         assert!(text.starts_with(
-            "{\"format\":\"ari.dev/attestation/v2\",\"task\":{\"namespace\":\"team-a\","
+            "{\"format\":\"ari.dev/attestation/v3\",\"task\":{\"namespace\":\"team-a\","
         ));
+        assert!(text.contains(&format!(
+            "\"inputSha256\":\"{}\",\"configSha256\":\"{}\",\"requirements\":",
+            sha256_hex(b"in"),
+            sha256_hex(b"cfg")
+        )));
         assert!(text.contains("\"ending\":{\"phase\":\"Succeeded\",\"reason\":\"Completed\"}"));
         assert!(text.contains("\"resourcesUsed\":{\"fuel\":42,\"cpuMillis\":0,"));
         assert!(text.ends_with(&format!("\"publicKey\":\"{}\"}}", att.public_key)));
@@ -450,6 +483,40 @@ mod tests {
         want.extend_from_slice(&body);
         assert_eq!(att.signed_message(), want);
     }
+
+    #[test]
+    fn an_old_format_document_parses_and_is_refused_by_its_format() {
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let mut json = serde_json::to_value(Attestation::sign(claims(), &key)).expect("json");
+        json["format"] = "ari.dev/attestation/v2".into();
+        if let Some(o) = json.as_object_mut() {
+            o.remove("configSha256");
+        }
+        let old: Attestation = serde_json::from_value(json).expect("a v2 document parses");
+        let err = old.verify_signature(None).expect_err("v2 is refused");
+        assert_eq!(
+            err,
+            AttestationError::OldFormat("ari.dev/attestation/v2".into())
+        );
+        assert!(err.to_string().contains("earlier ari release"), "{err}");
+        let mut other = Attestation::sign(claims(), &key);
+        other.format = "something/else".into();
+        assert!(matches!(
+            other.verify_signature(None),
+            Err(AttestationError::Format(_))
+        ));
+    }
+
+    /// Pins the signed encoding: a change here changes every signature, so it must come with
+    /// a new [`FORMAT`] (and this digest updated on purpose).
+    #[test]
+    fn the_signed_message_of_fixed_claims_is_pinned() {
+        let att = Attestation::sign(claims(), &SigningKey::from_bytes(&[3; 32]));
+        assert_eq!(sha256_hex(&att.signed_message()), PINNED_SIGNED_MESSAGE);
+    }
+
+    const PINNED_SIGNED_MESSAGE: &str =
+        "c2c7a8e535f8d720fbf028a95779673943b90353c473671e397a14bd61a180b2";
 
     #[test]
     fn a_small_order_key_with_a_trivial_signature_is_refused() {

@@ -8,9 +8,14 @@
 //! Safe because the operator writes only through the `status` subresource (the API server
 //! ignores `spec` there) and only for Tasks that are not finished, whose output and
 //! attestation do not exist yet; finished Tasks are only ever deleted.
+//!
+//! Agents the same way (issue 26, item 9): one can reach ≈ 500 KB (32 A2A skills, a 64 KiB
+//! config, a `kubectl apply` annotation copying it all), and the operator caches every one. It
+//! writes only an Agent's status (a merge patch of `status`), so nothing trimmed is written back.
 
-use ari_crds::{Task, TaskPhase};
+use ari_crds::{Agent, Task, TaskPhase};
 use k8s_openapi::api::core::v1::Pod;
+use sha2::{Digest, Sha256};
 
 pub fn trim_task(t: &mut Task) {
     t.metadata.managed_fields = None;
@@ -32,6 +37,22 @@ pub fn trim_task(t: &mut Task) {
             _ => s.message = None,
         }
         s.conditions.clear();
+    }
+}
+
+/// Keeps what the Agent, Task and Plan decisions read (module, capabilities, limits, executor,
+/// mode, status) and the config as its digest, which the executors' spec hash covers (a config
+/// change still rolls them; `deployment::spec_hash` hashes the spec as cached). Drops
+/// annotations, labels and managedFields (no decision reads them), the description and the
+/// A2A card (the gateway's, not the operator's; the executors use neither).
+pub fn trim_agent(a: &mut Agent) {
+    a.metadata.managed_fields = None;
+    a.metadata.annotations = None;
+    a.metadata.labels = None;
+    a.spec.description = None;
+    a.spec.a2a = None;
+    if let Some(config) = a.spec.config.as_mut() {
+        *config = format!("sha256:{}", hex::encode(Sha256::digest(config.as_bytes())));
     }
 }
 
@@ -85,6 +106,77 @@ mod tests {
         assert!(s.output.is_none());
         assert_eq!(s.resources_used.map(|r| r.fuel), Some(5));
         assert_eq!(s.executor.as_deref(), Some("exec-1"));
+    }
+
+    /// An Agent at its size bounds: 32 skills, a 64 KiB config, a last-applied annotation.
+    fn large_agent(config: &str) -> Agent {
+        let skill = |i: usize| {
+            json!({"id": format!("s{i}"), "name": "n".repeat(127), "description": "d".repeat(1024),
+                   "tags": vec!["t".repeat(63); 16], "examples": vec!["e".repeat(256); 8]})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u", "generation": 3,
+                "annotations": {LAST_APPLIED: "x".repeat(200_000)}, "labels": {"team": "x"},
+                "managedFields": [{"manager": "kubectl", "operation": "Update"}]},
+            "spec": {"module": {"configMap": {"name": "m", "key": "k"}},
+                     "description": "d".repeat(4096), "mode": "primary", "config": config,
+                     "capabilities": {"storage": {"maxBytes": 10},
+                                      "delegation": {"agents": ["b"]}},
+                     "limits": {"fuel": 7},
+                     "a2a": {"exposed": true, "skills": (0..32).map(skill).collect::<Vec<_>>()}},
+            "status": {"moduleDigest": "sha256:ab", "attestationPublicKey": "k",
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "R",
+                                       "message": "", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_large_agent_is_cached_small_with_what_decisions_read() {
+        let full = large_agent(&"c".repeat(64 << 10));
+        let before = serde_json::to_vec(&full).map(|v| v.len()).unwrap_or(0);
+        let mut a = full.clone();
+        trim_agent(&mut a);
+        let after = serde_json::to_vec(&a).map(|v| v.len()).unwrap_or(0);
+        assert!(before > 400_000, "{before}");
+        assert!(after < 2_000, "trimmed Agent is {after} bytes");
+        // What the Agent, Task and Plan decisions read is all there.
+        assert_eq!(a.spec.module, full.spec.module);
+        assert_eq!(a.spec.capabilities, full.spec.capabilities);
+        assert_eq!(a.spec.limits, full.spec.limits);
+        assert_eq!(a.spec.executor, full.spec.executor);
+        assert_eq!(a.spec.mode, full.spec.mode);
+        assert_eq!(a.status, full.status);
+        assert_eq!(a.metadata.uid, full.metadata.uid);
+        assert_eq!(a.metadata.generation, full.metadata.generation);
+        assert_eq!(
+            ari_crds::plan_view::agent_view(&a),
+            ari_crds::plan_view::agent_view(&full)
+        );
+    }
+
+    #[test]
+    fn a_trimmed_agent_still_rolls_its_executors_when_its_config_changes() {
+        let hash = |config: &str| {
+            let mut a = large_agent(config);
+            trim_agent(&mut a);
+            crate::agent::deployment::spec_hash(&a)
+        };
+        assert_eq!(hash("one"), hash("one"));
+        assert_ne!(hash("one"), hash("two"));
+        // A config that spells the digest of another is not taken for it.
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(b"one")));
+        assert_ne!(hash("one"), hash(&digest));
+        // The card and the description are the gateway's: changing them rolls nothing.
+        let mut other_card = large_agent("one");
+        other_card.spec.a2a = None;
+        other_card.spec.description = Some("new".into());
+        trim_agent(&mut other_card);
+        assert_eq!(
+            crate::agent::deployment::spec_hash(&other_card),
+            hash("one")
+        );
     }
 
     #[test]

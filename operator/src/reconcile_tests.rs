@@ -474,11 +474,28 @@ fn task_ctx(client: kube::Client) -> Arc<TaskContext> {
 
 /// A Task context whose Agent cache holds `cached` (the caches are empty otherwise).
 fn task_ctx_with(client: kube::Client, cached: Option<Agent>) -> Arc<TaskContext> {
+    task_ctx_full(client, cached, Vec::new())
+}
+
+/// A Task context whose Task cache (and child index) holds `tasks`.
+fn task_ctx_full(
+    client: kube::Client,
+    cached: Option<Agent>,
+    tasks: Vec<Task>,
+) -> Arc<TaskContext> {
+    use kube::runtime::watcher::Event;
     let (agents, mut writer) = kube::runtime::reflector::store();
     if let Some(a) = cached {
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(a));
+        writer.apply_watcher_event(&Event::Apply(a));
     }
     let (pods, _) = kube::runtime::reflector::store();
+    let (task_store, mut task_writer) = kube::runtime::reflector::store();
+    let children = Arc::new(crate::task::children::ChildIndex::default());
+    for t in tasks {
+        let event = Event::Apply(t);
+        children.observe(&event);
+        task_writer.apply_watcher_event(&event);
+    }
     Arc::new(TaskContext {
         base: ctx(client),
         seen: Seen::default(),
@@ -486,6 +503,8 @@ fn task_ctx_with(client: kube::Client, cached: Option<Agent>) -> Arc<TaskContext
         started: k8s_openapi::jiff::Timestamp::now(),
         agents,
         pods,
+        tasks: task_store,
+        children,
     })
 }
 
@@ -503,9 +522,62 @@ fn task_routes(
             json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 200}),
         ),
+        ("PATCH", p) if p.starts_with("/apis/ari.dev/v1alpha1/namespaces/demo/tasks/") => (
+            200,
+            json!({"apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+                   "metadata": {"name": p.rsplit('/').next(), "namespace": "demo"},
+                   "spec": {"agentRef": {"name": "echo"}, "input": "x", "cancelled": true}}),
+        ),
         ("POST", p) if p.ends_with("/events") => (201, b.clone()),
         _ => status(404, "NotFound"),
     }
+}
+
+/// Task `name` (uid `<name>-uid`) in `phase`, a child of `p` when `parent` says so.
+fn family_task(name: &str, phase: &str, parent: bool) -> Task {
+    let mut t = json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": name, "namespace": "demo", "uid": format!("{name}-uid"),
+                     "resourceVersion": "7", "creationTimestamp": "2020-01-01T00:00:00Z"},
+        "spec": {"agentRef": {"name": "echo"}},
+        "status": if phase == "Running" { running(1) } else { json!({"phase": phase}) },
+    });
+    if parent {
+        t["spec"]["parent"] =
+            json!({"name": "p", "uid": "p-uid", "agent": "relay", "depth": 1, "index": 0});
+    }
+    serde_json::from_value(t).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Issue 26, item 13: a parent the operator failed after its executor died has children
+/// nobody cancels. Whichever of the two is reconciled, the child gets `spec.cancelled`.
+#[tokio::test]
+async fn the_children_of_an_ended_parent_are_cancelled_from_either_side() {
+    let parent = family_task("p", "Failed", false);
+    let child = family_task("c", "Running", true);
+    for reconciled in [parent.clone(), child.clone()] {
+        let (client, log) = mock_client(task_routes(None));
+        let ctx = task_ctx_full(client, None, vec![parent.clone(), child.clone()]);
+        let res = crate::task::controller::reconcile(Arc::new(reconciled), ctx).await;
+        assert!(res.is_ok(), "{res:?}");
+        let patch = one(&log, "PATCH", "tasks/c").body;
+        assert_eq!(patch["spec"], json!({"cancelled": true}));
+        assert_eq!(
+            patch["metadata"]["uid"], "c-uid",
+            "guarded by the child's uid"
+        );
+        assert_eq!(find(&log, "POST", "/events").len(), 1);
+    }
+    // A parent still running keeps its children.
+    let (client, log) = mock_client(task_routes(None));
+    let ctx = task_ctx_full(
+        client,
+        None,
+        vec![family_task("p", "Running", false), child.clone()],
+    );
+    let res = crate::task::controller::reconcile(Arc::new(child), ctx).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(find(&log, "PATCH", "tasks/c").is_empty());
 }
 
 async fn run_task(task: Task, agent: Option<Value>) -> Log {

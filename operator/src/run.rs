@@ -7,7 +7,7 @@ use std::time::Duration;
 use ari_crds::names;
 use ari_crds::plan_view::LABEL_PLAN_UID;
 use ari_crds::{Agent, Plan, Task};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -26,6 +26,10 @@ use crate::metrics::Metrics;
 use crate::plan::controller::PlanContext;
 use crate::task::controller::{Seen, TaskContext};
 use crate::{agent, cache, decode, plan, task};
+
+/// Agents per page of the Agent list: a page is held whole while it is decoded, and an Agent
+/// can be ≈ 500 KB (the default page of 500 could take 250 MB before any is trimmed).
+const AGENT_LIST_PAGE: u32 = 50;
 
 /// Runs the operator until SIGTERM (`Ok`) or lost leadership (`Err(LostLeadership)`, so the pod
 /// restarts as a fresh candidate).
@@ -110,14 +114,16 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
         None => Api::<Deployment>::all(client.clone()),
     };
     // Agents and Tasks are written by namespace users: decode each object on its own so one
-    // that does not fit the types is skipped instead of failing every list (issue 13, item 3).
+    // that does not fit the types is skipped instead of failing every list (issue 13, item 3),
+    // and cache only what decisions read (issue 26, item 9).
     let (agent_store, agent_writer) = reflector::store();
     let agent_events = decode::watch::<Agent>(
         client.clone(),
         cfg.namespace.as_deref(),
-        watcher::Config::default(),
+        watcher::Config::default().page_size(AGENT_LIST_PAGE),
         metrics.decode_skipped.clone(),
     )
+    .modify(cache::trim_agent)
     .reflect(agent_writer)
     .applied_objects();
     let agent_controller = Controller::for_stream(agent_events, agent_store.clone());
@@ -170,6 +176,8 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
     let pod_cache = tokio::spawn(pod_cache);
 
     let (task_store, task_writer) = reflector::store();
+    let children = Arc::new(task::children::ChildIndex::default());
+    let index = children.clone();
     let task_events = decode::watch::<Task>(
         client.clone(),
         cfg.namespace.as_deref(),
@@ -177,6 +185,7 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
         metrics.decode_skipped.clone(),
     )
     .modify(cache::trim_task)
+    .inspect_ok(move |event| index.observe(event))
     .reflect(task_writer)
     .applied_objects();
     let task_controller = Controller::for_stream(task_events, task_store.clone())
@@ -188,6 +197,8 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
         started: k8s_openapi::jiff::Timestamp::now(),
         agents: agent_store.clone(),
         pods: pod_store.clone(),
+        tasks: task_store.clone(),
+        children,
     });
     // The Plan controller's validator reads the same Agent cache.
     let plan_agents = agent_store.clone();

@@ -24,6 +24,7 @@ mod tests {
             },
             module_sha256: sha256_hex(b"module"),
             input_sha256: sha256_hex(b"in"),
+            config_sha256: sha256_hex(b""),
             requirements: vec![CapabilityName::Signing],
             seed: [7; 32],
             limits_applied: LimitsApplied {

@@ -53,4 +53,4 @@ pub use report::RunReport;
 pub use runtime::{LoadedAgent, Runtime, RuntimeConfig, RuntimeError, RuntimeStats};
 pub use task::{CommitGate, TaskOutcome, TaskRequest, default_executor_name};
 pub use trace::Trace;
-pub use verify::{VerifyError, VerifyOptions, verify_report, verify_tree};
+pub use verify::{AgentOf, VerifyError, VerifyOptions, verify_report, verify_tree};

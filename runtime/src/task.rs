@@ -55,7 +55,8 @@ pub struct TaskRequest {
     /// Asked just before the storage commit; `Err(why)` skips the commit and fails the run
     /// (the worker: this executor no longer owns the Task's attempt, so nothing may land).
     pub commit_gate: Option<CommitGate>,
-    /// Handed to the guest's `initialize` (the Agent's `spec.config`); empty by default.
+    /// Handed to the guest's `initialize` (the Agent's `spec.config`); empty by default. Its
+    /// digest is signed (`configSha256`): it changes what the guest does.
     pub config: Vec<u8>,
     /// Cancels the run from another thread: the guest is interrupted within
     /// [`crate::cancel::CHECK_INTERVAL`] and the task ends `Cancelled`, committing nothing.
@@ -430,6 +431,7 @@ impl LoadedAgent {
                     },
                     module_sha256: self.module_sha256.clone(),
                     input_sha256: sha256_hex(&req.input),
+                    config_sha256: sha256_hex(&req.config),
                     requirements: req.requirements.clone(),
                     seed,
                     limits_applied: applied.clone(),

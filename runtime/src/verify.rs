@@ -25,6 +25,9 @@ pub struct VerifyOptions {
     /// The agent's signing key, needed to replay a task that used `signing` (signatures are
     /// recomputed, not recorded).
     pub signing: Option<SigningGrant>,
+    /// The config the root task's guest was given (the Agent's `spec.config`; empty for none):
+    /// checked against the signed `configSha256` and handed to the replay's `initialize`.
+    pub config: Vec<u8>,
 }
 
 /// Which check failed. The `Display` text names the check first.
@@ -42,6 +45,12 @@ pub enum VerifyError {
     )]
     ModuleDigest { attested: String, actual: String },
     #[error(
+        "config digest check failed: the guest was given a config hashing to {attested}, the \
+         config given to verify hashes to {actual}{hint}",
+        hint = config_hint(.actual)
+    )]
+    ConfigDigest { attested: String, actual: String },
+    #[error(
         "{what} digest check failed: the attestation says {attested}, the report's {what} hashes to {actual}"
     )]
     Digest {
@@ -57,11 +66,23 @@ pub enum VerifyError {
     Replay(String),
 }
 
-/// Runs every check, cheapest first; returns the replay outcome when all pass.
+/// Runs every check, cheapest first; returns the replay outcome when all pass. The guest's
+/// config is `opts.config`.
 pub fn verify_report(
     runtime: &Runtime,
     report: &RunReport,
     module: &[u8],
+    opts: &VerifyOptions,
+) -> Result<TaskOutcome, VerifyError> {
+    verify_one(runtime, report, module, &opts.config, opts)
+}
+
+/// [`verify_report`] of a task whose guest was given `config`.
+fn verify_one(
+    runtime: &Runtime,
+    report: &RunReport,
+    module: &[u8],
+    config: &[u8],
     opts: &VerifyOptions,
 ) -> Result<TaskOutcome, VerifyError> {
     let att = &report.attestation;
@@ -77,6 +98,13 @@ pub fn verify_report(
         return Err(VerifyError::ModuleDigest {
             attested: att.module_sha256.clone(),
             actual: module_sha,
+        });
+    }
+    let config_sha = sha256_hex(config);
+    if config_sha != att.config_sha256 {
+        return Err(VerifyError::ConfigDigest {
+            attested: att.config_sha256.clone(),
+            actual: config_sha,
         });
     }
     let input = report
@@ -126,6 +154,7 @@ pub fn verify_report(
         input,
         Arc::new(generate_signing_key()),
     );
+    req.config = config.to_vec();
     req.namespace = Some(att.task.namespace.clone()).filter(|n| !n.is_empty());
     req.uid = Some(att.task.uid.clone()).filter(|u| !u.is_empty());
     req.requirements = att.requirements.clone();
@@ -175,19 +204,34 @@ pub fn verify_report(
     Ok(replay)
 }
 
+/// What a child's Agent ran: its component and the config its guest was given (empty for
+/// none), by Agent name.
+pub type AgentOf<'a> = &'a dyn Fn(&str) -> Option<(Vec<u8>, Vec<u8>)>;
+
 /// Verifies a delegation tree: the root as [`verify_report`], then every child report under it
-/// with its own module (`module_of(agent)`), checking that each child is the one its parent's
-/// signed trace names: an awaited child by its attestation digest, a message by its Agent and
-/// input. Every awaited child of the trace must be in the report. Returns how many tasks were
-/// verified.
+/// with its own module and config (`agent_of(agent)`), checking that each child is the one its
+/// parent's signed trace names: an awaited child by its attestation digest, a message by its
+/// Agent and input. Every awaited child of the trace must be in the report. Returns how many
+/// tasks were verified.
 pub fn verify_tree(
     runtime: &Runtime,
     report: &RunReport,
     module: &[u8],
-    module_of: &dyn Fn(&str) -> Option<Vec<u8>>,
+    agent_of: AgentOf,
     opts: &VerifyOptions,
 ) -> Result<usize, VerifyError> {
-    verify_report(runtime, report, module, opts)?;
+    verify_node(runtime, report, module, &opts.config, agent_of, opts)
+}
+
+fn verify_node(
+    runtime: &Runtime,
+    report: &RunReport,
+    module: &[u8],
+    config: &[u8],
+    agent_of: AgentOf,
+    opts: &VerifyOptions,
+) -> Result<usize, VerifyError> {
+    verify_one(runtime, report, module, config, opts)?;
     let mut finished = std::collections::BTreeMap::new();
     let mut started = Vec::new();
     for event in &report.trace.events {
@@ -224,13 +268,13 @@ pub fn verify_tree(
                 )));
             }
         }
-        let child_module = module_of(agent).ok_or_else(|| {
+        let (child_module, child_config) = agent_of(agent).ok_or_else(|| {
             VerifyError::Malformed(format!(
                 "no module for Agent `{agent}` of child {} (pass --agent {agent}=FILE)",
                 child.task_id
             ))
         })?;
-        verified += verify_tree(runtime, child, &child_module, module_of, opts)
+        verified += verify_node(runtime, child, &child_module, &child_config, agent_of, opts)
             .map_err(|e| VerifyError::Replay(format!("child {} ({agent}): {e}", child.task_id)))?;
     }
     if let Some((task, _)) = finished.into_iter().next() {
@@ -239,6 +283,15 @@ pub fn verify_tree(
         )));
     }
     Ok(verified)
+}
+
+/// Why a config digest differs: none given (the usual mistake), or another one.
+fn config_hint(actual: &str) -> &'static str {
+    if actual == sha256_hex(b"") {
+        " (no config was given: pass the Agent's spec.config)"
+    } else {
+        " (not the config the task ran with)"
+    }
 }
 
 fn ending(kind: Option<crate::FailureKind>, message: Option<&str>) -> String {

@@ -270,7 +270,8 @@ fn a_tree_replays_without_any_other_agent_and_verifies_whole() {
         trusted_key: Some(key().verifying_key()),
         ..Default::default()
     };
-    let modules = |name: &str| (name == "wordcount").then(|| agent_bytes("wordcount"));
+    let modules =
+        |name: &str| (name == "wordcount").then(|| (agent_bytes("wordcount"), Vec::new()));
     let verified = verify_tree(runtime(), &report, &agent_bytes("fanout"), &modules, &opts)
         .expect("the whole tree verifies");
     assert_eq!(verified, 3);
@@ -289,6 +290,61 @@ fn a_tree_replays_without_any_other_agent_and_verifies_whole() {
     let err = verify_tree(runtime(), &partial, &agent_bytes("fanout"), &modules, &opts)
         .expect_err("a missing child does not verify");
     assert!(err.to_string().contains("missing"), "{err}");
+}
+
+/// Issue 26, item 10: the config decides which Agent `fanout` calls. It is signed, and a
+/// replay given it reproduces the run; without it (or with another) verification says so
+/// instead of failing the replay with `CapabilityDenied`.
+#[test]
+fn a_tree_run_with_a_config_verifies_only_with_that_config() {
+    let others = delegator(&[("counter", "wordcount", Grants::default(), "")]);
+    let input = "alpha beta\ngamma\n";
+    let outcome = run_root(
+        "fanout",
+        input,
+        "counter",
+        delegating(&["counter"], 1, 8),
+        &others,
+    );
+    assert_eq!(outcome.failure, None);
+    assert_eq!(
+        outcome.attestation.config_sha256,
+        ari_runtime::attestation::sha256_hex(b"counter")
+    );
+    let report = RunReport::tree(outcome, input.as_bytes(), &[], others.finish());
+    let agents = |name: &str| (name == "counter").then(|| (agent_bytes("wordcount"), Vec::new()));
+    let with = |config: &[u8]| VerifyOptions {
+        trusted_key: Some(key().verifying_key()),
+        config: config.to_vec(),
+        ..Default::default()
+    };
+    let verified = verify_tree(
+        runtime(),
+        &report,
+        &agent_bytes("fanout"),
+        &agents,
+        &with(b"counter"),
+    )
+    .expect("verifies with the config it ran with");
+    assert_eq!(verified, 3);
+    for (config, says) in [
+        (&b""[..], "no config was given"),
+        (&b"wordcount"[..], "not the config the task ran with"),
+    ] {
+        let err = verify_tree(
+            runtime(),
+            &report,
+            &agent_bytes("fanout"),
+            &agents,
+            &with(config),
+        )
+        .expect_err("another config does not verify");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("config digest check failed") && text.contains(says),
+            "{text}"
+        );
+    }
 }
 
 #[test]

@@ -204,7 +204,7 @@ fn the_attestation_states_the_task_ending_limits_and_grants() {
     req.uid = Some("uid-1".into());
     let o = agent("counter").run(req);
     let a = &o.attestation;
-    assert_eq!(a.format, "ari.dev/attestation/v2");
+    assert_eq!(a.format, "ari.dev/attestation/v3");
     assert_eq!(a.task.namespace, "team-a");
     assert_eq!(a.task.uid, "uid-1");
     assert_eq!(a.ending.phase, ari_runtime::model::TaskPhase::Succeeded);

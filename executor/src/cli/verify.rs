@@ -8,9 +8,9 @@ use clap::Args;
 use ari_runtime::capability::SigningGrant;
 use ari_runtime::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_tree};
 
-/// Verify a report of `ari run --json`: the Ed25519 signature, the module, input, output and
-/// trace digests, then re-execute from the recorded trace to the same output and trace digests.
-/// Exits 0 when every check passes, 3 when one fails (the message names it).
+/// Verify a report of `ari run --json`: the Ed25519 signature, the module, config, input, output
+/// and trace digests, then re-execute from the recorded trace to the same output and trace
+/// digests. Exits 0 when every check passes, 3 when one fails (the message names it).
 #[derive(Args)]
 pub struct VerifyArgs {
     /// The JSON report written by `ari run --json`.
@@ -33,6 +33,17 @@ pub struct VerifyArgs {
     /// Every child of the tree is verified too.
     #[arg(long = "agent", value_name = "NAME=FILE")]
     agents: Vec<String>,
+    /// The config the task's agent was given (`ari run --config`, an Agent's `spec.config`):
+    /// its digest is signed, and the replay hands it to `initialize`.
+    #[arg(long, conflicts_with = "config_file")]
+    config: Option<String>,
+    /// The config, read from a file byte for byte (e.g. `kubectl get agent NAME -o
+    /// jsonpath='{.spec.config}' > FILE`).
+    #[arg(long)]
+    config_file: Option<PathBuf>,
+    /// The config of one of the --agent Agents: NAME=TEXT (repeatable), as `ari run` took it.
+    #[arg(long = "agent-config", value_name = "NAME=TEXT")]
+    agent_configs: Vec<String>,
 }
 
 pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
@@ -58,6 +69,12 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .as_deref()
             .map(SigningGrant::from_file)
             .transpose()?,
+        config: match (&args.config, &args.config_file) {
+            (Some(text), _) => text.clone().into_bytes(),
+            (None, Some(path)) => std::fs::read(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?,
+            (None, None) => Vec::new(),
+        },
     };
     let mut modules = std::collections::BTreeMap::new();
     for a in &args.agents {
@@ -69,9 +86,19 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             super::read_module(std::path::Path::new(path))?,
         );
     }
-    let module_of = |agent: &str| modules.get(agent).cloned();
+    let mut configs = std::collections::BTreeMap::new();
+    for a in &args.agent_configs {
+        let (name, text) = a
+            .split_once('=')
+            .with_context(|| format!("--agent-config `{a}`: expected NAME=TEXT"))?;
+        configs.insert(name.to_owned(), text.as_bytes().to_vec());
+    }
+    let agent_of = |agent: &str| {
+        let config = configs.get(agent).cloned().unwrap_or_default();
+        modules.get(agent).cloned().map(|m| (m, config))
+    };
     let runtime = Runtime::new(config)?;
-    match verify_tree(&runtime, &report, &module, &module_of, &opts) {
+    match verify_tree(&runtime, &report, &module, &agent_of, &opts) {
         Ok(tasks) => {
             if tasks > 1 {
                 println!("ari verify: OK: {tasks} tasks of the delegation tree verified");

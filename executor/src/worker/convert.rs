@@ -305,6 +305,7 @@ mod tests {
                 },
                 module_sha256: "ab".repeat(32),
                 input_sha256: "cd".repeat(32),
+                config_sha256: "ef".repeat(32),
                 requirements: vec![CapabilityName::Storage],
                 seed: [1; 32],
                 limits_applied: limits.clone(),

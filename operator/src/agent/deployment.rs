@@ -44,7 +44,9 @@ pub fn selector_labels(agent: &str) -> BTreeMap<String, String> {
     ])
 }
 
-/// First 16 hex digits of SHA-256 over the spec JSON: a spec change rolls the pods.
+/// First 16 hex digits of SHA-256 over the spec JSON as the operator caches it
+/// ([`crate::cache::trim_agent`]: the config by its digest, no description or A2A card): a
+/// change of what the executors use rolls the pods.
 pub fn spec_hash(agent: &Agent) -> String {
     let bytes = serde_json::to_vec(&agent.spec).unwrap_or_default();
     hex::encode(&Sha256::digest(bytes)[..8])

@@ -48,7 +48,8 @@ pub fn role(namespace: &str) -> Role {
         rules: Some(vec![
             rule(&["ari.dev"], &["agents"], &["get", "list", "watch"]),
             // Create and patch: a delegating guest's children are Tasks, cancelled (`patch`
-            // of `spec.cancelled`) with their parent.
+            // of `spec.cancelled`) with their parent. RBAC cannot narrow these to children of
+            // the pod's own Agent; the chart's `executor-writes` admission policy does.
             rule(
                 &["ari.dev"],
                 &["tasks"],

@@ -13,12 +13,13 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::info;
 
-use super::decide::{Decision, ExecutorPod, Timing, decide};
+use super::children::ChildIndex;
+use super::decide::{Decision, ExecutorPod, ParentTask, Timing, decide, orphaned};
 use crate::context::Context;
 use crate::error::Error;
 
@@ -50,6 +51,10 @@ pub struct TaskContext {
     /// case and only a negative answer (not found) is confirmed against the API server.
     pub agents: Store<Agent>,
     pub pods: Store<Pod>,
+    /// The Tasks themselves (trimmed), to see whether a child's parent has ended.
+    pub tasks: Store<Task>,
+    /// Unfinished children by parent, to cancel them when their parent ends.
+    pub children: Arc<ChildIndex>,
     /// Failed Tasks that already have their Event.
     pub announced: Seen,
     /// When this process began leading (set after the Lease is won): failures before it were
@@ -65,6 +70,23 @@ impl TaskContext {
         Api::<Agent>::namespaced(self.base.client.clone(), ns)
             .get_opt(name)
             .await
+    }
+
+    /// The state of `task`'s parent as the Task cache has it.
+    fn parent_of(&self, task: &Task) -> ParentTask {
+        let (Some(link), Some(ns)) = (&task.spec.parent, task.namespace()) else {
+            return ParentTask::Unknown;
+        };
+        match self.tasks.get(&ObjectRef::new(&link.name).within(&ns)) {
+            Some(p) if p.uid().as_deref() == Some(link.uid.as_str()) => {
+                if p.is_finished() {
+                    ParentTask::Ended(p.phase())
+                } else {
+                    ParentTask::Active
+                }
+            }
+            _ => ParentTask::Unknown,
+        }
     }
 
     async fn pod(&self, ns: &str, name: &str) -> Result<Option<Pod>, kube::Error> {
@@ -126,7 +148,7 @@ pub fn next_status(task: &Task, decision: &Decision, now: Timestamp) -> Option<T
         Decision::Fail { reason, message } => s.fail(*reason, message, generation, Time(now)),
         Decision::Requeue { message } => s.requeue(message, generation, Time(now)),
         Decision::Cancel { message } => s.cancel(message, generation, Time(now)),
-        Decision::Wait(_) | Decision::Delete => return None,
+        Decision::Wait(_) | Decision::Delete | Decision::CancelChild { .. } => return None,
     };
     written.ok().map(|()| s)
 }
@@ -198,6 +220,15 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
     let ns = task.namespace().ok_or(Error::NoNamespace)?;
     let name = task.name_any();
     let client = base.client.clone();
+    let tasks = Api::<Task>::namespaced(client.clone(), &ns);
+
+    if let Some(decision) = orphaned(&task, ctx.parent_of(&task)) {
+        cancel_child(&ctx, &tasks, &task, &decision).await?;
+        return Ok(Action::await_change());
+    }
+    if task.is_finished() {
+        cancel_children(&ctx, &tasks, &task).await?;
+    }
 
     let agent = match task.phase() {
         TaskPhase::Pending => ctx.agent(&ns, &task.spec.agent_ref.name).await?,
@@ -223,7 +254,6 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
     };
     let now = Timestamp::now();
     let decision = decide(&task, agent.as_ref(), pod, now, timing);
-    let tasks = Api::<Task>::namespaced(client, &ns);
 
     match &decision {
         Decision::Wait(after) => {
@@ -247,6 +277,10 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
             return Ok(Action::await_change());
         }
         Decision::Fail { .. } | Decision::Requeue { .. } | Decision::Cancel { .. } => {}
+        Decision::CancelChild { .. } => {
+            cancel_child(&ctx, &tasks, &task, &decision).await?;
+            return Ok(Action::await_change());
+        }
     }
     let Some(status) = next_status(&task, &decision, now) else {
         return Ok(Action::await_change());
@@ -277,6 +311,57 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
     }
     base.event(&*task, warning, reason, action, note).await;
     Ok(Action::await_change())
+}
+
+/// Cancels the unfinished children of `parent`, which has ended (see
+/// [`orphaned`](super::decide::orphaned)).
+async fn cancel_children(ctx: &TaskContext, tasks: &Api<Task>, parent: &Task) -> Result<(), Error> {
+    for child in ctx.children.of(parent) {
+        let Some(child) = ctx.tasks.get(&child) else {
+            continue;
+        };
+        let linked =
+            child.spec.parent.as_ref().map(|p| p.uid.as_str()) == parent.metadata.uid.as_deref();
+        if !linked {
+            continue;
+        }
+        if let Some(decision) = orphaned(&child, ParentTask::Ended(parent.phase())) {
+            cancel_child(ctx, tasks, &child, &decision).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets `spec.cancelled` on `child` (a merge patch that names its uid, so a re-created Task of
+/// the same name is left alone) and says why in an Event.
+async fn cancel_child(
+    ctx: &TaskContext,
+    tasks: &Api<Task>,
+    child: &Task,
+    decision: &Decision,
+) -> Result<(), Error> {
+    let Decision::CancelChild { message } = decision else {
+        return Ok(());
+    };
+    let name = child.name_any();
+    let patch = serde_json::json!({
+        "metadata": {"uid": child.uid()},
+        "spec": {"cancelled": true},
+    });
+    match tasks
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    let ns = child.namespace().unwrap_or_default();
+    info!(task = %name, namespace = %ns, "cancelled: {message}");
+    ctx.base
+        .event(child, false, "ParentEnded", "Cancel", message.clone())
+        .await;
+    Ok(())
 }
 
 /// Backoff on errors.

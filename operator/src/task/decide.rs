@@ -40,6 +40,43 @@ pub enum Decision {
     Cancel { message: String },
     /// TTL after finish elapsed.
     Delete,
+    /// A child whose parent ended: set its `spec.cancelled` (its executor, or the operator for
+    /// a pending one, then ends it Cancelled).
+    CancelChild { message: String },
+}
+
+/// What the operator's Task cache says of a Task's parent (`spec.parent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParentTask {
+    /// Not a child, or its parent is not in the cache under that uid (deleted: the garbage
+    /// collector removes the children with it).
+    Unknown,
+    /// Pending or Running: it still follows its children (a requeued parent adopts them).
+    Active,
+    /// Ended with this phase.
+    Ended(TaskPhase),
+}
+
+/// Whether to cancel `child` because its parent ended (issue 26, item 13). A parent's executor
+/// cancels the children it did not collect when the parent ends; when that executor died
+/// the operator ends the parent, and no one else would stop its children. A one-way message
+/// outlives a parent that ended normally (that is what a message is), but not a cancelled one.
+pub fn orphaned(child: &Task, parent: ParentTask) -> Option<Decision> {
+    let ParentTask::Ended(phase) = parent else {
+        return None;
+    };
+    let Some(link) = &child.spec.parent else {
+        return None;
+    };
+    if child.is_finished() || child.spec.cancelled == Some(true) {
+        return None;
+    }
+    if link.message == Some(true) && phase != TaskPhase::Cancelled {
+        return None;
+    }
+    Some(Decision::CancelChild {
+        message: format!("its parent {} ended {}", link.name, phase.as_str()),
+    })
 }
 
 fn at(t: Timestamp, secs: u64) -> Option<Timestamp> {
@@ -437,6 +474,58 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_child_is_cancelled_when_its_parent_has_ended() {
+        use ari_crds::delegation::ParentRef;
+        let child = |phase: Option<TaskPhase>, message: bool, cancelled: bool| {
+            let mut t = task(phase.map(|p| TaskStatus {
+                phase: Some(p),
+                ..Default::default()
+            }));
+            t.spec.parent = Some(ParentRef {
+                name: "p".into(),
+                uid: "u".into(),
+                agent: "a".into(),
+                depth: 1,
+                index: 0,
+                message: message.then_some(true),
+                memory_bytes: None,
+            });
+            t.spec.cancelled = cancelled.then_some(true);
+            t
+        };
+        use ParentTask::{Active, Ended, Unknown};
+        use TaskPhase::{Cancelled, Failed, Pending, Running, Succeeded};
+        // (child phase, message, already cancelled, parent, cancel it?)
+        let table = [
+            (Some(Running), false, false, Ended(Failed), true),
+            (None, false, false, Ended(Failed), true),
+            (Some(Pending), false, false, Ended(Succeeded), true),
+            (Some(Running), false, false, Ended(Cancelled), true),
+            (Some(Running), false, false, Active, false),
+            (Some(Running), false, false, Unknown, false),
+            (Some(Running), false, true, Ended(Failed), false),
+            (Some(Succeeded), false, false, Ended(Failed), false),
+            (Some(Cancelled), false, false, Ended(Cancelled), false),
+            (Some(Running), true, false, Ended(Succeeded), false),
+            (Some(Running), true, false, Ended(Failed), false),
+            (Some(Running), true, false, Ended(Cancelled), true),
+        ];
+        for (phase, message, cancelled, parent, want) in table {
+            let got = orphaned(&child(phase, message, cancelled), parent);
+            assert_eq!(
+                got.is_some(),
+                want,
+                "child {phase:?} message={message} cancelled={cancelled}, parent {parent:?}: {got:?}"
+            );
+            if let Some(Decision::CancelChild { message }) = got {
+                assert!(message.contains("parent p ended"), "{message}");
+            }
+        }
+        // Not a child at all.
+        assert_eq!(orphaned(&task(None), Ended(Failed)), None);
     }
 
     #[test]

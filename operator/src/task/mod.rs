@@ -1,4 +1,6 @@
-//! The Task controller: validation, deadlines, executor loss, TTL. Not on the hot path.
+//! The Task controller: validation, deadlines, executor loss, TTL, children of ended parents.
+//! Not on the hot path.
 
+pub mod children;
 pub mod controller;
 pub mod decide;
