@@ -1,4 +1,4 @@
-//! The namespace user as attacker: someone with `create` on Agents and Tasks in one namespace
+//! The namespace user as attacker: someone with `create` on Agents, Tasks and Plans in one namespace
 //! (and, where a trial says so, on Secrets) tries each attack of docs/security.md's tenant table
 //! on a real control plane. Every trial asserts the attack failed *and* that the operator and
 //! executors still serve other namespaces.
@@ -9,6 +9,7 @@ use ari_e2e::trials;
 mod delegation_attacks;
 mod namespace_user;
 mod operator_attacks;
+mod plan_attacks;
 mod worker_attacks;
 
 fn main() -> std::process::ExitCode {
@@ -17,5 +18,6 @@ fn main() -> std::process::ExitCode {
     all.extend(operator_attacks::trials());
     all.extend(worker_attacks::trials());
     all.extend(delegation_attacks::trials());
+    all.extend(plan_attacks::trials());
     trials::run(all)
 }

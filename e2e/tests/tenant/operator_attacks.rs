@@ -43,7 +43,7 @@ pub fn trials() -> Vec<(&'static str, ari_e2e::trials::TrialFn)> {
 }
 
 /// Creates an object of kind `K` from JSON as `client` (unknown fields reach the API server).
-async fn create<K>(client: &Client, ns: &str, obj: Value) -> Result<()>
+pub(crate) async fn create<K>(client: &Client, ns: &str, obj: Value) -> Result<()>
 where
     K: kube::Resource<DynamicType = ()>,
 {
@@ -56,7 +56,7 @@ where
     Ok(())
 }
 
-fn agent_json(name: &str, spec_extra: Value) -> Value {
+pub(crate) fn agent_json(name: &str, spec_extra: Value) -> Value {
     let mut spec = json!({"module": {"configMap": {"name": "echo-module", "key": "module.wasm"}}});
     if let (Some(s), Some(e)) = (spec.as_object_mut(), spec_extra.as_object()) {
         s.extend(e.clone());
@@ -101,7 +101,7 @@ async fn agent_condition(
 }
 
 /// The operator still serves: a fresh namespace's echo Task succeeds.
-async fn serves_elsewhere(ctx: &Ctx, admin: &Client, prefix: &str) -> Result<()> {
+pub(crate) async fn serves_elsewhere(ctx: &Ctx, admin: &Client, prefix: &str) -> Result<()> {
     let ns = ctx.cluster.new_namespace(prefix).await?;
     ctx.module_configmap(&ns, "echo-module", "echo")?;
     ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
