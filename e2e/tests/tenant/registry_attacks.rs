@@ -165,8 +165,9 @@ fn hostile_registry(ctx: &Ctx) -> Result<()> {
 
 /// The pid of the one operator pod's process on the node agent.
 fn operator_pid(ctx: &Ctx) -> Result<u32> {
+    // The client is made inside the runtime (it spawns its buffer task).
     ctx.rt
-        .block_on(operator_pid_async(ctx, &ctx.cluster.client()))
+        .block_on(async { operator_pid_async(ctx, &ctx.cluster.client()).await })
 }
 
 async fn operator_pid_async(ctx: &Ctx, admin: &Client) -> Result<u32> {
