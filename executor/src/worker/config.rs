@@ -40,6 +40,9 @@ pub struct WorkerConfig {
     pub module_pull_secret: Option<String>,
     /// `ARI_INSECURE_REGISTRIES`: registries the operator's admin allows plain HTTP to.
     pub insecure_registries: Vec<String>,
+    /// `ARI_PARKED_MEMORY_BYTES`: memory parked parents may hold at once; when unset, what the
+    /// pod's cgroup limit leaves (see `slots::parking_budget`).
+    pub parked_memory_bytes: Option<u64>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -125,6 +128,12 @@ impl WorkerConfig {
                     .map_err(|_| WorkerError::Config(format!("ARI_STEAL_AFTER_MS={v}")))?,
             ),
         };
+        let parked_memory_bytes = get("ARI_PARKED_MEMORY_BYTES")
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| WorkerError::Config(format!("ARI_PARKED_MEMORY_BYTES={v}")))
+            })
+            .transpose()?;
         Ok(Self {
             agent,
             namespace,
@@ -152,6 +161,7 @@ impl WorkerConfig {
                         .collect()
                 })
                 .unwrap_or_default(),
+            parked_memory_bytes,
         })
     }
 }
