@@ -247,7 +247,10 @@ mod tests {
             admit_child(&child, &parent, &granting(&["wordcount"]), &open()),
             Ok(())
         );
-        assert_eq!(admit_child(&child, &parent, &granting(&["*"]), &open()), Ok(()));
+        assert_eq!(
+            admit_child(&child, &parent, &granting(&["*"]), &open()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -365,7 +368,11 @@ mod tests {
             let refusal =
                 admit_child(&child, &parent, &grant, &taking(callers)).expect_err("refused");
             assert_eq!(refusal.reason, TaskReason::CapabilityDenied);
-            assert!(refusal.message.contains("spec.callers"), "{}", refusal.message);
+            assert!(
+                refusal.message.contains("spec.callers"),
+                "{}",
+                refusal.message
+            );
         }
         for callers in [&["research"][..], &["*"], &["other", "research"]] {
             assert_eq!(

@@ -176,12 +176,20 @@ fn every_integer_field_is_bounded_to_what_its_rust_type_holds() {
 fn a_parent_reference_is_patterned_like_the_names_and_uid_it_copies() {
     let crd: serde_json::Value =
         serde_yaml::from_str(&checked_in("ari.dev_tasks.yaml")).expect("tasks CRD parses");
-    let parent = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        ["properties"]["parent"]["properties"];
+    let parent = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["parent"]["properties"];
     let long = "a".repeat(300);
     let cases: [(&str, &[&str], &[&str]); 3] = [
-        ("name", &["doc", "doc-1.v2"], &["../x", "a/b", "Doc", "-x", &long]),
-        ("agent", &["research"], &["../x", "x/../../secrets", "", &long]),
+        (
+            "name",
+            &["doc", "doc-1.v2"],
+            &["../x", "a/b", "Doc", "-x", &long],
+        ),
+        (
+            "agent",
+            &["research"],
+            &["../x", "x/../../secrets", "", &long],
+        ),
         (
             "uid",
             &["0b5e2f8c-9a1d-4c3e-8f7a-6d5c4b3a2f10"],
