@@ -102,6 +102,7 @@ mod tests {
             executor: Default::default(),
             description: None,
             mode,
+            callers: None,
             config: None,
             a2a: None,
         }

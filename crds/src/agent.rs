@@ -83,9 +83,19 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub description: Option<String>,
-    /// How the agent may be used: as a primary agent, as a subagent of another, or both.
+    /// How the agent may be used: as a primary agent, as a subagent of another, or both. Where
+    /// its Tasks may come from, not who may send them: see `callers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<AgentMode>,
+    /// The Agents whose tasks may delegate to this one (`*`, written deliberately: any). Once
+    /// set, every other caller is refused (an empty list refuses all); absent, any Agent of the
+    /// namespace whose own delegation grant names this one may call it (as before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 64),
+        inner(regex(pattern = r"^(\*|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)$"))
+    )]
+    pub callers: Option<Vec<String>>,
     /// Handed as bytes to the guest's `initialize` before every task, so one module can serve
     /// several Agents configured differently (JSON or YAML as text is the usual form).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,6 +184,16 @@ pub struct Capabilities {
     /// Running tasks on other Agents of the namespace, out of the task's own budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation: Option<DelegationCapability>,
+}
+
+impl AgentSpec {
+    /// Whether this Agent takes a delegated Task from a parent running on Agent `caller`
+    /// (`spec.callers`; absent: any caller).
+    pub fn accepts_caller(&self, caller: &str) -> bool {
+        self.callers
+            .as_ref()
+            .is_none_or(|callers| ari_model::limits::delegation_allows(callers, caller))
+    }
 }
 
 /// Delegation grant: which Agents a task may call, how deep and how many.

@@ -22,14 +22,26 @@ pub const MAX_LISTED_CHILDREN: usize = 64;
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ParentRef {
-    /// The parent Task's name (same namespace).
-    #[schemars(length(min = 1, max = 253))]
+    /// The parent Task's name (same namespace): a DNS subdomain, as every Task name is (it ends
+    /// up in request paths).
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub name: String,
-    /// The parent Task's uid: a re-created parent of the same name is another parent.
-    #[schemars(length(min = 1, max = 64))]
+    /// The parent Task's uid (a UUID, as the API server writes it): a re-created parent of the
+    /// same name is another parent.
+    #[schemars(
+        length(min = 36, max = 36),
+        regex(pattern = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    )]
     pub uid: String,
-    /// The parent's Agent, whose delegation grant must name this Task's Agent.
-    #[schemars(length(min = 1, max = 253))]
+    /// The parent's Agent, whose delegation grant must name this Task's Agent: a DNS
+    /// subdomain, as every Agent name is.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub agent: String,
     /// This Task's depth in the tree (the root Task is 0, so a child is at least 1).
     #[schemars(range(min = 1, max = 16))]
@@ -70,8 +82,14 @@ pub struct ChildStatus {
     pub attestation_sha256: Option<String>,
 }
 
-/// Checks a child Task against its parent and the parent's Agent, as they are now.
-pub fn admit_child(task: &Task, parent: &Task, parent_agent: &AgentSpec) -> Result<(), Refusal> {
+/// Checks a child Task against its parent, the parent's Agent, as they are now, and the
+/// child's own Agent (`own`), which may name the callers it takes (`spec.callers`).
+pub fn admit_child(
+    task: &Task,
+    parent: &Task,
+    parent_agent: &AgentSpec,
+    own: &AgentSpec,
+) -> Result<(), Refusal> {
     let Some(claimed) = &task.spec.parent else {
         return Ok(());
     };
@@ -81,6 +99,12 @@ pub fn admit_child(task: &Task, parent: &Task, parent_agent: &AgentSpec) -> Resu
             message: format!("spec.parent names Task {}: {why}", claimed.name),
         })
     };
+    if !own.accepts_caller(&claimed.agent) {
+        return refuse(format!(
+            "its Agent {} is not among the callers Agent {} takes (spec.callers)",
+            claimed.agent, task.spec.agent_ref.name
+        ));
+    }
     if parent.metadata.uid.as_deref() != Some(claimed.uid.as_str()) {
         return refuse("no Task of that name has that uid".into());
     }
@@ -198,6 +222,11 @@ mod tests {
         spec
     }
 
+    /// A child's own Agent that names no callers (takes any).
+    fn open() -> AgentSpec {
+        granting(&[])
+    }
+
     fn child_of(depth: u32, index: u32) -> ParentRef {
         ParentRef {
             name: "p".into(),
@@ -215,10 +244,13 @@ mod tests {
         let parent = running(task("p", "uid-p", "research", None));
         let child = task("c", "uid-c", "wordcount", Some(child_of(1, 0)));
         assert_eq!(
-            admit_child(&child, &parent, &granting(&["wordcount"])),
+            admit_child(&child, &parent, &granting(&["wordcount"]), &open()),
             Ok(())
         );
-        assert_eq!(admit_child(&child, &parent, &granting(&["*"])), Ok(()));
+        assert_eq!(
+            admit_child(&child, &parent, &granting(&["*"]), &open()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -264,7 +296,7 @@ mod tests {
             ),
         ];
         for (child, expected) in cases {
-            let refusal = admit_child(&child, &parent, &grant).expect_err("refused");
+            let refusal = admit_child(&child, &parent, &grant, &open()).expect_err("refused");
             assert_eq!(refusal.reason, TaskReason::CapabilityDenied);
             assert!(
                 refusal.message.contains(expected),
@@ -277,6 +309,7 @@ mod tests {
             &task("c", "u", "wordcount", Some(child_of(1, 0))),
             &pending,
             &grant,
+            &open(),
         )
         .expect_err("a parent that is not running delegates nothing");
         assert!(refusal.message.contains("Pending"), "{}", refusal.message);
@@ -287,6 +320,7 @@ mod tests {
                 capabilities: Default::default(),
                 ..grant.clone()
             },
+            &open(),
         )
         .expect_err("no grant");
         assert!(
@@ -310,11 +344,42 @@ mod tests {
         ));
         let child = task("c", "u", "wordcount", Some(child_of(3, 0)));
         let refusal =
-            admit_child(&child, &parent, &granting(&["wordcount"])).expect_err("too deep");
+            admit_child(&child, &parent, &granting(&["wordcount"]), &open()).expect_err("too deep");
         assert!(
             refusal.message.contains("maxDepth 2"),
             "{}",
             refusal.message
         );
+    }
+
+    /// Issue 26 item 12: the callee has a say. A child whose parent runs on an Agent the
+    /// child's own Agent does not list in `spec.callers` is refused, even from a running
+    /// parent whose grant names it; `*` and an absent list take any caller.
+    #[test]
+    fn a_child_from_a_caller_its_agent_does_not_list_is_refused() {
+        let parent = running(task("p", "uid-p", "research", None));
+        let child = task("c", "uid-c", "wordcount", Some(child_of(1, 0)));
+        let grant = granting(&["wordcount"]);
+        let taking = |callers: &[&str]| AgentSpec {
+            callers: Some(callers.iter().map(|c| (*c).to_owned()).collect()),
+            ..open()
+        };
+        for callers in [&["other"][..], &[]] {
+            let refusal =
+                admit_child(&child, &parent, &grant, &taking(callers)).expect_err("refused");
+            assert_eq!(refusal.reason, TaskReason::CapabilityDenied);
+            assert!(
+                refusal.message.contains("spec.callers"),
+                "{}",
+                refusal.message
+            );
+        }
+        for callers in [&["research"][..], &["*"], &["other", "research"]] {
+            assert_eq!(
+                admit_child(&child, &parent, &grant, &taking(callers)),
+                Ok(())
+            );
+        }
+        assert_eq!(admit_child(&child, &parent, &grant, &open()), Ok(()));
     }
 }

@@ -4,6 +4,8 @@
 // duplicated attribute; they are distinct columns.
 #![allow(clippy::duplicated_attributes)]
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -227,6 +229,12 @@ pub struct TaskStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub children: Vec<ChildStatus>,
+    /// The uid of each child Task this Task's executors created, by child index, written as
+    /// each is created. A re-run parent adopts a child of the expected name only if its uid is
+    /// here: a Task of that name anyone else created is refused, never followed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 1024))]
+    pub child_uids: BTreeMap<String, String>,
     /// Delegation calls refused by the grant or its limits (depth, children, Agent not
     /// granted): a guest delegating in a loop shows here.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -169,3 +169,46 @@ fn every_integer_field_is_bounded_to_what_its_rust_type_holds() {
         }
     }
 }
+
+/// Issue 26 item 11: `spec.parent`'s name, agent and uid are patterned as the names and uid
+/// they copy (a name ends up in request paths), as `agentRef.name` is.
+#[test]
+fn a_parent_reference_is_patterned_like_the_names_and_uid_it_copies() {
+    let crd: serde_json::Value =
+        serde_yaml::from_str(&checked_in("ari.dev_tasks.yaml")).expect("tasks CRD parses");
+    let parent = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["parent"]["properties"];
+    let long = "a".repeat(300);
+    let cases: [(&str, &[&str], &[&str]); 3] = [
+        (
+            "name",
+            &["doc", "doc-1.v2"],
+            &["../x", "a/b", "Doc", "-x", &long],
+        ),
+        (
+            "agent",
+            &["research"],
+            &["../x", "x/../../secrets", "", &long],
+        ),
+        (
+            "uid",
+            &["0b5e2f8c-9a1d-4c3e-8f7a-6d5c4b3a2f10"],
+            &["0000", "../x", "0B5E2F8C-9A1D-4C3E-8F7A-6D5C4B3A2F10"],
+        ),
+    ];
+    for (field, good, bad) in cases {
+        let schema = &parent[field];
+        let pattern = schema["pattern"]
+            .as_str()
+            .unwrap_or_else(|| panic!("spec.parent.{field} has no pattern: {schema}"));
+        let re = regex::Regex::new(pattern).expect("pattern compiles");
+        let max = schema["maxLength"].as_u64().expect("maxLength") as usize;
+        let admitted = |v: &str| re.is_match(v) && v.len() <= max;
+        for v in good {
+            assert!(admitted(v), "spec.parent.{field} refuses {v:?}");
+        }
+        for v in bad {
+            assert!(!admitted(v), "spec.parent.{field} admits {v:?}");
+        }
+    }
+}

@@ -45,6 +45,14 @@ fn main() -> std::process::ExitCode {
             "the_child_of_a_parent_whose_executor_died_is_cancelled",
             orphaned_child,
         ),
+        (
+            "a_child_asking_more_fuel_than_its_parent_can_spare_gets_budget_exhausted",
+            fuel_reserve,
+        ),
+        (
+            "cancelling_a_parent_interrupts_its_childs_http_call",
+            cancel_http,
+        ),
     ])
 }
 
@@ -533,6 +541,136 @@ fn orphaned_child(ctx: &Ctx) -> Result<()> {
             "the operator marks the child cancelled"
         );
         event_with_reason(&client, &ns, "parent-0", "ParentEnded").await?;
+        Ok(())
+    })
+}
+
+/// Issue 26 item 19: the shipped fan-out asks 50 M fuel per child. Under a 50 M budget the
+/// first child used to take all of it: the parent died `FuelExhausted` at its next instruction.
+/// The ask is now refused `budget-exhausted`, which the guest reports; with room for its
+/// children and the parent's reserve, the same fan-out completes.
+fn fuel_reserve(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("reserve", |client, ns| async move {
+        ctx.module_configmap(&ns, "fanout-module", "fanout")?;
+        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
+        ctx.apply_ok(&ns, &agent("wordcount", "wordcount-module", 2, ""))?;
+        ctx.apply_ok(
+            &ns,
+            &agent(
+                "fanout",
+                "fanout-module",
+                2,
+                "  capabilities:\n    delegation:\n      agents: [wordcount]\n",
+            ),
+        )?;
+        agent_ready(&client, &ns, "wordcount").await?;
+        agent_ready(&client, &ns, "fanout").await?;
+        let lines = "one two\nthree\nfour five six";
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("tight", "fanout", lines, "  fuel: 50000000\n"),
+        )?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("roomy", "fanout", lines, "  fuel: 200000000\n"),
+        )?;
+        let tight = task_finished(&client, &ns, "tight", wait::DEFAULT).await?;
+        expect_reason(&tight, TaskPhase::Failed, TaskReason::AgentError)?;
+        let message = tight
+            .status
+            .clone()
+            .unwrap_or_default()
+            .message
+            .unwrap_or_default();
+        ensure!(
+            message.contains("budget exhausted") && message.contains("to await its children"),
+            "tight: message {message:?}"
+        );
+        let created = children_of(&client, &ns, "tight").await?;
+        ensure!(
+            created.is_empty(),
+            "tight started {} children",
+            created.len()
+        );
+        let roomy = task_finished(&client, &ns, "roomy", wait::DEFAULT).await?;
+        expect_reason(&roomy, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(
+            output(&roomy) == r#"{"parts":3,"words":6}"#,
+            "roomy: output {:?}",
+            output(&roomy)
+        );
+        Ok(())
+    })
+}
+
+/// A TCP server on 127.0.0.1 that accepts connections and never answers (what a stuck or
+/// hostile server does; a real HTTP server answers, so this one is scripted). Counts the
+/// connections it holds; they are closed when the test process ends.
+fn silent_server() -> Result<(u16, std::sync::Arc<std::sync::atomic::AtomicUsize>)> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    Ok((port, accepted))
+}
+
+/// Issue 26 item 20: a child blocked in an HTTP call stayed Running long after its parent was
+/// cancelled (until the call's 30 s timeout). Cancellation now interrupts the call in flight:
+/// the child ends `Cancelled` well before that timeout.
+fn cancel_http(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("cancelhttp", |client, ns| async move {
+        use std::sync::atomic::Ordering;
+        let (port, accepted) = silent_server()?;
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        ctx.module_configmap(&ns, "fetch-module", "fetch")?;
+        ctx.apply_ok(
+            &ns,
+            &agent(
+                "fetcher",
+                "fetch-module",
+                1,
+                &format!(
+                    "  limits:\n    timeoutSeconds: 120\n  capabilities:\n    network:\n      allowedHosts: [\"http://127.0.0.1:{port}\"]\n"
+                ),
+            ),
+        )?;
+        ctx.apply_ok(&ns, &relay("relay", "fetcher", 1, "      agents: [fetcher]\n"))?;
+        agent_ready(&client, &ns, "fetcher").await?;
+        agent_ready(&client, &ns, "relay").await?;
+        let url = format!("pass:http://127.0.0.1:{port}/hang");
+        ctx.apply_ok(&ns, &task_yaml("waiter", "relay", &url, ""))?;
+        let api: Api<Task> = Api::namespaced(client.clone(), &ns);
+        wait::until("the child is blocked in its HTTP call", wait::DEFAULT, || async {
+            let child = api.get("waiter-0").await.map_err(|e| e.to_string())?;
+            match (child.phase(), accepted.load(Ordering::SeqCst)) {
+                (TaskPhase::Running, n) if n > 0 => Ok(()),
+                (p, n) => Err(format!("child {p:?}, {n} connections")),
+            }
+        })
+        .await?;
+        ctx.kubectl_ok([
+            "-n",
+            &ns,
+            "patch",
+            "task",
+            "waiter",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cancelled":true}}"#,
+        ])?;
+        let parent = task_finished(&client, &ns, "waiter", Duration::from_secs(60)).await?;
+        expect_reason(&parent, TaskPhase::Cancelled, TaskReason::Cancelled)?;
+        // Half the call's own 30 s timeout: only a cancel that reaches the call ends it here.
+        let child = task_finished(&client, &ns, "waiter-0", Duration::from_secs(15)).await?;
+        expect_reason(&child, TaskPhase::Cancelled, TaskReason::Cancelled)?;
         Ok(())
     })
 }

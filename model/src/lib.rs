@@ -10,6 +10,7 @@ pub mod attestation;
 pub mod capability;
 pub mod keys;
 pub mod limits;
+pub mod names;
 pub mod outcome;
 pub mod usage;
 

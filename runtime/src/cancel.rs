@@ -136,6 +136,50 @@ impl CancelToken {
     }
 }
 
+/// Runs `work` on a thread of its own and returns its result, or `Interrupted::Cancelled`
+/// within [`CHECK_INTERVAL`] of `token` being cancelled, whichever comes first. For a host call
+/// that blocks on the outside world (an HTTP exchange today; model and tool calls next): the
+/// guest's thread cannot be interrupted there by the epoch, so without this a cancelled task
+/// would sit in the call until the call's own timeout. A call given up on is left to end on its
+/// thread (every such call carries its own timeout, at most the task's deadline) and its
+/// result is dropped.
+pub fn run_cancellable<T: Send + 'static>(
+    token: &CancelToken,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Interrupted> {
+    if token.is_cancelled() {
+        return Err(Interrupted::Cancelled);
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("ari-host-call".into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .map_err(|e| Interrupted::Failed(format!("no thread for the host call: {e}")))?;
+    loop {
+        match rx.recv_timeout(CHECK_INTERVAL) {
+            Ok(done) => return Ok(done),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !token.is_cancelled() => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return Err(Interrupted::Cancelled),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Interrupted::Failed(
+                    "the host call's thread panicked".into(),
+                ));
+            }
+        }
+    }
+}
+
+/// Why [`run_cancellable`] returned without the call's result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Interrupted {
+    #[error("the task was cancelled")]
+    Cancelled,
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// The error a cancelled call ends with (classified `Cancelled`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the task was cancelled")]
@@ -190,5 +234,24 @@ mod tests {
     #[test]
     fn an_uncancelled_wait_times_out_false() {
         assert!(!CancelToken::new().wait_timeout(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn a_blocked_host_call_returns_when_its_task_is_cancelled() {
+        let token = CancelToken::new();
+        assert_eq!(run_cancellable(&token, || 7), Ok(7));
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        let canceller = token.clone();
+        let cancel = std::thread::spawn(move || canceller.cancel());
+        // The call blocks until released, which never happens before the cancel is seen.
+        let result = run_cancellable(&token, move || blocked.recv().is_ok());
+        cancel.join().expect("cancel thread");
+        assert_eq!(result, Err(Interrupted::Cancelled));
+        drop(release);
+        assert_eq!(
+            run_cancellable(&token, || 1),
+            Err(Interrupted::Cancelled),
+            "a cancelled task starts no call"
+        );
     }
 }

@@ -322,6 +322,7 @@ impl LoadedAgent {
             (_, storage, _) => storage,
         };
         let mut caps = TaskCapabilities::new(&req.grants, storage, seed, start_nanos, mode);
+        caps.set_cancel(req.cancel.clone().unwrap_or_default());
         caps.set_delegation(
             req.delegation.clone(),
             &req.id,

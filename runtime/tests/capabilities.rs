@@ -298,3 +298,53 @@ fn a_slow_server_cannot_hold_a_task_past_its_deadline() {
     ari_runtime::verify_report(runtime(), &report, &agent_bytes("fetch"), &opts)
         .expect("replay of a deadline-cut hop");
 }
+
+/// Issue 26 item 20: cancelling a task blocked in an HTTP call ends it while the call is in
+/// flight, not when the server answers or the call's 30 s timeout passes. The server is a bare
+/// TCP listener that accepts and never answers (what an overloaded or hostile server does; a
+/// real HTTP server would answer), holding the connection until the test is over.
+#[test]
+fn cancelling_a_task_blocked_in_an_http_call_ends_it_while_the_call_is_in_flight() {
+    use std::time::{Duration, Instant};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (accepted_tx, accepted) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().expect("accept");
+        let _ = accepted_tx.send(());
+        // Hold the connection, unanswered, until the test lets go.
+        let _ = released.recv();
+        drop(conn);
+    });
+    let cancel = ari_runtime::CancelToken::new();
+    let grant = format!("network=http://127.0.0.1:{port}");
+    let mut req = request(&format!("http://127.0.0.1:{port}/hang"), grants(&[&grant]));
+    req.limits.timeout = Duration::from_secs(120);
+    req.cancel = Some(cancel.clone());
+    let fetch = agent("fetch");
+    let run = std::thread::spawn(move || fetch.run(req));
+    accepted
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the request reached the server");
+    cancel.cancel();
+    // Far below the call's own timeout: only a cancel that reaches the call ends it in time.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !run.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the task is still blocked in its HTTP call 15 s after it was cancelled"
+        );
+        // A poll interval (the condition is checked each time), not a synchronisation sleep.
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    let outcome = run.join().expect("task thread");
+    assert_eq!(
+        outcome.failure_kind(),
+        Some(FailureKind::Cancelled),
+        "{:?}",
+        outcome.failure
+    );
+    drop(release);
+    server.join().expect("server thread");
+}

@@ -203,6 +203,68 @@ fn a_child_never_gets_more_fuel_than_its_parent_has_left() {
     assert_eq!(outcome.children[0].reason.as_deref(), Some("FuelExhausted"));
 }
 
+/// Issue 26 item 19: a fan-out whose children each ask 50 M fuel of a 50 M budget used to hand
+/// the first child all of it; the parent then died `FuelExhausted` and its child was cancelled
+/// before it ran. The ask is now refused `budget-exhausted` (the guest's error), nothing starts,
+/// and the same fan-out with room for its children and the parent's reserve completes.
+#[test]
+fn a_child_asking_more_fuel_than_its_parent_can_spare_gets_budget_exhausted() {
+    let fan_out = |fuel: u64| {
+        let others = delegator(&[("wordcount", "wordcount", Grants::default(), "")]);
+        let mut req = request("a b\nc\nd e f\n", delegating(&["wordcount"], 1, 8));
+        req.limits.fuel = fuel;
+        req.delegation = Some(others.root_context());
+        (agent("fanout").run(req), others.finish())
+    };
+    let (outcome, runs) = fan_out(50_000_000);
+    assert_eq!(
+        outcome.failure_kind(),
+        Some(FailureKind::AgentError),
+        "{:?}",
+        outcome.failure
+    );
+    let message = outcome.failure.map(|f| f.message).unwrap_or_default();
+    assert!(
+        message.contains("budget exhausted") && message.contains("to await its children"),
+        "{message}"
+    );
+    assert!(runs.is_empty(), "no child started: {}", runs.len());
+    assert!(outcome.children.is_empty());
+
+    let (outcome, runs) = fan_out(200_000_000);
+    assert_eq!(outcome.failure, None);
+    assert_eq!(output(&outcome), r#"{"parts":3,"words":6}"#);
+    assert_eq!(runs.len(), 3);
+}
+
+/// A self-recursing Agent on a small budget with the default share: every level either
+/// reaches the depth limit or is told `budget-exhausted`; none dies `FuelExhausted`.
+#[test]
+fn a_recursion_on_a_small_budget_reaches_its_depth_or_gets_budget_exhausted() {
+    let grant = delegating(&["relay"], 3, 4);
+    let others = delegator(&[("relay", "relay", grant.clone(), "relay")]);
+    let mut req = request("chain", grant);
+    req.config = b"relay".to_vec();
+    req.limits.fuel = 12_000_000;
+    req.delegation = Some(others.root_context());
+    let outcome = agent("relay").run(req);
+    let runs = others.finish();
+    for run in &runs {
+        assert_ne!(
+            run.outcome.failure_kind(),
+            Some(FailureKind::FuelExhausted),
+            "{:?}",
+            run.outcome.failure
+        );
+    }
+    assert_ne!(outcome.failure_kind(), Some(FailureKind::FuelExhausted));
+    let said = format!("{:?} {:?}", output(&outcome), outcome.failure);
+    assert!(
+        said.contains("bottom") || said.contains("budget exhausted"),
+        "{said}"
+    );
+}
+
 #[test]
 fn cancelling_a_waiting_parent_cancels_its_child_and_keeps_no_output() {
     let others = delegator(&[("spinner", "relay", Grants::default(), "")]);

@@ -8,6 +8,7 @@
 //! policy lets only executors write. While the parent waits, it lends its executor slot
 //! ([`super::slots`]); when its cancel token fires, the child Task is marked cancelled.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
 use tokio::runtime::Handle;
 use tracing::{info, warn};
 
@@ -59,8 +60,14 @@ pub struct KubeDelegator {
 
 impl Delegator for KubeDelegator {
     fn start(&self, request: ChildRequest) -> Result<Box<dyn RunningChild>, String> {
-        // Called on the parent's blocking thread, never inside the async runtime.
-        let name = self.handle.block_on(self.create(&request))?;
+        // Called on the parent's blocking thread, never inside the async runtime. Bounded by
+        // the parent's time left and its cancellation: an API server that does not answer
+        // never holds the parent past either.
+        let name = self.handle.block_on(bounded(
+            request.timeout,
+            &request.cancel,
+            self.create(&request),
+        ))?;
         let (tasks, handle, child) = (self.tasks.clone(), self.handle.clone(), name.clone());
         request.cancel.on_cancel(move || {
             handle.spawn(async move { mark_cancelled(&tasks, &child).await });
@@ -74,6 +81,7 @@ impl Delegator for KubeDelegator {
             slot: self.slot.clone(),
             cancel: request.cancel,
             patience: request.timeout + GRACE,
+            memory_bytes: request.memory_bytes,
         }))
     }
 }
@@ -102,36 +110,78 @@ impl KubeDelegator {
                 request.agent
             ));
         }
+        if !agent.spec.accepts_caller(&self.parent.agent) {
+            return Err(format!(
+                "Agent `{}` takes no delegated Tasks from Agent `{}` (its spec.callers)",
+                request.agent, self.parent.agent
+            ));
+        }
         let child = self.child_task(request, &agent);
         let name = child.metadata.name.clone().unwrap_or_default();
         match self.tasks.create(&PostParams::default(), &child).await {
-            Ok(_) => Ok(name),
+            Ok(created) => {
+                self.record(request.index, &name, created.uid().as_deref())
+                    .await;
+                Ok(name)
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => self.adopt(&name, request).await,
             Err(e) => Err(format!("cannot create child Task {name}: {e}")),
         }
     }
 
-    /// An earlier attempt of this parent created the child already: follow that one.
+    /// Writes the child's uid into the parent's `status.childUids`, so that a re-run of the
+    /// parent can tell its own child from a Task someone else created under the same name.
+    /// Not conditional on the attempt: the record is true whichever attempt reads it.
+    async fn record(&self, index: u32, name: &str, uid: Option<&str>) {
+        let Some(uid) = uid else {
+            warn!(parent = %self.parent.name, child = %name, "the created child has no uid; not recorded");
+            return;
+        };
+        let patch = serde_json::json!({"status": {"childUids": {index.to_string(): uid}}});
+        if let Err(e) = self
+            .tasks
+            .patch_status(
+                &self.parent.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            warn!(parent = %self.parent.name, child = %name, error = %e, "the child's uid is not recorded: a re-run of the parent will not adopt it");
+        }
+    }
+
+    /// A Task of the child's name exists: follow it only if this parent created it (an earlier
+    /// attempt of it, which recorded the child's uid in the parent's status).
     async fn adopt(&self, name: &str, request: &ChildRequest) -> Result<String, String> {
         let existing = self
             .tasks
             .get(name)
             .await
             .map_err(|e| format!("child Task {name} exists but cannot be read: {e}"))?;
-        let ours = existing
-            .spec
-            .parent
+        let parent = self
+            .tasks
+            .get_status(&self.parent.name)
+            .await
+            .map_err(|e| format!("cannot read this Task's own status: {e}"))?;
+        let recorded = parent
+            .status
             .as_ref()
-            .is_some_and(|p| p.uid == self.parent.uid && p.index == request.index)
-            && existing.spec.agent_ref.name == request.agent;
-        if !ours {
-            return Err(format!(
-                "a Task named {name} exists and is not this Task's child #{}",
-                request.index
-            ));
+            .and_then(|s| s.child_uids.get(&request.index.to_string()))
+            .cloned();
+        match adoption(&existing, &self.parent.uid, recorded.as_deref(), request) {
+            Ok(()) => {
+                info!(parent = %self.parent.name, child = %name, "adopting the child an earlier attempt started");
+                Ok(name.to_owned())
+            }
+            Err(why) => {
+                warn!(parent = %self.parent.name, child = %name, %why, "refusing a Task this parent did not create");
+                Err(format!(
+                    "a Task named {name} exists and is not this Task's child #{}: {why}",
+                    request.index
+                ))
+            }
         }
-        info!(parent = %self.parent.name, child = %name, "adopting the child an earlier attempt started");
-        Ok(name.to_owned())
     }
 
     fn child_task(&self, request: &ChildRequest, agent: &Agent) -> Task {
@@ -197,6 +247,52 @@ impl KubeDelegator {
     }
 }
 
+/// Whether `existing` is the child #`request.index` this parent (uid `parent_uid`) created:
+/// it names this parent and index, runs the Agent asked for, and its own uid is the one the
+/// parent recorded when it created it (`recorded`). Anyone who may create Tasks can make one of
+/// that name, with a forged `spec.parent` where the admission policy is not installed; only
+/// the recorded uid tells the parent's own child apart.
+fn adoption(
+    existing: &Task,
+    parent_uid: &str,
+    recorded: Option<&str>,
+    request: &ChildRequest,
+) -> Result<(), String> {
+    let names_us = existing
+        .spec
+        .parent
+        .as_ref()
+        .is_some_and(|p| p.uid == parent_uid && p.index == request.index);
+    if !names_us {
+        return Err("its spec.parent does not name this Task and index".into());
+    }
+    if existing.spec.agent_ref.name != request.agent {
+        return Err(format!(
+            "it runs on Agent {}, not {}",
+            existing.spec.agent_ref.name, request.agent
+        ));
+    }
+    match (recorded, existing.metadata.uid.as_deref()) {
+        (Some(recorded), Some(uid)) if recorded == uid => Ok(()),
+        (None, _) => Err("this Task never recorded creating a child of that index".into()),
+        _ => Err("its uid is not the one this Task recorded when it created its child".into()),
+    }
+}
+
+/// Runs `work` unless `timeout` passes or `cancel` fires first.
+async fn bounded<T>(
+    timeout: Duration,
+    cancel: &CancelToken,
+    work: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::select! {
+        done = tokio::time::timeout(timeout, work) => done.unwrap_or_else(|_| {
+            Err("the parent's time ran out while its child was being started".into())
+        }),
+        () = cancelled(cancel) => Err("cancelled while its child was being started".into()),
+    }
+}
+
 /// Marks a child Task cancelled (its parent was cancelled, or ended without awaiting it).
 async fn mark_cancelled(tasks: &Api<Task>, name: &str) {
     let patch = serde_json::json!({"spec": {"cancelled": true}});
@@ -220,14 +316,16 @@ struct KubeChild {
     cancel: CancelToken,
     /// How long to wait before giving up on the child.
     patience: Duration,
+    /// The parent's memory limit: what its instance may hold while parked.
+    memory_bytes: u64,
 }
 
 impl RunningChild for KubeChild {
     fn wait(self: Box<Self>) -> ChildOutcome {
         // The parent does no work while it waits: its slot may run the child.
-        let lent = self.slot.lend(self.handle.clone());
+        let lent = self.slot.lend(self.handle.clone(), self.memory_bytes);
         if !lent.is_lent() {
-            warn!(child = %self.name, "no room to park the parent: it keeps its slot while it waits");
+            warn!(child = %self.name, memory_bytes = self.memory_bytes, "no room to park the parent (parked parents' count or memory budget is full): it keeps its slot while it waits");
         }
         let outcome = self.handle.block_on(self.until_finished());
         drop(lent);
@@ -353,5 +451,95 @@ async fn cancelled(token: &CancelToken) {
     });
     if rx.await.is_err() {
         std::future::pending::<()>().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARENT_UID: &str = "0b5e2f8c-9a1d-4c3e-8f7a-6d5c4b3a2f10";
+
+    fn request(index: u32) -> ChildRequest {
+        ChildRequest {
+            parent: "p".into(),
+            index,
+            agent: "wordcount".into(),
+            input: Vec::new(),
+            fuel: 1,
+            timeout: Duration::from_secs(1),
+            memory_bytes: 0,
+            depth: 1,
+            message: false,
+            cancel: CancelToken::new(),
+        }
+    }
+
+    fn existing(uid: &str, parent_uid: &str, index: u32, agent: &str) -> Task {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+            "metadata": {"name": "p-0", "namespace": "ns", "uid": uid},
+            "spec": {"agentRef": {"name": agent}, "input": "x",
+                     "parent": {"name": "p", "uid": parent_uid, "agent": "research",
+                                "depth": 1, "index": index}},
+        }))
+        .unwrap_or_else(|e| panic!("task: {e}"))
+    }
+
+    /// Issue 26 items 5 and 14: a Task of the child's name is followed only when this parent
+    /// recorded creating it; a squatter with a perfect forged `spec.parent` is refused.
+    #[test]
+    fn a_parent_adopts_only_the_child_whose_uid_it_recorded() {
+        let ours = existing("child-uid", PARENT_UID, 0, "wordcount");
+        assert_eq!(
+            adoption(&ours, PARENT_UID, Some("child-uid"), &request(0)),
+            Ok(())
+        );
+        let cases = [
+            (ours.clone(), None, "never recorded"),
+            (
+                ours.clone(),
+                Some("another-uid"),
+                "not the one this Task recorded",
+            ),
+            (
+                existing("child-uid", "other-parent", 0, "wordcount"),
+                Some("child-uid"),
+                "does not name",
+            ),
+            (
+                existing("child-uid", PARENT_UID, 1, "wordcount"),
+                Some("child-uid"),
+                "does not name",
+            ),
+            (
+                existing("child-uid", PARENT_UID, 0, "echo"),
+                Some("child-uid"),
+                "Agent echo",
+            ),
+        ];
+        for (task, recorded, says) in cases {
+            let why = adoption(&task, PARENT_UID, recorded, &request(0)).expect_err("refused");
+            assert!(why.contains(says), "{why}: want {says:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn starting_a_child_gives_up_when_the_parent_is_cancelled_or_out_of_time() {
+        let never = std::future::pending::<Result<(), String>>;
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let why = bounded(Duration::from_secs(3600), &cancel, never())
+            .await
+            .expect_err("cancelled");
+        assert!(why.contains("cancelled"), "{why}");
+        let why = bounded(Duration::from_millis(1), &CancelToken::new(), never())
+            .await
+            .expect_err("out of time");
+        assert!(why.contains("time ran out"), "{why}");
+        assert_eq!(
+            bounded(Duration::from_secs(1), &CancelToken::new(), async { Ok(7) }).await,
+            Ok(7)
+        );
     }
 }

@@ -47,6 +47,9 @@ pub struct WorkerConfig {
     /// `ARI_LIVE_LOG_WRITES_PER_SECOND` / `ARI_LIVE_LOG_BURST`: live-log writes of the whole
     /// pod (every write rewrites a whole Task object).
     pub live_log_rate: WriteRate,
+    /// `ARI_PARKED_MEMORY_BYTES`: memory parked parents may hold at once; when unset, what the
+    /// pod's cgroup limit leaves (see `slots::parking_budget`).
+    pub parked_memory_bytes: Option<u64>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -142,6 +145,12 @@ impl WorkerConfig {
             )?,
             burst: positive(&get, "ARI_LIVE_LOG_BURST", default_rate.burst)?,
         };
+        let parked_memory_bytes = get("ARI_PARKED_MEMORY_BYTES")
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| WorkerError::Config(format!("ARI_PARKED_MEMORY_BYTES={v}")))
+            })
+            .transpose()?;
         Ok(Self {
             agent,
             namespace,
@@ -163,6 +172,7 @@ impl WorkerConfig {
             module_pull_secret: get("ARI_MODULE_PULL_SECRET"),
             registry: ari_oci::ClientOptions::from_env(&get),
             live_log_rate,
+            parked_memory_bytes,
         })
     }
 }

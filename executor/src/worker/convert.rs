@@ -219,6 +219,7 @@ mod tests {
             executor: Default::default(),
             description: None,
             mode: None,
+            callers: None,
             config: None,
             a2a: None,
         }

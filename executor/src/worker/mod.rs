@@ -178,7 +178,15 @@ async fn prepare(
     )
     .map_err(|e| WorkerError::Config(format!("agent storage: {e}")))?;
 
-    let slots = Slots::new(config.concurrency, waiting, stop.clone());
+    // Parked parents keep their instances: their memory is bounded by what the pod has left.
+    let parked_memory = config.parked_memory_bytes.or_else(|| {
+        slots::parking_budget(
+            slots::pod_memory_limit(),
+            config.concurrency,
+            agent.spec.limits.effective().memory_bytes,
+        )
+    });
+    let slots = Slots::new(config.concurrency, waiting, parked_memory, stop.clone());
     Ok(Worker {
         writer: status::Writer {
             tasks: Api::namespaced(client.clone(), &config.namespace),

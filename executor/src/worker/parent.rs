@@ -43,7 +43,7 @@ impl Worker {
             ));
         };
         Ok(
-            match ari_crds::admit_child(task, &parent, &parent_agent.spec) {
+            match ari_crds::admit_child(task, &parent, &parent_agent.spec, &self.agent.spec) {
                 Ok(()) => ParentCheck::Admitted,
                 Err(refusal) => ParentCheck::Refused(refusal),
             },

@@ -33,20 +33,60 @@ pub fn waiting_for(concurrency: usize, max_depth: Option<u32>) -> usize {
 /// Most parents one executor parks at once (each keeps its instance's memory).
 pub const MAX_WAITING: usize = 64;
 
+/// What the executor process itself needs beside its tasks' instances (the runtime, the
+/// compiled module, the API client's buffers), kept out of the parking budget.
+pub const EXECUTOR_OVERHEAD_BYTES: u64 = 128 << 20;
+/// Parking memory is counted in these units (a semaphore permit each).
+const MIB: u64 = 1 << 20;
+
+/// Memory parked parents may hold at once: what the pod's limit leaves after `concurrency`
+/// running tasks at `task_memory` each and the executor's own overhead. `None` (no pod limit
+/// known): parents are bounded by count only. A parked parent keeps its whole instance, so each
+/// counts at its task's memory limit.
+pub fn parking_budget(pod_limit: Option<u64>, concurrency: usize, task_memory: u64) -> Option<u64> {
+    let running = u64::try_from(concurrency)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(task_memory);
+    pod_limit.map(|limit| {
+        limit
+            .saturating_sub(running)
+            .saturating_sub(EXECUTOR_OVERHEAD_BYTES)
+    })
+}
+
+/// The pod's memory limit, from its cgroup (v2, then v1); `None` when unlimited or unknown.
+pub fn pod_memory_limit() -> Option<u64> {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let limit = read("/sys/fs/cgroup/memory.max")
+        .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))?;
+    // v2 writes `max`; v1 writes a page-rounded i64::MAX when unlimited.
+    limit.trim().parse::<u64>().ok().filter(|l| *l < (1 << 62))
+}
+
 /// The executor's running and parking capacity.
 pub struct Slots {
     running: Arc<Semaphore>,
     waiting: Arc<Semaphore>,
+    /// The parking budget in MiB (see [`parking_budget`]); `None`: count only.
+    parked_memory: Option<Arc<Semaphore>>,
     stop: watch::Receiver<bool>,
     /// Signalled when a parked parent wants a running slot back.
     returning: Notify,
 }
 
 impl Slots {
-    pub fn new(concurrency: usize, waiting: usize, stop: watch::Receiver<bool>) -> Arc<Self> {
+    pub fn new(
+        concurrency: usize,
+        waiting: usize,
+        parked_memory: Option<u64>,
+        stop: watch::Receiver<bool>,
+    ) -> Arc<Self> {
+        let mib = |bytes: u64| usize::try_from(bytes / MIB).unwrap_or(usize::MAX);
         Arc::new(Self {
             running: Arc::new(Semaphore::new(concurrency.max(1))),
             waiting: Arc::new(Semaphore::new(waiting)),
+            parked_memory: parked_memory
+                .map(|b| Arc::new(Semaphore::new(mib(b).min(Semaphore::MAX_PERMITS)))),
             stop,
             returning: Notify::new(),
         })
@@ -85,12 +125,13 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Lends the slot out while the caller waits; the returned guard takes one back when
-    /// dropped (blocking: call from the task's own blocking thread). Without room to park,
-    /// the slot is kept and the guard does nothing.
-    pub fn lend(self: &Arc<Self>, handle: Handle) -> Lent {
-        let parked = self.slots.waiting.clone().try_acquire_owned().ok();
-        let lent = match &parked {
+    /// Lends the slot out while the caller, whose instance may hold up to `memory_bytes`, waits;
+    /// the returned guard takes one back when dropped (blocking: call from the task's own
+    /// blocking thread). Without room to park (too many parked, or their memory would pass the
+    /// pod's parking budget), the slot is kept and the guard does nothing.
+    pub fn lend(self: &Arc<Self>, handle: Handle, memory_bytes: u64) -> Lent {
+        let room = self.slots.room_to_park(memory_bytes);
+        let lent = match &room {
             Some(_) => lock(&self.permit).take().is_some(),
             None => false,
         };
@@ -98,8 +139,31 @@ impl Slot {
             slot: self.clone(),
             handle,
             lent,
-            _parked: parked,
+            _parked: room,
         }
+    }
+}
+
+/// Room for one parked parent: its place and its memory, returned when dropped.
+struct Parked {
+    _place: OwnedSemaphorePermit,
+    _memory: Option<OwnedSemaphorePermit>,
+}
+
+impl Slots {
+    fn room_to_park(&self, memory_bytes: u64) -> Option<Parked> {
+        let place = self.waiting.clone().try_acquire_owned().ok()?;
+        let memory = match &self.parked_memory {
+            None => None,
+            Some(budget) => {
+                let mib = u32::try_from(memory_bytes.div_ceil(MIB)).unwrap_or(u32::MAX);
+                Some(budget.clone().try_acquire_many_owned(mib).ok()?)
+            }
+        };
+        Some(Parked {
+            _place: place,
+            _memory: memory,
+        })
     }
 }
 
@@ -108,7 +172,7 @@ pub struct Lent {
     slot: Arc<Slot>,
     handle: Handle,
     lent: bool,
-    _parked: Option<OwnedSemaphorePermit>,
+    _parked: Option<Parked>,
 }
 
 impl Lent {
@@ -166,7 +230,7 @@ mod tests {
     fn a_waiting_parent_frees_its_slot_for_its_child_and_takes_one_back() {
         let rt = runtime();
         let (_tx, stop) = watch::channel(false);
-        let slots = Slots::new(1, 3, stop);
+        let slots = Slots::new(1, 3, None, stop);
         let parent = rt
             .block_on(slots.acquire())
             .unwrap_or_else(|| panic!("a slot"));
@@ -174,7 +238,7 @@ mod tests {
         let handle = rt.handle().clone();
         let lent = std::thread::spawn({
             let parent = parent.clone();
-            move || parent.lend(handle)
+            move || parent.lend(handle, 64 << 20)
         })
         .join()
         .unwrap_or_else(|_| panic!("lend"));
@@ -196,11 +260,11 @@ mod tests {
     fn a_returning_parent_is_served_before_an_idle_claim_loop() {
         let rt = runtime();
         let (_tx, stop) = watch::channel(false);
-        let slots = Slots::new(1, 1, stop);
+        let slots = Slots::new(1, 1, None, stop);
         let parent = rt
             .block_on(slots.acquire())
             .unwrap_or_else(|| panic!("a slot"));
-        let lent = parent.lend(rt.handle().clone());
+        let lent = parent.lend(rt.handle().clone(), 64 << 20);
         // The claim loop takes the lent slot and waits for work with it.
         let idle = rt
             .block_on(slots.acquire())
@@ -220,11 +284,11 @@ mod tests {
     fn without_room_to_park_a_parent_keeps_its_slot() {
         let rt = runtime();
         let (_tx, stop) = watch::channel(false);
-        let slots = Slots::new(1, 0, stop);
+        let slots = Slots::new(1, 0, None, stop);
         let parent = rt
             .block_on(slots.acquire())
             .unwrap_or_else(|| panic!("a slot"));
-        let lent = parent.lend(rt.handle().clone());
+        let lent = parent.lend(rt.handle().clone(), 64 << 20);
         assert!(!lent.is_lent());
         assert_eq!(slots.free(), 0);
         drop(lent);
@@ -238,5 +302,60 @@ mod tests {
         assert_eq!(waiting_for(1, Some(3)), 3);
         assert_eq!(waiting_for(2, Some(0)), 2);
         assert_eq!(waiting_for(100, Some(16)), MAX_WAITING);
+    }
+
+    /// Issue 26 item 18: a parked parent keeps its instance, so parking is bounded by memory
+    /// too. A parent whose memory would pass the budget keeps its slot; one that fits parks,
+    /// and its memory is free again once it takes its slot back.
+    #[test]
+    fn parked_parents_hold_memory_against_the_pods_budget() {
+        let rt = runtime();
+        let (_tx, stop) = watch::channel(false);
+        let slots = Slots::new(2, 8, Some(100 << 20), stop);
+        let first = rt
+            .block_on(slots.acquire())
+            .unwrap_or_else(|| panic!("a slot"));
+        let second = rt
+            .block_on(slots.acquire())
+            .unwrap_or_else(|| panic!("a slot"));
+        let parked = first.lend(rt.handle().clone(), 64 << 20);
+        assert!(parked.is_lent(), "64 MiB fits a 100 MiB budget");
+        let refused = second.lend(rt.handle().clone(), 64 << 20);
+        assert!(
+            !refused.is_lent(),
+            "a second 64 MiB would pass it: keep the slot"
+        );
+        drop(refused);
+        std::thread::spawn(move || drop(parked))
+            .join()
+            .unwrap_or_else(|_| panic!("take back"));
+        let again = second.lend(rt.handle().clone(), 64 << 20);
+        assert!(again.is_lent(), "the first parent's memory is free again");
+        std::thread::spawn(move || drop(again))
+            .join()
+            .unwrap_or_else(|_| panic!("take back"));
+    }
+
+    #[test]
+    fn the_parking_budget_is_what_the_pod_limit_leaves_after_running_tasks() {
+        const M: u64 = 1 << 20;
+        let cases = [
+            (None, 4, 64 * M, None),
+            (
+                Some(1024 * M),
+                4,
+                64 * M,
+                Some(1024 * M - 256 * M - EXECUTOR_OVERHEAD_BYTES),
+            ),
+            (Some(256 * M), 4, 64 * M, Some(0)),
+            (Some(1024 * M), usize::MAX, u64::MAX, Some(0)),
+        ];
+        for (limit, concurrency, memory, want) in cases {
+            assert_eq!(
+                parking_budget(limit, concurrency, memory),
+                want,
+                "{limit:?}"
+            );
+        }
     }
 }

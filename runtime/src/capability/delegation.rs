@@ -168,8 +168,17 @@ impl DelegationCapability {
         failure
     }
 
-    /// Checks the grant and its limits; nothing is started or recorded.
+    /// Checks the name, the grant and its limits; nothing is started or recorded. The name is
+    /// checked first: with `agents: ["*"]` it is the guest's alone, and the cluster's host puts
+    /// it into a request path.
     pub fn check(&mut self, agent: &str) -> Result<(), DelegationFailure> {
+        if !ari_model::names::is_object_name(agent) {
+            let shown: String = agent.chars().take(64).collect();
+            return Err(DelegationFailure::Unavailable(format!(
+                "`{shown}` is not an Agent name (a DNS-1123 subdomain: lowercase letters, \
+                 digits, `-` and `.`, at most 253)"
+            )));
+        }
         let Some(grant) = &self.grant else {
             return Err(self.refuse(DelegationFailure::Denied(
                 "capability `delegation` not granted".into(),
@@ -402,4 +411,53 @@ fn replayed_outcome(index: u32, rec: &mut Recorder) -> Result<ChildOutcome, Dele
         fuel,
         attestation_sha256,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    /// A host that counts every child it is asked to start.
+    #[derive(Default)]
+    struct Counting(AtomicU32);
+
+    impl Delegator for Counting {
+        fn start(&self, _: ChildRequest) -> Result<Box<dyn RunningChild>, String> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err("not in this test".into())
+        }
+    }
+
+    /// Issue 26 item 11: with `agents: ["*"]` the name is the guest's alone, and the cluster's
+    /// host puts it into a request path.
+    #[test]
+    fn a_name_that_is_no_agent_name_is_refused_before_anything_leaves_the_host() {
+        let host = Arc::new(Counting::default());
+        let mut cap =
+            DelegationCapability::new(Some(DelegationGrant::new(vec!["*".into()], 3, 16)));
+        cap.set_context(
+            Some(DelegationContext {
+                delegator: host.clone(),
+                depth: 0,
+            }),
+            "parent",
+            CancelToken::new(),
+            0,
+        );
+        let long = "a".repeat(300);
+        for bad in ["../x", "x/../../secrets", "Upper", "", "a b", long.as_str()] {
+            match cap.check(bad) {
+                Err(DelegationFailure::Unavailable(why)) => {
+                    assert!(why.contains("is not an Agent name"), "{bad:?}: {why}");
+                    assert!(why.len() < 300, "the name is cut in the message: {why}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        assert_eq!(cap.refused(), 0, "a malformed name is not a denial");
+        assert_eq!(host.0.load(Ordering::SeqCst), 0);
+        assert_eq!(cap.check("wordcount"), Ok(()));
+    }
 }

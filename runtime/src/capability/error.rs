@@ -24,6 +24,10 @@ pub enum CapError {
     /// epoch deadline would have ended it.
     #[error("http: task deadline exceeded")]
     DeadlineExceeded,
+    /// The task was cancelled while the host waited on its behalf: the task ends `Cancelled`,
+    /// and nothing of the call is recorded.
+    #[error("the task was cancelled")]
+    Cancelled,
     #[error("{0}")]
     Failed(String),
 }

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use url::Url;
 
 use super::CapError;
+use crate::cancel::{CancelToken, Interrupted, run_cancellable};
 use crate::trace::{Recorder, mismatch};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +84,8 @@ const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
 pub struct HttpCapability {
     grant: Option<NetworkGrant>,
     limits: HttpLimits,
+    /// The task's cancel token: an exchange in flight returns as soon as it fires.
+    cancel: CancelToken,
     /// The task's deadline; no hop may run past it.
     deadline: Option<Instant>,
     bytes: u64,
@@ -137,6 +140,7 @@ impl HttpCapability {
         Self {
             grant,
             limits,
+            cancel: CancelToken::new(),
             deadline: None,
             bytes: 0,
         }
@@ -144,6 +148,11 @@ impl HttpCapability {
 
     pub fn set_limits(&mut self, limits: HttpLimits) {
         self.limits = limits;
+    }
+
+    /// Interrupts an exchange in flight when `cancel` fires (see [`run_cancellable`]).
+    pub fn set_cancel(&mut self, cancel: CancelToken) {
+        self.cancel = cancel;
     }
 
     /// Bounds every later hop by `deadline`.
@@ -258,6 +267,10 @@ impl HttpCapability {
             };
         }
         let result = self.send(method, url, headers, body);
+        // A cancelled task keeps nothing: its trace is never signed or replayed.
+        if matches!(result, Err(CapError::Cancelled)) {
+            return result;
+        }
         rec.record(match &result {
             Ok(r) => HttpEvent::Exchange {
                 method: method.to_owned(),
@@ -311,7 +324,6 @@ impl HttpCapability {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Result<HttpResponse, CapError> {
-        let max = self.limits.max_response_bytes;
         let mut builder = ureq::http::Request::builder()
             .method(method)
             .uri(url.as_str());
@@ -319,52 +331,69 @@ impl HttpCapability {
             builder = builder.header(n.as_str(), v.as_str());
         }
         let request = builder
-            .body(body)
+            .body(body.to_vec())
             .map_err(|e| failed(format!("invalid request: {e}")))?;
         let Some(agent) = self.agent() else {
             return Err(CapError::DeadlineExceeded);
         };
-        let response = match agent.run(request) {
-            Ok(r) => r,
-            Err(_) if self.deadline_passed() => {
-                return Err(CapError::DeadlineExceeded);
+        let max = self.limits.max_response_bytes;
+        match run_cancellable(&self.cancel, move || fetch(&agent, request, max)) {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(Fetch::TooLarge(e))) => Err(e),
+            Ok(Err(Fetch::Transport(_))) if self.deadline_passed() => {
+                Err(CapError::DeadlineExceeded)
             }
-            Err(e) => return Err(failed(e)),
-        };
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        // Cap the decoded bytes: read at most max + 1 through the decoder, never more.
-        let mut body = Vec::new();
-        let read = response
-            .into_body()
-            .into_reader()
-            .take(max.saturating_add(1))
-            .read_to_end(&mut body);
-        match read {
-            Ok(_) if body.len() as u64 > max => {
-                return Err(failed(format!(
-                    "response body exceeds {max} bytes (after decoding)"
-                )));
-            }
-            Ok(_) => {}
-            Err(_) if self.deadline_passed() => {
-                return Err(CapError::DeadlineExceeded);
-            }
-            Err(e) => return Err(failed(e)),
+            Ok(Err(Fetch::Transport(e))) => Err(failed(e)),
+            Err(Interrupted::Cancelled) => Err(CapError::Cancelled),
+            Err(Interrupted::Failed(e)) => Err(failed(e)),
         }
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
-        })
     }
+}
+
+/// How one exchange failed on its own thread.
+enum Fetch {
+    /// The body is over the limit (after decoding).
+    TooLarge(CapError),
+    /// Connect, send or receive failed (or timed out).
+    Transport(String),
+}
+
+/// One exchange: sends `request` and reads at most `max` decoded bytes of the body.
+fn fetch(
+    agent: &ureq::Agent,
+    request: ureq::http::Request<Vec<u8>>,
+    max: u64,
+) -> Result<HttpResponse, Fetch> {
+    let response = agent
+        .run(request)
+        .map_err(|e| Fetch::Transport(e.to_string()))?;
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    // Cap the decoded bytes: read at most max + 1 through the decoder, never more.
+    let mut body = Vec::new();
+    response
+        .into_body()
+        .into_reader()
+        .take(max.saturating_add(1))
+        .read_to_end(&mut body)
+        .map_err(|e| Fetch::Transport(e.to_string()))?;
+    if body.len() as u64 > max {
+        return Err(Fetch::TooLarge(failed(format!(
+            "response body exceeds {max} bytes (after decoding)"
+        ))));
+    }
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
 }

@@ -109,6 +109,12 @@ impl TaskCapabilities {
         self.delegation.set_deadline(deadline);
     }
 
+    /// The task's cancel token: host calls that block on the outside world (HTTP) return as
+    /// soon as it fires (see [`crate::cancel::run_cancellable`]).
+    pub fn set_cancel(&mut self, cancel: crate::cancel::CancelToken) {
+        self.http.set_cancel(cancel);
+    }
+
     /// What runs this task's children, and what they inherit (see
     /// [`delegation::DelegationCapability::set_context`]).
     pub fn set_delegation(

@@ -159,7 +159,8 @@ def now() -> int:
 @dataclass(frozen=True)
 class Budget:
     """What a child may spend, out of what this task has left. ``None`` takes the default share:
-    half of the fuel left, and all the time left."""
+    half of the fuel this task can spare (it keeps a reserve to await and finish), and all the
+    time left."""
 
     fuel: Optional[int] = None
     timeout_millis: Optional[int] = None

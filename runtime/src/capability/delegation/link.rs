@@ -16,6 +16,11 @@ use crate::state::TaskState;
 pub const START: FuelCost = FuelCost::new(1_000_000, 2);
 /// `await-child`: bytes of the output returned.
 pub const AWAIT: FuelCost = FuelCost::new(10_000, 2);
+/// Fuel a parent always keeps when it funds a child: enough to await it (10,000 plus 2 per byte
+/// of an answer up to ~1 MiB), combine the answers and return. A child is never given the fuel
+/// its parent needs to collect it: that would end the parent `FuelExhausted` at its next
+/// instruction and cancel the child before it ran.
+pub const PARENT_RESERVE: u64 = 4_000_000;
 /// This capability's entries of the fuel table.
 pub const FUEL: &[(&str, FuelCost)] = &[
     ("delegate", START),
@@ -70,9 +75,9 @@ fn start(
     }
     // Without fuel metering (a benchmark switch) the child gets what its own Agent allows.
     let left = cx.get_fuel().ok();
-    let fuel = match left {
-        Some(left) => budget.fuel.unwrap_or(left / 2).min(left),
-        None => budget.fuel.unwrap_or(u64::MAX),
+    let fuel = match child_fuel(budget.fuel, left) {
+        Ok(fuel) => fuel,
+        Err(why) => return to_guest(cx, Err(DelegationFailure::BudgetExhausted(why))),
     };
     let time_left = cx.data().caps().delegation_time_left();
     let asked = budget.timeout_millis.map(Duration::from_millis);
@@ -82,12 +87,8 @@ fn start(
         (None, Some(t)) => t,
         (None, None) => Duration::MAX,
     };
-    if fuel == 0 || timeout.is_zero() {
-        let why = format!(
-            "this task has {} fuel and {} ms left: not enough to fund a child",
-            left.unwrap_or(0),
-            time_left.map_or(0, |t| t.as_millis())
-        );
+    if timeout.is_zero() {
+        let why = "this task has no time left to fund a child".to_owned();
         return to_guest(cx, Err(DelegationFailure::BudgetExhausted(why)));
     }
     let started = cx
@@ -100,6 +101,26 @@ fn start(
         cx.set_fuel(left.saturating_sub(fuel))?;
     }
     to_guest(cx, started)
+}
+
+/// The fuel a child gets out of `left` (`None`: fuel is not metered): what the guest `asked`,
+/// or half of what the parent can spare; never [`PARENT_RESERVE`] of it. An ask the parent
+/// cannot afford is refused whole (`budget-exhausted`), never cut down to something the guest
+/// did not ask for.
+pub fn child_fuel(asked: Option<u64>, left: Option<u64>) -> Result<u64, String> {
+    let Some(left) = left else {
+        return Ok(asked.unwrap_or(u64::MAX));
+    };
+    let spare = left.saturating_sub(PARENT_RESERVE);
+    let fuel = asked.unwrap_or(spare / 2);
+    if fuel == 0 || fuel > spare {
+        let asked = asked.map_or_else(|| "a share".to_owned(), |a| a.to_string());
+        return Err(format!(
+            "asked {asked} fuel; this task has {left} left and keeps {PARENT_RESERVE} to await \
+             its children and finish, so it can give at most {spare}"
+        ));
+    }
+    Ok(fuel)
 }
 
 /// Waits for a child and gives back the fuel it did not use.
@@ -148,5 +169,42 @@ fn delegation_error(failure: DelegationFailure) -> DelegationError {
         }
         DelegationFailure::InvalidHandle(m) => DelegationError::InvalidHandle(m),
         DelegationFailure::Host(e) => DelegationError::Unavailable(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_gets_its_ask_or_half_the_spare_and_never_the_parents_reserve() {
+        const R: u64 = PARENT_RESERVE;
+        // (asked, left) → fuel, or refused.
+        let cases: &[(Option<u64>, Option<u64>, Option<u64>)] = &[
+            (Some(10), Some(R + 10), Some(10)),
+            (Some(11), Some(R + 10), None),
+            (None, Some(R + 10), Some(5)),
+            (None, Some(R + 1), None),
+            (None, Some(R), None),
+            (Some(1), Some(0), None),
+            (Some(0), Some(u64::MAX), None),
+            // Fan-out: three children asking 50 M each of a 50 M budget.
+            (Some(50_000_000), Some(50_000_000), None),
+            (Some(50_000_000), Some(200_000_000), Some(50_000_000)),
+            // Not metered: the ask, or what the child's Agent allows.
+            (Some(7), None, Some(7)),
+            (None, None, Some(u64::MAX)),
+        ];
+        for &(asked, left, want) in cases {
+            let got = child_fuel(asked, left);
+            assert_eq!(
+                got.as_ref().ok().copied(),
+                want,
+                "{asked:?} of {left:?}: {got:?}"
+            );
+            if let Err(why) = got {
+                assert!(why.contains("keeps"), "{why}");
+            }
+        }
     }
 }

@@ -28,6 +28,10 @@ fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
                 check_trace(&cx)?;
                 return Err(wasmtime::Trap::Interrupt.into());
             }
+            // Cancelled mid-exchange: end the task as the epoch check would have.
+            if matches!(result, Err(CapError::Cancelled)) {
+                return Err(crate::cancel::Cancelled.into());
+            }
             let result = guest_result(&mut cx, result, http_error)?.map(from_cap_response);
             if let Ok(response) = &result {
                 charge_bytes(&mut cx, HTTP_REQUEST, response_bytes(response))?;

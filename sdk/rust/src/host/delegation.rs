@@ -1,6 +1,6 @@
 //! Calling other Agents (capability `delegation`): wait for one, fan out to several and collect
 //! them, or send a one-way message. A child's fuel and time come out of this task's: by default
-//! half of the fuel left, and the time left.
+//! half of the fuel it can spare (it keeps a reserve to await and finish), and the time left.
 
 use super::wit;
 use crate::Error;
