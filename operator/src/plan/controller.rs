@@ -25,7 +25,7 @@ use tracing::{info, warn};
 
 use super::decide::{
     Created, INPUT_UNAVAILABLE, Input, MAX_TASK_INPUT, NewTask, Observed, ProposalRead, Record,
-    Source, decide, record_created,
+    decide, record_created,
 };
 use super::history;
 use super::observe::{TaskObs, Tasks};

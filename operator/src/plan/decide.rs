@@ -593,12 +593,12 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
                     );
                     out.create.push(task);
                     st.phase = StepPhase::Running;
+                    st.message = held(&step_task_name(name, &s.name, c.attempt + 1), &next);
                     st.task = Some(next);
                     st.task_uid = None;
                     st.attempts = Some(c.attempt + 1);
                     st.attestation_sha256 = None;
                     st.output_sha256 = None;
-                    st.message = held(&step_task_name(name, &s.name, c.attempt + 1), &next);
                 } else {
                     st.phase = if t.phase == TaskPhase::Cancelled {
                         StepPhase::Cancelled
