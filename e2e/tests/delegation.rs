@@ -583,7 +583,8 @@ fn fuel_reserve(ctx: &Ctx) -> Result<()> {
             .message
             .unwrap_or_default();
         ensure!(
-            message.contains("budget exhausted") && message.contains("to await its children"),
+            message.contains("not enough fuel for this child")
+                && message.contains("to await its children"),
             "tight: message {message:?}"
         );
         let created = children_of(&client, &ns, "tight").await?;

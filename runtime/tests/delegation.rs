@@ -225,7 +225,8 @@ fn a_child_asking_more_fuel_than_its_parent_can_spare_gets_budget_exhausted() {
     );
     let message = outcome.failure.map(|f| f.message).unwrap_or_default();
     assert!(
-        message.contains("budget exhausted") && message.contains("to await its children"),
+        message.contains("not enough fuel for this child")
+            && message.contains("to await its children"),
         "{message}"
     );
     assert!(runs.is_empty(), "no child started: {}", runs.len());
@@ -260,7 +261,7 @@ fn a_recursion_on_a_small_budget_reaches_its_depth_or_gets_budget_exhausted() {
     assert_ne!(outcome.failure_kind(), Some(FailureKind::FuelExhausted));
     let said = format!("{:?} {:?}", output(&outcome), outcome.failure);
     assert!(
-        said.contains("bottom") || said.contains("budget exhausted"),
+        said.contains("bottom") || said.contains("not enough fuel for this child"),
         "{said}"
     );
 }

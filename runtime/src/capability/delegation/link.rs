@@ -114,10 +114,10 @@ pub fn child_fuel(asked: Option<u64>, left: Option<u64>) -> Result<u64, String> 
     let spare = left.saturating_sub(PARENT_RESERVE);
     let fuel = asked.unwrap_or(spare / 2);
     if fuel == 0 || fuel > spare {
-        let asked = asked.map_or_else(|| "a share".to_owned(), |a| a.to_string());
+        let asked = asked.map_or_else(|| "half of what it can spare".to_owned(), |a| a.to_string());
         return Err(format!(
-            "asked {asked} fuel; this task has {left} left and keeps {PARENT_RESERVE} to await \
-             its children and finish, so it can give at most {spare}"
+            "not enough fuel for this child: asked {asked}; this task has {left} left and keeps \
+             {PARENT_RESERVE} to await its children and finish, so it can give at most {spare}"
         ));
     }
     Ok(fuel)
