@@ -368,7 +368,7 @@ mod tests {
             ..Message::default()
         };
         let caller = "ü".repeat(300);
-        let t = new_task("a", "c", &caller, &message, Input::Text("x".into()));
+        let t = new_task("a", "c", &caller, &message, Input::Text("x".into()), None);
         let ann = t.metadata.annotations.unwrap_or_default();
         let id = &ann[ANNOTATION_MESSAGE_ID];
         assert!(id.len() <= MAX_ANNOTATION && id.chars().all(|c| c == 'é'));

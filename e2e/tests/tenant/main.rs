@@ -15,6 +15,7 @@ mod plan_attacks;
 mod registry_attacks;
 /// The scripted hostile registry, shared with ari-oci's tests.
 #[path = "../../../oci/tests/scripted/mod.rs"]
+#[allow(dead_code)] // the registry trials use part of it; ari-oci's tests the rest
 mod scripted;
 mod worker_attacks;
 
