@@ -28,8 +28,7 @@ pub use capability::{
 };
 pub use delegation::{ChildStatus, ParentRef, admit_child};
 pub use plan::{
-    HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, Planner,
-    StepPhase, StepStatus,
+    HistoryEntry, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, Planner, StepPhase, StepStatus,
 };
 pub use task::{
     AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,
