@@ -385,7 +385,9 @@ fn readme_block<'a>(readme: &'a str, heading: &str) -> Result<&'a str> {
 /// `export NAME=...   # as printed` lines.
 fn readme_sections(ctx: &Ctx) -> Result<()> {
     let readme = std::fs::read_to_string(repo().join("README.md"))?;
-    let gateway = ctx.rt.block_on(gateway_url(&ctx.cluster.client()))?;
+    let gateway = ctx
+        .rt
+        .block_on(async { gateway_url(&ctx.cluster.client()).await })?;
     let printed = [
         (
             "KUBECONFIG",

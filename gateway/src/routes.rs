@@ -93,6 +93,17 @@ fn refusal(gw: &Gateway, id: &Value, e: &Error) -> Response {
     resp
 }
 
+/// A refusal sent before the request's body was read: the connection cannot carry another
+/// request (the unread body is in the way, and the server closes it), so the answer says so
+/// and a keep-alive client opens a new one instead of losing its next request (RFC 9112 9.6).
+fn closing(mut resp: Response) -> Response {
+    resp.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    resp
+}
+
 /// The address the connection came from (unspecified when none was recorded).
 fn source(parts: &Parts) -> IpAddr {
     parts
@@ -219,11 +230,11 @@ async fn call(
     // The token is checked from the headers before a byte of the body is read.
     let who = match authenticate(&gw, &parts).await {
         Ok(who) => who,
-        Err(e) => return refusal(&gw, &Value::Null, &e),
+        Err(e) => return closing(refusal(&gw, &Value::Null, &e)),
     };
     let body = match read_body(&gw, &parts, body).await {
         Ok(b) => b,
-        Err(e) => return refusal(&gw, &Value::Null, &e),
+        Err(e) => return closing(refusal(&gw, &Value::Null, &e)),
     };
     let rpc::Parsed {
         id,
