@@ -48,7 +48,7 @@ pub const HISTORY_MESSAGE_MAX: usize = 200;
 #[x_kube(
     validation = Rule::new("has(self.steps) != has(self.planner)").message("exactly one of steps and planner must be set"),
     // Immutable but for `cancelled`, which may be set (once: it cannot be unset).
-    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && has(self.steps) == has(oldSelf.steps) && (!has(self.steps) || self.steps == oldSelf.steps) && has(self.planner) == has(oldSelf.planner) && (!has(self.planner) || self.planner == oldSelf.planner) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits))").message("Plan spec is immutable except that cancelled may be set to true"),
+    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && has(self.steps) == has(oldSelf.steps) && (!has(self.steps) || self.steps == oldSelf.steps) && has(self.planner) == has(oldSelf.planner) && (!has(self.planner) || self.planner == oldSelf.planner) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.allowedAgents) == has(oldSelf.allowedAgents) && (!has(self.allowedAgents) || self.allowedAgents == oldSelf.allowedAgents))").message("Plan spec is immutable except that cancelled may be set to true"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PlanSpec {
@@ -62,6 +62,12 @@ pub struct PlanSpec {
     /// Bounds on the whole plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// The only Agents a step may run on (the validator refuses any other, rule
+    /// `agent-not-allowed`). Absent: any Agent of the namespace, so set it whenever a planner
+    /// proposes the steps. The planner's own Agent is `planner.agentRef`, not held to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 253)))]
+    pub allowed_agents: Option<Vec<String>>,
     /// Set to `true` to cancel the Plan: no step starts any more, running steps are cancelled.
     /// Set once; it cannot be unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,6 +216,10 @@ pub struct PlanStatus {
     /// The planner's Task, when there is a planner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planner_task: Option<String>,
+    /// uid of the planner's Task, recorded when the operator created it: no other Task, whatever
+    /// its name, labels or owner references, is taken as the planner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner_task_uid: Option<String>,
     /// Hex SHA-256 of the steps that were validated (the planner's output, or `spec.steps` as
     /// JSON): what was judged is what runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,7 +245,8 @@ pub struct PlanStatus {
 pub struct StepStatus {
     pub name: String,
     pub phase: StepPhase,
-    /// The Task's reason, or `DependencyFailed`, `InputUnavailable`, `Cancelled`.
+    /// The Task's reason, or one of the Plan's own: `DependencyFailed`, `InputUnavailable`,
+    /// `TaskDeleted`, `Cancelled`, `DeadlineExceeded` (see [`STEP_REASONS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,6 +254,10 @@ pub struct StepStatus {
     /// The Task of the latest attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// uid of that Task, recorded when the operator created it: no other Task, whatever its
+    /// name, labels or owner references, is taken as the step's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_uid: Option<String>,
     /// Attempts started (1 + retries used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 4_294_967_295u32))]
@@ -264,13 +279,94 @@ pub struct HistoryEntry {
     #[schemars(range(min = 0, max = 4_294_967_295u32))]
     pub seq: u32,
     pub time: Time,
-    /// `Proposed`, `Validated`, `Rejected`, `StepStarted`, `StepFinished`, `Cancelling`,
-    /// `PlanFinished`.
-    pub event: String,
+    pub event: HistoryEvent,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
     pub message: String,
 }
+
+/// A stage of a Plan's run: a `status.history` entry's `event`, and the reason of the Event
+/// published with it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryEvent {
+    /// The planner's Task was created.
+    PlannerStarted,
+    /// The steps to validate are known (the message has their digest).
+    Proposed,
+    /// The validator accepted the steps.
+    Validated,
+    /// The validator refused them; nothing runs.
+    Rejected,
+    /// A step's first Task was created.
+    StepStarted,
+    /// A failed step runs again, as a new Task.
+    StepRetried,
+    /// A step ended (phase and reason in the message).
+    StepFinished,
+    /// The Plan was cancelled or ran out of time: no step starts, running ones are cancelled.
+    Cancelling,
+    /// The Plan ended.
+    PlanFinished,
+}
+
+impl HistoryEvent {
+    pub const ALL: [HistoryEvent; 9] = [
+        HistoryEvent::PlannerStarted,
+        HistoryEvent::Proposed,
+        HistoryEvent::Validated,
+        HistoryEvent::Rejected,
+        HistoryEvent::StepStarted,
+        HistoryEvent::StepRetried,
+        HistoryEvent::StepFinished,
+        HistoryEvent::Cancelling,
+        HistoryEvent::PlanFinished,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryEvent::PlannerStarted => "PlannerStarted",
+            HistoryEvent::Proposed => "Proposed",
+            HistoryEvent::Validated => "Validated",
+            HistoryEvent::Rejected => "Rejected",
+            HistoryEvent::StepStarted => "StepStarted",
+            HistoryEvent::StepRetried => "StepRetried",
+            HistoryEvent::StepFinished => "StepFinished",
+            HistoryEvent::Cancelling => "Cancelling",
+            HistoryEvent::PlanFinished => "PlanFinished",
+        }
+    }
+}
+
+impl PartialEq<&str> for HistoryEvent {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for HistoryEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Step reason: a step it depends on failed, so it never ran.
+pub const DEPENDENCY_FAILED: &str = "DependencyFailed";
+/// Step reason: its input could not be built from its dependencies' outputs.
+pub const INPUT_UNAVAILABLE: &str = "InputUnavailable";
+/// Step reason: its Task was deleted (by hand) before the Plan finished.
+pub const TASK_DELETED: &str = "TaskDeleted";
+/// Step reason: the Plan was cancelled before the step finished.
+pub const STEP_CANCELLED: &str = "Cancelled";
+/// Step reason: the Plan's deadline passed before the step ran.
+pub const STEP_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+/// Every reason a step gets from the Plan rather than from its Task.
+pub const STEP_REASONS: [&str; 5] = [
+    DEPENDENCY_FAILED,
+    INPUT_UNAVAILABLE,
+    TASK_DELETED,
+    STEP_CANCELLED,
+    STEP_DEADLINE_EXCEEDED,
+];
 
 impl Plan {
     /// The phase, `Pending` before the operator wrote any.

@@ -13,17 +13,7 @@ pub const LABEL_PLAN_UID: &str = "ari.dev/plan-uid";
 /// Label on every Task of a Plan: the step (or `planner`).
 pub const LABEL_PLAN_STEP: &str = "ari.dev/plan-step";
 
-/// The Task of attempt `attempt` (1 for the first) of a step: `<plan>-<step>`, then
-/// `<plan>-<step>.2`, … Deterministic, so an operator that restarts finds the Tasks it made
-/// instead of making them again; the dot cannot appear in a step name, so a retry's Task never
-/// takes another step's name.
-pub fn step_task_name(plan: &str, step: &str, attempt: u32) -> String {
-    if attempt <= 1 {
-        format!("{plan}-{step}")
-    } else {
-        format!("{plan}-{step}.{attempt}")
-    }
-}
+pub use ari_plan::names::{step_task_name, taken_name};
 
 /// The planner's Task.
 pub fn planner_task_name(plan: &str) -> String {
@@ -130,9 +120,7 @@ mod tests {
     }
 
     #[test]
-    fn step_tasks_are_named_by_plan_step_and_attempt() {
-        assert_eq!(step_task_name("p", "count", 1), "p-count");
-        assert_eq!(step_task_name("p", "count", 3), "p-count.3");
+    fn the_planner_task_is_named_after_the_plan() {
         assert_eq!(planner_task_name("p"), "p-planner");
     }
 }

@@ -109,3 +109,43 @@ fn every_plan_rule_compiles_within_the_cost_budget() {
         assert!(over.is_empty(), "{rule}: {over:?}");
     }
 }
+
+#[test]
+fn allowed_agents_cannot_change_once_the_plan_exists_not_even_while_cancelling() {
+    let old = plan(json!({"steps": steps(), "allowedAgents": ["echo"]}));
+    let widened = plan(json!({"steps": steps(), "allowedAgents": ["echo", "admin"],
+                              "cancelled": true}));
+    let err = widened.validate_cel_update(&old).map(|_| ()).unwrap_err();
+    assert!(format!("{err:?}").contains("immutable"), "{err:?}");
+    let cancelled = plan(json!({"steps": steps(), "allowedAgents": ["echo"], "cancelled": true}));
+    assert!(cancelled.validate_cel_update(&old).is_ok());
+}
+
+#[test]
+fn docs_name_every_history_event_and_plan_step_reason() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/plans.md");
+    let doc = std::fs::read_to_string(&path).unwrap_or_default();
+    for event in ari_crds::HistoryEvent::ALL {
+        assert!(
+            doc.contains(&format!("`{}`", event.as_str())),
+            "docs/plans.md does not name history event {event}"
+        );
+    }
+    for reason in ari_crds::plan::STEP_REASONS {
+        assert!(
+            doc.contains(&format!("`{reason}`")),
+            "docs/plans.md does not name step reason {reason}"
+        );
+    }
+    let schema = ari_plan::schema::proposal_schema_text();
+    assert!(
+        schema.contains("<plan>-<step>.<attempt>") && !schema.contains("<plan>-<step>-<n>"),
+        "the proposal schema names retries as the operator does"
+    );
+    assert_eq!(
+        ari_crds::plan_view::step_task_name("p", "s", 2),
+        "p-s.2",
+        "docs/plans.md: a retry is <plan>-<step>.2"
+    );
+    assert!(doc.contains("`<plan>-<step>.2`"));
+}

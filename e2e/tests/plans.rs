@@ -42,6 +42,10 @@ fn main() -> std::process::ExitCode {
             "cancelling_a_plan_stops_its_running_step_and_starts_no_other",
             cancellation,
         ),
+        (
+            "a_128_step_plan_passing_1_mib_outputs_keeps_the_operator_small",
+            operator_memory,
+        ),
     ])
 }
 
@@ -243,22 +247,46 @@ fn verify_whole_plan(ctx: &Ctx, ns: &str, plan: &Plan, agent: &Agent) -> Result<
     )?;
     let selector = format!("{LABEL_PLAN_UID}={}", plan.uid().unwrap_or_default());
     let tasks_json = ctx.kubectl_ok(["get", "tasks", "-n", ns, "-l", &selector, "-o", "json"])?;
+    let agents_file = ctx.work.path().join(format!("{ns}-agents.json"));
+    std::fs::write(
+        &agents_file,
+        ctx.kubectl_ok(["get", "agents", "-n", ns, "-o", "json"])?,
+    )?;
     let verify = |tasks: &str| -> Result<std::process::Output> {
         std::fs::write(&tasks_file, tasks)?;
         Ok(
             std::process::Command::new(ari_e2e::target_dir().join("debug/ari"))
                 .args(["plan", "verify", "--public-key", &key, "--tasks"])
                 .arg(&tasks_file)
+                .arg("--agents")
+                .arg(&agents_file)
                 .arg(&plan_file)
                 .output()?,
         )
     };
     let ok = verify(&tasks_json)?;
+    let said = String::from_utf8_lossy(&ok.stdout);
     ensure!(
-        ok.status.code() == Some(0),
-        "ari plan verify: {}{}",
-        String::from_utf8_lossy(&ok.stdout),
+        ok.status.code() == Some(0) && said.contains("agent echo, module sha256:"),
+        "ari plan verify: {said}{}",
         String::from_utf8_lossy(&ok.stderr)
+    );
+    // A Task of another Agent under a literal step's name (its input is the step's): caught.
+    let mut doc: serde_json::Value = serde_json::from_str(&tasks_json)?;
+    let split = doc["items"]
+        .as_array_mut()
+        .and_then(|items| {
+            items
+                .iter_mut()
+                .find(|t| t["metadata"]["labels"]["ari.dev/plan-step"] == "split")
+        })
+        .context("no split Task")?;
+    split["spec"]["agentRef"]["name"] = serde_json::json!("evil");
+    let bad = verify(&serde_json::to_string(&doc)?)?;
+    let said = String::from_utf8_lossy(&bad.stdout);
+    ensure!(
+        bad.status.code() == Some(3) && said.contains("ran agent evil, not the step's echo"),
+        "a step run by another Agent passed: {said}"
     );
     // An output changed after the fact: the next step's input no longer matches it.
     let tampered = tasks_json.replace(
@@ -636,6 +664,90 @@ spec:
             r#"{"spec":{"cancelled":false}}"#,
         ])?;
         ensure!(!undo.status.success(), "cancelled was unset");
+        Ok(())
+    })
+}
+
+/// Peak resident memory (`VmHWM`) of a process, in bytes.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Largest operator peak for the Plan below. The operator used to list every step Task whole
+/// (inputs and outputs of up to 1 MiB) and read every output ConfigMap on every pass: ~3 ×
+/// 127 MiB for this Plan. Now it keeps digests and reads an output once, to start a step.
+const PLAN_OPERATOR_PEAK_MAX: u64 = 160 << 20;
+
+/// Issue 26, item 4: 16 steps of the stock echo with 64 KB literal inputs, one step joining
+/// them (a ~1 MiB output), then 111 steps each taking that output whole (1 MiB in, 1 MiB out).
+/// The operator's peak resident memory stays within [`PLAN_OPERATOR_PEAK_MAX`] (printed for
+/// BENCHMARKS.md).
+fn operator_memory(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("plan-mem", |client, ns| async move {
+        let limits = "  limits:\n    maxInputBytes: 2097152\n    maxOutputBytes: 2097152\n";
+        agents(ctx, &client, &ns, &[("echo", "echo", limits)]).await?;
+        let mut steps = Vec::new();
+        for i in 0..16 {
+            steps.push(
+                serde_json::json!({"name": format!("s{i}"), "agentRef": {"name": "echo"},
+                "input": format!("{i}{}", "x".repeat(64_999))}),
+            );
+        }
+        let parts: Vec<_> = (0..16)
+            .map(|i| serde_json::json!({"step": format!("s{i}"), "key": format!("k{i}")}))
+            .collect();
+        steps.push(
+            serde_json::json!({"name": "big", "agentRef": {"name": "echo"},
+            "inputFrom": parts}),
+        );
+        for i in 0..111 {
+            steps.push(
+                serde_json::json!({"name": format!("f{i}"), "agentRef": {"name": "echo"},
+                "inputFrom": [{"step": "big"}]}),
+            );
+        }
+        let plan = serde_json::json!({"apiVersion": "ari.dev/v1alpha1", "kind": "Plan",
+            "metadata": {"name": "wide"},
+            "spec": {"limits": {"maxSteps": 128, "maxParallel": 16}, "steps": steps}});
+        let file = ctx.work.path().join("wide-plan.json");
+        std::fs::write(&file, serde_json::to_vec(&plan)?)?;
+        ctx.kubectl_ok([
+            "apply",
+            "--server-side",
+            "-n",
+            &ns,
+            "-f",
+            &file.to_string_lossy(),
+        ])?;
+        let op = ready_pods(
+            &client,
+            OPERATOR_NS,
+            "app.kubernetes.io/name=ari-operator",
+            1,
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
+        let pid = *ctx
+            .node
+            .pod_pids(OPERATOR_NS, &op[0].name_any())
+            .get("operator")
+            .context("no operator process")?;
+        let plan = plan_finished(&client, &ns, "wide", Duration::from_secs(600)).await?;
+        expect_plan(&plan, PlanPhase::Succeeded, PlanReason::Completed)?;
+        let peak = peak_rss(pid).context("operator gone")?;
+        println!(
+            "operator peak RSS for a 128-step Plan of 1 MiB outputs: {} MiB",
+            peak >> 20
+        );
+        ensure!(
+            peak <= PLAN_OPERATOR_PEAK_MAX,
+            "operator peak {} MiB, above {} MiB",
+            peak >> 20,
+            PLAN_OPERATOR_PEAK_MAX >> 20
+        );
         Ok(())
     })
 }

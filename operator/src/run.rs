@@ -221,13 +221,20 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
             .await;
     };
     let gauges = tokio::spawn(task_gauges(task_store, metrics.clone()));
-    let plan_ctl = plan_controller(&cfg, client.clone(), &metrics)
-        .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
-    let plan_ctx = Arc::new(PlanContext::new(ctx.clone(), plan_agents.clone()));
-    // Validation reads the Agent cache: start only once it has listed everything.
+    let (plan_ctl, plan_tasks) = plan_controller(&cfg, client.clone(), &metrics);
+    let plan_ctl = plan_ctl.graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
+    let plan_ctx = Arc::new(PlanContext::new(
+        ctx.clone(),
+        plan_agents.clone(),
+        plan_tasks.clone(),
+    ));
+    // Validation reads the Agent cache and decisions the Plan Task cache: start only once both
+    // have listed everything.
     let plan_ctl = async move {
-        if plan_agents.wait_until_ready().await.is_err() {
-            error!("agent cache closed before it was ready");
+        if plan_agents.wait_until_ready().await.is_err()
+            || plan_tasks.wait_until_ready().await.is_err()
+        {
+            error!("agent or plan task cache closed before it was ready");
             return;
         }
         plan_ctl
@@ -248,8 +255,15 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
 }
 
 /// The Plan controller, woken by its Plans and by changes to the Tasks they own (only Tasks
-/// labelled with a Plan's uid are watched).
-fn plan_controller(cfg: &Config, client: Client, metrics: &Arc<Metrics>) -> Controller<Plan> {
+/// labelled with a Plan's uid are watched), and the cache of those Tasks it decides from. Both
+/// caches are trimmed before they store anything: a Plan to what a pass reads
+/// ([`plan::observe::trim_plan`]), a Task to its state and digests
+/// ([`plan::observe::trim_plan_task`]), so no input, output or attestation is kept.
+fn plan_controller(
+    cfg: &Config,
+    client: Client,
+    metrics: &Arc<Metrics>,
+) -> (Controller<Plan>, Store<Task>) {
     let (plan_store, plan_writer) = reflector::store();
     let plan_events = decode::watch::<Plan>(
         client.clone(),
@@ -257,16 +271,23 @@ fn plan_controller(cfg: &Config, client: Client, metrics: &Arc<Metrics>) -> Cont
         watcher::Config::default(),
         metrics.decode_skipped.clone(),
     )
+    .modify(plan::observe::trim_plan)
     .reflect(plan_writer)
     .applied_objects();
+    let (task_store, task_writer) = reflector::store();
     let step_tasks = decode::watch::<Task>(
         client,
         cfg.namespace.as_deref(),
         watcher::Config::default().labels(LABEL_PLAN_UID),
         metrics.decode_skipped.clone(),
     )
+    .modify(plan::observe::trim_plan_task)
+    .reflect(task_writer)
     .applied_objects();
-    Controller::for_stream(plan_events, plan_store).owns_stream(step_tasks)
+    (
+        Controller::for_stream(plan_events, plan_store).owns_stream(step_tasks),
+        task_store,
+    )
 }
 
 /// Ends the election (which releases the Lease if ours), stops the HTTP server; exits

@@ -32,10 +32,11 @@ impl<'a> Graph<'a> {
         Graph { steps, deps }
     }
 
-    /// Every distinct cycle a depth-first search meets, each as step names starting from its
-    /// earliest-declared step and ending where it started (`a → b → a` is `[a, b, a]`).
-    /// Deterministic: steps are visited in declaration order.
-    pub fn cycles(&self) -> Vec<Vec<String>> {
+    /// The first `limit` distinct cycles a depth-first search meets, each as step names
+    /// starting from its earliest-declared step and ending where it started (`a → b → a` is
+    /// `[a, b, a]`). Deterministic: steps are visited in declaration order. The search stops
+    /// at `limit`, so a graph with a back edge to every step costs one pass, not one per cycle.
+    pub fn cycles(&self, limit: usize) -> Vec<Vec<&'a str>> {
         #[derive(Clone, Copy, PartialEq)]
         enum Mark {
             New,
@@ -46,7 +47,7 @@ impl<'a> Graph<'a> {
         let mut mark = vec![Mark::New; n];
         let mut found: BTreeSet<Vec<usize>> = BTreeSet::new();
         let mut ordered: Vec<Vec<usize>> = Vec::new();
-        for root in 0..n {
+        'roots: for root in 0..n {
             if mark[root] != Mark::New {
                 continue;
             }
@@ -67,6 +68,9 @@ impl<'a> Graph<'a> {
                             let cycle = canonical(stack[start..].iter().map(|(s, _)| *s).collect());
                             if found.insert(cycle.clone()) {
                                 ordered.push(cycle);
+                                if ordered.len() >= limit {
+                                    break 'roots;
+                                }
                             }
                         }
                         Mark::Done => {}
@@ -77,13 +81,13 @@ impl<'a> Graph<'a> {
                 }
             }
         }
+        let steps = self.steps;
         ordered
             .into_iter()
             .map(|c| {
                 // Edges point from a step to what it waits for; a reader follows "waits for".
-                let mut names: Vec<String> =
-                    c.iter().map(|&i| self.steps[i].name.clone()).collect();
-                if let Some(first) = names.first().cloned() {
+                let mut names: Vec<&'a str> = c.iter().map(|&i| steps[i].name.as_str()).collect();
+                if let Some(first) = names.first().copied() {
                     names.push(first);
                 }
                 names
@@ -138,7 +142,7 @@ mod tests {
     #[test]
     fn an_acyclic_graph_has_no_cycle() {
         let steps = [step("a", &[]), step("b", &["a"]), step("c", &["a", "b"])];
-        assert!(Graph::new(&steps).cycles().is_empty());
+        assert!(Graph::new(&steps).cycles(10).is_empty());
     }
 
     #[test]
@@ -151,8 +155,38 @@ mod tests {
             step("e", &[]),
         ];
         assert_eq!(
-            Graph::new(&steps).cycles(),
+            Graph::new(&steps).cycles(10),
             [vec!["a", "c", "b", "a"], vec!["d", "d"]]
+        );
+        assert_eq!(Graph::new(&steps).cycles(1), [vec!["a", "c", "b", "a"]]);
+    }
+
+    #[test]
+    fn a_chain_with_a_back_edge_to_every_step_stops_at_the_limit() {
+        // s0 waits for s1, s1 for s2, …, and each also for s0: a ring at every depth, so an
+        // unbounded search names n rings of up to n steps.
+        let n = 5_000;
+        let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+        let steps: Vec<Step> = (0..n)
+            .map(|i| {
+                let mut deps = vec![names[0].as_str()];
+                if i + 1 < n {
+                    deps.push(names[i + 1].as_str());
+                }
+                if i == 0 {
+                    deps.remove(0);
+                }
+                step(&names[i], &deps)
+            })
+            .collect();
+        let cycles = Graph::new(&steps).cycles(3);
+        assert_eq!(
+            cycles,
+            [
+                vec!["s0", "s1", "s0"],
+                vec!["s0", "s1", "s2", "s0"],
+                vec!["s0", "s1", "s2", "s3", "s0"]
+            ]
         );
     }
 

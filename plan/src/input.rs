@@ -24,6 +24,8 @@ pub enum InputError {
     MissingField { step: String, field: String },
     #[error("the output of step {0} is not UTF-8, so it cannot go into a JSON input")]
     NotUtf8(String),
+    #[error("the input would pass {0} bytes")]
+    TooLarge(usize),
 }
 
 /// The input bytes of `step`, given the outputs of finished steps by name.
@@ -34,38 +36,92 @@ pub fn compose_input(
     step: &Step,
     outputs: &BTreeMap<String, Vec<u8>>,
 ) -> Result<Vec<u8>, InputError> {
-    if let Some(literal) = &step.input {
-        return Ok(literal.clone().into_bytes());
-    }
-    match step.input_from.as_slice() {
-        [] => Ok(Vec::new()),
-        [one] if one.key.is_none() => match &one.field {
-            None => Ok(output(outputs, one)?.to_vec()),
-            Some(_) => {
-                let raw = field(outputs, one)?;
-                Ok(match serde_json::from_str::<String>(&raw) {
-                    Ok(text) => text.into_bytes(),
-                    Err(_) => raw.into_bytes(),
-                })
+    match Shape::of(step) {
+        Shape::Literal(bytes) => Ok(bytes.to_vec()),
+        Shape::Single(one) => single(one, output(outputs, one)?),
+        Shape::Object(many) => {
+            let mut object = Object::new(usize::MAX);
+            for r in many {
+                object.push(r, output(outputs, r)?)?;
             }
-        },
-        many => {
-            let mut object = String::from("{");
-            for (i, r) in many.iter().enumerate() {
-                let value = match &r.field {
-                    Some(_) => field(outputs, r)?,
-                    None => whole(outputs, r)?,
-                };
-                if i > 0 {
-                    object.push(',');
-                }
-                object.push_str(&serde_json::Value::from(r.key()).to_string());
-                object.push(':');
-                object.push_str(&value);
-            }
-            object.push('}');
-            Ok(object.into_bytes())
+            Ok(object.finish())
         }
+    }
+}
+
+/// How a step's input is made: so a caller can fetch one output at a time.
+pub enum Shape<'a> {
+    /// The literal input (empty when the step has neither `input` nor `inputFrom`).
+    Literal(&'a [u8]),
+    /// One output (or one field of it) as it is.
+    Single(&'a InputRef),
+    /// A JSON object with one member per entry, in order.
+    Object(&'a [InputRef]),
+}
+
+impl<'a> Shape<'a> {
+    pub fn of(step: &'a Step) -> Shape<'a> {
+        if let Some(literal) = &step.input {
+            return Shape::Literal(literal.as_bytes());
+        }
+        match step.input_from.as_slice() {
+            [] => Shape::Literal(&[]),
+            [one] if one.key.is_none() => Shape::Single(one),
+            many => Shape::Object(many),
+        }
+    }
+}
+
+/// The input made of one output (`r` has no key): the output, or its field.
+pub fn single(r: &InputRef, output: &[u8]) -> Result<Vec<u8>, InputError> {
+    match &r.field {
+        None => Ok(output.to_vec()),
+        Some(_) => {
+            let raw = field(r, output)?;
+            Ok(match serde_json::from_str::<String>(&raw) {
+                Ok(text) => text.into_bytes(),
+                Err(_) => raw.into_bytes(),
+            })
+        }
+    }
+}
+
+/// A JSON object input built one member at a time, refused as soon as it passes `max` bytes.
+pub struct Object {
+    text: String,
+    max: usize,
+}
+
+impl Object {
+    pub fn new(max: usize) -> Self {
+        Object {
+            text: String::from("{"),
+            max,
+        }
+    }
+
+    /// Adds the member of `r`, taken from that step's `output`.
+    pub fn push(&mut self, r: &InputRef, output: &[u8]) -> Result<(), InputError> {
+        let value = match &r.field {
+            Some(_) => field(r, output)?,
+            None => whole(r, output)?,
+        };
+        if self.text.len() > 1 {
+            self.text.push(',');
+        }
+        self.text
+            .push_str(&serde_json::Value::from(r.key()).to_string());
+        self.text.push(':');
+        self.text.push_str(&value);
+        if self.text.len() + 1 > self.max {
+            return Err(InputError::TooLarge(self.max));
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Vec<u8> {
+        self.text.push('}');
+        self.text.into_bytes()
     }
 }
 
@@ -80,9 +136,8 @@ fn output<'a>(
 }
 
 /// The field's JSON text, as it appears in the output.
-fn field(outputs: &BTreeMap<String, Vec<u8>>, r: &InputRef) -> Result<String, InputError> {
+fn field(r: &InputRef, bytes: &[u8]) -> Result<String, InputError> {
     let name = r.field.clone().unwrap_or_default();
-    let bytes = output(outputs, r)?;
     let Ok(mut object) = serde_json::from_slice::<BTreeMap<String, Box<RawValue>>>(bytes) else {
         return Err(InputError::NotAnObject {
             step: r.step.clone(),
@@ -99,8 +154,7 @@ fn field(outputs: &BTreeMap<String, Vec<u8>>, r: &InputRef) -> Result<String, In
 }
 
 /// The whole output as JSON text: itself when it is JSON, else as a JSON string.
-fn whole(outputs: &BTreeMap<String, Vec<u8>>, r: &InputRef) -> Result<String, InputError> {
-    let bytes = output(outputs, r)?;
+fn whole(r: &InputRef, bytes: &[u8]) -> Result<String, InputError> {
     let text = std::str::from_utf8(bytes).map_err(|_| InputError::NotUtf8(r.step.clone()))?;
     Ok(match serde_json::from_str::<&RawValue>(text) {
         Ok(raw) => raw.get().to_owned(),
@@ -169,6 +223,18 @@ mod tests {
         assert_eq!(
             String::from_utf8_lossy(&got),
             r#"{"n":3,"plain":"hello","all":{"a":"one two","n":3}}"#
+        );
+    }
+
+    #[test]
+    fn an_object_input_is_refused_as_soon_as_it_passes_its_bound() {
+        let big = format!("{{\"a\":\"{}\"}}", "x".repeat(600));
+        let r = from("big", Some("a"), Some("k"));
+        let mut object = Object::new(1_000);
+        assert_eq!(object.push(&r, big.as_bytes()), Ok(()));
+        assert_eq!(
+            object.push(&r, big.as_bytes()),
+            Err(InputError::TooLarge(1_000))
         );
     }
 

@@ -7,14 +7,17 @@
 //! `ari plan validate` call the same function, so a proposal is judged the same way in both.
 
 pub mod agents;
+pub mod bounds;
 pub mod graph;
 pub mod input;
 pub mod model;
+pub mod names;
 pub mod schema;
 pub mod validate;
 
 pub use agents::{AgentMode, AgentView, Agents, HostCheck, SimpleHosts};
 pub use ari_model::CapabilityName;
+pub use bounds::{MAX_PROPOSAL_BYTES, Unreadable, parse_proposal};
 pub use input::{InputError, compose_input};
 pub use model::{
     AgentRef, InputRef, Limits, PLANNER_STEP, Proposal, Requirements, RetryPolicy, Step,

@@ -51,7 +51,8 @@ pub struct AgentRef {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Step {
-    /// Unique in the plan; a DNS label. The step's Task is named `<plan>-<step>`.
+    /// Unique in the plan; a DNS label. The step's Task is named `<plan>-<step>` (see
+    /// docs/plans.md for retries and taken names).
     #[schemars(
         length(min = 1, max = 63),
         regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -145,7 +146,7 @@ pub struct Requirements {
     pub signing_key_id: Option<String>,
 }
 
-/// How often a failed step is run again (as a new Task, `<plan>-<step>-<n>`). Refusals
+/// How often a failed step is run again (as a new Task, `<plan>-<step>.<attempt>`). Refusals
 /// (`CapabilityDenied`, `ModeRefused`) and cancellations are never retried: the same Task
 /// would be refused again.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]

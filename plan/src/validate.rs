@@ -11,11 +11,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agents::{AgentMode, Agents, HostCheck};
+use crate::bounds::{cut, first_breach};
 use crate::graph::Graph;
 use crate::model::{
-    Limits, MAX_DEADLINE_SECONDS, MAX_FIELD_NAME, MAX_FUEL, MAX_LITERAL_INPUT, MAX_PARALLEL,
-    MAX_REFS, MAX_RETRY, MAX_STEP_NAME, MAX_STEPS, PLANNER_STEP, Proposal, Step,
+    Limits, MAX_DEADLINE_SECONDS, MAX_FUEL, MAX_PARALLEL, MAX_RETRY, MAX_STEP_NAME, MAX_STEPS,
+    PLANNER_STEP, Proposal, Step,
 };
+use crate::names::{MAX_TASK_NAME, longest_step_task_name};
 
 /// The rule a violation breaks; its id (`unknown-agent`, …) is stable, for scripts and alerts.
 #[derive(
@@ -40,6 +42,8 @@ pub enum Rule {
     DuplicateStep,
     /// The step's Agent does not exist.
     UnknownAgent,
+    /// The step's Agent is not in the Plan's `allowedAgents`.
+    AgentNotAllowed,
     /// The step's Agent is not Ready.
     AgentNotReady,
     /// The step's Agent is in mode `subagent`: it takes only delegated Tasks.
@@ -76,6 +80,7 @@ impl Rule {
             Rule::InvalidName => "invalid-name",
             Rule::DuplicateStep => "duplicate-step",
             Rule::UnknownAgent => "unknown-agent",
+            Rule::AgentNotAllowed => "agent-not-allowed",
             Rule::AgentNotReady => "agent-not-ready",
             Rule::ModeRefused => "mode-refused",
             Rule::NotGranted => "not-granted",
@@ -124,18 +129,40 @@ pub struct Context<'a> {
     pub limits: &'a Limits,
     /// Host allow-list grammar.
     pub hosts: &'a dyn HostCheck,
-    /// The Plan's name, when known, so step Task names (`<plan>-<step>-<n>`) are checked to fit.
+    /// The Plan's name, when known, so step Task names are checked to fit
+    /// ([`crate::names::longest_step_task_name`]).
     pub plan_name: Option<&'a str>,
+    /// The Plan's `allowedAgents`: when set, the only Agents a step may run on.
+    pub allowed_agents: Option<&'a [String]>,
 }
 
-/// Longest Task name (a DNS subdomain).
-const MAX_TASK_NAME: usize = 253;
+/// Most violations listed; past it one more says how many were left out.
+pub const MAX_LISTED: usize = 256;
+/// Most cycles named (each is one violation).
+pub const MAX_CYCLES: usize = 8;
+/// Most steps of a cycle named in its message.
+pub const MAX_CYCLE_PATH: usize = 8;
+/// Most declared outputs named in an `unknown-field` message.
+const MAX_OUTPUTS_SHOWN: usize = 8;
 
-struct Out(Vec<Violation>);
+/// The violations found, at most [`MAX_LISTED`] kept; `unlisted` counts the rest.
+#[derive(Default)]
+struct Out {
+    listed: Vec<Violation>,
+    unlisted: usize,
+}
 
 impl Out {
+    fn push(&mut self, v: Violation) {
+        if self.listed.len() < MAX_LISTED {
+            self.listed.push(v);
+        } else {
+            self.unlisted += 1;
+        }
+    }
+
     fn plan(&mut self, rule: Rule, message: String) {
-        self.0.push(Violation {
+        self.push(Violation {
             step: None,
             rule,
             message,
@@ -143,17 +170,36 @@ impl Out {
     }
 
     fn step(&mut self, step: &str, rule: Rule, message: String) {
-        self.0.push(Violation {
-            step: Some(step.to_owned()),
+        self.push(Violation {
+            step: Some(cut(step)),
             rule,
             message,
         });
     }
+
+    fn done(mut self) -> Vec<Violation> {
+        if self.unlisted > 0 {
+            self.listed.push(Violation {
+                step: None,
+                rule: Rule::OutOfRange,
+                message: format!(
+                    "{} more violation(s) not listed (at most {MAX_LISTED} are)",
+                    self.unlisted
+                ),
+            });
+        }
+        self.listed
+    }
 }
 
-/// Every violation of `proposal` (empty: admissible).
+/// Every violation of `proposal` (empty: admissible). A proposal that breaks a size, count or
+/// length bound gets that one violation and nothing else is checked
+/// ([`crate::bounds::first_breach`]), so the work and the answer stay small whatever it holds.
 pub fn validate(proposal: &Proposal, ctx: &Context) -> Vec<Violation> {
-    let mut out = Out(Vec::new());
+    if let Some(v) = first_breach(proposal) {
+        return vec![v];
+    }
+    let mut out = Out::default();
     let limits = plan_limits(proposal, ctx, &mut out);
     let steps = &proposal.steps;
     let by_name: BTreeMap<&str, &Step> = steps.iter().rev().map(|s| (s.name.as_str(), s)).collect();
@@ -161,23 +207,42 @@ pub fn validate(proposal: &Proposal, ctx: &Context) -> Vec<Violation> {
     for s in steps {
         step_rules(s, ctx, &limits, &by_name, &mut seen, &mut out);
     }
-    for cycle in Graph::new(steps).cycles() {
-        let first = cycle.first().cloned().unwrap_or_default();
-        out.step(
-            &first,
+    let cycles = Graph::new(steps).cycles(MAX_CYCLES + 1);
+    for cycle in cycles.iter().take(MAX_CYCLES) {
+        let first = cycle.first().copied().unwrap_or_default();
+        out.step(first, Rule::Cycle, ring(cycle));
+    }
+    if cycles.len() > MAX_CYCLES {
+        out.plan(
             Rule::Cycle,
-            format!("steps wait for each other in a ring: {}", cycle.join(" → ")),
+            format!("more rings than the {MAX_CYCLES} named; break those and validate again"),
         );
     }
     total_fuel(steps, ctx, &limits, &mut out);
-    out.0
+    out.done()
+}
+
+/// `a → c → b → a`, with at most [`MAX_CYCLE_PATH`] steps named.
+fn ring(cycle: &[&str]) -> String {
+    let steps = cycle.len().saturating_sub(1);
+    let text = if cycle.len() <= MAX_CYCLE_PATH + 1 {
+        cycle.join(" → ")
+    } else {
+        let head = cycle[..MAX_CYCLE_PATH].join(" → ");
+        format!("{head} → … ({steps} steps in all)")
+    };
+    format!("steps wait for each other in a ring: {text}")
 }
 
 /// Whether the planner Agent may run (its violations are reported on step `planner`).
 pub fn validate_planner(agent: &str, ctx: &Context) -> Vec<Violation> {
-    let mut out = Out(Vec::new());
+    let mut out = Out::default();
+    if let Some(v) = crate::bounds::agent_breach(agent) {
+        out.step(PLANNER_STEP, Rule::OutOfRange, v);
+        return out.done();
+    }
     agent_rules(PLANNER_STEP, agent, ctx, &mut out);
-    out.0
+    out.done()
 }
 
 /// Plan-wide rules; returns the limits the steps are held to (the Plan's, lowered by the
@@ -279,12 +344,7 @@ fn is_dns_label(s: &str) -> bool {
 
 /// `s` in quotes, cut to a readable length (names in messages come from a guest).
 fn shown(s: &str) -> String {
-    let mut end = s.len().min(80);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    let cut = if end < s.len() { "…" } else { "" };
-    format!("{:?}{cut}", &s[..end])
+    format!("{:?}", cut(s))
 }
 
 fn step_rules(
@@ -312,12 +372,16 @@ fn step_rules(
             "the step name planner is reserved for the planner's Task".into(),
         );
     } else if let Some(plan) = ctx.plan_name {
-        let longest = plan.len() + 1 + name.len() + 2;
+        let longest = longest_step_task_name(plan, name, s.retry_limit().min(MAX_RETRY));
         if longest > MAX_TASK_NAME {
             out.step(
                 name,
                 Rule::InvalidName,
-                format!("the Task name {plan}-{name} is too long (at most {MAX_TASK_NAME} with its retry suffix)"),
+                format!(
+                    "the step's Task name may reach {longest} bytes, above {MAX_TASK_NAME}: {}-{name}, with {}",
+                    cut(plan),
+                    crate::names::SUFFIXES_EXPLAINED
+                ),
             );
         }
     }
@@ -326,6 +390,18 @@ fn step_rules(
             name,
             Rule::DuplicateStep,
             format!("another step is already named {}", shown(name)),
+        );
+    }
+    if let Some(allowed) = ctx.allowed_agents
+        && !allowed.contains(&s.agent_ref.name)
+    {
+        out.step(
+            name,
+            Rule::AgentNotAllowed,
+            format!(
+                "agent {} is not in the Plan's allowedAgents",
+                shown(&s.agent_ref.name)
+            ),
         );
     }
     let agent = agent_rules(name, &s.agent_ref.name, ctx, out);
@@ -385,43 +461,6 @@ fn step_rules(
             "both input and inputFrom are set; a step takes one".into(),
         );
     }
-    if s.input
-        .as_ref()
-        .is_some_and(|i| i.len() > MAX_LITERAL_INPUT)
-    {
-        out.step(
-            name,
-            Rule::OutOfRange,
-            format!("input is longer than {MAX_LITERAL_INPUT} bytes"),
-        );
-    }
-    for (what, n) in [
-        ("dependsOn", s.depends_on.len()),
-        ("inputFrom", s.input_from.len()),
-        ("outputs", s.outputs.len()),
-    ] {
-        if n > MAX_REFS {
-            out.step(
-                name,
-                Rule::OutOfRange,
-                format!("{what} has {n} entries, above {MAX_REFS}"),
-            );
-        }
-    }
-    if let Some(bad) = s
-        .outputs
-        .iter()
-        .find(|f| f.is_empty() || f.len() > MAX_FIELD_NAME)
-    {
-        out.step(
-            name,
-            Rule::OutOfRange,
-            format!(
-                "output field {} must be 1..={MAX_FIELD_NAME} bytes",
-                shown(bad)
-            ),
-        );
-    }
     reference_rules(s, by_name, out);
 }
 
@@ -453,7 +492,19 @@ fn reference_rules(s: &Step, by_name: &BTreeMap<&str, &Step>, out: &mut Out) {
             let declared = if from.outputs.is_empty() {
                 "declares no outputs".to_owned()
             } else {
-                format!("declares outputs [{}]", from.outputs.join(", "))
+                let shown: Vec<String> = from
+                    .outputs
+                    .iter()
+                    .take(MAX_OUTPUTS_SHOWN)
+                    .map(|f| cut(f))
+                    .collect();
+                let more = from.outputs.len().saturating_sub(MAX_OUTPUTS_SHOWN);
+                let more = if more > 0 {
+                    format!(", … {more} more")
+                } else {
+                    String::new()
+                };
+                format!("declares outputs [{}{more}]", shown.join(", "))
             };
             out.step(
                 name,

@@ -45,6 +45,7 @@ fn check(p: &Proposal, limits: &Limits) -> Vec<Violation> {
             limits,
             hosts: &SimpleHosts,
             plan_name: Some("plan"),
+            allowed_agents: None,
         },
     )
 }
@@ -335,7 +336,11 @@ fn each_rule_alone_is_reported_with_its_step_and_message() {
             "literal input too long",
             json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "input": "x".repeat(65_537)}]}),
             Limits::default(),
-            &[(Some("a"), Rule::OutOfRange, "longer than 65536")],
+            &[(
+                Some("a"),
+                Rule::OutOfRange,
+                "input is 65537 bytes, above 65536",
+            )],
         ),
     ];
     let mut rules_seen = std::collections::BTreeSet::new();
@@ -344,6 +349,7 @@ fn each_rule_alone_is_reported_with_its_step_and_message() {
         assert_violations(&got, want, case);
         rules_seen.extend(want.iter().map(|(_, r, _)| *r));
     }
+    // `agent-not-allowed` has its own test (it needs the Plan's allow-list).
     assert_eq!(rules_seen.len(), 19, "every rule has a row: {rules_seen:?}");
 }
 
@@ -403,6 +409,7 @@ fn a_planner_on_a_missing_subagent_or_unready_agent_is_reported_on_step_planner(
         limits: &limits,
         hosts: &SimpleHosts,
         plan_name: None,
+        allowed_agents: None,
     };
     assert!(validate_planner("echo", &ctx).is_empty());
     for (agent, rule) in [
@@ -429,12 +436,160 @@ fn a_step_name_too_long_for_its_task_name_is_invalid() {
         limits: &limits,
         hosts: &SimpleHosts,
         plan_name: Some(&long_plan),
+        allowed_agents: None,
     };
     let p = proposal(json!({"steps": [step(&"s".repeat(60), "echo")]}));
     let got = validate(&p, &ctx);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].rule, Rule::InvalidName);
-    assert!(got[0].message.contains("too long"));
+    assert!(got[0].message.contains("above 253"), "{}", got[0].message);
+    assert!(got[0].message.contains(".<attempt>"), "{}", got[0].message);
+}
+
+#[test]
+fn the_retry_suffix_counts_only_for_a_step_with_retries() {
+    let agents = agents();
+    let limits = Limits::default();
+    // 253 = plan (183) + '-' + step (63) + ".xxxxx" (6): fits without a retry suffix only.
+    let plan = "p".repeat(183);
+    let ctx = Context {
+        agents: &agents,
+        limits: &limits,
+        hosts: &SimpleHosts,
+        plan_name: Some(&plan),
+        allowed_agents: None,
+    };
+    let name = "s".repeat(63);
+    let plain = proposal(json!({"steps": [step(&name, "echo")]}));
+    assert_eq!(validate(&plain, &ctx), []);
+    let retried = proposal(
+        json!({"steps": [{"name": name, "agentRef": {"name": "echo"},
+        "retry": {"limit": 1}}]}),
+    );
+    let got = validate(&retried, &ctx);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].rule, Rule::InvalidName);
+}
+
+#[test]
+fn a_step_on_an_agent_outside_the_allow_list_is_refused() {
+    let agents = agents();
+    let limits = Limits::default();
+    let allowed = vec!["echo".to_owned()];
+    let ctx = Context {
+        agents: &agents,
+        limits: &limits,
+        hosts: &SimpleHosts,
+        plan_name: Some("plan"),
+        allowed_agents: Some(&allowed),
+    };
+    let p = proposal(json!({"steps": [step("a", "echo"), step("b", "wc")]}));
+    assert_violations(
+        &validate(&p, &ctx),
+        &[(
+            Some("b"),
+            Rule::AgentNotAllowed,
+            "agent \"wc\" is not in the Plan's allowedAgents",
+        )],
+        "allow-list",
+    );
+    let none: Vec<String> = Vec::new();
+    let ctx = Context {
+        allowed_agents: Some(&none),
+        ..ctx
+    };
+    assert_eq!(validate(&p, &ctx).len(), 2);
+}
+
+/// A proposal of `steps` steps whose names are `name(i)`.
+fn many(steps: usize, name: impl Fn(usize) -> String) -> Proposal {
+    Proposal {
+        steps: (0..steps)
+            .map(|i| crate::model::Step {
+                name: name(i),
+                agent_ref: crate::model::AgentRef {
+                    name: "echo".into(),
+                },
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_name_of_60_kb_gives_one_short_violation_and_nothing_else() {
+    let mut p = many(3, |i| format!("s{i}"));
+    p.steps[1].name = "n".repeat(61_440);
+    p.steps[2].depends_on = vec![p.steps[1].name.clone(); 3];
+    let got = check(&p, &Limits::default());
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].rule, Rule::OutOfRange);
+    assert!(got[0].message.contains("61440 bytes"), "{}", got[0].message);
+    let shown = got[0].step.clone().unwrap_or_default();
+    assert!(shown.len() <= 84 && shown.ends_with('…'), "{shown}");
+    assert!(got[0].to_string().len() < 400, "{}", got[0]);
+}
+
+#[test]
+fn more_steps_than_the_hard_cap_is_one_violation_checked_first() {
+    // Names that would each break a rule: none is looked at.
+    let p = many(12_000, |i| format!("Bad_{i}"));
+    let got = check(&p, &Limits::default());
+    assert_violations(
+        &got,
+        &[(
+            None,
+            Rule::TooManySteps,
+            "12000 steps, above the hard cap of 128",
+        )],
+        "hard cap",
+    );
+}
+
+#[test]
+fn a_ring_at_every_depth_names_a_bounded_number_of_short_rings() {
+    // s0 waits for s1, s1 for s2, …, and every step also for s0.
+    let n = 128;
+    let mut p = many(n, |i| format!("{i}{}", "x".repeat(58)));
+    let names: Vec<String> = p.steps.iter().map(|s| s.name.clone()).collect();
+    for (i, s) in p.steps.iter_mut().enumerate() {
+        if i > 0 {
+            s.depends_on.push(names[0].clone());
+        }
+        if i + 1 < n {
+            s.depends_on.push(names[i + 1].clone());
+        }
+    }
+    let limits = Limits {
+        max_steps: Some(128),
+        ..Default::default()
+    };
+    let got = check(&p, &limits);
+    let rings: Vec<&Violation> = got.iter().filter(|v| v.rule == Rule::Cycle).collect();
+    assert_eq!(rings.len(), crate::validate::MAX_CYCLES + 1, "{got:#?}");
+    assert!(rings[crate::validate::MAX_CYCLES].step.is_none());
+    for v in &rings {
+        assert!(v.message.len() < 1_000, "{}", v.message);
+    }
+}
+
+#[test]
+fn past_the_listing_cap_one_violation_counts_the_rest() {
+    // 128 steps on a missing Agent, each also waiting for 3 missing steps: 512 violations.
+    let mut p = many(128, |i| format!("s{i}"));
+    for s in &mut p.steps {
+        s.agent_ref.name = "ghost".into();
+        s.depends_on = vec!["x".into(), "y".into(), "z".into()];
+    }
+    let limits = Limits {
+        max_steps: Some(128),
+        ..Default::default()
+    };
+    let got = check(&p, &limits);
+    assert_eq!(got.len(), crate::validate::MAX_LISTED + 1);
+    let last = got.last().map(ToString::to_string).unwrap_or_default();
+    assert!(last.contains("256 more violation(s) not listed"), "{last}");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The namespace user as attacker: someone with `create` on Agents and Tasks in one namespace
+//! The namespace user as attacker: someone with `create` on Agents, Tasks and Plans in one namespace
 //! (and, where a trial says so, on Secrets) tries each attack of docs/security.md's tenant table
 //! on a real control plane. Every trial asserts the attack failed *and* that the operator and
 //! executors still serve other namespaces.
@@ -11,6 +11,7 @@ mod gateway_attacks;
 mod live_log_attacks;
 mod namespace_user;
 mod operator_attacks;
+mod plan_attacks;
 mod registry_attacks;
 /// The scripted hostile registry, shared with ari-oci's tests.
 #[path = "../../../oci/tests/scripted/mod.rs"]
@@ -26,6 +27,7 @@ fn main() -> std::process::ExitCode {
     all.extend(delegation_attacks::trials());
     all.extend(gateway_attacks::trials());
     all.extend(live_log_attacks::trials());
+    all.extend(plan_attacks::trials());
     // Last, alone: it reconfigures the operator (an insecure registry) and measures its memory.
     trials::run_phases(
         ari_e2e::scenario::Ctx::start_with_operator,

@@ -1,5 +1,5 @@
 //! The namespace user every tenant trial acts as: a ServiceAccount of the trial's namespace
-//! whose Role allows only create/get/list on Agents and Tasks (and, for the Secret attacks,
+//! whose Role allows only create/get/list on Agents, Tasks and Plans (and, for the Secret attacks,
 //! create/update on Secrets), talking to the API server with its own token — never as admin.
 
 use anyhow::{Context, Result};
@@ -13,7 +13,7 @@ use kube::{Api, Client};
 
 const TENANT: &str = "tenant";
 
-/// A client acting as the namespace user of `ns`: create/get/list on Agents and Tasks, and
+/// A client acting as the namespace user of `ns`: create/get/list on Agents, Tasks and Plans, and
 /// create/update on Secrets when `secrets`.
 pub async fn client(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Result<Client> {
     let pp = PostParams::default();
@@ -33,7 +33,7 @@ pub async fn client(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Resul
         .await?;
     let mut rules = vec![PolicyRule {
         api_groups: Some(vec!["ari.dev".into()]),
-        resources: Some(vec!["agents".into(), "tasks".into()]),
+        resources: Some(vec!["agents".into(), "tasks".into(), "plans".into()]),
         verbs: vec!["create".into(), "get".into(), "list".into()],
         ..Default::default()
     }];

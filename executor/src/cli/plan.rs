@@ -58,50 +58,96 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// Largest file read: the API server takes no larger object (3 MiB), and a proposal is at most
+/// [`ari_plan::MAX_PROPOSAL_BYTES`].
+const MAX_FILE_BYTES: u64 = 3 << 20;
+
 fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     let agents = read_agents(&args.agents)?;
-    let doc = read_documents(&args.file)?
+    let bytes = read_bounded(&args.file)?;
+    // A proposal (JSON) is read straight into its types, within its bound; a Plan as YAML.
+    /// Only `kind`, read without keeping the rest.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        kind: Option<String>,
+    }
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        && serde_json::from_slice::<Head>(&bytes)
+            .map(|h| h.kind.is_none())
+            .unwrap_or(true)
+    {
+        let limits = Limits::default();
+        return match ari_plan::parse_proposal(&bytes) {
+            Ok(proposal) => {
+                drop(bytes);
+                let violations =
+                    ari_plan::validate(&proposal, &context(&agents, &limits, None, None));
+                report(
+                    "proposal",
+                    &violations,
+                    Some(proposal.steps.len()),
+                    args.json,
+                )
+            }
+            Err(ari_plan::Unreadable::TooLarge(v)) => report("proposal", &[v], None, args.json),
+            Err(ari_plan::Unreadable::NotAProposal(e)) => {
+                bail!("{} is not a plan proposal: {e}", args.file.display())
+            }
+        };
+    }
+    let doc = documents(&bytes, &args.file)?
         .into_iter()
         .next()
         .with_context(|| format!("{} is empty", args.file.display()))?;
+    drop(bytes);
+    if doc.get("kind").and_then(Value::as_str) != Some("Plan") {
+        bail!("{} is neither a Plan nor a proposal", args.file.display());
+    }
+    let plan: Plan = serde_json::from_value(doc)
+        .with_context(|| format!("{} is not a valid Plan", args.file.display()))?;
+    let limits = plan.spec.limits.clone().unwrap_or_default();
+    let allowed = plan.spec.allowed_agents.as_deref();
+    let name = plan.metadata.name.as_deref();
+    let ctx = context(&agents, &limits, name, allowed);
+    let label = plan_label(&plan);
     let mut violations = Vec::new();
-    let (name, plan_name, limits, proposal) =
-        if doc.get("kind").and_then(Value::as_str) == Some("Plan") {
-            let plan: Plan = serde_json::from_value(doc)
-                .with_context(|| format!("{} is not a valid Plan", args.file.display()))?;
-            let limits = plan.spec.limits.clone().unwrap_or_default();
-            let ctx = context(&agents, &limits, plan.metadata.name.as_deref());
-            let proposal = match (&plan.spec.steps, &plan.spec.planner, &args.proposal) {
-                (Some(steps), _, _) => Proposal {
-                    steps: steps.clone(),
-                    ..Default::default()
-                },
-                (None, Some(planner), Some(path)) => {
-                    violations.extend(ari_plan::validate_planner(&planner.agent_ref.name, &ctx));
-                    read_proposal(path)?
+    let proposal = match (&plan.spec.steps, &plan.spec.planner, &args.proposal) {
+        (Some(steps), _, _) => Proposal {
+            steps: steps.clone(),
+            ..Default::default()
+        },
+        (None, Some(planner), Some(path)) => {
+            violations.extend(ari_plan::validate_planner(&planner.agent_ref.name, &ctx));
+            match read_proposal(path)? {
+                Ok(p) => p,
+                Err(v) => {
+                    violations.push(v);
+                    return report(&label, &violations, None, args.json);
                 }
-                (None, Some(planner), None) => {
-                    violations.extend(ari_plan::validate_planner(&planner.agent_ref.name, &ctx));
-                    return report(&plan_label(&plan), &violations, None, args.json);
-                }
-                (None, None, _) => bail!("the Plan has neither steps nor planner"),
-            };
-            (
-                plan_label(&plan),
-                plan.metadata.name.clone(),
-                limits,
-                proposal,
-            )
-        } else {
-            let proposal: Proposal = serde_json::from_value(doc)
-                .with_context(|| format!("{} is not a plan proposal", args.file.display()))?;
-            ("proposal".to_owned(), None, Limits::default(), proposal)
-        };
-    violations.extend(ari_plan::validate(
-        &proposal,
-        &context(&agents, &limits, plan_name.as_deref()),
-    ));
-    report(&name, &violations, Some(proposal.steps.len()), args.json)
+            }
+        }
+        (None, Some(planner), None) => {
+            violations.extend(ari_plan::validate_planner(&planner.agent_ref.name, &ctx));
+            return report(&label, &violations, None, args.json);
+        }
+        (None, None, _) => bail!("the Plan has neither steps nor planner"),
+    };
+    violations.extend(ari_plan::validate(&proposal, &ctx));
+    report(&label, &violations, Some(proposal.steps.len()), args.json)
+}
+
+/// The bytes of `path`, refused unread when larger than [`MAX_FILE_BYTES`].
+fn read_bounded(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    if len > MAX_FILE_BYTES {
+        bail!(
+            "{} is {len} bytes, larger than any Plan the API server takes ({MAX_FILE_BYTES})",
+            path.display()
+        );
+    }
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
 fn plan_label(plan: &Plan) -> String {
@@ -115,12 +161,14 @@ fn context<'a>(
     agents: &'a Agents,
     limits: &'a Limits,
     name: Option<&'a str>,
+    allowed_agents: Option<&'a [String]>,
 ) -> ari_plan::Context<'a> {
     ari_plan::Context {
         agents,
         limits,
         hosts: &CrdHosts,
         plan_name: name,
+        allowed_agents,
     }
 }
 
@@ -154,11 +202,26 @@ fn report(
     })
 }
 
-fn read_proposal(path: &Path) -> anyhow::Result<Proposal> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read proposal {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a plan proposal", path.display()))
+/// A planner's output: the proposal, or its one violation when over the size bound (not
+/// read then).
+fn read_proposal(path: &Path) -> anyhow::Result<Result<Proposal, Violation>> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("cannot read proposal {}", path.display()))?
+        .len();
+    if len > ari_plan::MAX_PROPOSAL_BYTES as u64 {
+        return Ok(Err(ari_plan::bounds::too_large(
+            usize::try_from(len).unwrap_or(usize::MAX),
+        )));
+    }
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read proposal {}", path.display()))?;
+    match ari_plan::parse_proposal(&bytes) {
+        Ok(p) => Ok(Ok(p)),
+        Err(ari_plan::Unreadable::TooLarge(v)) => Ok(Err(v)),
+        Err(ari_plan::Unreadable::NotAProposal(e)) => {
+            bail!("{} is not a plan proposal: {e}", path.display())
+        }
+    }
 }
 
 /// The Agents of every file (or every `.yaml`, `.yml` and `.json` file of a directory), by
@@ -209,10 +272,15 @@ fn read_agents(paths: &[PathBuf]) -> anyhow::Result<Agents> {
 
 /// Every YAML (or JSON) document of a file.
 fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
+    documents(&read_bounded(path)?, path)
+}
+
+/// Every YAML (or JSON) document of `bytes`, read from `path`.
+fn documents(bytes: &[u8], path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        std::str::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
     let mut docs = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
+    for doc in serde_yaml::Deserializer::from_str(text) {
         let value: Value = serde::Deserialize::deserialize(doc)
             .with_context(|| format!("{} is not YAML or JSON", path.display()))?;
         if !value.is_null() {

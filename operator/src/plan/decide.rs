@@ -1,41 +1,78 @@
 //! What to do with a Plan, as a pure function of the Plan, its Tasks and the Agents.
 //!
-//! Everything is derived again on every pass from the Tasks that exist (their names are
-//! deterministic), so an operator that restarts, or loses a race, recomputes the same state:
-//! a step whose Task exists is never started again, and one whose Task is missing is started.
-//! Only what no Task records (a step that never ran: `DependencyFailed`, `InputUnavailable`,
-//! `Cancelled`) is carried over from the previous status.
+//! A step's Task is the one whose uid the Plan recorded when the operator created it
+//! (`status.steps[].taskUid`, or, before that status write succeeded, [`Created`]): a Task
+//! merely named, labelled or owned like one is never taken as a step's result. Everything else
+//! is derived again on every pass, so an operator that restarts, or loses a race, recomputes
+//! the same state. Only what no Task records (a step that never ran: `DependencyFailed`,
+//! `InputUnavailable`, `Cancelled`) is carried over from the previous status.
+//!
+//! No output is read here: a step about to start names the Tasks whose outputs make its input
+//! ([`Source`]), and the controller reads them then, once.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ari_crds::conditions::{self, ConditionStatus};
-use ari_crds::plan::MAX_VIOLATIONS;
-use ari_crds::plan_view::{CrdHosts, planner_task_name, step_task_name};
+use ari_crds::plan::{
+    DEPENDENCY_FAILED as DEPENDENCY_FAILED_REASON, INPUT_UNAVAILABLE as INPUT_UNAVAILABLE_REASON,
+    MAX_VIOLATIONS, STEP_CANCELLED, STEP_DEADLINE_EXCEEDED, TASK_DELETED as TASK_DELETED_REASON,
+};
+use ari_crds::plan_view::{CrdHosts, planner_task_name, step_task_name, taken_name};
 use ari_crds::{
     Plan, PlanPhase, PlanReason, PlanStatus, StepPhase, StepStatus, TaskPhase, TaskReason,
     format_duration_millis,
 };
 use ari_model::sha256_hex;
 use ari_plan::graph::Graph;
-use ari_plan::{Agents, Limits, Proposal, Step, compose_input, validate, validate_planner};
+use ari_plan::{Agents, Limits, Proposal, Step, Unreadable, validate, validate_planner};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::observe::Tasks;
+use super::observe::{TaskObs, Tasks};
 
 /// `status.conditions` type: the validator's verdict.
 pub const VALIDATED: &str = "Validated";
 /// Step reason: a step it depends on failed, so it never ran.
-pub const DEPENDENCY_FAILED: &str = "DependencyFailed";
+pub const DEPENDENCY_FAILED: &str = DEPENDENCY_FAILED_REASON;
 /// Step reason: its input could not be built from its dependencies' outputs.
-pub const INPUT_UNAVAILABLE: &str = "InputUnavailable";
+pub const INPUT_UNAVAILABLE: &str = INPUT_UNAVAILABLE_REASON;
 /// Step reason: its Task was deleted (by hand) before the Plan finished.
-pub const TASK_DELETED: &str = "TaskDeleted";
-/// Step reason: its Task name belongs to a Task the Plan does not own.
-pub const NAME_CONFLICT: &str = "NameConflict";
+pub const TASK_DELETED: &str = TASK_DELETED_REASON;
 /// Largest input a step Task may carry inline (the Task schema's bound).
 pub const MAX_TASK_INPUT: usize = 1_048_576;
+
+/// A Task this operator created (or found it had created) for a step (`None`: the planner),
+/// known before the status write that records it succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub attempt: u32,
+    pub name: String,
+    pub uid: String,
+}
+
+/// Records by step (`None`: the planner).
+pub type Created = BTreeMap<Option<String>, Record>;
+
+/// Where an input comes from: a succeeded step's Task and the digest of its output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub task: String,
+    pub uid: String,
+    pub output_sha256: Option<String>,
+}
+
+/// A step Task's input: literal, or made from earlier steps' outputs when it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Bytes(Vec<u8>),
+    /// Made by `ari_plan::input` from the step and its sources' outputs, by step name.
+    Composed {
+        step: Box<Step>,
+        sources: BTreeMap<String, Source>,
+    },
+}
 
 /// A Task the Plan needs created.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,12 +80,19 @@ pub struct NewTask {
     pub name: String,
     /// The step, or `None` for the planner.
     pub step: Option<String>,
+    pub attempt: u32,
     pub agent: String,
-    pub input: Vec<u8>,
+    pub input: Input,
     pub requirements: Option<ari_plan::Requirements>,
     pub fuel: Option<u64>,
     pub deadline_seconds: Option<u32>,
+    /// The longest deadline this step's Task can have been given (an earlier pass gave more
+    /// of the Plan's time): a Task found with a longer one is not the operator's.
+    pub deadline_cap: Option<u32>,
     pub retries: Option<u32>,
+    /// No Task of the operator's for this attempt can be older: made after its
+    /// dependencies ended (or the previous attempt, or the verdict).
+    pub not_before: Option<Timestamp>,
 }
 
 /// The decision of one pass.
@@ -62,15 +106,86 @@ pub struct Outcome {
     pub requeue: Option<Duration>,
 }
 
+/// The planner's output, read by the controller once the planner's Task succeeded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposalRead {
+    pub sha256: String,
+    pub parsed: Result<Arc<Proposal>, Unreadable>,
+}
+
 /// What the pass sees.
 pub struct Observed<'a> {
     pub plan: &'a Plan,
     pub agents: &'a Agents,
-    /// The Plan's own Tasks by name.
+    /// Tasks by name (the recorded ones; which is the step's is decided by uid).
     pub tasks: &'a Tasks,
-    /// Names of Tasks that exist but are not the Plan's (a create would collide).
+    /// Tasks created by this operator whose uid the status may not record yet.
+    pub created: &'a Created,
+    /// Names held by Tasks the Plan did not create (a create met them).
     pub foreign: &'a [String],
+    /// The planner's output, once read.
+    pub proposal: Option<&'a ProposalRead>,
+    /// Five random lowercase letters and digits, for a name a foreign Task holds.
+    pub nonce: &'a str,
     pub now: Timestamp,
+}
+
+/// The latest attempt of a step as recorded: in the status, or newer in `created`.
+fn recorded(st: Option<&StepStatus>, created: Option<&Record>) -> Option<(u32, String, String)> {
+    let from_status = st.and_then(|s| {
+        Some((
+            s.attempts.unwrap_or(1),
+            s.task.clone()?,
+            s.task_uid.clone()?,
+        ))
+    });
+    let from_created = created.map(|r| (r.attempt, r.name.clone(), r.uid.clone()));
+    match (from_status, from_created) {
+        (Some(a), Some(b)) => Some(if b.0 > a.0 { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The Task the Plan recorded, if it is there with that uid.
+fn recorded_task<'a>(o: &'a Observed, name: &str, uid: &str) -> Option<&'a TaskObs> {
+    o.tasks.get(name).filter(|t| t.uid == uid)
+}
+
+/// A name for a new Task: `name`, or, when a Task the Plan did not create holds it, `name`
+/// with a random suffix.
+fn free_name(o: &Observed, name: String) -> String {
+    if o.foreign.contains(&name) {
+        taken_name(&name, o.nonce)
+    } else {
+        name
+    }
+}
+
+/// Why a step's Task is not named `canonical`, when it is not.
+fn held(canonical: &str, actual: &str) -> Option<String> {
+    (canonical != actual).then(|| {
+        format!(
+            "Task name {canonical} is held by a Task this Plan did not create; it runs as {actual}"
+        )
+    })
+}
+
+/// Records the uid of a Task just created for `new` in `status` (the controller calls it on
+/// each successful create, before its status write).
+pub fn record_created(status: &mut PlanStatus, new: &NewTask, uid: &str) {
+    match &new.step {
+        None => {
+            status.planner_task = Some(new.name.clone());
+            status.planner_task_uid = Some(uid.to_owned());
+        }
+        Some(step) => {
+            if let Some(st) = status.steps.iter_mut().find(|s| &s.name == step)
+                && st.task.as_deref() == Some(new.name.as_str())
+            {
+                st.task_uid = Some(uid.to_owned());
+            }
+        }
+    }
 }
 
 /// Decides one pass.
@@ -92,141 +207,31 @@ pub fn decide(o: &Observed) -> Outcome {
     let limits = plan.spec.limits.clone().unwrap_or_default();
 
     // The steps: the spec's, or the planner's proposal once it has one.
-    let (proposal, proposal_bytes) = match (&plan.spec.steps, &plan.spec.planner) {
-        (Some(steps), _) => {
-            let p = Proposal {
-                steps: steps.clone(),
-                ..Default::default()
-            };
-            let bytes = serde_json::to_vec(&p.steps).unwrap_or_default();
-            (p, bytes)
-        }
-        (None, Some(planner)) => {
-            let task = planner_task_name(&name);
-            let Some(t) = o.tasks.get(&task) else {
-                if old.planner_task.is_some() {
-                    // It ran (or runs) and is gone: never run a planner twice.
-                    let why = format!("the planner Task {task} was deleted");
-                    end(
-                        &mut out.status,
-                        o,
-                        PlanPhase::Failed,
-                        PlanReason::PlannerFailed,
-                        &why,
-                    );
-                    return out;
-                }
-                // The planner is judged before it runs, as steps are.
-                let violations =
-                    validate_planner(&planner.agent_ref.name, &context(o, &limits, &name));
-                if !violations.is_empty() {
-                    reject(&mut out, o, violations);
-                    return out;
-                }
-                if plan.is_cancelled() {
-                    end(
-                        &mut out.status,
-                        o,
-                        PlanPhase::Cancelled,
-                        PlanReason::Cancelled,
-                        "cancelled before the planner ran",
-                    );
-                    return out;
-                }
-                if o.foreign.contains(&task) {
-                    end(
-                        &mut out.status,
-                        o,
-                        PlanPhase::Failed,
-                        PlanReason::PlannerFailed,
-                        &format!("a Task named {task} exists and is not this Plan's"),
-                    );
-                    return out;
-                }
-                out.create.push(NewTask {
-                    name: task.clone(),
-                    step: None,
-                    agent: planner.agent_ref.name.clone(),
-                    input: planner.input.clone().unwrap_or_default().into_bytes(),
-                    requirements: None,
-                    fuel: planner.fuel,
-                    deadline_seconds: remaining_seconds(plan, &limits, o.now),
-                    retries: None,
-                });
-                out.status.phase = Some(PlanPhase::Planning);
-                out.status.planner_task = Some(task);
-                out.requeue = deadline_wake(plan, &limits, o.now);
+    let (steps, proposed, sha): (&[Step], Option<&Proposal>, Option<String>) =
+        match (&plan.spec.steps, &plan.spec.planner, o.proposal) {
+            (Some(steps), _, _) => (steps, None, None),
+            (None, Some(planner), read) => match planner_pass(&mut out, o, &name, planner, read) {
+                Some(p) => (&p.steps, Some(p), read.map(|r| r.sha256.clone())),
+                None => return out,
+            },
+            (None, None, _) => {
+                end(
+                    &mut out.status,
+                    o,
+                    PlanPhase::Failed,
+                    PlanReason::Rejected,
+                    "the Plan has neither steps nor planner",
+                );
                 return out;
-            };
-            out.status.planner_task = Some(task.clone());
-            match t.phase {
-                TaskPhase::Pending | TaskPhase::Running => {
-                    out.status.phase = Some(PlanPhase::Planning);
-                    if (plan.is_cancelled() || deadline_passed(plan, &limits, o.now))
-                        && !t.cancelled
-                    {
-                        out.cancel.push(task);
-                    }
-                    out.requeue = deadline_wake(plan, &limits, o.now);
-                    return out;
-                }
-                TaskPhase::Failed | TaskPhase::Cancelled => {
-                    let (phase, reason) = if plan.is_cancelled() {
-                        (PlanPhase::Cancelled, PlanReason::Cancelled)
-                    } else if deadline_passed(plan, &limits, o.now) {
-                        (PlanPhase::Failed, PlanReason::DeadlineExceeded)
-                    } else {
-                        (PlanPhase::Failed, PlanReason::PlannerFailed)
-                    };
-                    let why = format!(
-                        "planner Task {task} ended {}: {}",
-                        t.reason.map_or("", |r| r.as_str()),
-                        t.message.clone().unwrap_or_default()
-                    );
-                    end(&mut out.status, o, phase, reason, &why);
-                    return out;
-                }
-                TaskPhase::Succeeded => {
-                    let Some(bytes) = t.output.clone() else {
-                        // Output in a ConfigMap the controller could not read yet.
-                        out.requeue = Some(Duration::from_secs(5));
-                        return out;
-                    };
-                    match serde_json::from_slice::<Proposal>(&bytes) {
-                        Ok(p) => (p, bytes),
-                        Err(e) => {
-                            out.status.proposal_sha256 = Some(sha256_hex(&bytes));
-                            let why = format!("the planner's output is not a plan proposal: {e}");
-                            end(
-                                &mut out.status,
-                                o,
-                                PlanPhase::Failed,
-                                PlanReason::InvalidProposal,
-                                &why,
-                            );
-                            return out;
-                        }
-                    }
-                }
             }
-        }
-        (None, None) => {
-            end(
-                &mut out.status,
-                o,
-                PlanPhase::Failed,
-                PlanReason::Rejected,
-                "the Plan has neither steps nor planner",
-            );
-            return out;
-        }
-    };
-    let limits = limits.tightest(&proposal.limits.clone().unwrap_or_default());
-    let steps = &proposal.steps;
+        };
+    let asked = proposed.and_then(|p| p.limits.clone()).unwrap_or_default();
+    let limits = limits.tightest(&asked);
 
     // Validation, once, before any step runs.
     if !conditions::is_true(&old.conditions, VALIDATED) {
-        out.status.proposal_sha256 = Some(sha256_hex(&proposal_bytes));
+        let sha = sha.unwrap_or_else(|| sha256_hex(&serde_json::to_vec(steps).unwrap_or_default()));
+        out.status.proposal_sha256 = Some(sha);
         if plan.is_cancelled() {
             end(
                 &mut out.status,
@@ -237,8 +242,19 @@ pub fn decide(o: &Observed) -> Outcome {
             );
             return out;
         }
+        let from_spec;
+        let proposal = match proposed {
+            Some(p) => p,
+            None => {
+                from_spec = Proposal {
+                    steps: steps.to_vec(),
+                    ..Default::default()
+                };
+                &from_spec
+            }
+        };
         let violations = validate(
-            &proposal,
+            proposal,
             &context(
                 o,
                 plan.spec.limits.as_ref().unwrap_or(&Limits::default()),
@@ -259,20 +275,169 @@ pub fn decide(o: &Observed) -> Outcome {
             Time(o.now),
         );
         out.status.phase = Some(PlanPhase::Running);
-    } else if out.status.proposal_sha256.as_deref() != Some(&sha256_hex(&proposal_bytes)) {
-        // The planner's Task was replaced since its output was judged: never run unjudged steps.
+    } else if let Some(sha) = sha
+        && out.status.proposal_sha256.as_deref() != Some(sha.as_str())
+    {
+        // The planner's output read now is not what was judged: never run unjudged steps.
         end(
             &mut out.status,
             o,
             PlanPhase::Failed,
             PlanReason::InvalidProposal,
-            "the steps differ from the proposal that was validated (was the planner's Task replaced?)",
+            "the steps differ from the proposal that was validated",
         );
         return out;
     }
     out.status.phase = Some(PlanPhase::Running);
     run_steps(&mut out, o, steps, &limits, &name);
     out
+}
+
+/// The planner's part of a pass: create it, wait for it, read its proposal. `Some` with the
+/// proposal once there is one to validate or run; `None` when this pass ends here.
+fn planner_pass<'a>(
+    out: &mut Outcome,
+    o: &Observed,
+    name: &str,
+    planner: &ari_crds::Planner,
+    read: Option<&'a ProposalRead>,
+) -> Option<&'a Proposal> {
+    let plan = o.plan;
+    let old = plan.status.clone().unwrap_or_default();
+    let limits = plan.spec.limits.clone().unwrap_or_default();
+    // Judged already: only the proposal matters now (the controller reads it again if it was
+    // dropped from memory; the planner Task is no longer looked at).
+    if conditions::is_true(&old.conditions, VALIDATED) {
+        if let Some(Ok(p)) = read.map(|r| &r.parsed) {
+            return Some(p);
+        }
+        end(
+            &mut out.status,
+            o,
+            PlanPhase::Failed,
+            PlanReason::PlannerFailed,
+            "the validated proposal can no longer be read (was the planner's Task deleted?)",
+        );
+        return None;
+    }
+    let from_status = old.planner_task.clone().zip(old.planner_task_uid.clone());
+    let rec = o
+        .created
+        .get(&None)
+        .map(|r| (r.name.clone(), r.uid.clone()))
+        .or(from_status);
+    let Some((task, uid)) = rec else {
+        // The planner is judged before it runs, as steps are.
+        let violations = validate_planner(&planner.agent_ref.name, &context(o, &limits, name));
+        if !violations.is_empty() {
+            reject(out, o, violations);
+            return None;
+        }
+        if plan.is_cancelled() {
+            end(
+                &mut out.status,
+                o,
+                PlanPhase::Cancelled,
+                PlanReason::Cancelled,
+                "cancelled before the planner ran",
+            );
+            return None;
+        }
+        let task = free_name(o, planner_task_name(name));
+        out.create.push(NewTask {
+            name: task.clone(),
+            step: None,
+            attempt: 1,
+            agent: planner.agent_ref.name.clone(),
+            input: Input::Bytes(planner.input.clone().unwrap_or_default().into_bytes()),
+            requirements: None,
+            fuel: planner.fuel,
+            deadline_seconds: remaining_seconds(plan, &limits, o.now),
+            deadline_cap: limits.deadline_seconds,
+            retries: None,
+            not_before: None,
+        });
+        out.status.phase = Some(PlanPhase::Planning);
+        out.status.planner_task = Some(task);
+        out.status.planner_task_uid = None;
+        out.requeue = deadline_wake(plan, &limits, o.now);
+        return None;
+    };
+    out.status.planner_task = Some(task.clone());
+    out.status.planner_task_uid = Some(uid.clone());
+    let Some(t) = recorded_task(o, &task, &uid) else {
+        // It ran (or runs) and is gone: never run a planner twice.
+        let why = format!("the planner Task {task} was deleted");
+        end(
+            &mut out.status,
+            o,
+            PlanPhase::Failed,
+            PlanReason::PlannerFailed,
+            &why,
+        );
+        return None;
+    };
+    match t.phase {
+        TaskPhase::Pending | TaskPhase::Running => {
+            out.status.phase = Some(PlanPhase::Planning);
+            if (plan.is_cancelled() || deadline_passed(plan, &limits, o.now)) && !t.cancelled {
+                out.cancel.push(task);
+            }
+            out.requeue = deadline_wake(plan, &limits, o.now);
+            None
+        }
+        TaskPhase::Failed | TaskPhase::Cancelled => {
+            let (phase, reason) = if plan.is_cancelled() {
+                (PlanPhase::Cancelled, PlanReason::Cancelled)
+            } else if deadline_passed(plan, &limits, o.now) {
+                (PlanPhase::Failed, PlanReason::DeadlineExceeded)
+            } else {
+                (PlanPhase::Failed, PlanReason::PlannerFailed)
+            };
+            let why = format!(
+                "planner Task {task} ended {}: {}",
+                t.reason.map_or("", |r| r.as_str()),
+                t.message.clone().unwrap_or_default()
+            );
+            end(&mut out.status, o, phase, reason, &why);
+            None
+        }
+        TaskPhase::Succeeded => {
+            let Some(read) = read else {
+                // Its output could not be read yet.
+                out.requeue = Some(Duration::from_secs(5));
+                return None;
+            };
+            match &read.parsed {
+                Ok(p) => Some(p),
+                Err(Unreadable::TooLarge(v)) => {
+                    out.status.proposal_sha256 = Some(read.sha256.clone());
+                    reject(out, o, vec![v.clone()]);
+                    None
+                }
+                Err(Unreadable::NotAProposal(e)) => {
+                    out.status.proposal_sha256 = Some(read.sha256.clone());
+                    let why = format!("the planner's output is not a plan proposal: {e}");
+                    end(
+                        &mut out.status,
+                        o,
+                        PlanPhase::Failed,
+                        PlanReason::InvalidProposal,
+                        &why,
+                    );
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// A step's recorded attempt and, when it is there with the recorded uid, its Task.
+struct Current<'a> {
+    attempt: u32,
+    task: String,
+    uid: String,
+    obs: Option<&'a TaskObs>,
 }
 
 /// The Running phase: step states from their Tasks, starts, failures, cancellation, the end.
@@ -288,158 +453,202 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
     let late = deadline_passed(plan, limits, o.now);
     let stopping = cancelled || late;
     let graph = Graph::new(steps);
+    // The earliest a step could have started: the recorded verdict, else the Plan's creation
+    // (a pass that validates creates its first steps before its status write records it).
+    let verdict_at = plan
+        .status
+        .as_ref()
+        .and_then(|st| conditions::find(&st.conditions, VALIDATED))
+        .map(|c| c.last_transition_time.0)
+        .or_else(|| plan.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    let current: Vec<Option<Current>> = steps
+        .iter()
+        .map(|s| {
+            let (attempt, task, uid) =
+                recorded(old.get(&s.name), o.created.get(&Some(s.name.clone())))?;
+            let obs = recorded_task(o, &task, &uid);
+            Some(Current {
+                attempt,
+                task,
+                uid,
+                obs,
+            })
+        })
+        .collect();
+    // The succeeded steps, whose outputs later inputs are made of: from their Task, or, once
+    // the status recorded the success, from the status (the controller no longer looks).
+    let sources: BTreeMap<String, Source> = steps
+        .iter()
+        .zip(&current)
+        .filter_map(|(s, c)| {
+            let c = c.as_ref()?;
+            let output_sha256 = match c.obs {
+                Some(t) if t.phase == TaskPhase::Succeeded => t.output_sha256.clone(),
+                Some(_) => return None,
+                None => old
+                    .get(&s.name)
+                    .filter(|p| {
+                        p.phase == StepPhase::Succeeded && p.task.as_deref() == Some(&c.task)
+                    })?
+                    .output_sha256
+                    .clone(),
+            };
+            let source = Source {
+                task: c.task.clone(),
+                uid: c.uid.clone(),
+                output_sha256,
+            };
+            Some((s.name.clone(), source))
+        })
+        .collect();
     let mut states: Vec<StepStatus> = Vec::with_capacity(steps.len());
-    let mut outputs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
 
-    for s in steps {
+    for (s, c) in steps.iter().zip(&current) {
         let attempts_allowed = s.retry_limit().min(ari_plan::model::MAX_RETRY) + 1;
-        let latest = (1..=attempts_allowed)
-            .rev()
-            .find(|n| o.tasks.contains_key(&step_task_name(name, &s.name, *n)));
+        let prev = old.get(&s.name);
         let mut st = StepStatus {
             name: s.name.clone(),
             ..Default::default()
         };
-        match latest {
-            None => match old.get(&s.name) {
+        // A step whose input could not be built stays failed: nothing would change it.
+        if let Some(prev) = prev.filter(|p| {
+            p.phase == StepPhase::Failed && p.reason.as_deref() == Some(INPUT_UNAVAILABLE)
+        }) {
+            states.push(prev.clone());
+            continue;
+        }
+        let Some(c) = c else {
+            match prev {
                 // A step that never ran carries its state over: no Task records it.
                 Some(prev) if prev.phase.is_finished() && prev.task.is_none() => st = prev.clone(),
-                // Its Task existed and is gone (deleted by hand): never run a step twice.
-                Some(prev) if prev.task.is_some() => {
-                    let why = format!(
-                        "its Task {} was deleted",
-                        prev.task.clone().unwrap_or_default()
-                    );
-                    // A finished step keeps its result (a dependant not yet started then lacks
-                    // its output: InputUnavailable); an unfinished one fails.
-                    st = prev.clone();
-                    if !st.phase.is_finished() {
-                        fail_step(&mut st, TASK_DELETED, why);
-                    }
-                }
                 _ => st.phase = StepPhase::Waiting,
-            },
-            Some(n) => {
-                let task_name = step_task_name(name, &s.name, n);
-                let t = o.tasks.get(&task_name).cloned().unwrap_or_default();
-                st.task = Some(task_name.clone());
-                st.attempts = Some(n);
-                st.fuel_used = t.fuel_used;
-                match t.phase {
-                    TaskPhase::Pending | TaskPhase::Running => {
-                        st.phase = StepPhase::Running;
-                        if stopping && !t.cancelled {
-                            out.cancel.push(task_name);
-                        }
-                    }
-                    TaskPhase::Succeeded => {
-                        st.phase = StepPhase::Succeeded;
-                        st.reason = Some(TaskReason::Completed.as_str().into());
-                        st.output_sha256 = t.output_sha256.clone();
-                        st.attestation_sha256 = t.attestation_sha256.clone();
-                        if let Some(bytes) = &t.output {
-                            outputs.insert(s.name.clone(), bytes.clone());
-                        }
-                    }
-                    TaskPhase::Failed | TaskPhase::Cancelled => {
-                        let retryable = !matches!(
-                            t.reason,
-                            Some(
-                                TaskReason::CapabilityDenied
-                                    | TaskReason::ModeRefused
-                                    | TaskReason::Cancelled
-                            )
-                        );
-                        st.output_sha256 = t.output_sha256.clone();
-                        st.attestation_sha256 = t.attestation_sha256.clone();
-                        if retryable && n < attempts_allowed && !stopping {
-                            let next = step_task_name(name, &s.name, n + 1);
-                            if o.foreign.contains(&next) {
-                                fail_step(
-                                    &mut st,
-                                    NAME_CONFLICT,
-                                    format!("a Task named {next} exists and is not this Plan's"),
-                                );
-                            } else {
-                                match spawn(o, s, &outputs_of_deps(o, s, name), limits, &next) {
-                                    Ok(task) => {
-                                        out.create.push(task);
-                                        st.phase = StepPhase::Running;
-                                        st.task = Some(next);
-                                        st.attempts = Some(n + 1);
-                                        st.attestation_sha256 = None;
-                                        st.output_sha256 = None;
-                                    }
-                                    Err(why) => fail_step(&mut st, INPUT_UNAVAILABLE, why),
-                                }
-                            }
-                        } else {
-                            st.phase = if t.phase == TaskPhase::Cancelled {
-                                StepPhase::Cancelled
-                            } else {
-                                StepPhase::Failed
-                            };
-                            st.reason = t.reason.map(|r| r.as_str().to_owned());
-                            st.message = t.message.clone();
-                        }
-                    }
+            }
+            states.push(st);
+            continue;
+        };
+        st.task = Some(c.task.clone());
+        st.task_uid = Some(c.uid.clone());
+        st.attempts = Some(c.attempt);
+        st.message = held(&step_task_name(name, &s.name, c.attempt), &c.task);
+        let Some(t) = c.obs else {
+            // Its Task existed and is gone (deleted by hand): never run a step twice. A
+            // finished step keeps its result (a dependant not yet started then lacks its
+            // output: InputUnavailable); an unfinished one fails.
+            if let Some(prev) = prev.filter(|p| p.task.as_deref() == Some(c.task.as_str())) {
+                st = prev.clone();
+            }
+            if !st.phase.is_finished() {
+                fail_step(
+                    &mut st,
+                    TASK_DELETED,
+                    format!("its Task {} was deleted", c.task),
+                );
+            }
+            states.push(st);
+            continue;
+        };
+        st.fuel_used = t.fuel_used;
+        // A digest read once stays: the cache keeps no attestation.
+        let kept = prev.filter(|p| p.task.as_deref() == Some(c.task.as_str()));
+        match t.phase {
+            TaskPhase::Pending | TaskPhase::Running => {
+                st.phase = StepPhase::Running;
+                if stopping && !t.cancelled {
+                    out.cancel.push(c.task.clone());
+                }
+            }
+            TaskPhase::Succeeded => {
+                st.phase = StepPhase::Succeeded;
+                st.reason = Some(TaskReason::Completed.as_str().into());
+                st.output_sha256 = t.output_sha256.clone();
+                st.attestation_sha256 = t
+                    .attestation_sha256
+                    .clone()
+                    .or_else(|| kept.and_then(|p| p.attestation_sha256.clone()));
+            }
+            TaskPhase::Failed | TaskPhase::Cancelled => {
+                let retryable = !matches!(
+                    t.reason,
+                    Some(
+                        TaskReason::CapabilityDenied
+                            | TaskReason::ModeRefused
+                            | TaskReason::Cancelled
+                    )
+                );
+                st.output_sha256 = t.output_sha256.clone();
+                st.attestation_sha256 = t
+                    .attestation_sha256
+                    .clone()
+                    .or_else(|| kept.and_then(|p| p.attestation_sha256.clone()));
+                if retryable && c.attempt < attempts_allowed && !stopping {
+                    let next = free_name(o, step_task_name(name, &s.name, c.attempt + 1));
+                    let task = spawn(
+                        o,
+                        s,
+                        &sources,
+                        limits,
+                        &next,
+                        c.attempt + 1,
+                        t.completion_time,
+                    );
+                    out.create.push(task);
+                    st.phase = StepPhase::Running;
+                    st.message = held(&step_task_name(name, &s.name, c.attempt + 1), &next);
+                    st.task = Some(next);
+                    st.task_uid = None;
+                    st.attempts = Some(c.attempt + 1);
+                    st.attestation_sha256 = None;
+                    st.output_sha256 = None;
+                } else {
+                    st.phase = if t.phase == TaskPhase::Cancelled {
+                        StepPhase::Cancelled
+                    } else {
+                        StepPhase::Failed
+                    };
+                    st.reason = t.reason.map(|r| r.as_str().to_owned());
+                    st.message = t.message.clone();
                 }
             }
         }
         states.push(st);
     }
 
-    // Start what may start, in declaration order, up to the parallelism limit; a step whose
-    // input cannot be built fails, which may fail others: repeat until nothing changes.
+    // Start what may start, in declaration order, up to the parallelism limit.
     let max_parallel = limits.max_parallel().min(ari_plan::model::MAX_PARALLEL) as usize;
-    loop {
-        propagate_failures(&mut states, &graph, stopping, late);
-        let mut changed = false;
-        if !stopping {
-            for i in 0..steps.len() {
-                let running = states
-                    .iter()
-                    .filter(|s| s.phase == StepPhase::Running)
-                    .count();
-                if running >= max_parallel {
-                    break;
-                }
-                if states[i].phase != StepPhase::Waiting {
-                    continue;
-                }
-                let ready = graph.deps[i]
-                    .iter()
-                    .all(|d| states[*d].phase == StepPhase::Succeeded);
-                if !ready {
-                    continue;
-                }
-                let s = &steps[i];
-                let task_name = step_task_name(name, &s.name, 1);
-                if o.foreign.contains(&task_name) {
-                    fail_step(
-                        &mut states[i],
-                        NAME_CONFLICT,
-                        format!("a Task named {task_name} exists and is not this Plan's"),
-                    );
-                    changed = true;
-                    continue;
-                }
-                match spawn(o, s, &outputs, limits, &task_name) {
-                    Ok(task) => {
-                        out.create.push(task);
-                        states[i].phase = StepPhase::Running;
-                        states[i].task = Some(task_name);
-                        states[i].attempts = Some(1);
-                    }
-                    Err(why) => {
-                        fail_step(&mut states[i], INPUT_UNAVAILABLE, why);
-                        changed = true;
-                    }
-                }
+    propagate_failures(&mut states, &graph, stopping, late);
+    if !stopping {
+        for i in 0..steps.len() {
+            let running = states
+                .iter()
+                .filter(|s| s.phase == StepPhase::Running)
+                .count();
+            if running >= max_parallel {
+                break;
             }
-        }
-        if !changed {
-            break;
+            if states[i].phase != StepPhase::Waiting {
+                continue;
+            }
+            let ready = graph.deps[i]
+                .iter()
+                .all(|d| states[*d].phase == StepPhase::Succeeded);
+            if !ready {
+                continue;
+            }
+            let s = &steps[i];
+            let canonical = step_task_name(name, &s.name, 1);
+            let task_name = free_name(o, canonical.clone());
+            states[i].message = held(&canonical, &task_name);
+            // Made after the verdict and after every dependency ended.
+            let deps_done = graph.deps[i]
+                .iter()
+                .filter_map(|d| current[*d].as_ref()?.obs?.completion_time)
+                .max();
+            let not_before = deps_done.max(verdict_at);
+            out.create
+                .push(spawn(o, s, &sources, limits, &task_name, 1, not_before));
+            states[i].phase = StepPhase::Running;
+            states[i].task = Some(task_name);
+            states[i].attempts = Some(1);
         }
     }
 
@@ -449,77 +658,71 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
         .filter(|s| s.phase == StepPhase::Succeeded)
         .count();
     out.status.progress = Some(format!("{succeeded}/{total}"));
-    out.status.fuel_used = Some(o.tasks.values().filter_map(|t| t.fuel_used).sum());
+    out.status.fuel_used = Some(states.iter().filter_map(|s| s.fuel_used).sum());
     out.status.steps = states;
     out.requeue = deadline_wake(plan, limits, o.now);
 
     if out.status.steps.iter().all(|s| s.phase.is_finished()) {
-        let failed: Vec<String> = out
-            .status
-            .steps
-            .iter()
-            .filter(|s| {
-                s.phase == StepPhase::Failed && s.reason.as_deref() != Some(DEPENDENCY_FAILED)
-            })
-            .map(|s| format!("{} ({})", s.name, s.reason.clone().unwrap_or_default()))
-            .collect();
-        let skipped = out
-            .status
-            .steps
-            .iter()
-            .filter(|s| s.reason.as_deref() == Some(DEPENDENCY_FAILED))
-            .count();
-        let (phase, reason, message) = if cancelled {
-            (
-                PlanPhase::Cancelled,
-                PlanReason::Cancelled,
-                "cancelled; running steps were stopped".to_owned(),
-            )
-        } else if late && succeeded < total {
-            (
-                PlanPhase::Failed,
-                PlanReason::DeadlineExceeded,
-                format!(
-                    "not finished within limits.deadlineSeconds={}; {succeeded}/{total} steps succeeded",
-                    limits.deadline_seconds.unwrap_or_default()
-                ),
-            )
-        } else if succeeded == total {
-            (
-                PlanPhase::Succeeded,
-                PlanReason::Completed,
-                format!("{total} steps succeeded"),
-            )
-        } else {
-            (
-                PlanPhase::Failed,
-                PlanReason::StepFailed,
-                format!(
-                    "step(s) failed: {}; {skipped} dependant(s) did not run",
-                    failed.join(", ")
-                ),
-            )
-        };
-        end(&mut out.status, o, phase, reason, &message);
-        out.requeue = None;
+        finish(out, o, cancelled, late, limits, succeeded, total);
     }
 }
 
-/// Outputs of a step's dependencies (for a retry, which starts outside the start loop).
-fn outputs_of_deps(o: &Observed, s: &Step, plan: &str) -> BTreeMap<String, Vec<u8>> {
-    s.dependencies()
-        .into_iter()
-        .filter_map(|d| {
-            // The dependency succeeded (or the step would not have run): find its last attempt.
-            (1..=ari_plan::model::MAX_RETRY + 1).rev().find_map(|n| {
-                let t = o.tasks.get(&step_task_name(plan, d, n))?;
-                (t.phase == TaskPhase::Succeeded)
-                    .then(|| t.output.clone())
-                    .flatten()
-                    .map(|bytes| (d.to_owned(), bytes))
-            })
-        })
-        .collect()
+/// Every step is finished: the Plan's end, from how they ended.
+fn finish(
+    out: &mut Outcome,
+    o: &Observed,
+    cancelled: bool,
+    late: bool,
+    limits: &Limits,
+    succeeded: usize,
+    total: usize,
+) {
+    let failed: Vec<String> = out
+        .status
+        .steps
+        .iter()
+        .filter(|s| s.phase == StepPhase::Failed && s.reason.as_deref() != Some(DEPENDENCY_FAILED))
+        .map(|s| format!("{} ({})", s.name, s.reason.clone().unwrap_or_default()))
+        .collect();
+    let skipped = out
+        .status
+        .steps
+        .iter()
+        .filter(|s| s.reason.as_deref() == Some(DEPENDENCY_FAILED))
+        .count();
+    let (phase, reason, message) = if cancelled {
+        (
+            PlanPhase::Cancelled,
+            PlanReason::Cancelled,
+            "cancelled; running steps were stopped".to_owned(),
+        )
+    } else if late && succeeded < total {
+        (
+            PlanPhase::Failed,
+            PlanReason::DeadlineExceeded,
+            format!(
+                "not finished within limits.deadlineSeconds={}; {succeeded}/{total} steps succeeded",
+                limits.deadline_seconds.unwrap_or_default()
+            ),
+        )
+    } else if succeeded == total {
+        (
+            PlanPhase::Succeeded,
+            PlanReason::Completed,
+            format!("{total} steps succeeded"),
+        )
+    } else {
+        (
+            PlanPhase::Failed,
+            PlanReason::StepFailed,
+            format!(
+                "step(s) failed: {}; {skipped} dependant(s) did not run",
+                failed.join(", ")
+            ),
+        )
+    };
+    end(&mut out.status, o, phase, reason, &message);
+    out.requeue = None;
 }
 
 /// When the Plan stops, waiting steps are cancelled; otherwise waiting steps behind a failed
@@ -530,9 +733,9 @@ fn propagate_failures(states: &mut [StepStatus], graph: &Graph, stopping: bool, 
             s.phase = StepPhase::Cancelled;
             s.reason = Some(
                 if late {
-                    "DeadlineExceeded"
+                    STEP_DEADLINE_EXCEEDED
                 } else {
-                    "Cancelled"
+                    STEP_CANCELLED
                 }
                 .into(),
             );
@@ -570,36 +773,47 @@ fn fail_step(st: &mut StepStatus, reason: &str, message: String) {
     st.message = Some(message);
 }
 
-/// The Task of a step attempt, its input built from its dependencies' outputs.
+/// The Task of a step attempt; its input is made from `sources` when it is created.
 fn spawn(
     o: &Observed,
     s: &Step,
-    outputs: &BTreeMap<String, Vec<u8>>,
+    sources: &BTreeMap<String, Source>,
     limits: &Limits,
     task_name: &str,
-) -> Result<NewTask, String> {
-    let input = compose_input(s, outputs).map_err(|e| e.to_string())?;
-    if input.len() > MAX_TASK_INPUT {
-        return Err(format!(
-            "the input is {} bytes, above the {MAX_TASK_INPUT} a Task carries",
-            input.len()
-        ));
-    }
+    attempt: u32,
+    not_before: Option<Timestamp>,
+) -> NewTask {
+    let input = if s.input_from.is_empty() {
+        Input::Bytes(s.input.clone().unwrap_or_default().into_bytes())
+    } else {
+        let deps = s
+            .dependencies()
+            .into_iter()
+            .filter_map(|d| Some((d.to_owned(), sources.get(d)?.clone())))
+            .collect();
+        Input::Composed {
+            step: Box::new(s.clone()),
+            sources: deps,
+        }
+    };
     let plan_left = remaining_seconds(o.plan, limits, o.now);
     let deadline = match (s.deadline_seconds, plan_left) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    Ok(NewTask {
+    NewTask {
         name: task_name.to_owned(),
         step: Some(s.name.clone()),
+        attempt,
         agent: s.agent_ref.name.clone(),
         input,
         requirements: s.requirements.clone(),
         fuel: s.fuel,
         deadline_seconds: deadline,
+        deadline_cap: s.deadline_seconds.or(limits.deadline_seconds),
         retries: (s.retry_limit() > 0).then(|| s.retry_limit()),
-    })
+        not_before,
+    }
 }
 
 fn context<'b>(o: &'b Observed, limits: &'b Limits, name: &'b str) -> ari_plan::Context<'b> {
@@ -608,6 +822,7 @@ fn context<'b>(o: &'b Observed, limits: &'b Limits, name: &'b str) -> ari_plan::
         limits,
         hosts: &CrdHosts,
         plan_name: Some(name),
+        allowed_agents: o.plan.spec.allowed_agents.as_deref(),
     }
 }
 
@@ -621,7 +836,8 @@ fn reject(out: &mut Outcome, o: &Observed, violations: Vec<ari_plan::Violation>)
         .unwrap_or_default();
     st.violation_count = u32::try_from(count).ok();
     st.violations = violations.into_iter().take(MAX_VIOLATIONS).collect();
-    let message = format!("{count} violation(s); the first: {first}");
+    let mut message = format!("{count} violation(s); the first: {first}");
+    crate::cache::clip(&mut message, ari_crds::lifecycle::MESSAGE_MAX_BYTES);
     conditions::set(
         &mut st.conditions,
         VALIDATED,

@@ -1,6 +1,6 @@
 //! The Plan decisions, pure: validation before anything runs, starts in dependency order within
 //! the parallelism limit, outputs flowing into inputs, failures, retries, cancellation,
-//! deadlines, the planner, and a restart that finds what exists instead of making it again.
+//! deadlines, the planner, and Tasks the Plan did not create, which are never its steps'.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::decide::{DEPENDENCY_FAILED, INPUT_UNAVAILABLE, Observed, Outcome, decide};
+use super::decide::{
+    Created, DEPENDENCY_FAILED, INPUT_UNAVAILABLE, Input, NewTask, Observed, Outcome, ProposalRead,
+    decide, record_created,
+};
 use super::history;
 use super::observe::{TaskObs, Tasks};
 
@@ -66,7 +69,6 @@ fn task(phase: TaskPhase, reason: Option<TaskReason>, output: Option<&str>) -> T
     TaskObs {
         phase,
         reason,
-        output: output.map(|o| o.as_bytes().to_vec()),
         output_sha256: output.map(|o| ari_model::sha256_hex(o.as_bytes())),
         attestation_sha256: output.map(|_| "att".into()),
         fuel_used: Some(10),
@@ -82,20 +84,60 @@ fn ok(output: &str) -> TaskObs {
     )
 }
 
-fn run(plan: &Plan, tasks: &Tasks, now: i64) -> Outcome {
+/// The uid the simulated API server gives the Task named `name`.
+fn uid(name: &str) -> String {
+    format!("uid-{name}")
+}
+
+/// The pass's view: each Task without a uid gets the one its create was answered with.
+fn with_uids(tasks: &Tasks) -> Tasks {
+    tasks
+        .iter()
+        .map(|(n, t)| {
+            let mut t = t.clone();
+            if t.uid.is_empty() {
+                t.uid = uid(n);
+            }
+            (n.clone(), t)
+        })
+        .collect()
+}
+
+fn observe(
+    plan: &Plan,
+    tasks: &Tasks,
+    now: i64,
+    foreign: &[String],
+    proposal: Option<&str>,
+) -> Outcome {
     let agents = agents();
+    let tasks = with_uids(tasks);
+    let read = proposal.map(|p| ProposalRead {
+        sha256: ari_model::sha256_hex(p.as_bytes()),
+        parsed: ari_plan::parse_proposal(p.as_bytes()).map(std::sync::Arc::new),
+    });
     decide(&Observed {
         plan,
         agents: &agents,
-        tasks,
-        foreign: &[],
+        tasks: &tasks,
+        created: &Created::new(),
+        foreign,
+        proposal: read.as_ref(),
+        nonce: "abcde",
         now: ts(now),
     })
 }
 
-/// Runs a pass and keeps its status on the Plan (as the status write would), with history.
-fn step(plan: &mut Plan, tasks: &Tasks, now: i64) -> Outcome {
-    let mut out = run(plan, tasks, now);
+fn run(plan: &Plan, tasks: &Tasks, now: i64) -> Outcome {
+    observe(plan, tasks, now, &[], None)
+}
+
+/// Keeps a pass's status on the Plan as the controller would: each create answered with
+/// [`uid`], then history, then the status write.
+fn keep(plan: &mut Plan, mut out: Outcome, now: i64) -> Outcome {
+    for new in &out.create.clone() {
+        record_created(&mut out.status, new, &uid(&new.name));
+    }
     let old = plan.status.clone().unwrap_or_default();
     let stages = history::stages(
         &old,
@@ -105,6 +147,36 @@ fn step(plan: &mut Plan, tasks: &Tasks, now: i64) -> Outcome {
     history::append(&mut out.status, &stages, ts(now));
     plan.status = Some(out.status.clone());
     out
+}
+
+/// Runs a pass and keeps its status on the Plan (as the status write would), with history.
+fn step(plan: &mut Plan, tasks: &Tasks, now: i64) -> Outcome {
+    let out = run(plan, tasks, now);
+    keep(plan, out, now)
+}
+
+/// The literal input of a new Task.
+fn bytes(new: &NewTask) -> Vec<u8> {
+    match &new.input {
+        Input::Bytes(b) => b.clone(),
+        other => panic!("not literal: {other:?}"),
+    }
+}
+
+/// The input a new Task gets from `outputs` (by step), composed as the controller does.
+fn composed(new: &NewTask, outputs: &[(&str, &str)]) -> Vec<u8> {
+    let Input::Composed { step, sources } = &new.input else {
+        panic!("literal: {:?}", new.input)
+    };
+    let outputs: BTreeMap<String, Vec<u8>> = outputs
+        .iter()
+        .map(|(s, o)| (s.to_string(), o.as_bytes().to_vec()))
+        .collect();
+    for (dep, source) in sources {
+        let sha = outputs.get(dep).map(|o| ari_model::sha256_hex(o));
+        assert_eq!(source.output_sha256, sha, "source {dep} names its digest");
+    }
+    ari_plan::compose_input(step, &outputs).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn created(out: &Outcome) -> Vec<&str> {
@@ -127,7 +199,7 @@ fn a_valid_plan_is_validated_then_starts_only_the_steps_without_dependencies() {
         &out.status.conditions,
         "Validated"
     ));
-    assert_eq!(out.create[0].input, br#"{"a":"x y","b":"z"}"#.to_vec());
+    assert_eq!(bytes(&out.create[0]), br#"{"a":"x y","b":"z"}"#.to_vec());
     assert_eq!(
         out.create[0].deadline_seconds,
         Some(99),
@@ -149,14 +221,22 @@ fn outputs_flow_into_dependants_which_start_together_within_max_parallel() {
     let mut tasks = Tasks::from([("p-split".into(), ok(r#"{"a":"x y","b":"z"}"#))]);
     let out = step(&mut p, &tasks, 1_002);
     assert_eq!(created(&out), ["p-left", "p-right"]);
-    assert_eq!(out.create[0].input, b"x y".to_vec());
-    assert_eq!(out.create[1].input, b"z".to_vec());
+    let split = [("split", r#"{"a":"x y","b":"z"}"#)];
+    assert_eq!(composed(&out.create[0], &split), b"x y".to_vec());
+    assert_eq!(composed(&out.create[1], &split), b"z".to_vec());
     assert_eq!(out.create[1].retries, Some(1));
     tasks.insert("p-left".into(), ok(r#"{"lines":0,"words":2}"#));
     tasks.insert("p-right".into(), ok(r#"{"words":1}"#));
     let out = step(&mut p, &tasks, 1_003);
     assert_eq!(created(&out), ["p-join"]);
-    assert_eq!(out.create[0].input, br#"{"l":2,"r":1}"#.to_vec());
+    let counts = [
+        ("left", r#"{"lines":0,"words":2}"#),
+        ("right", r#"{"words":1}"#),
+    ];
+    assert_eq!(
+        composed(&out.create[0], &counts),
+        br#"{"l":2,"r":1}"#.to_vec()
+    );
     tasks.insert("p-join".into(), ok(r#"{"l":2,"r":1}"#));
     let out = step(&mut p, &tasks, 1_004);
     assert!(out.create.is_empty());
@@ -176,8 +256,8 @@ fn outputs_flow_into_dependants_which_start_together_within_max_parallel() {
         &out.status.conditions,
         "Succeeded"
     ));
-    let last = out.status.history.last().map(|e| e.event.clone());
-    assert_eq!(last.as_deref(), Some("PlanFinished"));
+    let last = out.status.history.last().map(|e| e.event);
+    assert_eq!(last, Some(ari_crds::HistoryEvent::PlanFinished));
     let seqs: Vec<u32> = out.status.history.iter().map(|e| e.seq).collect();
     assert!(
         seqs.windows(2).all(|w| w[1] == w[0] + 1),
@@ -269,7 +349,7 @@ fn a_failure_is_retried_as_a_new_task_up_to_the_limit_but_a_refusal_is_not() {
     let out = step(&mut p, &tasks, 1_003);
     assert_eq!(created(&out), ["p-right.2"]);
     assert_eq!(
-        out.create[0].input,
+        composed(&out.create[0], &[("split", r#"{"a":"x","b":"y"}"#)]),
         b"y".to_vec(),
         "the retry gets the same input"
     );
@@ -306,12 +386,19 @@ fn a_failure_is_retried_as_a_new_task_up_to_the_limit_but_a_refusal_is_not() {
 }
 
 #[test]
-fn a_missing_field_fails_the_step_input_unavailable_without_a_task() {
+fn a_step_whose_input_cannot_be_made_stays_failed_and_fails_its_dependants() {
     let mut p = plan(fan());
     step(&mut p, &Tasks::new(), 1_001);
     let tasks = Tasks::from([("p-split".into(), ok(r#"{"a":"x"}"#))]);
-    let out = step(&mut p, &tasks, 1_002);
-    assert_eq!(created(&out), ["p-left"]);
+    let mut out = run(&p, &tasks, 1_002);
+    assert_eq!(created(&out), ["p-left", "p-right"]);
+    // The controller could not make right's input (field b is missing): it fails the step.
+    let right = out.create.remove(1);
+    super::controller::fail_input(&mut out.status, &right, "no field b".into());
+    keep(&mut p, out, 1_002);
+    let mut tasks = tasks;
+    tasks.insert("p-left".into(), task(TaskPhase::Running, None, None));
+    let out = step(&mut p, &tasks, 1_003);
     assert_eq!(
         phase_of(&out, "right"),
         (StepPhase::Failed, Some(INPUT_UNAVAILABLE.into()))
@@ -320,40 +407,88 @@ fn a_missing_field_fails_the_step_input_unavailable_without_a_task() {
         phase_of(&out, "join"),
         (StepPhase::Failed, Some(DEPENDENCY_FAILED.into()))
     );
-    // The next pass keeps it failed: no Task records it, the status does.
-    let mut tasks = tasks;
-    tasks.insert("p-left".into(), task(TaskPhase::Running, None, None));
-    let out = step(&mut p, &tasks, 1_003);
-    assert_eq!(phase_of(&out, "right").1, Some(INPUT_UNAVAILABLE.into()));
-    assert!(out.create.iter().all(|t| t.name != "p-right"));
+    assert!(out.create.is_empty(), "{:?}", created(&out));
 }
 
 #[test]
-fn a_restarted_operator_with_a_stale_status_finds_the_tasks_instead_of_creating_them() {
+fn a_task_the_plan_did_not_record_is_never_a_steps_result() {
     let mut p = plan(fan());
     step(&mut p, &Tasks::new(), 1_001);
-    // The status says only split started; the Tasks say left and right run already (the
-    // previous operator created them and died before its status write).
-    let tasks = Tasks::from([
-        ("p-split".into(), ok(r#"{"a":"x","b":"y"}"#)),
-        ("p-left".into(), task(TaskPhase::Running, None, None)),
-        ("p-right".into(), task(TaskPhase::Pending, None, None)),
+    // While split runs, someone creates left and join, succeeded, with made-up outputs (their
+    // uids are not the ones the Plan recorded; name, labels and owner can all be forged).
+    let mut forged = ok(r#"{"words":99}"#);
+    forged.uid = "forged".into();
+    let mut tasks = Tasks::from([
+        ("p-split".into(), task(TaskPhase::Running, None, None)),
+        ("p-left".into(), forged.clone()),
+        ("p-join".into(), forged),
     ]);
     let out = step(&mut p, &tasks, 1_002);
     assert!(out.create.is_empty(), "{:?}", created(&out));
-    assert_eq!(phase_of(&out, "left").0, StepPhase::Running);
-    assert_eq!(phase_of(&out, "right").0, StepPhase::Running);
-    let started: Vec<_> = out
+    assert_eq!(phase_of(&out, "left").0, StepPhase::Waiting);
+    assert_eq!(phase_of(&out, "join").0, StepPhase::Waiting);
+    // Once split succeeds, left is created (the create meets the forged Task: see
+    // `controller::adoptable`), never taken as done.
+    let mut done = ok(r#"{"a":"x","b":"y"}"#);
+    done.completion_time = Some(ts(1_003));
+    tasks.insert("p-split".into(), done);
+    let out = step(&mut p, &tasks, 1_004);
+    assert_eq!(created(&out), ["p-left", "p-right"]);
+    assert_eq!(
+        out.create[0].not_before,
+        Some(ts(1_003)),
+        "made after the verdict and after split ended"
+    );
+}
+
+#[test]
+fn a_name_held_by_a_task_the_plan_did_not_create_gets_a_random_suffix_and_says_so() {
+    let mut p = plan(fan());
+    let out = observe(&p, &Tasks::new(), 1_001, &["p-split".into()], None);
+    assert_eq!(created(&out), ["p-split.abcde"]);
+    let out = keep(&mut p, out, 1_001);
+    let split = out.status.steps.iter().find(|s| s.name == "split");
+    assert_eq!(
+        split.and_then(|s| s.task_uid.clone()),
+        Some(uid("p-split.abcde"))
+    );
+    let tasks = Tasks::from([("p-split.abcde".into(), task(TaskPhase::Running, None, None))]);
+    let out = step(&mut p, &tasks, 1_002);
+    let started = out
         .status
         .history
         .iter()
-        .filter(|e| e.event == "StepStarted")
-        .filter_map(|e| e.step.clone())
-        .collect();
+        .find(|e| e.event == "StepStarted")
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(
+        started.contains(
+            "Task p-split.abcde: Task name p-split is held by a Task this Plan did not create"
+        ),
+        "{started}"
+    );
+    let running = out.status.steps.iter().find(|s| s.name == "split");
+    let message = running.and_then(|s| s.message.clone()).unwrap_or_default();
+    assert!(
+        message.contains("p-split is held by a Task this Plan did not create"),
+        "{message}"
+    );
+    // The step's result is that Task's.
+    let tasks = Tasks::from([("p-split.abcde".into(), ok(r#"{"a":"x","b":"y"}"#))]);
+    let out = step(&mut p, &tasks, 1_003);
+    assert_eq!(phase_of(&out, "split").0, StepPhase::Succeeded);
+}
+
+#[test]
+fn a_recorded_task_replaced_under_its_name_is_deleted_not_taken() {
+    let mut p = plan(fan());
+    step(&mut p, &Tasks::new(), 1_001);
+    let mut other = ok(r#"{"a":"x","b":"y"}"#);
+    other.uid = "someone-elses".into();
+    let out = step(&mut p, &Tasks::from([("p-split".into(), other)]), 1_002);
     assert_eq!(
-        started,
-        ["split", "left", "right"],
-        "each start recorded once"
+        phase_of(&out, "split"),
+        (StepPhase::Failed, Some("TaskDeleted".into()))
     );
 }
 
@@ -415,13 +550,14 @@ fn a_planner_runs_first_and_its_accepted_proposal_runs() {
     let mut p = planned();
     let out = step(&mut p, &Tasks::new(), 1_001);
     assert_eq!(created(&out), ["p-planner"]);
-    assert_eq!(out.create[0].input, b"count words".to_vec());
+    assert_eq!(bytes(&out.create[0]), b"count words".to_vec());
     assert_eq!(out.status.phase, Some(PlanPhase::Planning));
     let proposal = r#"{"steps": [{"name": "one", "agentRef": {"name": "echo"}, "input": "hi"}]}"#;
     let mut tasks = Tasks::from([("p-planner".into(), task(TaskPhase::Running, None, None))]);
     assert!(step(&mut p, &tasks, 1_002).create.is_empty());
     tasks.insert("p-planner".into(), ok(proposal));
-    let out = step(&mut p, &tasks, 1_003);
+    let out = observe(&p, &tasks, 1_003, &[], Some(proposal));
+    let out = keep(&mut p, out, 1_003);
     assert_eq!(created(&out), ["p-one"]);
     assert_eq!(
         out.status.proposal_sha256,
@@ -451,7 +587,7 @@ fn a_proposal_breaking_a_rule_or_not_a_proposal_runs_nothing() {
         let mut p = planned();
         step(&mut p, &Tasks::new(), 1_001);
         let tasks = Tasks::from([("p-planner".into(), ok(output))]);
-        let out = step(&mut p, &tasks, 1_002);
+        let out = observe(&p, &tasks, 1_002, &[], Some(output));
         assert!(out.create.is_empty(), "{output}");
         assert_eq!(out.status.reason, Some(reason), "{output}");
         assert_eq!(out.status.phase, Some(PlanPhase::Failed));
@@ -478,10 +614,15 @@ fn history_stays_bounded_and_keeps_the_plan_level_entries() {
     };
     history::append(
         &mut status,
-        &[stage("Proposed", None), stage("Validated", None)],
+        &[
+            stage(ari_crds::HistoryEvent::Proposed, None),
+            stage(ari_crds::HistoryEvent::Validated, None),
+        ],
         ts(1),
     );
-    let many: Vec<_> = (0..400).map(|_| stage("StepStarted", Some("s"))).collect();
+    let many: Vec<_> = (0..400)
+        .map(|_| stage(ari_crds::HistoryEvent::StepStarted, Some("s")))
+        .collect();
     history::append(&mut status, &many, ts(2));
     assert_eq!(status.history.len(), ari_crds::plan::MAX_HISTORY);
     assert_eq!(status.history_dropped, Some(102));

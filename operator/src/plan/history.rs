@@ -5,33 +5,22 @@
 
 use ari_crds::conditions;
 use ari_crds::plan::{HISTORY_MESSAGE_MAX, MAX_HISTORY};
-use ari_crds::{HistoryEntry, PlanStatus, StepPhase, StepStatus};
+use ari_crds::{HistoryEntry, HistoryEvent, PlanStatus, StepPhase, StepStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::decide::VALIDATED;
 
-/// History event names (also the Events' reasons).
-pub const PLANNER_STARTED: &str = "PlannerStarted";
-pub const PROPOSED: &str = "Proposed";
-pub const VALIDATED_EVENT: &str = "Validated";
-pub const REJECTED: &str = "Rejected";
-pub const STEP_STARTED: &str = "StepStarted";
-pub const STEP_RETRIED: &str = "StepRetried";
-pub const STEP_FINISHED: &str = "StepFinished";
-pub const CANCELLING: &str = "Cancelling";
-pub const PLAN_FINISHED: &str = "PlanFinished";
-
 /// A stage reached: `(event, step, message, warning)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stage {
-    pub event: &'static str,
+    pub event: HistoryEvent,
     pub step: Option<String>,
     pub message: String,
     pub warning: bool,
 }
 
-fn stage(event: &'static str, step: Option<&str>, message: String, warning: bool) -> Stage {
+fn stage(event: HistoryEvent, step: Option<&str>, message: String, warning: bool) -> Stage {
     Stage {
         event,
         step: step.map(str::to_owned),
@@ -46,7 +35,7 @@ pub fn stages(old: &PlanStatus, new: &PlanStatus, cancelling: bool) -> Vec<Stage
     let mut out = Vec::new();
     if let (None, Some(task)) = (&old.planner_task, &new.planner_task) {
         out.push(stage(
-            PLANNER_STARTED,
+            HistoryEvent::PlannerStarted,
             None,
             format!("planner Task {task} created"),
             false,
@@ -59,7 +48,7 @@ pub fn stages(old: &PlanStatus, new: &PlanStatus, cancelling: bool) -> Vec<Stage
         } else {
             format!("proposal sha256:{sha} (not run)")
         };
-        out.push(stage(PROPOSED, None, what, false));
+        out.push(stage(HistoryEvent::Proposed, None, what, false));
     }
     let verdict =
         |s: &PlanStatus| conditions::find(&s.conditions, VALIDATED).map(|c| c.status.clone());
@@ -67,9 +56,9 @@ pub fn stages(old: &PlanStatus, new: &PlanStatus, cancelling: bool) -> Vec<Stage
         && let Some(c) = conditions::find(&new.conditions, VALIDATED)
     {
         let (event, warning) = if c.status == "True" {
-            (VALIDATED_EVENT, false)
+            (HistoryEvent::Validated, false)
         } else {
-            (REJECTED, true)
+            (HistoryEvent::Rejected, true)
         };
         out.push(stage(event, None, c.message.clone(), warning));
     }
@@ -77,10 +66,13 @@ pub fn stages(old: &PlanStatus, new: &PlanStatus, cancelling: bool) -> Vec<Stage
         let before = old.steps.iter().find(|o| o.name == s.name);
         out.extend(step_stages(before, s));
     }
-    let stopping_before = old.history.iter().any(|e| e.event == CANCELLING);
+    let stopping_before = old
+        .history
+        .iter()
+        .any(|e| e.event == HistoryEvent::Cancelling);
     if cancelling && !stopping_before && !old.phase.is_some_and(|p| p.is_finished()) {
         out.push(stage(
-            CANCELLING,
+            HistoryEvent::Cancelling,
             None,
             "no step starts any more; running steps are cancelled".into(),
             true,
@@ -94,7 +86,7 @@ pub fn stages(old: &PlanStatus, new: &PlanStatus, cancelling: bool) -> Vec<Stage
         let message = new.message.clone().unwrap_or_default();
         let warning = phase != ari_crds::PlanPhase::Succeeded;
         out.push(stage(
-            PLAN_FINISHED,
+            HistoryEvent::PlanFinished,
             None,
             format!("{}/{reason}: {message}", phase.as_str()),
             warning,
@@ -111,10 +103,20 @@ fn step_stages(before: Option<&StepStatus>, now: &StepStatus) -> Vec<Stage> {
     let attempts = now.attempts.unwrap_or(0);
     let task = now.task.clone().unwrap_or_default();
     if was == StepPhase::Waiting && attempts > 0 {
-        out.push(stage(STEP_STARTED, name, format!("Task {task}"), false));
+        // A step running under another name says why (its name was taken).
+        let why = match (&now.message, now.phase) {
+            (Some(m), StepPhase::Running) => format!(": {m}"),
+            _ => String::new(),
+        };
+        out.push(stage(
+            HistoryEvent::StepStarted,
+            name,
+            format!("Task {task}{why}"),
+            false,
+        ));
     } else if attempts > attempts_before && attempts_before > 0 {
         out.push(stage(
-            STEP_RETRIED,
+            HistoryEvent::StepRetried,
             name,
             format!("attempt {attempts}: Task {task}"),
             true,
@@ -126,7 +128,7 @@ fn step_stages(before: Option<&StepStatus>, now: &StepStatus) -> Vec<Stage> {
         let sep = if message.is_empty() { "" } else { ": " };
         let warning = now.phase != StepPhase::Succeeded;
         out.push(stage(
-            STEP_FINISHED,
+            HistoryEvent::StepFinished,
             name,
             format!("{:?}/{reason}{sep}{message}", now.phase),
             warning,
@@ -146,7 +148,7 @@ pub fn append(status: &mut PlanStatus, stages: &[Stage], now: Timestamp) {
         status.history.push(HistoryEntry {
             seq,
             time: Time(now),
-            event: s.event.to_owned(),
+            event: s.event,
             step: s.step.clone(),
             message,
         });

@@ -1,8 +1,9 @@
-//! The Plan reconcile against a mocked API server: what it creates, cancels and writes.
+//! The Plan reconcile against a mocked API server and a filled Plan Task cache: what it
+//! creates, reads, cancels and writes.
 
 use std::sync::Arc;
 
-use ari_crds::{Agent, Plan};
+use ari_crds::{Agent, Plan, Task};
 use serde_json::{Value, json};
 
 use super::controller::{PlanContext, reconcile};
@@ -14,6 +15,11 @@ use crate::testutil::{Log, find, mock_client, status};
 const TASKS: &str = "/apis/ari.dev/v1alpha1/namespaces/demo/tasks";
 
 fn ctx(client: kube::Client, agents: &[Value]) -> Arc<PlanContext> {
+    ctx_with(client, agents, &[])
+}
+
+/// A context whose Plan Task cache holds `tasks` (trimmed, as the watch stores them).
+fn ctx_with(client: kube::Client, agents: &[Value], tasks: &[Value]) -> Arc<PlanContext> {
     let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
     let registry = Arc::new(
         crate::agent::image::registry_client(&Settings::default())
@@ -31,7 +37,13 @@ fn ctx(client: kube::Client, agents: &[Value]) -> Arc<PlanContext> {
         let a: Agent = serde_json::from_value(a.clone()).unwrap_or_else(|e| panic!("{e}"));
         writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(a));
     }
-    Arc::new(PlanContext::new(base, store))
+    let (task_store, mut task_writer) = kube::runtime::reflector::store();
+    for t in tasks {
+        let mut t: Task = serde_json::from_value(t.clone()).unwrap_or_else(|e| panic!("{e}"));
+        super::observe::trim_plan_task(&mut t);
+        task_writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(t));
+    }
+    Arc::new(PlanContext::new(base, store, task_store))
 }
 
 fn agent(name: &str) -> Value {
@@ -61,17 +73,10 @@ fn chain() -> Value {
     ]})
 }
 
-fn task_list(items: Vec<Value>) -> (u16, Value) {
-    (
-        200,
-        json!({"apiVersion": "ari.dev/v1alpha1", "kind": "TaskList", "metadata": {}, "items": items}),
-    )
-}
-
 fn owned_task(name: &str, phase: &str, output: Option<&str>) -> Value {
     let mut t = json!({
         "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
-        "metadata": {"name": name, "namespace": "demo",
+        "metadata": {"name": name, "namespace": "demo", "uid": format!("uid-{name}"),
             "labels": {"ari.dev/plan-uid": "plan-uid"},
             "ownerReferences": [{"apiVersion": "ari.dev/v1alpha1", "kind": "Plan", "name": "p",
                                  "uid": "plan-uid", "controller": true}]},
@@ -80,15 +85,62 @@ fn owned_task(name: &str, phase: &str, output: Option<&str>) -> Value {
     });
     if let Some(o) = output {
         t["status"]["output"] = json!(o);
+        t["status"]["outputSha256"] = json!(ari_model::sha256_hex(o.as_bytes()));
         t["status"]["reason"] = json!("Completed");
+        t["status"]["completionTime"] = json!("2026-01-01T00:00:05Z");
     }
     t
 }
 
+/// A Plan validated earlier whose status records step `a` as Task `p-a` (uid `uid-p-a`).
+fn running(spec: Value, a_phase: &str) -> Plan {
+    let mut p = plan(spec);
+    p.status = Some(ari_crds::PlanStatus {
+        phase: Some(ari_crds::PlanPhase::Running),
+        proposal_sha256: Some(ari_model::sha256_hex(
+            &serde_json::to_vec(&p.spec.steps).unwrap_or_default(),
+        )),
+        conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Validated".into(),
+            status: "True".into(),
+            reason: "Accepted".into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        }],
+        steps: vec![ari_crds::StepStatus {
+            name: "a".into(),
+            phase: serde_json::from_value(json!(a_phase)).unwrap_or_default(),
+            task: Some("p-a".into()),
+            task_uid: Some("uid-p-a".into()),
+            attempts: Some(1),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    p
+}
+
 fn routes(tasks: Vec<Value>) -> impl Fn(&str, &str, &Value) -> (u16, Value) + Send + 'static {
     move |method, path, body| match (method, path) {
-        ("GET", TASKS) => task_list(tasks.clone()),
-        ("POST", TASKS) => (201, body.clone()),
+        ("GET", p) if p.starts_with(TASKS) => {
+            let name = p.rsplit('/').next().unwrap_or_default();
+            match tasks.iter().find(|t| t["metadata"]["name"] == name) {
+                Some(t) => (200, t.clone()),
+                None => status(404, "NotFound"),
+            }
+        }
+        ("POST", TASKS) => {
+            let name = body["metadata"]["name"].as_str().unwrap_or_default();
+            if tasks.iter().any(|t| t["metadata"]["name"] == name) {
+                return status(409, "AlreadyExists");
+            }
+            let mut made = body.clone();
+            made["metadata"]["uid"] = json!(format!("uid-{name}"));
+            (201, made)
+        }
         ("PATCH", p) if p.starts_with(TASKS) => {
             let name = p.rsplit('/').next().unwrap_or_default();
             let mut t = owned_task(name, "Running", None);
@@ -107,19 +159,21 @@ fn written_status(log: &Log) -> Value {
     puts[0].body["status"].clone()
 }
 
+fn posted(log: &Log) -> Vec<Value> {
+    find(log, "POST", TASKS)
+        .iter()
+        .map(|p| p.body["metadata"]["name"].clone())
+        .collect()
+}
+
 #[tokio::test]
-async fn a_new_plan_lists_its_tasks_by_uid_creates_the_first_step_owned_and_labelled_and_records_it()
- {
+async fn a_new_plan_creates_the_first_step_owned_and_labelled_and_records_its_uid() {
     let (client, log) = mock_client(routes(vec![]));
     let res = reconcile(Arc::new(plan(chain())), ctx(client, &[agent("echo")])).await;
     assert!(res.is_ok(), "{res:?}");
-    let list = find(&log, "GET", TASKS);
     assert!(
-        list[0]
-            .uri
-            .contains("labelSelector=ari.dev%2Fplan-uid%3Dplan-uid"),
-        "{}",
-        list[0].uri
+        find(&log, "GET", TASKS).is_empty(),
+        "a pass reads no Task: the cache has them"
     );
     let posts = find(&log, "POST", TASKS);
     assert_eq!(posts.len(), 1, "only step a may start");
@@ -135,6 +189,14 @@ async fn a_new_plan_lists_its_tasks_by_uid_creates_the_first_step_owned_and_labe
     );
     let st = written_status(&log);
     assert_eq!(st["phase"], "Running");
+    assert_eq!(
+        (
+            st["steps"][0]["task"].as_str(),
+            st["steps"][0]["taskUid"].as_str()
+        ),
+        (Some("p-a"), Some("uid-p-a")),
+        "the uid the API server gave is recorded"
+    );
     let events: Vec<_> = st["history"]
         .as_array()
         .into_iter()
@@ -158,33 +220,86 @@ async fn a_new_plan_lists_its_tasks_by_uid_creates_the_first_step_owned_and_labe
 }
 
 #[tokio::test]
-async fn a_task_that_already_exists_is_not_created_again_and_its_output_feeds_the_next_step() {
-    let tasks = vec![owned_task("p-a", "Succeeded", Some("from a"))];
-    let (client, log) = mock_client(routes(tasks));
-    let res = reconcile(Arc::new(plan(chain())), ctx(client, &[agent("echo")])).await;
+async fn a_dependants_input_is_read_once_from_the_recorded_task_when_it_starts() {
+    let a = owned_task("p-a", "Succeeded", Some("from a"));
+    let (client, log) = mock_client(routes(vec![a.clone()]));
+    let ctx = ctx_with(client, &[agent("echo")], &[a]);
+    let res = reconcile(Arc::new(running(chain(), "Running")), ctx).await;
     assert!(res.is_ok(), "{res:?}");
-    let posts = find(&log, "POST", TASKS);
-    let names: Vec<_> = posts
-        .iter()
-        .map(|p| p.body["metadata"]["name"].clone())
-        .collect();
-    assert_eq!(names, [json!("p-b")]);
-    assert_eq!(posts[0].body["spec"]["input"], "from a");
+    assert_eq!(posted(&log), [json!("p-b")]);
+    assert_eq!(find(&log, "POST", TASKS)[0].body["spec"]["input"], "from a");
+    assert_eq!(
+        find(&log, "GET", "tasks/p-a").len(),
+        1,
+        "read once, to start b"
+    );
 }
 
 #[tokio::test]
-async fn a_task_labelled_like_the_plans_but_not_owned_by_it_is_ignored() {
-    let mut forged = owned_task("p-a", "Succeeded", Some("forged"));
-    forged["metadata"]["ownerReferences"][0]["uid"] = json!("someone-else");
-    let (client, log) = mock_client(routes(vec![forged]));
-    let res = reconcile(Arc::new(plan(chain())), ctx(client, &[agent("echo")])).await;
+async fn an_output_that_is_not_the_recorded_one_fails_the_dependant_input_unavailable() {
+    let a = owned_task("p-a", "Succeeded", Some("from a"));
+    let mut changed = a.clone();
+    changed["status"]["output"] = json!("changed after the fact");
+    let (client, log) = mock_client(routes(vec![changed]));
+    let ctx = ctx_with(client, &[agent("echo")], &[a]);
+    let res = reconcile(Arc::new(running(chain(), "Running")), ctx).await;
     assert!(res.is_ok(), "{res:?}");
-    let posts = find(&log, "POST", TASKS);
-    assert_eq!(posts.len(), 1);
+    assert!(posted(&log).is_empty());
+    let st = written_status(&log);
+    assert_eq!(st["steps"][1]["reason"], "InputUnavailable");
+}
+
+#[tokio::test]
+async fn a_forged_task_under_a_steps_name_is_not_taken_and_the_step_runs_under_another_name() {
+    // Someone made p-a first, with the Plan's labels and a forged controller owner reference.
+    let mut forged = owned_task("p-a", "Succeeded", Some("forged"));
+    forged["spec"]["input"] = json!("not hello");
+    forged["metadata"]["uid"] = json!("forged-uid");
+    let (client, log) = mock_client(routes(vec![forged.clone()]));
+    let ctx = ctx_with(client, &[agent("echo")], &[forged]);
+    let res = reconcile(Arc::new(plan(chain())), ctx.clone()).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(
+        find(&log, "PUT", "plans/p/status").is_empty(),
+        "nothing recorded"
+    );
+    let res = reconcile(Arc::new(plan(chain())), ctx).await;
+    assert!(res.is_ok(), "{res:?}");
+    let names = posted(&log);
+    assert_eq!(names.len(), 2, "{names:?}");
+    let second = names[1].as_str().unwrap_or_default();
+    assert!(
+        second.starts_with("p-a.") && second.len() == "p-a.xxxxx".len(),
+        "{second}"
+    );
+    let st = written_status(&log);
+    assert_eq!(st["steps"][0]["task"], second);
+    assert_eq!(st["steps"][0]["taskUid"], format!("uid-{second}"));
     assert_eq!(
-        posts[0].body["metadata"]["name"], "p-a",
+        st["steps"][1]["phase"], "Waiting",
         "b never gets the forged output"
     );
+}
+
+#[tokio::test]
+async fn a_task_this_operator_made_before_it_restarted_is_recognised_not_made_again() {
+    // The previous operator created p-a and died before its status write: the same Task.
+    let (client, _) = mock_client(routes(vec![]));
+    let wanted = reconcile(Arc::new(plan(chain())), ctx(client, &[agent("echo")])).await;
+    assert!(wanted.is_ok());
+    let mut mine = owned_task("p-a", "Running", None);
+    mine["metadata"]["labels"] = json!({"ari.dev/plan-uid": "plan-uid", "ari.dev/plan-step": "a",
+                                        "ari.dev/plan": "p"});
+    mine["metadata"]["ownerReferences"] = json!([{"apiVersion": "ari.dev/v1alpha1",
+        "kind": "Plan", "name": "p", "uid": "plan-uid", "controller": true,
+        "blockOwnerDeletion": true}]);
+    mine["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:01Z");
+    let (client, log) = mock_client(routes(vec![mine]));
+    let res = reconcile(Arc::new(plan(chain())), ctx(client, &[agent("echo")])).await;
+    assert!(res.is_ok(), "{res:?}");
+    let st = written_status(&log);
+    assert_eq!(st["steps"][0]["taskUid"], "uid-p-a");
+    assert_eq!(posted(&log), [json!("p-a")], "one create, met by its Task");
 }
 
 #[tokio::test]
@@ -212,26 +327,10 @@ async fn a_plan_naming_a_missing_agent_is_rejected_with_no_task_and_a_warning_ev
 async fn cancelling_a_plan_patches_its_running_step_cancelled() {
     let mut spec = chain();
     spec["cancelled"] = json!(true);
-    let mut p = plan(spec);
-    p.status = Some(ari_crds::PlanStatus {
-        phase: Some(ari_crds::PlanPhase::Running),
-        proposal_sha256: Some(ari_model::sha256_hex(
-            &serde_json::to_vec(&p.spec.steps).unwrap_or_default(),
-        )),
-        conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-            type_: "Validated".into(),
-            status: "True".into(),
-            reason: "Accepted".into(),
-            message: String::new(),
-            observed_generation: Some(1),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ),
-        }],
-        ..Default::default()
-    });
-    let (client, log) = mock_client(routes(vec![owned_task("p-a", "Running", None)]));
-    let res = reconcile(Arc::new(p), ctx(client, &[agent("echo")])).await;
+    let a = owned_task("p-a", "Running", None);
+    let (client, log) = mock_client(routes(vec![a.clone()]));
+    let ctx = ctx_with(client, &[agent("echo")], &[a]);
+    let res = reconcile(Arc::new(running(spec, "Running")), ctx).await;
     assert!(res.is_ok(), "{res:?}");
     let patches = find(&log, "PATCH", "tasks/p-a");
     assert_eq!(patches.len(), 1);

@@ -1,10 +1,12 @@
 //! `ari plan verify`: check a whole Plan from its status and its Tasks, offline.
 //!
-//! For every step that recorded an attestation: the Task's attestation is signed by the
-//! trusted key and is the one the Plan recorded (digest), names this Task, and states the
-//! output the Plan and the Task record; and, for a step fed by earlier steps, its input digest
-//! is the digest of the input re-derived from those steps' outputs — nothing was changed on
-//! the way from one step to the next.
+//! For every step that recorded an attestation: the Task is the one the Plan recorded (its
+//! uid), runs the step's Agent, and (with `--agents`) ran that Agent's module; the Task's
+//! attestation is signed by the trusted key and is the one the Plan recorded (digest), names
+//! this Task, and states the output the Plan and the Task record; and its input digest is the
+//! digest of the step's literal input, or of the input re-derived from its dependencies'
+//! outputs — nothing was changed on the way from one step to the next, and no Task someone
+//! else made under the step's name passes for it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,6 +33,10 @@ pub struct VerifyArgs {
     /// The namespace's attestation key (an Agent's `status.attestationPublicKey`).
     #[arg(long)]
     public_key: String,
+    /// The namespace's Agents as JSON (`kubectl get agents -o json`): each step's attestation
+    /// must then name its Agent's module (`status.moduleDigest`).
+    #[arg(long)]
+    agents: Option<PathBuf>,
 }
 
 pub fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
@@ -40,6 +46,10 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
     )
     .with_context(|| format!("{} is not a Plan", args.plan.display()))?;
     let tasks = read_tasks(&args.tasks)?;
+    let modules = match &args.agents {
+        Some(path) => Some(read_modules(path)?),
+        None => None,
+    };
     let key = parse_public_key(&args.public_key)?;
     let name = plan.name_any();
     let status = plan.status.clone().unwrap_or_default();
@@ -54,7 +64,11 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
         .steps
         .iter()
         .filter_map(|s| {
-            let out = tasks.get(s.task.as_deref()?)?.status.clone()?.output?;
+            // Only the Task the Plan recorded: another under the same name feeds nothing.
+            let task = tasks
+                .get(s.task.as_deref()?)
+                .filter(|t| t.uid() == s.task_uid)?;
+            let out = task.status.clone()?.output?;
             Some((s.name.clone(), out.into_bytes()))
         })
         .collect();
@@ -64,8 +78,11 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
         if st.attestation_sha256.is_none() {
             continue;
         }
-        match check_step(st, &steps, &tasks, &outputs, &key) {
-            Ok(()) => verified += 1,
+        match check_step(st, &steps, &tasks, &outputs, &key, modules.as_ref()) {
+            Ok(ran) => {
+                println!("step {}: {ran}", st.name);
+                verified += 1;
+            }
             Err(why) => failures.push(format!("step {}: {why}", st.name)),
         }
     }
@@ -88,13 +105,37 @@ fn steps_of(plan: &Plan, tasks: &BTreeMap<String, Task>) -> Result<Vec<Step>, St
     if let Some(steps) = &plan.spec.steps {
         return Ok(steps.clone());
     }
-    let planner = planner_task_name(&plan.name_any());
-    let output = tasks
+    let status = plan.status.clone().unwrap_or_default();
+    let planner = status
+        .planner_task
+        .clone()
+        .unwrap_or_else(|| planner_task_name(&plan.name_any()));
+    let task = tasks
         .get(&planner)
-        .and_then(|t| t.status.clone())
+        .ok_or_else(|| format!("the planner Task {planner} is not in the tasks file"))?;
+    if status.planner_task_uid.is_none() || task.uid() != status.planner_task_uid {
+        return Err(format!(
+            "the planner Task {planner} is not the one the Plan recorded (uid {:?})",
+            status.planner_task_uid
+        ));
+    }
+    let wanted = plan
+        .spec
+        .planner
+        .as_ref()
+        .map(|p| p.agent_ref.name.as_str());
+    if Some(task.spec.agent_ref.name.as_str()) != wanted {
+        return Err(format!(
+            "the planner Task ran agent {}, not the Plan's planner",
+            task.spec.agent_ref.name
+        ));
+    }
+    let output = task
+        .status
+        .clone()
         .and_then(|s| s.output)
-        .ok_or_else(|| format!("the planner Task {planner} or its inline output is missing"))?;
-    let recorded = plan.status.as_ref().and_then(|s| s.proposal_sha256.clone());
+        .ok_or_else(|| format!("the planner Task {planner} has no inline output"))?;
+    let recorded = status.proposal_sha256.clone();
     if recorded.as_deref() != Some(sha256_hex(output.as_bytes()).as_str()) {
         return Err("the planner's output is not the proposal the Plan validated".into());
     }
@@ -103,17 +144,37 @@ fn steps_of(plan: &Plan, tasks: &BTreeMap<String, Task>) -> Result<Vec<Step>, St
         .map_err(|e| format!("the planner's output is not a proposal: {e}"))
 }
 
+/// Checks one step; says which Task, Agent and module ran it.
 fn check_step(
     st: &StepStatus,
     steps: &[Step],
     tasks: &BTreeMap<String, Task>,
     outputs: &BTreeMap<String, Vec<u8>>,
     key: &ed25519_dalek::VerifyingKey,
-) -> Result<(), String> {
+    modules: Option<&BTreeMap<String, String>>,
+) -> Result<String, String> {
     let task_name = st.task.as_deref().ok_or("no Task recorded")?;
     let task = tasks
         .get(task_name)
         .ok_or_else(|| format!("Task {task_name} is not in the tasks file"))?;
+    let uid = task.uid().unwrap_or_default();
+    if st.task_uid.as_deref() != Some(uid.as_str()) {
+        return Err(format!(
+            "Task {task_name} (uid {uid}) is not the Task the Plan created (uid {:?})",
+            st.task_uid
+        ));
+    }
+    let step = steps
+        .iter()
+        .find(|s| s.name == st.name)
+        .ok_or("the step is not in the plan")?;
+    let agent = &task.spec.agent_ref.name;
+    if *agent != step.agent_ref.name {
+        return Err(format!(
+            "Task {task_name} ran agent {agent}, not the step's {}",
+            step.agent_ref.name
+        ));
+    }
     let ts = task.status.clone().unwrap_or_default();
     let att = ts.attestation.ok_or("the Task has no attestation")?;
     att.verify_signature(Some(key))
@@ -121,8 +182,19 @@ fn check_step(
     if st.attestation_sha256.as_deref() != Some(att.sha256().as_str()) {
         return Err("its attestation is not the one the Plan recorded".into());
     }
-    if att.task.name != task_name || task.uid().as_deref() != Some(att.task.uid.as_str()) {
+    if att.task.name != task_name || uid != att.task.uid {
         return Err(format!("the attestation is for Task {:?}", att.task));
+    }
+    let module = format!("sha256:{}", att.module_sha256);
+    if let Some(modules) = modules {
+        let want = modules
+            .get(agent)
+            .ok_or_else(|| format!("agent {agent} is not in the agents file"))?;
+        if *want != module {
+            return Err(format!(
+                "it ran module {module}, not agent {agent}'s {want}"
+            ));
+        }
     }
     if st.output_sha256.as_deref() != Some(att.output_sha256.as_str())
         || ts.output_sha256.as_deref() != Some(att.output_sha256.as_str())
@@ -134,22 +206,43 @@ fn check_step(
     {
         return Err("its output is not the output its attestation signs: changed".into());
     }
-    let step = steps
-        .iter()
-        .find(|s| s.name == st.name)
-        .ok_or("the step is not in the plan")?;
-    if step.input_from.is_empty() {
-        return Ok(());
-    }
     let input = compose_input(step, outputs).map_err(|e| {
         format!("cannot re-derive its input ({e}); an output kept in a ConfigMap cannot be checked offline")
     })?;
     if sha256_hex(&input) != att.input_sha256 {
-        return Err(
-            "its input is not what its dependencies' outputs make: changed between steps".into(),
-        );
+        return Err(if step.input_from.is_empty() {
+            "its input is not the step's input".into()
+        } else {
+            "its input is not what its dependencies' outputs make: changed between steps".into()
+        });
     }
-    Ok(())
+    Ok(format!(
+        "Task {task_name} (uid {uid}), agent {agent}, module {module}"
+    ))
+}
+
+/// `status.moduleDigest` of each Agent of a List (`kubectl get agents -o json`), by name.
+fn read_modules(path: &PathBuf) -> anyhow::Result<BTreeMap<String, String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let items = match doc {
+        Value::Object(ref o) if o.contains_key("items") => o
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        one => vec![one],
+    };
+    Ok(items
+        .into_iter()
+        .filter_map(|a| {
+            let name = a.pointer("/metadata/name")?.as_str()?.to_owned();
+            let digest = a.pointer("/status/moduleDigest")?.as_str()?.to_owned();
+            Some((name, digest))
+        })
+        .collect())
 }
 
 /// Tasks by name from a List (`kubectl get tasks -o json`), an array, or one Task.
