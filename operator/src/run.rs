@@ -226,15 +226,15 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
     let plan_ctx = Arc::new(PlanContext::new(
         ctx.clone(),
         plan_agents.clone(),
-        plan_tasks.clone(),
+        plan_tasks,
     ));
-    // Validation reads the Agent cache and decisions the Plan Task cache: start only once both
-    // have listed everything.
+    // Validation reads the Agent cache: start only once it has listed everything. The Plan Task
+    // cache is filled by the controller's own watch, so waiting for it here would never end; a
+    // recorded Task it does not have yet is looked up by a metadata read and counts as Pending
+    // until its watch event arrives and wakes the Plan again.
     let plan_ctl = async move {
-        if plan_agents.wait_until_ready().await.is_err()
-            || plan_tasks.wait_until_ready().await.is_err()
-        {
-            error!("agent or plan task cache closed before it was ready");
+        if plan_agents.wait_until_ready().await.is_err() {
+            error!("agent cache closed before it was ready");
             return;
         }
         plan_ctl
