@@ -200,7 +200,7 @@ fn fan_out(ctx: &Ctx) -> Result<()> {
         }
 
         // Modes: a subagent takes no user Task, and says so in status and an Event.
-        ctx.apply_ok(&ns, &task_yaml("direct", "wordcount", "a b c", ""))?;
+        ctx.apply_ok(&ns, &task_yaml("direct", "keywords", "a b c", ""))?;
         let direct = task_finished(&client, &ns, "direct", wait::DEFAULT).await?;
         expect_reason(&direct, TaskPhase::Failed, TaskReason::ModeRefused)?;
         event_with_reason(&client, &ns, "direct", "ModeRefused").await?;

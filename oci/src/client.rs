@@ -130,7 +130,8 @@ pub fn split_list(list: &str) -> Vec<String> {
 
 /// A module as pulled and verified: `bytes` hash to `layer_digest`, the layer of the manifest
 /// named `manifest_digest`. It holds one of the client's pull permits until dropped, so the
-/// modules in memory are bounded by [`ClientOptions::max_concurrent_pulls`].
+/// modules in memory are bounded by [`ClientOptions::max_concurrent_pulls`]: drop it before
+/// pulling again, or a caller holding that many waits for ever.
 pub struct PulledModule {
     /// The manifest's digest: pin the Agent to this (`repo@sha256:...`) to get these bytes again.
     pub manifest_digest: String,

@@ -281,6 +281,9 @@ async fn a_pushed_module_pulls_back_byte_for_byte_by_tag_and_by_digest() {
         .await
         .expect("pull by digest");
     assert_eq!(by_digest, by_tag);
+    // A pulled module holds one of the client's two pull permits until dropped (it bounds the
+    // modules in memory): a caller keeping two would wait for ever on a third pull.
+    drop((by_tag, by_digest));
     let tag_and_digest = Reference::parse(&format!("{tagged}@{digest}")).expect("parses");
     let both = client
         .pull(&tag_and_digest, &Credentials::anonymous())

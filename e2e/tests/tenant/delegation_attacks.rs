@@ -293,6 +293,20 @@ async fn refused_by_executor(admin: &Client, ns: &str, name: &str, says: &str) -
     Ok(())
 }
 
+/// A child naming a parent that already ended meets two defences, whichever comes first: its
+/// executor refuses it (only a running Task delegates), or the operator cancels it as the
+/// child of an ended parent (`ParentEnded`). Either way it never runs.
+async fn refused_or_cancelled_as_orphan(admin: &Client, ns: &str, name: &str) -> Result<()> {
+    let t = task_finished(admin, ns, name, wait::DEFAULT).await?;
+    if t.phase() != TaskPhase::Cancelled {
+        return refused_by_executor(admin, ns, name, "only a running Task delegates").await;
+    }
+    event_with_reason(admin, ns, name, "ParentEnded").await?;
+    let attempts = t.status.and_then(|s| s.attempts).unwrap_or(0);
+    ensure!(attempts == 0, "{name} ran ({attempts} attempts)");
+    Ok(())
+}
+
 fn forged_parent(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("forge", |admin, ns| async move {
         let user = namespace_user::client(ctx, &admin, &ns, false).await?;
@@ -343,8 +357,7 @@ fn forged_parent(ctx: &Ctx) -> Result<()> {
             }
             refused_by_executor(&admin, &ns, "no-such-parent", "does not exist").await?;
             refused_by_executor(&admin, &ns, "wrong-uid", "uid").await?;
-            refused_by_executor(&admin, &ns, "finished-parent", "only a running Task delegates")
-                .await
+            refused_or_cancelled_as_orphan(&admin, &ns, "finished-parent").await
         })
         .await?;
 

@@ -62,7 +62,7 @@ async fn versions_until_ended(admin: Client, ns: String, name: String) -> Result
     let mut seen = Vec::new();
     while let Some(ev) = stream.try_next().await? {
         if let watcher::Event::Apply(t) | watcher::Event::InitApply(t) = ev {
-            let ended = matches!(t.phase(), TaskPhase::Succeeded | TaskPhase::Failed);
+            let ended = t.phase().is_finished();
             seen.push(t);
             if ended {
                 return Ok(seen);
@@ -106,7 +106,9 @@ async fn no_live_log_writes(admin: &Client, ns: &str, name: &str) -> Result<()> 
     })
     .await?;
     cancel(admin, ns, name).await?;
-    let versions = watch.await??;
+    let versions = tokio::time::timeout(wait::DEFAULT, watch)
+        .await
+        .with_context(|| format!("{name} did not end after it was cancelled"))???;
     let logged: Vec<&Task> = versions
         .iter()
         .filter(|t| t.status.as_ref().is_some_and(|s| s.live_log.is_some()))
