@@ -684,7 +684,9 @@ const PLAN_OPERATOR_PEAK_MAX: u64 = 160 << 20;
 /// Issue 26, item 4: 16 steps of the stock echo with 64 KB literal inputs, one step joining
 /// them (a ~1 MiB output), then 111 steps each taking that output whole (1 MiB in, 1 MiB out).
 /// The operator's peak resident memory stays within [`PLAN_OPERATOR_PEAK_MAX`] (printed for
-/// BENCHMARKS.md).
+/// BENCHMARKS.md, also when the Plan fails). The 1 MiB steps may be retried: a debug executor on
+/// a loaded machine can miss its heartbeat on one (`ExecutorLost`), which is not what this
+/// trial is about.
 fn operator_memory(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("plan-mem", |client, ns| async move {
         let limits = "  limits:\n    maxInputBytes: 2097152\n    maxOutputBytes: 2097152\n";
@@ -701,12 +703,12 @@ fn operator_memory(ctx: &Ctx) -> Result<()> {
             .collect();
         steps.push(
             serde_json::json!({"name": "big", "agentRef": {"name": "echo"},
-            "inputFrom": parts}),
+            "inputFrom": parts, "retry": {"limit": 2}}),
         );
         for i in 0..111 {
             steps.push(
                 serde_json::json!({"name": format!("f{i}"), "agentRef": {"name": "echo"},
-                "inputFrom": [{"step": "big"}]}),
+                "inputFrom": [{"step": "big"}], "retry": {"limit": 2}}),
             );
         }
         let plan = serde_json::json!({"apiVersion": "ari.dev/v1alpha1", "kind": "Plan",
@@ -736,12 +738,12 @@ fn operator_memory(ctx: &Ctx) -> Result<()> {
             .get("operator")
             .context("no operator process")?;
         let plan = plan_finished(&client, &ns, "wide", Duration::from_secs(600)).await?;
-        expect_plan(&plan, PlanPhase::Succeeded, PlanReason::Completed)?;
         let peak = peak_rss(pid).context("operator gone")?;
         println!(
             "operator peak RSS for a 128-step Plan of 1 MiB outputs: {} MiB",
             peak >> 20
         );
+        expect_plan(&plan, PlanPhase::Succeeded, PlanReason::Completed)?;
         ensure!(
             peak <= PLAN_OPERATOR_PEAK_MAX,
             "operator peak {} MiB, above {} MiB",

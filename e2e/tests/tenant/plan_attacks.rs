@@ -36,6 +36,19 @@ pub fn trials() -> Vec<(&'static str, ari_e2e::trials::TrialFn)> {
     ]
 }
 
+/// Waits until the Agent's executor pod is Ready and then the Agent: an Agent can report
+/// `Ready` once before its first executor pod exists and turn not Ready while that pod starts,
+/// and a validator seeing that moment would reject with `agent-not-ready` instead.
+async fn settled(admin: &Client, ns: &str, agent: &str) -> Result<()> {
+    let selector = format!("ari.dev/agent={agent}");
+    wait::until(&format!("{agent}'s executor Ready"), wait::DEFAULT, || {
+        ready_pods(admin, ns, &selector, 1)
+    })
+    .await?;
+    agent_ready(admin, ns, agent).await?;
+    Ok(())
+}
+
 fn plan_json(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "ari.dev/v1alpha1", "kind": "Plan",
            "metadata": {"name": name}, "spec": spec})
@@ -82,7 +95,7 @@ fn huge_names(ctx: &Ctx) -> Result<()> {
         ctx.module_configmap(&ns, "echo-module", "echo")?;
         let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         create::<Agent>(&user, &ns, agent_json("echo", json!({}))).await?;
-        agent_ready(&admin, &ns, "echo").await?;
+        settled(&admin, &ns, "echo").await?;
         let name = "中".repeat(21_000);
         let missing: Vec<String> = (0..64).map(|i| format!("m{i}")).collect();
         let proposal = json!({"steps": [{
@@ -140,7 +153,7 @@ fn forged_step(ctx: &Ctx) -> Result<()> {
         slow["spec"]["module"]["configMap"]["name"] = json!("loop-module");
         create::<Agent>(&user, &ns, slow).await?;
         for a in ["echo", "evil", "loop"] {
-            agent_ready(&admin, &ns, a).await?;
+            settled(&admin, &ns, a).await?;
         }
         let spec = json!({"steps": [
             {"name": "a", "agentRef": {"name": "loop"}, "input": "4000000 plan"},
@@ -203,8 +216,8 @@ fn outside_allow_list(ctx: &Ctx) -> Result<()> {
         let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         create::<Agent>(&user, &ns, agent_json("echo", json!({}))).await?;
         create::<Agent>(&user, &ns, agent_json("other", json!({}))).await?;
-        agent_ready(&admin, &ns, "echo").await?;
-        agent_ready(&admin, &ns, "other").await?;
+        settled(&admin, &ns, "echo").await?;
+        settled(&admin, &ns, "other").await?;
         let proposal = json!({"steps": [
             {"name": "fine", "agentRef": {"name": "echo"}, "input": "hi"},
             {"name": "sneaky", "agentRef": {"name": "other"}, "input": "hi"}]});
