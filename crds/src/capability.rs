@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentSpec;
-use crate::hosts::{HostPattern, pattern_covers};
+use ari_model::hosts::{HostPattern, pattern_covers};
 
 pub use ari_model::CapabilityName;
 

@@ -9,7 +9,6 @@ pub mod agent;
 pub mod capability;
 pub mod conditions;
 pub mod delegation;
-pub mod hosts;
 pub mod lifecycle;
 pub mod names;
 pub mod plan;

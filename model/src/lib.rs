@@ -1,5 +1,6 @@
 //! ari's shared vocabulary, one type per concept: what a capability is called, how a Task ends,
-//! what a run used and was limited to, and the signed attestation of it.
+//! what a run used and was limited to, and the signed attestation of it; the network allow-list
+//! grammar the operator validates and the executor enforces.
 //!
 //! The runtime (`ari-runtime`) produces these values, the CRDs (`ari-crds`) embed them in
 //! `Task.status`, and `ari verify` reads them back; because all three use these very types,
@@ -8,6 +9,7 @@
 
 pub mod attestation;
 pub mod capability;
+pub mod hosts;
 pub mod keys;
 pub mod limits;
 pub mod names;

@@ -11,7 +11,8 @@
 //! compressed response could otherwise inflate without bound), and each hop's timeout is
 //! `min(timeout, time left before the task's deadline)`: a host call cannot outlive the task.
 
-pub mod allowlist;
+/// The allow-list grammar is the model's: the operator validated the very same entries.
+pub use ari_model::hosts as allowlist;
 mod events;
 mod grant;
 mod link;
@@ -183,7 +184,7 @@ impl HttpCapability {
         loop {
             let parsed = grant.allow_list().check(&url).map_err(|reason| {
                 if hop == 0 {
-                    CapError::Denied(reason)
+                    CapError::Denied(reason.to_string())
                 } else {
                     CapError::Denied(format!("redirect hop {hop}: {reason}"))
                 }

@@ -13,7 +13,10 @@ pub struct NetworkGrant {
 impl NetworkGrant {
     /// Validates every entry (see `allowlist`), so a typo fails up front.
     pub fn new(allowed_hosts: Vec<String>) -> Result<Self, GrantError> {
-        let list = AllowList::parse(&allowed_hosts)?;
+        let list = AllowList::parse(&allowed_hosts).map_err(|e| GrantError::Invalid {
+            grant: "network",
+            reason: e.to_string(),
+        })?;
         Ok(Self {
             allowed_hosts,
             list,
