@@ -18,9 +18,9 @@ pub mod task;
 pub use a2a::{A2aSkill, A2aSpec, LiveLog, MediaType, ShortText};
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
-    Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, DelegationCapability,
-    EffectiveLimits, EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability,
-    PullSecretRef, SecretKeyRef, SigningCapability, StorageCapability,
+    Agent, AgentMode, AgentSpec, AgentStatus, ConfigMapModule, DelegationGrant, EffectiveLimits,
+    EmptyGrant, ExecutorSpec, GrantSet, Limits, ModuleSource, NetworkGrant, PullSecretRef,
+    SecretKeyRef, SigningGrant, StorageGrant,
 };
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,

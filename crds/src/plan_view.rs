@@ -5,6 +5,7 @@
 use ari_plan::{AgentMode as PlanMode, AgentView, Agents, HostCheck, Requirements};
 
 use crate::agent::{Agent, AgentMode};
+
 use crate::capability::TaskRequirements;
 use ari_model::hosts::{HostPattern, pattern_covers};
 

@@ -5,11 +5,11 @@ use std::path::Path;
 
 use ari_model::{CapabilityName, UnknownCapability};
 
-use super::GrantError;
 use super::crypto::SigningGrant;
 use super::delegation::DelegationGrant;
 use super::http::NetworkGrant;
 use super::storage::StorageGrant;
+use super::{GrantError, delegation, storage};
 
 /// The capabilities granted to one agent; `None`/`false` means denied.
 #[derive(Debug, Clone, Default)]
@@ -74,7 +74,7 @@ impl Grants {
                 }),
             };
             match name {
-                "storage" => grants.storage = Some(StorageGrant::from_cli(need("storage")?)?),
+                "storage" => grants.storage = Some(storage::grant_from_cli(need("storage")?)?),
                 "network" => hosts.push(need("network")?.to_owned()),
                 "randomness" => {
                     flag("randomness")?;
@@ -84,7 +84,7 @@ impl Grants {
                     grants.signing = Some(SigningGrant::from_file(Path::new(need("signing")?))?)
                 }
                 "delegation" => {
-                    grants.delegation = Some(DelegationGrant::from_cli(need("delegation")?)?)
+                    grants.delegation = Some(delegation::grant_from_cli(need("delegation")?)?)
                 }
                 "timeAccess" | "time" => {
                     flag("timeAccess")?;
