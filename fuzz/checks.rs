@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ari_runtime::attestation::{Attestation, parse_public_key, parse_signing_key};
-use ari_runtime::capability::{Grants, NetworkGrant};
+use ari_runtime::capability::{AllowedHosts, Grants};
 use ari_runtime::engine::{AllocatorChoice, EngineOptions};
 use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 use ed25519_dalek::SigningKey;
@@ -30,7 +30,7 @@ pub fn allowlist(data: &[u8]) {
     };
     let (entry, urls) = text.split_once('\n').unwrap_or((text, ""));
     let grammar = ari_runtime::model::hosts::HostPattern::parse(entry);
-    let grant = NetworkGrant::new(vec![entry.to_owned()]);
+    let grant = AllowedHosts::new(vec![entry.to_owned()]);
     assert_eq!(
         grant.is_ok(),
         grammar.is_ok(),

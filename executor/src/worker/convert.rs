@@ -11,18 +11,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-use ari_runtime::capability::{Grants, NetworkGrant, SigningGrant};
+use ari_runtime::capability::{AllowedHosts, Grants, LoadedSigningKey};
 use ari_runtime::{Limits, TaskOutcome};
 
 /// The runtime grants of an Agent. `signing_key` is the Secret-held key when signing is granted.
 pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grants, String> {
     let caps = &spec.capabilities;
     let network = match &caps.network {
-        Some(n) => Some(NetworkGrant::new(n.allowed_hosts.clone()).map_err(|e| e.to_string())?),
+        Some(n) => Some(AllowedHosts::new(n.allowed_hosts.clone()).map_err(|e| e.to_string())?),
         None => None,
     };
     let signing = match (&caps.signing, signing_key) {
-        (Some(s), Some(key)) => Some(SigningGrant {
+        (Some(s), Some(key)) => Some(LoadedSigningKey {
             key_id: s.key_id.clone(),
             key,
         }),

@@ -17,7 +17,7 @@ mod events;
 mod grant;
 mod link;
 pub use events::HttpEvent;
-pub use grant::NetworkGrant;
+pub use grant::AllowedHosts;
 pub use link::FUEL;
 pub(crate) use link::HOST;
 
@@ -83,7 +83,7 @@ const RESERVED_HEADERS: &[&str] = &[
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
 
 pub struct HttpCapability {
-    grant: Option<NetworkGrant>,
+    grant: Option<AllowedHosts>,
     limits: HttpLimits,
     /// The task's cancel token: an exchange in flight returns as soon as it fires.
     cancel: CancelToken,
@@ -137,7 +137,7 @@ fn sanitize(headers: Vec<(String, String)>) -> Result<Vec<(String, String)>, Cap
 }
 
 impl HttpCapability {
-    pub fn new(grant: Option<NetworkGrant>, limits: HttpLimits) -> Self {
+    pub fn new(grant: Option<AllowedHosts>, limits: HttpLimits) -> Self {
         Self {
             grant,
             limits,

@@ -18,11 +18,11 @@ pub mod log;
 pub mod random;
 pub mod storage;
 
-pub use crypto::{HashAlgorithm, SigningGrant};
+pub use crypto::{HashAlgorithm, LoadedSigningKey};
 pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Settled};
 pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
-pub use http::{HttpLimits, HttpRequest, HttpResponse, NetworkGrant, allowlist};
+pub use http::{AllowedHosts, HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
 pub use storage::StorageGrant;
 
