@@ -39,7 +39,7 @@ const JUNK_MIB: u64 = 60;
 const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 
 fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", ari_runtime::attestation::sha256_hex(bytes))
+    format!("sha256:{}", ari_model::attestation::sha256_hex(bytes))
 }
 
 fn wasm_manifest(layer: &str, size: u64) -> Vec<u8> {
