@@ -143,7 +143,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::worker::testutil::{find, mock_client, status};
+    use crate::worker::testutil::{find, mock_client_with_query as mock_client, status};
 
     const TASKS: &str = "/apis/ari.dev/v1alpha1/namespaces/demo/tasks";
 

@@ -26,7 +26,7 @@ mod slots;
 mod status;
 mod storage;
 #[cfg(test)]
-mod testutil;
+use ari_testkit::mock_api as testutil;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -291,14 +291,7 @@ mod tests {
 
     impl Loopback {
         fn start() -> Self {
-            use flate2::{Compression, write::GzEncoder};
-            use std::io::Write;
-            let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
-            let zeros = vec![0u8; 1 << 20];
-            for _ in 0..64 {
-                gz.write_all(&zeros).expect("gzip");
-            }
-            let bomb = gz.finish().expect("gzip");
+            let bomb = ari_testkit::http::gzip_bomb().to_vec();
             let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind"));
             let port = server.server_addr().to_ip().expect("ip").port();
             let s = server.clone();
