@@ -68,7 +68,7 @@ pub struct ChildStatus {
     pub agent: String,
     /// `Succeeded`, `Failed` or `Cancelled` once awaited; `Running` for a message nobody
     /// awaited (it may still run).
-    pub phase: String,
+    pub phase: TaskPhase,
     /// Its reason once awaited (`Completed`, a failure reason, `Unavailable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -8,6 +8,7 @@ pub mod admission;
 pub mod agent;
 pub mod capability;
 pub mod conditions;
+pub mod decode;
 pub mod delegation;
 pub mod lifecycle;
 pub mod names;

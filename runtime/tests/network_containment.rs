@@ -2,7 +2,7 @@
 //! case, trailing dots, IDNA and percent-encoding — against real HTTP servers on loopback
 //! addresses only (127.0.0.0/8 and ::1). For every URL the test knows which server, if any,
 //! the request may reach, and checks that no other server saw a request.
-mod common;
+use ari_testkit::runtime as common;
 
 use ari_runtime::FailureKind;
 use ari_runtime::model::hosts::AllowList;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use ari_crds::lifecycle::NotAllowed;
 use ari_crds::task::INLINE_OUTPUT_MAX_BYTES;
-use ari_crds::{AgentSpec, CapabilityName, Task, TaskStatus};
+use ari_crds::{AgentSpec, CapabilityName, Task, TaskPhase, TaskStatus};
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -161,15 +161,15 @@ pub fn children(outcome: &TaskOutcome) -> Vec<ari_crds::ChildStatus> {
         .take(ari_crds::delegation::MAX_LISTED_CHILDREN)
         .map(|c| {
             let phase = match c.reason.as_deref() {
-                None => "Running",
-                Some("Completed") => "Succeeded",
-                Some("Cancelled") => "Cancelled",
-                Some(_) => "Failed",
+                None => TaskPhase::Running,
+                Some("Completed") => TaskPhase::Succeeded,
+                Some("Cancelled") => TaskPhase::Cancelled,
+                Some(_) => TaskPhase::Failed,
             };
             ari_crds::ChildStatus {
                 name: (!c.task.is_empty()).then(|| c.task.clone()),
                 agent: c.agent.clone(),
-                phase: phase.to_owned(),
+                phase,
                 reason: c.reason.clone(),
                 fuel: c.fuel,
                 message: c.message,
