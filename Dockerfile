@@ -27,6 +27,7 @@ COPY operator operator
 COPY gateway gateway
 COPY sdk sdk
 COPY e2e e2e
+COPY testkit testkit
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --locked --release --bin ari-operator --bin ari --bin ari-gateway \

@@ -10,16 +10,16 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ari_runtime::attestation::{Attestation, parse_public_key, parse_signing_key};
-use ari_runtime::capability::allowlist::AllowList;
-use ari_runtime::capability::{Grants, NetworkGrant};
+use ari_runtime::capability::{AllowedHosts, Grants};
 use ari_runtime::engine::{AllocatorChoice, EngineOptions};
 use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 use ed25519_dalek::SigningKey;
 
-/// Input: an allow-list entry, a newline, then URLs one a line.
+/// Input: an allow-list entry, a newline, then URLs one a line. The grammar's own properties
+/// are `host_checks::host_pattern`'s; these are the executor's use of it.
 ///
-/// 1. The CRD crate (operator validation) and the executor (enforcement) accept and reject
-///    the same entries, and agree on every URL.
+/// 1. The executor's grants (the Agent's and the CLI's) accept exactly the entries the
+///    grammar (`ari_model::hosts`, which the operator validates with) accepts.
 /// 2. A URL the executor allows, once normalised, is allowed again and unchanged (what the
 ///    HTTP client receives is exactly what was checked).
 /// 3. The HTTP client's own parser finds the same host and port in that normalised URL, so
@@ -29,30 +29,25 @@ pub fn allowlist(data: &[u8]) {
         return;
     };
     let (entry, urls) = text.split_once('\n').unwrap_or((text, ""));
-    let executor = AllowList::parse(&[entry]);
-    let crd = ari_crds::hosts::HostPattern::parse(entry);
+    let grammar = ari_runtime::model::hosts::HostPattern::parse(entry);
+    let grant = AllowedHosts::new(vec![entry.to_owned()]);
     assert_eq!(
-        executor.is_ok(),
-        crd.is_ok(),
-        "entry {entry:?}: executor {executor:?}, CRD {crd:?}"
+        grant.is_ok(),
+        grammar.is_ok(),
+        "entry {entry:?}: executor {grant:?}, grammar {grammar:?}"
     );
-    // The CLI path parses the same grammar.
-    let _ = Grants::parse_cli(&[format!("network={entry}")]);
-    let (Ok(list), Ok(crd)) = (executor, crd) else {
+    // The CLI path parses the same grammar (after trimming what the user typed).
+    assert_eq!(
+        Grants::parse_cli(&[format!("network={entry}")]).is_ok(),
+        ari_runtime::model::hosts::HostPattern::parse(entry.trim()).is_ok(),
+        "entry {entry:?}: the CLI and the grammar disagree"
+    );
+    let Ok(grant) = grant else {
         return;
     };
-    assert!(NetworkGrant::new(vec![entry.to_owned()]).is_ok());
+    let list = grant.allow_list();
     for raw in urls.split('\n').take(8) {
         let allowed = list.check(raw);
-        if let Ok(parsed) = url::Url::parse(raw)
-            && let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default())
-        {
-            assert_eq!(
-                crd.matches(parsed.scheme(), host, port),
-                allowed.is_ok(),
-                "entry {entry:?}, url {raw:?}: CRD and executor disagree"
-            );
-        }
         let Ok(parsed) = allowed else {
             continue;
         };

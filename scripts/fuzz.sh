@@ -3,7 +3,7 @@
 # one after the other. Not part of scripts/test.sh: crashes it finds become regression inputs
 # in fuzz/regressions/<target>/, which `cargo test -p ari-runtime --test fuzz_regressions` replays.
 #
-#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     # default 60 s; allowlist attestation load
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     # default 60 s; host_pattern allowlist attestation load
 #
 # Environment: ARI_FUZZ_TARGET_DIR (build dir, default ~/.cache/ari/fuzz-target),
 # FUZZ_SANITIZER (none|address, default none: the code under test is safe Rust plus Wasmtime;
@@ -16,7 +16,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(allowlist attestation load)
+[ ${#targets[@]} -gt 0 ] || targets=(host_pattern allowlist attestation load)
 target_dir="${ARI_FUZZ_TARGET_DIR:-$HOME/.cache/ari/fuzz-target}"
 sanitizer="${FUZZ_SANITIZER:-none}"
 

@@ -4,18 +4,11 @@
 //! The operator calls [`admit`] to fail a Task early (with an Event); the executor calls it
 //! again before it runs a Task it saw first (defence in depth). One rule, one place.
 
-use crate::agent::{AgentMode, AgentSpec};
+pub use ari_model::TaskOrigin;
+
+use crate::agent::AgentSpec;
 use crate::capability::{Denied, fuel_within_limit, requirements_within_grants};
 use crate::task::{Task, TaskReason};
-
-/// Who asked for a Task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskOrigin {
-    /// A user (or their GitOps tool) created it.
-    User,
-    /// An executor created it for a parent Task that delegated to this Agent.
-    Delegation,
-}
 
 impl Task {
     /// Who asked for this Task: a Task with a parent was delegated (whether the parent is
@@ -25,19 +18,6 @@ impl Task {
             Some(_) => TaskOrigin::Delegation,
             None => TaskOrigin::User,
         }
-    }
-}
-
-impl AgentMode {
-    /// Whether an Agent in this mode takes Tasks of `origin`: `primary` only users', `subagent`
-    /// only delegated ones, `all` both.
-    pub fn accepts(self, origin: TaskOrigin) -> bool {
-        matches!(
-            (self, origin),
-            (AgentMode::All, _)
-                | (AgentMode::Primary, TaskOrigin::User)
-                | (AgentMode::Subagent, TaskOrigin::Delegation)
-        )
     }
 }
 
@@ -85,7 +65,7 @@ pub fn admit(task: &Task, agent: &AgentSpec) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{ConfigMapModule, ModuleSource};
+    use crate::agent::{AgentMode, ConfigMapModule, ModuleSource};
     use crate::task::{AgentRef, TaskSpec};
 
     fn agent(mode: Option<AgentMode>) -> AgentSpec {
@@ -126,23 +106,6 @@ mod tests {
                 parent: None,
             },
         )
-    }
-
-    #[test]
-    fn each_mode_takes_exactly_the_origins_it_names() {
-        use AgentMode::*;
-        use TaskOrigin::*;
-        let table = [
-            (Primary, User, true),
-            (Primary, Delegation, false),
-            (Subagent, User, false),
-            (Subagent, Delegation, true),
-            (All, User, true),
-            (All, Delegation, true),
-        ];
-        for (mode, origin, takes) in table {
-            assert_eq!(mode.accepts(origin), takes, "{mode:?} {origin:?}");
-        }
     }
 
     #[test]

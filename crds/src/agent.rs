@@ -12,6 +12,11 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use ari_model::AgentMode;
+pub use ari_model::grant::{
+    DelegationGrant, EmptyGrant, GrantSet, NetworkGrant, SecretKeyRef, SigningGrant, StorageGrant,
+};
+
 use crate::a2a::A2aSpec;
 use crate::capability::CapabilityName;
 use crate::conditions;
@@ -72,7 +77,7 @@ pub struct AgentSpec {
     pub module: ModuleSource,
     /// Capabilities granted to the agent; anything absent is denied.
     #[serde(default)]
-    pub capabilities: Capabilities,
+    pub capabilities: GrantSet,
     /// Per-task ceilings; a Task may ask for less, never for more.
     #[serde(default)]
     pub limits: Limits,
@@ -162,30 +167,6 @@ pub struct ConfigMapModule {
     pub key: String,
 }
 
-/// Capabilities granted to the agent. Deny by default: an absent field is not granted.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct Capabilities {
-    /// Key-value storage, transactional per task, with a quota.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<StorageCapability>,
-    /// Outbound HTTP to an allow-list of origins.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<NetworkCapability>,
-    /// Random bytes (from the task's seeded PRNG, so runs replay).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub randomness: Option<EmptyCapability>,
-    /// Signing with a key held in a Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signing: Option<SigningCapability>,
-    /// Access to the task's logical clock.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_access: Option<EmptyCapability>,
-    /// Running tasks on other Agents of the namespace, out of the task's own budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delegation: Option<DelegationCapability>,
-}
-
 impl AgentSpec {
     /// Whether this Agent takes a delegated Task from a parent running on Agent `caller`
     /// (`spec.callers`; absent: any caller).
@@ -194,70 +175,6 @@ impl AgentSpec {
             .as_ref()
             .is_none_or(|callers| ari_model::limits::delegation_allows(callers, caller))
     }
-}
-
-/// Delegation grant: which Agents a task may call, how deep and how many.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct DelegationCapability {
-    /// Agent names in the same namespace; `*` (written deliberately) allows any.
-    #[schemars(
-        length(min = 1, max = 64),
-        inner(regex(pattern = r"^(\*|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)$"))
-    )]
-    pub agents: Vec<String>,
-    /// How deep a delegation tree under a root task may grow (the root is 0). Default 3.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 16))]
-    pub max_depth: Option<u32>,
-    /// Children (messages included) one task may start. Default 16.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1024))]
-    pub max_children: Option<u32>,
-}
-
-/// A capability with no settings; its presence is the grant.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-pub struct EmptyCapability {}
-
-/// Storage grant.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct StorageCapability {
-    /// Quota on committed bytes (keys plus values).
-    #[schemars(range(min = 1))]
-    pub max_bytes: u64,
-}
-
-/// Network grant.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct NetworkCapability {
-    /// Spin-style origins `scheme://host[:port]`; `*` allowed as the leftmost label only.
-    #[schemars(length(max = 64), inner(length(min = 1, max = 512)))]
-    pub allowed_hosts: Vec<String>,
-}
-
-/// Signing grant: the key the guest may sign with.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct SigningCapability {
-    /// The key's name: a Task that needs this key names it in `requirements.signingKeyId`
-    /// (the guest's `sign` always uses the Agent's one key).
-    #[schemars(length(min = 1, max = 253))]
-    pub key_id: String,
-    /// Secret (same namespace) and key holding the signing key.
-    pub secret_ref: SecretKeyRef,
-}
-
-/// A key in a Secret of the same namespace.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct SecretKeyRef {
-    #[schemars(length(min = 1, max = 253))]
-    pub name: String,
-    #[schemars(length(min = 1, max = 253))]
-    pub key: String,
 }
 
 /// Per-task ceilings. Absent fields take the `DEFAULT_*` values.
@@ -330,16 +247,6 @@ pub struct ExecutorSpec {
     pub tolerations: Option<Vec<Toleration>>,
 }
 
-/// How the agent may be used.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub enum AgentMode {
-    Primary,
-    Subagent,
-    #[default]
-    All,
-}
-
 /// Observed state of an Agent, written by the operator.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -371,18 +278,7 @@ pub struct AgentStatus {
 impl AgentSpec {
     /// The names of the granted capabilities, in a stable order.
     pub fn grant_names(&self) -> BTreeSet<CapabilityName> {
-        let c = &self.capabilities;
-        [
-            (c.storage.is_some(), CapabilityName::Storage),
-            (c.network.is_some(), CapabilityName::Network),
-            (c.randomness.is_some(), CapabilityName::Randomness),
-            (c.signing.is_some(), CapabilityName::Signing),
-            (c.time_access.is_some(), CapabilityName::TimeAccess),
-            (c.delegation.is_some(), CapabilityName::Delegation),
-        ]
-        .into_iter()
-        .filter_map(|(granted, name)| granted.then_some(name))
-        .collect()
+        self.capabilities.names()
     }
 
     /// Executor pods wanted, before the single-replica rule for embedded storage.

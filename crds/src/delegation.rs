@@ -68,7 +68,7 @@ pub struct ChildStatus {
     pub agent: String,
     /// `Succeeded`, `Failed` or `Cancelled` once awaited; `Running` for a message nobody
     /// awaited (it may still run).
-    pub phase: String,
+    pub phase: TaskPhase,
     /// Its reason once awaited (`Completed`, a failure reason, `Unavailable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -148,14 +148,14 @@ pub fn admit_child(
             claimed.agent
         ));
     }
-    let max_depth = grant.max_depth.unwrap_or(DEFAULT_MAX_DEPTH);
+    let max_depth = grant.depth_limit();
     if claimed.depth > max_depth {
         return refuse(format!(
             "depth {} is beyond its Agent's maxDepth {max_depth}",
             claimed.depth
         ));
     }
-    let max_children = grant.max_children.unwrap_or(DEFAULT_MAX_CHILDREN);
+    let max_children = grant.children_limit();
     if claimed.index >= max_children {
         return refuse(format!(
             "child #{} is beyond its Agent's maxChildren {max_children}",
@@ -181,7 +181,7 @@ fn created_before_end(child: &Task, parent: &Task) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::DelegationCapability;
+    use crate::agent::DelegationGrant;
 
     fn task(name: &str, uid: &str, agent: &str, parent: Option<ParentRef>) -> Task {
         let mut t: Task = serde_json::from_value(serde_json::json!({
@@ -214,7 +214,7 @@ mod tests {
             "module": {"configMapRef": {"name": "m", "key": "k"}},
         }))
         .unwrap_or_else(|e| panic!("agent: {e}"));
-        spec.capabilities.delegation = Some(DelegationCapability {
+        spec.capabilities.delegation = Some(DelegationGrant {
             agents: agents.iter().map(|a| (*a).to_owned()).collect(),
             max_depth: Some(2),
             max_children: Some(4),

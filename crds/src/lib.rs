@@ -8,8 +8,8 @@ pub mod admission;
 pub mod agent;
 pub mod capability;
 pub mod conditions;
+pub mod decode;
 pub mod delegation;
-pub mod hosts;
 pub mod lifecycle;
 pub mod names;
 pub mod plan;
@@ -19,9 +19,9 @@ pub mod task;
 pub use a2a::{A2aSkill, A2aSpec, LiveLog, MediaType, ShortText};
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
-    Agent, AgentMode, AgentSpec, AgentStatus, Capabilities, ConfigMapModule, DelegationCapability,
-    EffectiveLimits, EmptyCapability, ExecutorSpec, Limits, ModuleSource, NetworkCapability,
-    PullSecretRef, SecretKeyRef, SigningCapability, StorageCapability,
+    Agent, AgentMode, AgentSpec, AgentStatus, ConfigMapModule, DelegationGrant, EffectiveLimits,
+    EmptyGrant, ExecutorSpec, GrantSet, Limits, ModuleSource, NetworkGrant, PullSecretRef,
+    SecretKeyRef, SigningGrant, StorageGrant,
 };
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,

@@ -11,9 +11,15 @@
 //! Both writers race on the same object; the API server's resourceVersion check decides who
 //! wins, and these rules decide what the winner may write: a claim only of a Pending Task, a
 //! heartbeat, requeue or finish only of a Running one, nothing after the end.
+//!
+//! A write is either the whole status (`replace_status` of a Task changed by these methods) or
+//! a merge patch made by [`TaskStatus::patch`] from one of them: no status bytes are written
+//! any other way.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Map, Value, json};
 
+use crate::a2a::LiveLog;
 use crate::conditions::{self, ConditionStatus};
 use crate::task::{Task, TaskPhase, TaskReason, TaskStatus};
 
@@ -29,6 +35,16 @@ pub const REQUEUED: &str = "Requeued";
 pub struct NotAllowed {
     pub event: &'static str,
     pub from: TaskPhase,
+}
+
+/// Why [`TaskStatus::patch`] made no patch.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    #[error(transparent)]
+    NotAllowed(#[from] NotAllowed),
+    /// The status does not encode as JSON (cannot happen with these types; not panicking).
+    #[error("cannot encode the Task status: {0}")]
+    Encode(#[from] serde_json::Error),
 }
 
 impl Task {
@@ -86,6 +102,37 @@ impl TaskStatus {
         self.require("heartbeat", &[TaskPhase::Running])?;
         self.last_heartbeat_time = Some(now);
         Ok(())
+    }
+
+    /// Running: the newest guest log lines, for live readers (`status.liveLog`).
+    pub fn publish_live_log(&mut self, log: &LiveLog) -> Result<(), NotAllowed> {
+        self.require("publish the live log of", &[TaskPhase::Running])?;
+        self.live_log = Some(log.clone());
+        Ok(())
+    }
+
+    /// Records that child `index` of this (parent) Task is the Task with `uid`. Any phase: the
+    /// record is true whichever attempt reads it, so it is not a transition.
+    pub fn record_child(&mut self, index: u32, uid: &str) {
+        self.child_uids.insert(index.to_string(), uid.to_owned());
+    }
+
+    /// The JSON merge patch that makes `transition` of this status: the fields it changed
+    /// (a removed one as `null`), guarded by `resource_version` when given (the API server
+    /// then answers 409 if the Task changed since the version the transition was decided on).
+    /// The one place status patches are made, so no writer can skip the state machine.
+    pub fn patch(
+        &self,
+        resource_version: Option<&str>,
+        transition: impl FnOnce(&mut TaskStatus) -> Result<(), NotAllowed>,
+    ) -> Result<Value, PatchError> {
+        let mut next = self.clone();
+        transition(&mut next)?;
+        let status = merge_diff(&serde_json::to_value(self)?, &serde_json::to_value(&next)?);
+        Ok(match resource_version {
+            Some(rv) => json!({"metadata": {"resourceVersion": rv}, "status": status}),
+            None => json!({"status": status}),
+        })
     }
 
     /// Running → Pending after the executor was lost with retries left.
@@ -202,6 +249,30 @@ impl TaskStatus {
     }
 }
 
+/// The merge patch (RFC 7386) that turns `before` into `after`: changed and new fields, removed
+/// ones as `null`, objects recursively; anything else (arrays included) is replaced whole.
+fn merge_diff(before: &Value, after: &Value) -> Value {
+    let (Value::Object(b), Value::Object(a)) = (before, after) else {
+        return after.clone();
+    };
+    let mut out = Map::new();
+    for (key, new) in a {
+        match b.get(key) {
+            Some(old) if old == new => {}
+            Some(old) => {
+                out.insert(key.clone(), merge_diff(old, new));
+            }
+            None => {
+                out.insert(key.clone(), new.clone());
+            }
+        }
+    }
+    for key in b.keys().filter(|k| !a.contains_key(*k)) {
+        out.insert(key.clone(), Value::Null);
+    }
+    Value::Object(out)
+}
+
 /// `message`, cut to [`MESSAGE_MAX_BYTES`] on a character boundary.
 fn clip(message: &str) -> String {
     if message.len() <= MESSAGE_MAX_BYTES {
@@ -310,6 +381,162 @@ mod tests {
                     );
                 }
                 (got, want) => panic!("{from:?} + {name}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    fn later() -> Time {
+        Time(Timestamp::from_second(60).expect("a time"))
+    }
+
+    type Transition = fn(&mut TaskStatus) -> Result<(), NotAllowed>;
+    /// (write, from, resourceVersion, transition, the patch or None for refused)
+    type PatchRow = (
+        &'static str,
+        TaskPhase,
+        Option<&'static str>,
+        Transition,
+        Option<Value>,
+    );
+
+    /// The patch of each status write, from the phases it may and may not start from.
+    #[test]
+    fn every_status_patch_is_made_by_a_transition_and_holds_only_what_it_changed() {
+        use TaskPhase::*;
+        let at = "1970-01-01T00:01:00Z";
+        let failed = json!({"type": "Succeeded", "status": "False", "reason": "HostError",
+                            "message": "bad value", "lastTransitionTime": at,
+                            "observedGeneration": 2});
+        let requeued = json!({"type": "Succeeded", "status": "Unknown", "reason": REQUEUED,
+                              "message": "lost", "lastTransitionTime": at,
+                              "observedGeneration": 1});
+        let table: Vec<PatchRow> = vec![
+            (
+                "heartbeat",
+                Running,
+                Some("7"),
+                |s| s.heartbeat(later()),
+                Some(json!({"metadata": {"resourceVersion": "7"},
+                         "status": {"lastHeartbeatTime": at}})),
+            ),
+            (
+                "heartbeat",
+                Pending,
+                Some("7"),
+                |s| s.heartbeat(later()),
+                None,
+            ),
+            (
+                "heartbeat",
+                Succeeded,
+                Some("7"),
+                |s| s.heartbeat(later()),
+                None,
+            ),
+            (
+                "live log",
+                Running,
+                Some("8"),
+                |s| {
+                    let mut log = LiveLog::default();
+                    log.push("INFO hi");
+                    s.publish_live_log(&log)
+                },
+                Some(json!({"metadata": {"resourceVersion": "8"},
+                           "status": {"liveLog": {"seq": 1, "lines": ["INFO hi"]}}})),
+            ),
+            (
+                "live log",
+                Failed,
+                Some("8"),
+                |s| s.publish_live_log(&LiveLog::default()),
+                None,
+            ),
+            (
+                "fail",
+                Pending,
+                Some("3"),
+                |s| s.fail(TaskReason::HostError, "bad value", Some(2), later()),
+                Some(json!({"metadata": {"resourceVersion": "3"},
+                         "status": {"phase": "Failed", "reason": "HostError", "message": "bad value",
+                                    "completionTime": at, "observedGeneration": 2,
+                                    "conditions": [failed]}})),
+            ),
+            (
+                "fail",
+                Cancelled,
+                Some("3"),
+                |s| s.fail(TaskReason::HostError, "x", Some(2), later()),
+                None,
+            ),
+            (
+                "requeue",
+                Running,
+                Some("9"),
+                |s| s.requeue("lost", Some(1), later()),
+                Some(json!({"metadata": {"resourceVersion": "9"},
+                         "status": {"phase": "Pending", "message": "lost", "executor": null,
+                                    "lastHeartbeatTime": null, "conditions": [requeued]}})),
+            ),
+            (
+                "record child",
+                Pending,
+                None,
+                |s| {
+                    s.record_child(0, "uid-c");
+                    Ok(())
+                },
+                Some(json!({"status": {"childUids": {"0": "uid-c"}}})),
+            ),
+            (
+                "record child",
+                Succeeded,
+                None,
+                |s| {
+                    s.record_child(1, "uid-d");
+                    Ok(())
+                },
+                Some(json!({"status": {"childUids": {"1": "uid-d"}}})),
+            ),
+        ];
+        for (write, from, rv, transition, want) in table {
+            let s = status(from);
+            match (s.patch(rv, transition), want) {
+                (Ok(patch), Some(want)) => {
+                    assert_eq!(patch, want, "{write} from {from:?}");
+                    // Applied as the API server applies a merge patch, it makes the transition.
+                    let mut next = s.clone();
+                    transition(&mut next).expect("allowed");
+                    let mut applied = serde_json::to_value(&s).expect("encode");
+                    apply_merge(&mut applied, &patch["status"]);
+                    assert_eq!(
+                        applied,
+                        serde_json::to_value(&next).expect("encode"),
+                        "{write}"
+                    );
+                }
+                (Err(PatchError::NotAllowed(e)), None) => assert_eq!(e.from, from, "{write}"),
+                (got, want) => panic!("{write} from {from:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// RFC 7386, as the API server applies a merge patch.
+    fn apply_merge(target: &mut Value, patch: &Value) {
+        let Value::Object(patch) = patch else {
+            *target = patch.clone();
+            return;
+        };
+        if !target.is_object() {
+            *target = Value::Object(Map::new());
+        }
+        if let Value::Object(t) = target {
+            for (k, v) in patch {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    apply_merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
             }
         }
     }

@@ -5,8 +5,9 @@
 use ari_plan::{AgentMode as PlanMode, AgentView, Agents, HostCheck, Requirements};
 
 use crate::agent::{Agent, AgentMode};
+
 use crate::capability::TaskRequirements;
-use crate::hosts::{HostPattern, pattern_covers};
+use ari_model::hosts::{HostPattern, pattern_covers};
 
 /// Label on every Task of a Plan: the Plan's uid (a name may be too long for a label).
 pub const LABEL_PLAN_UID: &str = "ari.dev/plan-uid";

@@ -9,6 +9,7 @@ mod cluster;
 mod error;
 mod http;
 mod kubeconfig;
+pub mod namespace_user;
 mod node;
 mod process;
 pub mod registry;

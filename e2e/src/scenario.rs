@@ -409,7 +409,7 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
         .as_ref()
         .and_then(|s| s.attestation_public_key.clone())
         .context("Agent publishes no attestationPublicKey")?;
-    let key = ari_runtime::attestation::parse_public_key(&published)?;
+    let key = ari_model::attestation::parse_public_key(&published)?;
     att.verify_signature(Some(&key))
         .context("attestation does not verify against the Agent's published key")?;
     ensure!(
@@ -442,7 +442,7 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
     );
     // The executor signs the config it handed the guest: the Agent's `spec.config`.
     let config = agent.spec.config.clone().unwrap_or_default();
-    let config_sha256 = ari_runtime::attestation::sha256_hex(config.as_bytes());
+    let config_sha256 = ari_model::attestation::sha256_hex(config.as_bytes());
     ensure!(
         att.config_sha256 == config_sha256,
         "attestation config {} is not the digest {config_sha256} of the Agent's spec.config {config:?}",
@@ -453,7 +453,7 @@ pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
 
 /// Lower-case hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    Ok(ari_runtime::attestation::sha256_hex(&std::fs::read(path)?))
+    Ok(ari_model::attestation::sha256_hex(&std::fs::read(path)?))
 }
 
 /// Events about the object `name` in `ns` (the core/v1 view, which includes events.k8s.io

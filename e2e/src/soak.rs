@@ -311,7 +311,7 @@ async fn soak(ctx: &Ctx, client: &Client, ns: &str, cfg: &SoakConfig) -> Result<
         .collect();
     // An output known only by its digest is the missing value with that digest, or an error.
     for (name, sha) in unkept {
-        let digest = |v: &u64| ari_runtime::attestation::sha256_hex(v.to_string().as_bytes());
+        let digest = |v: &u64| ari_model::attestation::sha256_hex(v.to_string().as_bytes());
         match missing.iter().position(|v| digest(v) == sha) {
             Some(i) => {
                 missing.remove(i);

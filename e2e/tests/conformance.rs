@@ -2,7 +2,7 @@
 //! real OCI registry (the CNCF distribution registry, `ARI_REGISTRY_BIN`, on 127.0.0.1) with
 //! `ari push`, run as Agents with `spec.module.image` by tag, and every case of
 //! `conformance/cases.json` run as a Task and judged by the same code as under `ari run`
-//! (`conformance/suite.rs`, shared with `executor/tests/conformance.rs`).
+//! (`ari_testkit::conformance`, shared with `executor/tests/conformance.rs`).
 //!
 //! **Agents and grants.** A case carries the grants it runs with, and a Task cannot narrow its
 //! Agent's grants (requirements only check that they are there), so which Agent a case runs on
@@ -48,8 +48,7 @@
 //!
 //! Run: `cargo build --bins && scripts/build-agents.sh && scripts/build-guests.sh &&
 //! ARI_REGISTRY_BIN="$(scripts/registry.sh --print)" cargo test -p ari-e2e --test conformance`.
-#[path = "../../conformance/suite.rs"]
-mod suite;
+use ari_testkit::conformance as suite;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;

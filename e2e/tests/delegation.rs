@@ -164,7 +164,7 @@ fn fan_out(ctx: &Ctx) -> Result<()> {
         );
         let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
         for listed in &status.children {
-            ensure!(listed.phase == "Succeeded", "{listed:?}");
+            ensure!(listed.phase == TaskPhase::Succeeded, "{listed:?}");
             let name = listed.name.clone().context("a started child has a name")?;
             let child = tasks.get(&name).await?;
             expect_reason(&child, TaskPhase::Succeeded, TaskReason::Completed)?;

@@ -5,16 +5,13 @@
 //! Run: `cargo build --bins && ARI_REGISTRY_BIN="$(scripts/registry.sh --print)" cargo test -p
 //! ari-e2e --test oci`.
 
-/// The namespace user of the tenant trials (`tests/tenant/`), for the pull-secret attack.
-#[path = "tenant/namespace_user.rs"]
-mod namespace_user;
-
 use std::fs;
 use std::path::Path;
 use std::sync::Mutex;
 
 use anyhow::{Result, ensure};
 use ari_crds::{Agent, TaskPhase, TaskReason};
+use ari_e2e::namespace_user;
 use ari_e2e::registry::{self, Registry, digest_of, free_port, registry_bin};
 use ari_e2e::scenario::*;
 use ari_e2e::{stress, trials, wait};

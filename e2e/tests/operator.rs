@@ -786,7 +786,7 @@ fn signing_grant(ctx: &Ctx) -> Result<()> {
             .map_err(|_| anyhow::anyhow!("key length"))?;
         let want = hex::encode(
             ed25519_dalek::SigningKey::from_bytes(&seed)
-                .sign(&ari_runtime::attestation::guest_signed_message(b"sign me"))
+                .sign(&ari_model::attestation::guest_signed_message(b"sign me"))
                 .to_bytes(),
         );
         let got = t.status.and_then(|s| s.output).unwrap_or_default();

@@ -417,7 +417,7 @@ fn planner_accepted(ctx: &Ctx) -> Result<()> {
         let proposal = output(tasks.get("planned-planner")).unwrap_or_default();
         ensure!(
             status.proposal_sha256.as_deref()
-                == Some(ari_runtime::attestation::sha256_hex(proposal.as_bytes()).as_str()),
+                == Some(ari_model::attestation::sha256_hex(proposal.as_bytes()).as_str()),
             "proposalSha256 is not the planner's output digest"
         );
         let events: Vec<&str> = status.history.iter().map(|e| e.event.as_str()).collect();

@@ -1,6 +1,5 @@
 //! The `ari` binary: output, JSON report, exit codes, verify and inspect.
-#[path = "../../runtime/tests/common/mod.rs"]
-mod common;
+use ari_testkit::agents as common;
 
 use std::process::Command;
 

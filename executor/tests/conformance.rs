@@ -3,11 +3,8 @@
 //! protocol is in `conformance/README.md`). A language whose component is not built is reported
 //! as skipped on stderr, past the harness's capture; `ARI_CONFORMANCE_REQUIRE=python,c` (or
 //! `all`) turns such a skip into a failure.
-#[path = "../../runtime/tests/common/mod.rs"]
-mod common;
-
-#[path = "../../conformance/suite.rs"]
-mod suite;
+use ari_testkit::agents as common;
+use ari_testkit::conformance as suite;
 
 use std::io::Write;
 use std::path::PathBuf;

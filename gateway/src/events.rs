@@ -143,7 +143,7 @@ impl Follow {
             let Some(child_name) = &child.name else {
                 continue; // a message that was refused before a Task existed
             };
-            let state = child_state(&child.phase);
+            let state = child_state(child.phase);
             out.extend(self.child_seen(&name, child_name, &child.agent, state, Some(child.fuel)));
         }
         let state = convert::state(task);
@@ -234,14 +234,14 @@ impl Follow {
     }
 }
 
-/// The state of a child as its parent's status lists it (the phase's name).
-fn child_state(phase: &str) -> TaskState {
+/// The state of a child as its parent's status lists it.
+fn child_state(phase: TaskPhase) -> TaskState {
     match phase {
-        "Running" => TaskState::Working,
-        "Succeeded" => TaskState::Completed,
-        "Failed" => TaskState::Failed,
-        "Cancelled" => TaskState::Canceled,
-        _ => TaskState::Submitted,
+        TaskPhase::Running => TaskState::Working,
+        TaskPhase::Succeeded => TaskState::Completed,
+        TaskPhase::Failed => TaskState::Failed,
+        TaskPhase::Cancelled => TaskState::Canceled,
+        TaskPhase::Pending => TaskState::Submitted,
     }
 }
 

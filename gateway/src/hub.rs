@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
+use ari_crds::decode;
 use ari_crds::{Agent, Task, TaskSpec, TaskStatus};
 use futures::StreamExt;
 use kube::Client;
@@ -220,11 +221,13 @@ impl Hub {
         skipped: IntCounterVec,
     ) {
         let cfg = watcher::Config::default().page_size(LIST_PAGE);
-        let agents = ari_operator::decode::watch::<Agent>(
+        let count =
+            |skipped: IntCounterVec| move |kind: &str| skipped.with_label_values(&[kind]).inc();
+        let agents = decode::watch::<Agent>(
             client.clone(),
             namespace.as_deref(),
             cfg.clone(),
-            skipped.clone(),
+            count(skipped.clone()),
         );
         let hub = self.clone();
         let agents = agents.for_each(move |ev| {
@@ -234,7 +237,7 @@ impl Hub {
             }
             futures::future::ready(())
         });
-        let tasks = ari_operator::decode::watch::<Task>(client, namespace.as_deref(), cfg, skipped);
+        let tasks = decode::watch::<Task>(client, namespace.as_deref(), cfg, count(skipped));
         let hub = self;
         let tasks = tasks.for_each(move |ev| {
             match ev {

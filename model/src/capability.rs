@@ -7,40 +7,40 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// A capability, named as its field in `spec.capabilities`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub enum CapabilityName {
-    Storage,
-    Network,
-    Randomness,
-    Signing,
-    TimeAccess,
-    Delegation,
+/// Declares the capabilities, once: the enum, [`CapabilityName::ALL`] and the names. A new
+/// capability is one line here (and its grant in [`crate::grant::GrantSet`]); every list of
+/// names derives from this one.
+macro_rules! capabilities {
+    ($($variant:ident = $name:literal),+ $(,)?) => {
+        /// A capability, named as its field in `spec.capabilities`.
+        #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        #[serde(rename_all = "camelCase")]
+        pub enum CapabilityName {
+            $($variant),+
+        }
+
+        impl CapabilityName {
+            /// Every capability, in declaration order (the order of `spec.capabilities`).
+            pub const ALL: [CapabilityName; [$($name),+].len()] = [$(CapabilityName::$variant),+];
+
+            /// The camelCase name used in YAML, in status and by guests.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(CapabilityName::$variant => $name),+
+                }
+            }
+        }
+    };
 }
 
-impl CapabilityName {
-    pub const ALL: [CapabilityName; 6] = [
-        CapabilityName::Storage,
-        CapabilityName::Network,
-        CapabilityName::Randomness,
-        CapabilityName::Signing,
-        CapabilityName::TimeAccess,
-        CapabilityName::Delegation,
-    ];
-
-    /// The camelCase name used in YAML, in status and by guests.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CapabilityName::Storage => "storage",
-            CapabilityName::Network => "network",
-            CapabilityName::Randomness => "randomness",
-            CapabilityName::Signing => "signing",
-            CapabilityName::TimeAccess => "timeAccess",
-            CapabilityName::Delegation => "delegation",
-        }
-    }
+capabilities! {
+    Storage = "storage",
+    Network = "network",
+    Randomness = "randomness",
+    Signing = "signing",
+    TimeAccess = "timeAccess",
+    Delegation = "delegation",
 }
 
 impl fmt::Display for CapabilityName {
@@ -51,10 +51,13 @@ impl fmt::Display for CapabilityName {
 
 /// A name that is not one of [`CapabilityName::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown capability {0:?} (known: storage, network, randomness, signing, timeAccess, delegation)"
-)]
+#[error("unknown capability {0:?} (known: {known})", known = known_names())]
 pub struct UnknownCapability(pub String);
+
+/// The names of [`CapabilityName::ALL`], comma-separated, for error messages.
+fn known_names() -> String {
+    CapabilityName::ALL.map(CapabilityName::as_str).join(", ")
+}
 
 impl FromStr for CapabilityName {
     type Err = UnknownCapability;
@@ -79,6 +82,16 @@ mod tests {
             let json = serde_json::to_string(&cap).expect("serialize");
             assert_eq!(json, format!("\"{}\"", cap.as_str()));
         }
+    }
+
+    #[test]
+    fn an_unknown_name_is_told_every_known_one() {
+        let err = "teleport".parse::<CapabilityName>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown capability \"teleport\" (known: storage, network, randomness, signing, \
+             timeAccess, delegation)"
+        );
     }
 
     #[test]

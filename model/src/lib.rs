@@ -1,5 +1,7 @@
-//! ari's shared vocabulary, one type per concept: what a capability is called, how a Task ends,
-//! what a run used and was limited to, and the signed attestation of it.
+//! ari's shared vocabulary, one type per concept: what a capability is called, what an Agent is
+//! granted and a Task requires (and whether that fits), how an Agent may be used, how a Task ends,
+//! what a run used and was limited to, and the signed attestation of it; the network allow-list
+//! grammar the operator validates and the executor enforces.
 //!
 //! The runtime (`ari-runtime`) produces these values, the CRDs (`ari-crds`) embed them in
 //! `Task.status`, and `ari verify` reads them back; because all three use these very types,
@@ -8,14 +10,23 @@
 
 pub mod attestation;
 pub mod capability;
+pub mod grant;
+pub mod hosts;
 pub mod keys;
 pub mod limits;
+pub mod mode;
 pub mod names;
 pub mod outcome;
+pub mod requirements;
 pub mod usage;
 
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
+pub use grant::{
+    DelegationGrant, EmptyGrant, GrantSet, NetworkGrant, SecretKeyRef, SigningGrant, StorageGrant,
+};
 pub use limits::{DelegationApplied, LimitsApplied};
+pub use mode::{AgentMode, TaskOrigin};
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
+pub use requirements::{Denied, TaskRequirements};
 pub use usage::{Estimate, ResourcesUsed};

@@ -1,8 +1,6 @@
 //! A hostile registry against the pull path, played by scripted servers on 127.0.0.1
-//! (`scripted/mod.rs`): each test says what a real registry could not be made to do. The real
-//! CNCF registry covers the honest protocol in `registry.rs`.
-
-mod scripted;
+//! (`ari_testkit::scripted`): each test says what a real registry could not be made to do. The
+//! real CNCF registry covers the honest protocol in `registry.rs`.
 
 use std::time::Duration;
 
@@ -11,7 +9,7 @@ use ari_oci::{
     Client, ClientOptions, Credentials, Error, MAX_MANIFEST_BYTES, ModuleCache, Reference,
     sha256_digest,
 };
-use scripted::{Reply, Request, Scripted};
+use ari_testkit::scripted::{Reply, Request, Scripted};
 use tempfile::TempDir;
 
 const SECRET_PAGE: &str = "<html>internal admin console: SECRET-7f3a</html>";

@@ -6,7 +6,6 @@ pub mod agent;
 mod cache;
 pub mod config;
 mod context;
-pub mod decode;
 pub mod error;
 mod health;
 mod leader;
@@ -21,4 +20,4 @@ pub use run::run;
 #[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]
-mod testutil;
+use ari_testkit::mock_api as testutil;

@@ -27,6 +27,12 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Counts an object a watch skipped (`ari_crds::decode::watch`) under its kind.
+    pub fn count_skipped(&self) -> impl Fn(&str) + Send + 'static {
+        let skipped = self.decode_skipped.clone();
+        move |kind| skipped.with_label_values(&[kind]).inc()
+    }
+
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new_custom(Some("ari_operator".into()), None)?;
         let reconciles = IntCounterVec::new(

@@ -25,7 +25,8 @@ use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::plan::controller::PlanContext;
 use crate::task::controller::{Seen, TaskContext};
-use crate::{agent, cache, decode, plan, task};
+use crate::{agent, cache, plan, task};
+use ari_crds::decode;
 
 /// Agents per page of the Agent list: a page is held whole while it is decoded, and an Agent
 /// can be ≈ 500 KB (the default page of 500 could take 250 MB before any is trimmed).
@@ -121,7 +122,7 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
         client.clone(),
         cfg.namespace.as_deref(),
         watcher::Config::default().page_size(AGENT_LIST_PAGE),
-        metrics.decode_skipped.clone(),
+        metrics.count_skipped(),
     )
     .modify(cache::trim_agent)
     .reflect(agent_writer)
@@ -182,7 +183,7 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
         client.clone(),
         cfg.namespace.as_deref(),
         watcher::Config::default(),
-        metrics.decode_skipped.clone(),
+        metrics.count_skipped(),
     )
     .modify(cache::trim_task)
     .inspect_ok(move |event| index.observe(event))
@@ -269,7 +270,7 @@ fn plan_controller(
         client.clone(),
         cfg.namespace.as_deref(),
         watcher::Config::default(),
-        metrics.decode_skipped.clone(),
+        metrics.count_skipped(),
     )
     .modify(plan::observe::trim_plan)
     .reflect(plan_writer)
@@ -279,7 +280,7 @@ fn plan_controller(
         client,
         cfg.namespace.as_deref(),
         watcher::Config::default().labels(LABEL_PLAN_UID),
-        metrics.decode_skipped.clone(),
+        metrics.count_skipped(),
     )
     .modify(plan::observe::trim_plan_task)
     .reflect(task_writer)

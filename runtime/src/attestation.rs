@@ -12,7 +12,7 @@ mod tests {
     use ed25519_dalek::SigningKey;
 
     use super::*;
-    use crate::capability::SigningGrant;
+    use crate::capability::LoadedSigningKey;
     use crate::capability::crypto::CryptoCapability;
 
     fn claims() -> Claims {
@@ -44,7 +44,7 @@ mod tests {
     fn a_guest_signature_over_an_attestation_body_is_not_an_attestation_signature() {
         // The attack: the guest holds the attestation key and signs whatever bytes it likes.
         let key = SigningKey::from_bytes(&[3; 32]);
-        let guest = CryptoCapability::new(Some(SigningGrant::from_key(key.clone())));
+        let guest = CryptoCapability::new(Some(LoadedSigningKey::from_key(key.clone())));
         let mut forged = Attestation::sign(claims(), &key);
         forged.output_sha256 = sha256_hex(b"forged");
         for message in [forged.canonical_bytes(), forged.signed_message()] {

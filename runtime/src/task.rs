@@ -529,8 +529,8 @@ impl LoadedAgent {
                 .unwrap_or_default(),
             delegation: req.grants.delegation.as_ref().map(|g| DelegationApplied {
                 agents: g.agents.clone(),
-                max_depth: g.max_depth,
-                max_children: g.max_children,
+                max_depth: g.depth_limit(),
+                max_children: g.children_limit(),
                 depth: req.delegation.as_ref().map_or(0, |c| c.depth),
             }),
         }

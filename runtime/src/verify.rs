@@ -7,7 +7,7 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
 use crate::capability::delegation::DelegationEvent;
-use crate::capability::{DelegationGrant, Grants, NetworkGrant, SigningGrant, StorageGrant};
+use crate::capability::{AllowedHosts, DelegationGrant, Grants, LoadedSigningKey, StorageGrant};
 use crate::limits::{Limits, LimitsApplied};
 use crate::report::RunReport;
 use crate::runtime::{Runtime, RuntimeError};
@@ -24,7 +24,7 @@ pub struct VerifyOptions {
     pub accept_embedded_key: bool,
     /// The agent's signing key, needed to replay a task that used `signing` (signatures are
     /// recomputed, not recorded).
-    pub signing: Option<SigningGrant>,
+    pub signing: Option<LoadedSigningKey>,
     /// The config the root task's guest was given (the Agent's `spec.config`; empty for none):
     /// checked against the signed `configSha256` and handed to the replay's `initialize`.
     pub config: Vec<u8>,
@@ -332,7 +332,7 @@ fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants
     }
     if has(CapabilityName::Network) {
         grants.network = Some(
-            NetworkGrant::new(applied.allowed_hosts.clone())
+            AllowedHosts::new(applied.allowed_hosts.clone())
                 .map_err(|e| VerifyError::Malformed(format!("allowedHosts: {e}")))?,
         );
     }

@@ -1,5 +1,5 @@
 //! Every capability, granted and denied, through real example components.
-mod common;
+use ari_testkit::runtime as common;
 
 use ari_runtime::FailureKind;
 use ari_runtime::capability::storage::{MemoryBackend, StorageBackend};

@@ -1,6 +1,6 @@
 //! The typed contract end to end: error variants cross the boundary as cases, an agent's error
 //! code decides the Task's reason, and an agent's estimate is recorded.
-mod common;
+use ari_testkit::runtime as common;
 
 use ari_runtime::FailureKind;
 use common::*;

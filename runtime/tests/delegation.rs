@@ -2,7 +2,7 @@
 //! semantics `ari run --agent` and the cluster share), within grants and budgets, recorded so
 //! a replay needs no other Agent.
 
-mod common;
+use ari_testkit::runtime as common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Module validation and the artifact cache.
-mod common;
+use ari_testkit::runtime as common;
 
 use ari_runtime::{FailureKind, LoadSource, Runtime, RuntimeConfig, RuntimeError};
 use common::*;

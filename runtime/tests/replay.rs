@@ -1,5 +1,5 @@
 //! Determinism, replay and verification of real runs.
-mod common;
+use ari_testkit::runtime as common;
 
 use ari_runtime::capability::storage::MemoryBackend;
 use ari_runtime::{FailureKind, RunReport, VerifyError, VerifyOptions, verify_report};

@@ -12,7 +12,7 @@ use ari_crds::{Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::wait;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 use crate::namespace_user;
@@ -175,7 +175,7 @@ fn squatted_child(ctx: &Ctx) -> Result<()> {
         without_policy(&admin, &tasks, &probe, || async {
             ctx.apply_ok(
                 &ns,
-                &task_yaml("busy", "research", "spin", "  deadlineSeconds: 15\n"),
+                &task_yaml("busy", "research", "spin", "  deadlineSeconds: 300\n"),
             )?;
             wait::until("busy runs", wait::DEFAULT, || async {
                 let t = tasks.get("busy").await.map_err(|e| e.to_string())?;
@@ -196,6 +196,12 @@ fn squatted_child(ctx: &Ctx) -> Result<()> {
             // The squat: victim's child #0, with victim's uid, before victim runs.
             tasks
                 .create(&PostParams::default(), &forged("victim-0", "victim", &uid)?)
+                .await?;
+            // Only now does the slot free up: busy ends by cancel, not by a deadline a slow
+            // machine could reach before the squat is in place.
+            let cancel = serde_json::json!({"spec": {"cancelled": true}});
+            Api::<Task>::namespaced(admin.clone(), &ns)
+                .patch("busy", &PatchParams::default(), &Patch::Merge(&cancel))
                 .await?;
             let t = task_finished(&admin, &ns, "victim", Duration::from_secs(120)).await?;
             expect_reason(&t, TaskPhase::Failed, TaskReason::AgentError)?;

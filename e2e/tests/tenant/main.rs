@@ -4,19 +4,14 @@
 //! executors still serve other namespaces.
 //! Run: `cargo build --bins && cargo test -p ari-e2e --test tenant`.
 
-use ari_e2e::trials;
+use ari_e2e::{namespace_user, trials};
 
 mod delegation_attacks;
 mod gateway_attacks;
 mod live_log_attacks;
-mod namespace_user;
 mod operator_attacks;
 mod plan_attacks;
 mod registry_attacks;
-/// The scripted hostile registry, shared with ari-oci's tests.
-#[path = "../../../oci/tests/scripted/mod.rs"]
-#[allow(dead_code)] // the registry trials use part of it; ari-oci's tests the rest
-mod scripted;
 mod worker_attacks;
 
 fn main() -> std::process::ExitCode {

@@ -15,8 +15,8 @@ use ari_e2e::wait;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::namespace_user;
 use crate::operator_attacks::{agent_json, create, serves_elsewhere};
+use ari_e2e::namespace_user;
 
 /// The trials of this module, for `main.rs`.
 pub fn trials() -> Vec<(&'static str, ari_e2e::trials::TrialFn)> {

@@ -1,5 +1,5 @@
 //! A namespace user points `module.image` at a hostile registry (issue 26, items 1 and 2).
-//! The registry is scripted (`oci/tests/scripted`): a real one cannot be made to redirect to an
+//! The registry is scripted (`ari_testkit::scripted`): a real one cannot be made to redirect to an
 //! internal service, name a token realm there, stream a manifest forever or serve junk layers.
 //! The admin lists it as an insecure registry, as the e2e suite does for its local registry;
 //! the internal service beside it (another loopback port) is on no list. This trial
@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::namespace_user;
 use crate::operator_attacks::{agent_condition, agent_json, create, serves_elsewhere};
-use crate::scripted::{Reply, Request, Scripted};
+use ari_testkit::scripted::{Reply, Request, Scripted};
 
 pub fn trials() -> Vec<(&'static str, ari_e2e::trials::TrialFn)> {
     vec![(
@@ -39,7 +39,7 @@ const JUNK_MIB: u64 = 60;
 const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 
 fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", ari_runtime::attestation::sha256_hex(bytes))
+    format!("sha256:{}", ari_model::attestation::sha256_hex(bytes))
 }
 
 fn wasm_manifest(layer: &str, size: u64) -> Vec<u8> {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use ari_runtime::capability::SigningGrant;
+use ari_runtime::capability::LoadedSigningKey;
 use ari_runtime::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_tree};
 
 /// Verify a report of `ari run --json`: the Ed25519 signature, the module, config, input, output
@@ -67,7 +67,7 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
         signing: args
             .signing_key
             .as_deref()
-            .map(SigningGrant::from_file)
+            .map(LoadedSigningKey::from_file)
             .transpose()?,
         config: match (&args.config, &args.config_file) {
             (Some(text), _) => text.clone().into_bytes(),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ari_crds::names::{self, LABEL_PARENT};
-use ari_crds::{Agent, AgentRef, ParentRef, Task, TaskOrigin, TaskPhase, TaskSpec};
+use ari_crds::{Agent, AgentRef, ParentRef, Task, TaskOrigin, TaskPhase, TaskSpec, TaskStatus};
 use ari_runtime::cancel::CancelToken;
 use ari_runtime::capability::delegation::{
     ChildFailure, ChildOutcome, ChildRequest, Delegator, RunningChild,
@@ -137,7 +137,16 @@ impl KubeDelegator {
             warn!(parent = %self.parent.name, child = %name, "the created child has no uid; not recorded");
             return;
         };
-        let patch = serde_json::json!({"status": {"childUids": {index.to_string(): uid}}});
+        let patch = match TaskStatus::default().patch(None, |s| {
+            s.record_child(index, uid);
+            Ok(())
+        }) {
+            Ok(patch) => patch,
+            Err(e) => {
+                warn!(parent = %self.parent.name, child = %name, error = %e, "the child's uid is not recorded");
+                return;
+            }
+        };
         if let Err(e) = self
             .tasks
             .patch_status(

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
 
-use super::WorkerError;
 use super::livelog::WriteRate;
+use super::{ConfigError, KeyMismatch, WorkerError};
 
 /// What one executor pod needs to know about itself.
 pub struct WorkerConfig {
@@ -26,7 +26,7 @@ pub struct WorkerConfig {
     /// Set when `ARI_ATTESTATION_KEY` is not the key whose public half the operator passed in
     /// `ARI_ATTESTATION_PUBLIC_KEY` (the namespace copy was replaced): the worker then stays
     /// not Ready and signs nothing.
-    pub attestation_key_mismatch: Option<String>,
+    pub attestation_key_mismatch: Option<KeyMismatch>,
     /// The signing grant's key (text as stored in the Secret), when the Agent grants signing.
     pub signing_key: Option<String>,
     /// How often a running task's `lastHeartbeatTime` is refreshed.
@@ -79,31 +79,25 @@ impl WorkerConfig {
     /// `ARI_CONCURRENCY`, `ARI_METRICS_ADDR`, `ARI_REDIS_URL`, `ARI_STATE_DIR`, `ARI_CACHE_DIR`,
     /// `ARI_HEARTBEAT_SECONDS`, `ARI_STEAL_AFTER_MS`, `ARI_SIGNING_KEY` (optional).
     pub fn from_env() -> Result<Self, WorkerError> {
-        Self::from_lookup(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        Ok(Self::from_lookup(|k| {
+            std::env::var(k).ok().filter(|v| !v.is_empty())
+        })?)
     }
 
     /// As [`Self::from_env`], from any lookup (tests pass a map).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, WorkerError> {
-        let required =
-            |k: &str| get(k).ok_or_else(|| WorkerError::Config(format!("{k} is not set")));
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |k: &'static str| get(k).ok_or(ConfigError::Missing(k));
         let agent = required("ARI_AGENT_NAME")?;
         let namespace = required("POD_NAMESPACE")?;
         let pod_name = required("POD_NAME")?;
         let key_text = required("ARI_ATTESTATION_KEY")?;
         let attestation_key = ari_runtime::attestation::parse_signing_key(key_text.as_bytes())
-            .ok_or_else(|| {
-                WorkerError::Config(
-                    "ARI_ATTESTATION_KEY is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"
-                        .into(),
-                )
-            })?;
+            .ok_or(ConfigError::AttestationKey)?;
         let attestation_key_mismatch = get("ARI_ATTESTATION_PUBLIC_KEY").and_then(|want| {
             let have = hex::encode(attestation_key.verifying_key().to_bytes());
-            (!want.trim().eq_ignore_ascii_case(&have)).then(|| {
-                format!(
-                    "ARI_ATTESTATION_KEY has public key {have}, not the namespace's {} that the operator published: the Secret was replaced; refusing to sign",
-                    want.trim()
-                )
+            (!want.trim().eq_ignore_ascii_case(&have)).then(|| KeyMismatch {
+                have,
+                want: want.trim().to_owned(),
             })
         });
         let concurrency = match get("ARI_CONCURRENCY") {
@@ -112,29 +106,37 @@ impl WorkerConfig {
                 .parse::<usize>()
                 .ok()
                 .filter(|n| (1..=1024).contains(n))
-                .ok_or_else(|| {
-                    WorkerError::Config(format!("ARI_CONCURRENCY={v}: want 1..=1024"))
+                .ok_or(ConfigError::Invalid {
+                    var: "ARI_CONCURRENCY",
+                    value: v,
+                    want: "1..=1024",
                 })?,
         };
         let metrics_addr = get("ARI_METRICS_ADDR")
             .unwrap_or_else(|| "0.0.0.0:8080".into())
             .parse::<SocketAddr>()
-            .map_err(|e| WorkerError::Config(format!("ARI_METRICS_ADDR: {e}")))?;
+            .map_err(ConfigError::MetricsAddr)?;
         let heartbeat = match get("ARI_HEARTBEAT_SECONDS") {
             None => Duration::from_secs(10),
-            Some(v) => Duration::from_secs(
-                v.parse::<u64>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| WorkerError::Config(format!("ARI_HEARTBEAT_SECONDS={v}")))?,
-            ),
+            Some(v) => {
+                Duration::from_secs(v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    ConfigError::Invalid {
+                        var: "ARI_HEARTBEAT_SECONDS",
+                        value: v.clone(),
+                        want: "whole seconds above 0",
+                    }
+                })?)
+            }
         };
         let steal_after = match get("ARI_STEAL_AFTER_MS") {
             None => Duration::from_millis(250),
-            Some(v) => Duration::from_millis(
-                v.parse::<u64>()
-                    .map_err(|_| WorkerError::Config(format!("ARI_STEAL_AFTER_MS={v}")))?,
-            ),
+            Some(v) => {
+                Duration::from_millis(v.parse::<u64>().map_err(|_| ConfigError::Invalid {
+                    var: "ARI_STEAL_AFTER_MS",
+                    value: v.clone(),
+                    want: "whole milliseconds",
+                })?)
+            }
         };
         let default_rate = WriteRate::default();
         let live_log_rate = WriteRate {
@@ -147,8 +149,11 @@ impl WorkerConfig {
         };
         let parked_memory_bytes = get("ARI_PARKED_MEMORY_BYTES")
             .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| WorkerError::Config(format!("ARI_PARKED_MEMORY_BYTES={v}")))
+                v.parse::<u64>().map_err(|_| ConfigError::Invalid {
+                    var: "ARI_PARKED_MEMORY_BYTES",
+                    value: v.clone(),
+                    want: "whole bytes",
+                })
             })
             .transpose()?;
         Ok(Self {
@@ -180,9 +185,9 @@ impl WorkerConfig {
 /// `key` as a number from 1 to 1000, or `default` when unset.
 fn positive(
     get: &impl Fn(&str) -> Option<String>,
-    key: &str,
+    key: &'static str,
     default: NonZeroU32,
-) -> Result<NonZeroU32, WorkerError> {
+) -> Result<NonZeroU32, ConfigError> {
     match get(key) {
         None => Ok(default),
         Some(v) => v
@@ -190,7 +195,11 @@ fn positive(
             .ok()
             .filter(|n| (1..=1000).contains(n))
             .and_then(NonZeroU32::new)
-            .ok_or_else(|| WorkerError::Config(format!("{key}={v}: want 1..=1000"))),
+            .ok_or(ConfigError::Invalid {
+                var: key,
+                value: v,
+                want: "1..=1000",
+            }),
     }
 }
 
@@ -316,7 +325,143 @@ mod tests {
         let ok = with("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
         assert!(ok.attestation_key_mismatch.is_none());
         let planted = with(&"ab".repeat(32));
-        let why = planted.attestation_key_mismatch.unwrap_or_default();
+        let why = planted
+            .attestation_key_mismatch
+            .map(|m| ConfigError::AttestationKeyReplaced(m).to_string())
+            .unwrap_or_default();
         assert!(why.contains("refusing to sign"), "{why}");
+    }
+
+    /// Each bad environment is its own error, naming the variable and what it wants.
+    #[test]
+    fn each_bad_variable_is_its_own_error_saying_what_to_fix() {
+        type Check = fn(&ConfigError) -> bool;
+        type Env = &'static [(&'static str, &'static str)];
+        // (the variables changed, the error expected, what its message says)
+        let table: Vec<(Env, Check, &str)> = vec![
+            (
+                &[("POD_NAMESPACE", "")],
+                |e| matches!(e, ConfigError::Missing("POD_NAMESPACE")),
+                "POD_NAMESPACE is not set",
+            ),
+            (
+                &[("ARI_ATTESTATION_KEY", "nope")],
+                |e| matches!(e, ConfigError::AttestationKey),
+                "64 hex digits or PKCS#8 PEM",
+            ),
+            (
+                &[("ARI_CONCURRENCY", "0")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_CONCURRENCY",
+                            ..
+                        }
+                    )
+                },
+                "ARI_CONCURRENCY=0: want 1..=1024",
+            ),
+            (
+                &[("ARI_CONCURRENCY", "many")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_CONCURRENCY",
+                            ..
+                        }
+                    )
+                },
+                "ARI_CONCURRENCY=many",
+            ),
+            (
+                &[("ARI_METRICS_ADDR", "port 80")],
+                |e| matches!(e, ConfigError::MetricsAddr(_)),
+                "ARI_METRICS_ADDR",
+            ),
+            (
+                &[("ARI_HEARTBEAT_SECONDS", "0")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_HEARTBEAT_SECONDS",
+                            ..
+                        }
+                    )
+                },
+                "ARI_HEARTBEAT_SECONDS=0: want whole seconds above 0",
+            ),
+            (
+                &[("ARI_STEAL_AFTER_MS", "-1")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_STEAL_AFTER_MS",
+                            ..
+                        }
+                    )
+                },
+                "ARI_STEAL_AFTER_MS=-1",
+            ),
+            (
+                &[("ARI_LIVE_LOG_BURST", "1001")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_LIVE_LOG_BURST",
+                            ..
+                        }
+                    )
+                },
+                "ARI_LIVE_LOG_BURST=1001: want 1..=1000",
+            ),
+            (
+                &[("ARI_LIVE_LOG_WRITES_PER_SECOND", "0")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_LIVE_LOG_WRITES_PER_SECOND",
+                            ..
+                        }
+                    )
+                },
+                "want 1..=1000",
+            ),
+            (
+                &[("ARI_PARKED_MEMORY_BYTES", "1GiB")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_PARKED_MEMORY_BYTES",
+                            ..
+                        }
+                    )
+                },
+                "ARI_PARKED_MEMORY_BYTES=1GiB",
+            ),
+        ];
+        for (bad, check, says) in table {
+            let good = [
+                ("ARI_AGENT_NAME", "echo"),
+                ("POD_NAMESPACE", "ns"),
+                ("POD_NAME", "p"),
+                ("ARI_ATTESTATION_KEY", KEY),
+            ];
+            let vars: Vec<(&str, &str)> = good
+                .iter()
+                .filter(|(k, _)| !bad.iter().any(|(b, _)| b == k))
+                .chain(bad.iter().filter(|(_, v)| !v.is_empty()))
+                .copied()
+                .collect();
+            let err = WorkerConfig::from_lookup(env(&vars)).expect_err("a bad environment");
+            assert!(check(&err), "{bad:?}: {err:?}");
+            assert!(err.to_string().contains(says), "{bad:?}: {err}");
+        }
     }
 }

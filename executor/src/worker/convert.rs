@@ -4,26 +4,25 @@ use std::time::Duration;
 
 use ari_crds::lifecycle::NotAllowed;
 use ari_crds::task::INLINE_OUTPUT_MAX_BYTES;
-use ari_crds::{AgentSpec, CapabilityName, Task, TaskStatus};
+use ari_crds::{AgentSpec, CapabilityName, Task, TaskPhase, TaskStatus};
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-use ari_runtime::capability::delegation::{DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH};
-use ari_runtime::capability::{DelegationGrant, Grants, NetworkGrant, SigningGrant, StorageGrant};
+use ari_runtime::capability::{AllowedHosts, Grants, LoadedSigningKey};
 use ari_runtime::{Limits, TaskOutcome};
 
 /// The runtime grants of an Agent. `signing_key` is the Secret-held key when signing is granted.
 pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grants, String> {
     let caps = &spec.capabilities;
     let network = match &caps.network {
-        Some(n) => Some(NetworkGrant::new(n.allowed_hosts.clone()).map_err(|e| e.to_string())?),
+        Some(n) => Some(AllowedHosts::new(n.allowed_hosts.clone()).map_err(|e| e.to_string())?),
         None => None,
     };
     let signing = match (&caps.signing, signing_key) {
-        (Some(s), Some(key)) => Some(SigningGrant {
+        (Some(s), Some(key)) => Some(LoadedSigningKey {
             key_id: s.key_id.clone(),
             key,
         }),
@@ -31,20 +30,12 @@ pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grant
         (None, _) => None,
     };
     Ok(Grants {
-        storage: caps.storage.as_ref().map(|s| StorageGrant {
-            max_bytes: s.max_bytes,
-        }),
+        storage: caps.storage,
         network,
         randomness: caps.randomness.is_some(),
         signing,
         time: caps.time_access.is_some(),
-        delegation: caps.delegation.as_ref().map(|d| {
-            DelegationGrant::new(
-                d.agents.clone(),
-                d.max_depth.unwrap_or(DEFAULT_MAX_DEPTH),
-                d.max_children.unwrap_or(DEFAULT_MAX_CHILDREN),
-            )
-        }),
+        delegation: caps.delegation.clone(),
     })
 }
 
@@ -77,22 +68,11 @@ pub fn limits(spec: &AgentSpec, task: &Task, elapsed: Duration) -> Limits {
 /// The capabilities a task requires: those it names, and those its host, storage and key
 /// requirements imply.
 pub fn requirements(task: &Task) -> Vec<CapabilityName> {
-    let Some(req) = &task.spec.requirements else {
-        return Vec::new();
-    };
-    let mut names = req.capabilities.clone();
-    if !req.hosts.is_empty() {
-        names.push(CapabilityName::Network);
-    }
-    if req.storage_bytes.is_some() {
-        names.push(CapabilityName::Storage);
-    }
-    if req.signing_key_id.is_some() {
-        names.push(CapabilityName::Signing);
-    }
-    names.sort();
-    names.dedup();
-    names
+    task.spec
+        .requirements
+        .as_ref()
+        .map(ari_crds::TaskRequirements::needed)
+        .unwrap_or_default()
 }
 
 /// The task's seed: `spec.seed` (hex) when given — 32 bytes as is, other lengths hashed to 32 —
@@ -181,15 +161,15 @@ pub fn children(outcome: &TaskOutcome) -> Vec<ari_crds::ChildStatus> {
         .take(ari_crds::delegation::MAX_LISTED_CHILDREN)
         .map(|c| {
             let phase = match c.reason.as_deref() {
-                None => "Running",
-                Some("Completed") => "Succeeded",
-                Some("Cancelled") => "Cancelled",
-                Some(_) => "Failed",
+                None => TaskPhase::Running,
+                Some("Completed") => TaskPhase::Succeeded,
+                Some("Cancelled") => TaskPhase::Cancelled,
+                Some(_) => TaskPhase::Failed,
             };
             ari_crds::ChildStatus {
                 name: (!c.task.is_empty()).then(|| c.task.clone()),
                 agent: c.agent.clone(),
-                phase: phase.to_owned(),
+                phase,
                 reason: c.reason.clone(),
                 fuel: c.fuel,
                 message: c.message,
@@ -203,17 +183,15 @@ pub fn children(outcome: &TaskOutcome) -> Vec<ari_crds::ChildStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ari_crds::{
-        AgentRef, Capabilities, EmptyCapability, ModuleSource, StorageCapability, TaskSpec,
-    };
+    use ari_crds::{AgentRef, EmptyGrant, GrantSet, ModuleSource, StorageGrant, TaskSpec};
 
     fn agent() -> AgentSpec {
         AgentSpec {
             module: ModuleSource::default(),
-            capabilities: Capabilities {
-                storage: Some(StorageCapability { max_bytes: 1024 }),
-                randomness: Some(EmptyCapability {}),
-                ..Capabilities::default()
+            capabilities: GrantSet {
+                storage: Some(StorageGrant { max_bytes: 1024 }),
+                randomness: Some(EmptyGrant {}),
+                ..GrantSet::default()
             },
             limits: Default::default(),
             executor: Default::default(),

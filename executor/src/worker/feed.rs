@@ -7,7 +7,7 @@
 //! pod is its first choice — failed with a message saying why, guarded by its
 //! resourceVersion.
 
-use ari_crds::{Task, TaskReason};
+use ari_crds::{Task, TaskReason, TaskStatus};
 use futures::TryStreamExt;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -86,6 +86,21 @@ pub async fn feed(
     }
 }
 
+/// The status of a Task that does not decode, as far as the state machine needs it: the
+/// typed status when that part decodes, else an empty one; `None` when its phase is one the
+/// executor must not touch (anything but none or `Pending`).
+fn undecodable_status(o: &DynamicObject) -> Option<TaskStatus> {
+    let raw = o.data.get("status");
+    let phase = raw.and_then(|s| s.get("phase")).and_then(|p| p.as_str());
+    if !matches!(phase, None | Some("Pending")) {
+        return None;
+    }
+    Some(
+        raw.and_then(|s| serde_json::from_value::<TaskStatus>(s.clone()).ok())
+            .unwrap_or_default(),
+    )
+}
+
 /// The typed Task, or why it does not decode.
 fn decode(o: &DynamicObject) -> Result<Task, String> {
     let value = serde_json::to_value(o).map_err(|e| e.to_string())?;
@@ -93,39 +108,35 @@ fn decode(o: &DynamicObject) -> Result<Task, String> {
 }
 
 /// Fails a claimable Task that does not decode, so its author learns why it never runs.
-/// Only a Task with no phase or `Pending` is touched, and the merge patch carries its
-/// resourceVersion, so nothing another writer did is overwritten.
+/// Only a Task with no phase or `Pending` is touched (the state machine's `fail` from the
+/// status as far as it decodes), and the merge patch carries its resourceVersion, so nothing
+/// another writer did is overwritten.
 async fn fail_undecodable(api: &Api<DynamicObject>, o: &DynamicObject, error: &str) {
-    let phase = o
-        .data
-        .get("status")
-        .and_then(|s| s.get("phase"))
-        .and_then(|p| p.as_str());
-    if !matches!(phase, None | Some("Pending")) || o.metadata.deletion_timestamp.is_some() {
+    if o.metadata.deletion_timestamp.is_some() {
         return;
     }
-    let reason = TaskReason::HostError.as_str();
+    let Some(status) = undecodable_status(o) else {
+        return;
+    };
     let message = format!(
         "the executor cannot read this Task ({error}); a field is outside the range the \
          executor accepts — fix the value and create the Task again"
     );
-    let now = convert::now();
-    let patch = serde_json::json!({
-        "metadata": {"resourceVersion": o.resource_version()},
-        "status": {
-            "phase": "Failed",
-            "reason": reason,
-            "message": message,
-            "completionTime": now,
-            "conditions": [{
-                "type": ari_crds::conditions::SUCCEEDED,
-                "status": "False",
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": now,
-            }],
-        },
-    });
+    let rv = o.resource_version();
+    let patch = match status.patch(rv.as_deref(), |s| {
+        s.fail(
+            TaskReason::HostError,
+            &message,
+            o.metadata.generation,
+            convert::now(),
+        )
+    }) {
+        Ok(patch) => patch,
+        Err(e) => {
+            warn!(task = %o.name_any(), error = %e, "not failing an undecodable Task");
+            return;
+        }
+    };
     let name = o.name_any();
     match api
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -143,7 +154,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::worker::testutil::{find, mock_client, status};
+    use crate::worker::testutil::{find, mock_client_with_query as mock_client, status};
 
     const TASKS: &str = "/apis/ari.dev/v1alpha1/namespaces/demo/tasks";
 
@@ -206,5 +217,49 @@ mod tests {
         assert_eq!(patch.body["status"]["phase"], "Failed");
         let message = patch.body["status"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("4294967296"), "{message}");
+    }
+
+    #[test]
+    fn only_an_undecodable_task_with_no_phase_or_pending_is_failed_from_what_of_its_status_decodes()
+    {
+        let object = |status: Option<Value>| {
+            let mut t = task("poison", json!(4_294_967_296u64));
+            if let Some(s) = status {
+                t["status"] = s;
+            }
+            serde_json::from_value::<DynamicObject>(t).expect("a dynamic object")
+        };
+        // (status, Some(attempts of the status failed) or None: left alone)
+        let table: Vec<(Option<Value>, Option<Option<u32>>)> = vec![
+            (None, Some(None)),
+            (Some(json!({})), Some(None)),
+            (
+                Some(json!({"phase": "Pending", "attempts": 2})),
+                Some(Some(2)),
+            ),
+            // The status itself does not decode: failed from an empty one.
+            (
+                Some(json!({"phase": "Pending", "attempts": -1})),
+                Some(None),
+            ),
+            (Some(json!({"phase": "Running", "attempts": 1})), None),
+            (Some(json!({"phase": "Failed"})), None),
+            (Some(json!({"phase": "Succeeded"})), None),
+            (Some(json!({"phase": "Cancelled"})), None),
+            (Some(json!({"phase": "Bogus"})), None),
+        ];
+        for (status, want) in table {
+            let got = undecodable_status(&object(status.clone()));
+            assert_eq!(got.as_ref().map(|s| s.attempts), want, "{status:?}");
+            if let Some(s) = got {
+                let patch = s
+                    .patch(Some("5"), |s| {
+                        s.fail(TaskReason::HostError, "why", Some(1), convert::now())
+                    })
+                    .expect("a Pending Task may fail");
+                assert_eq!(patch["status"]["phase"], "Failed", "{status:?}");
+                assert_eq!(patch["status"]["reason"], "HostError", "{status:?}");
+            }
+        }
     }
 }

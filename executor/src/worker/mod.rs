@@ -26,7 +26,7 @@ mod slots;
 mod status;
 mod storage;
 #[cfg(test)]
-mod testutil;
+use ari_testkit::mock_api as testutil;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +38,7 @@ use tokio::task::JoinSet;
 use tracing::{error, info};
 
 pub use config::WorkerConfig;
-pub use error::WorkerError;
+pub use error::{ConfigError, KeyMismatch, ModuleError, WorkerError};
 
 use ari_runtime::capability::Grants;
 use ari_runtime::{Runtime, RuntimeConfig};
@@ -73,7 +73,7 @@ pub struct Worker {
 /// Runs the worker until SIGTERM/SIGINT.
 pub async fn run(config: WorkerConfig) -> Result<(), WorkerError> {
     let client = Client::try_default().await?;
-    let metrics = Arc::new(Metrics::new().map_err(|e| WorkerError::Config(e.to_string()))?);
+    let metrics = Arc::new(Metrics::new().map_err(ConfigError::Metrics)?);
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
@@ -112,10 +112,11 @@ async fn prepare(
 ) -> Result<Worker, WorkerError> {
     // A replaced attestation key must sign nothing; stay up and not Ready rather than
     // crash-loop (issue 13, item 10).
-    if let Some(why) = &config.attestation_key_mismatch {
+    if let Some(mismatch) = &config.attestation_key_mismatch {
+        let why = ConfigError::AttestationKeyReplaced(mismatch.clone());
         error!(error = %why, "attestation key does not match the operator's; not ready");
         let _ = stop.wait_for(|s| *s).await;
-        return Err(WorkerError::Config(why.clone()));
+        return Err(why.into());
     }
     let agents: Api<ari_crds::Agent> = Api::namespaced(client.clone(), &config.namespace);
     let agent = agents.get(&config.agent).await?;
@@ -134,7 +135,7 @@ async fn prepare(
         let loaded = tokio::select! {
             r = load_module(&client, &agent, &config, waiting) => r,
             _ = stop.wait_for(|s| *s) => {
-                return Err(WorkerError::Module("shutdown while loading the module".into()));
+                return Err(ModuleError::Shutdown.into());
             }
         };
         match loaded {
@@ -164,11 +165,9 @@ async fn prepare(
         Some(s) => Some(signing_key(&config, &s.secret_ref.name, &s.secret_ref.key)?),
         None => None,
     };
-    let grants = convert::grants(&agent.spec, signing_key).map_err(WorkerError::Config)?;
+    let grants = convert::grants(&agent.spec, signing_key).map_err(ConfigError::Grants)?;
     // Keyed by the Agent's uid: a re-created Agent of the same name starts empty.
-    let agent_uid = agent
-        .uid()
-        .ok_or_else(|| WorkerError::Config("the Agent has no uid".into()))?;
+    let agent_uid = agent.uid().ok_or(ConfigError::AgentWithoutUid)?;
     let storage = AgentStorage::open(
         agent.spec.capabilities.storage.is_some(),
         config.redis_url.as_deref(),
@@ -176,7 +175,7 @@ async fn prepare(
         &config.namespace,
         &agent_uid,
     )
-    .map_err(|e| WorkerError::Config(format!("agent storage: {e}")))?;
+    .map_err(ConfigError::Storage)?;
 
     // Parked parents keep their instances: their memory is bounded by what the pod has left.
     let parked_memory = config.parked_memory_bytes.or_else(|| {
@@ -235,22 +234,26 @@ async fn load_module(
         runtime.load(&bytes)
     })
     .await
-    .map_err(|e| WorkerError::Module(format!("loading task failed: {e}")))?
+    .map_err(ModuleError::LoadTask)?
     .map_err(WorkerError::from)
 }
 
 /// The signing grant's key, which the Deployment passes in `ARI_SIGNING_KEY` from the
 /// Agent's `signing.secretRef` (the executor cannot read Secrets through the API).
 fn signing_key(config: &WorkerConfig, name: &str, key: &str) -> Result<SigningKey, WorkerError> {
-    let bytes = config.signing_key.as_deref().ok_or_else(|| {
-        WorkerError::Config(format!(
-            "the Agent grants signing with Secret {name} key {key:?}, but ARI_SIGNING_KEY is not set (is the executor Deployment current?)"
-        ))
-    })?;
+    let bytes = config
+        .signing_key
+        .as_deref()
+        .ok_or_else(|| ConfigError::SigningKeyMissing {
+            secret: name.to_owned(),
+            key: key.to_owned(),
+        })?;
     ari_runtime::attestation::parse_signing_key(bytes.as_bytes()).ok_or_else(|| {
-        WorkerError::Config(format!(
-            "signing Secret {name} key {key:?} is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"
-        ))
+        ConfigError::SigningKeyInvalid {
+            secret: name.to_owned(),
+            key: key.to_owned(),
+        }
+        .into()
     })
 }
 

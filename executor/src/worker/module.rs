@@ -9,7 +9,7 @@ use ari_crds::{Agent, ModuleSource};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 
-use super::{WorkerConfig, WorkerError};
+use super::{ModuleError, WorkerConfig, WorkerError};
 use ari_runtime::attestation::sha256_hex;
 
 /// Largest component the worker accepts (a ConfigMap tops out at 1 MiB; URLs may be larger).
@@ -35,13 +35,11 @@ pub async fn fetch(
         .metadata
         .namespace
         .as_deref()
-        .ok_or_else(|| WorkerError::Module("Agent has no namespace".into()))?;
+        .ok_or(ModuleError::AgentWithoutNamespace)?;
     let source = &agent.spec.module;
     let bytes = match (&source.config_map, &source.url) {
         _ if source.source_count() != 1 => {
-            return Err(WorkerError::Module(
-                "exactly one of module.configMap, module.url and module.image must be set".into(),
-            ));
+            return Err(ModuleError::SourceCount.into());
         }
         (None, None) => super::oci::fetch(config).await?,
         (Some(cm), None) => {
@@ -50,18 +48,15 @@ pub async fn fetch(
             map.binary_data
                 .and_then(|mut d| d.remove(&cm.key))
                 .map(|b| b.0)
-                .ok_or_else(|| {
-                    WorkerError::Module(format!(
-                        "ConfigMap {}/{} has no binaryData key {:?}",
-                        ns, cm.name, cm.key
-                    ))
+                .ok_or_else(|| ModuleError::ConfigMapKey {
+                    namespace: ns.to_owned(),
+                    name: cm.name.clone(),
+                    key: cm.key.clone(),
                 })?
         }
         (None, Some(url)) => fetch_url(url.clone(), Scheme::HttpsOnly).await?,
         _ => {
-            return Err(WorkerError::Module(
-                "exactly one of module.configMap, module.url and module.image must be set".into(),
-            ));
+            return Err(ModuleError::SourceCount.into());
         }
     };
     check_digest(source, &bytes)?;
@@ -85,9 +80,7 @@ pub fn check_digest(source: &ModuleSource, bytes: &[u8]) -> Result<(), WorkerErr
     let want = normalise(declared);
     let got = sha256_hex(bytes);
     if want != got {
-        return Err(WorkerError::Module(format!(
-            "module digest mismatch: spec.module.sha256 is {want}, the fetched bytes hash to {got}"
-        )));
+        return Err(ModuleError::DeclaredDigest { want, got }.into());
     }
     Ok(())
 }
@@ -100,10 +93,7 @@ pub fn check_pinned(pinned: Option<&str>, bytes: &[u8]) -> Result<(), WorkerErro
     let want = normalise(pinned);
     let got = sha256_hex(bytes);
     if want != got {
-        return Err(WorkerError::Module(format!(
-            "module digest mismatch: the operator validated {want} (ARI_MODULE_DIGEST), the \
-             module now hashes to {got}; refusing to run it (was the module source edited?)"
-        )));
+        return Err(ModuleError::PinnedDigest { want, got }.into());
     }
     Ok(())
 }
@@ -118,12 +108,12 @@ pub(crate) enum Scheme {
 }
 
 impl Scheme {
-    fn check(self, url: &url::Url) -> Result<(), String> {
+    fn check(self, url: &url::Url) -> Result<(), ModuleError> {
         let loopback = matches!(url.host(), Some(url::Host::Ipv4(ip)) if ip.is_loopback());
         match (url.scheme(), self) {
             ("https", _) => Ok(()),
             ("http", Scheme::HttpsOrLoopbackHttp) if loopback => Ok(()),
-            _ => Err(format!("module url must be https: {url}")),
+            _ => Err(ModuleError::NotHttps(url.to_string())),
         }
     }
 }
@@ -139,10 +129,8 @@ pub(crate) async fn fetch_url(url: String, scheme: Scheme) -> Result<Vec<u8>, Wo
         .spawn(move || {
             let _ = tx.send(download(&url, scheme, &cancel, MAX_MODULE_BYTES));
         })
-        .map_err(|e| WorkerError::Module(format!("cannot start the module download: {e}")))?;
-    let result = rx
-        .await
-        .map_err(|_| WorkerError::Module("module download thread failed".into()))?;
+        .map_err(ModuleError::DownloadThread)?;
+    let result = rx.await.map_err(|_| ModuleError::DownloadThreadFailed)?;
     drop(guard);
     result
 }
@@ -199,14 +187,18 @@ fn download(
     max: u64,
 ) -> Result<Vec<u8>, WorkerError> {
     let started = Instant::now();
-    let mut url = url::Url::parse(url).map_err(|e| WorkerError::Module(format!("{url}: {e}")))?;
+    let mut url = url::Url::parse(url).map_err(|error| ModuleError::BadUrl {
+        url: url.to_owned(),
+        error,
+    })?;
     for _hop in 0..=MODULE_MAX_REDIRECTS {
-        scheme.check(&url).map_err(WorkerError::Module)?;
+        scheme.check(&url)?;
         let left = MODULE_DOWNLOAD_TIMEOUT.saturating_sub(started.elapsed());
         if left.is_zero() {
-            return Err(WorkerError::Module(format!(
-                "GET {url}: download timed out"
-            )));
+            return Err(ModuleError::DownloadTimedOut {
+                url: url.to_string(),
+            }
+            .into());
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .max_redirects(0)
@@ -218,36 +210,51 @@ fn download(
         let response = agent
             .get(url.as_str())
             .call()
-            .map_err(|e| WorkerError::Module(format!("GET {url}: {e}")))?;
+            .map_err(|error| ModuleError::Get {
+                url: url.to_string(),
+                error: Box::new(error),
+            })?;
         let status = response.status().as_u16();
         if matches!(status, 301 | 302 | 303 | 307 | 308) {
             let location = response
                 .headers()
                 .get("location")
                 .and_then(|v| v.to_str().ok())
-                .ok_or_else(|| {
-                    WorkerError::Module(format!("GET {url}: {status} without Location"))
+                .ok_or_else(|| ModuleError::RedirectWithoutLocation {
+                    url: url.to_string(),
+                    status,
                 })?;
             url = url
                 .join(location)
-                .map_err(|e| WorkerError::Module(format!("GET {url}: bad redirect: {e}")))?;
+                .map_err(|error| ModuleError::BadRedirect {
+                    url: url.to_string(),
+                    error,
+                })?;
             continue;
         }
         if !(200..300).contains(&status) {
-            return Err(WorkerError::Module(format!("GET {url}: HTTP {status}")));
+            return Err(ModuleError::Http {
+                url: url.to_string(),
+                status,
+            }
+            .into());
         }
         let reader = response.into_body().into_reader();
-        return read_capped(reader, max, cancel).map_err(|e| match e {
-            CappedError::TooLarge => WorkerError::Module(format!(
-                "reading {url}: module is larger than {max} bytes (after decoding)"
-            )),
-            CappedError::Cancelled => WorkerError::Module(format!("GET {url}: cancelled")),
-            CappedError::Io(e) => WorkerError::Module(format!("reading {url}: {e}")),
+        let url = url.to_string();
+        return read_capped(reader, max, cancel).map_err(|e| {
+            match e {
+                CappedError::TooLarge => ModuleError::TooLarge { url, max },
+                CappedError::Cancelled => ModuleError::Cancelled { url },
+                CappedError::Io(error) => ModuleError::Read { url, error },
+            }
+            .into()
         });
     }
-    Err(WorkerError::Module(format!(
-        "GET {url}: more than {MODULE_MAX_REDIRECTS} redirects"
-    )))
+    Err(ModuleError::TooManyRedirects {
+        url: url.to_string(),
+        max: MODULE_MAX_REDIRECTS,
+    }
+    .into())
 }
 
 #[cfg(test)]
@@ -291,14 +298,7 @@ mod tests {
 
     impl Loopback {
         fn start() -> Self {
-            use flate2::{Compression, write::GzEncoder};
-            use std::io::Write;
-            let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
-            let zeros = vec![0u8; 1 << 20];
-            for _ in 0..64 {
-                gz.write_all(&zeros).expect("gzip");
-            }
-            let bomb = gz.finish().expect("gzip");
+            let bomb = ari_testkit::http::gzip_bomb().to_vec();
             let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind"));
             let port = server.server_addr().to_ip().expect("ip").port();
             let s = server.clone();

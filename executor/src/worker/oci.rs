@@ -11,28 +11,25 @@ use std::path::Path;
 use ari_oci::{Client, Credentials, ModuleCache, Reference};
 use tracing::info;
 
-use super::{WorkerConfig, WorkerError};
+use super::{ModuleError, WorkerConfig, WorkerError};
 
 /// Subdirectory of `ARI_CACHE_DIR` holding pulled components (beside compiled artifacts).
 const CACHE_SUBDIR: &str = "oci";
 
 /// The component bytes of the pinned image in `config`.
 pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
-    let image = config.module_image.as_deref().ok_or_else(|| {
-        WorkerError::Module(
-            "module.image is set but ARI_MODULE_IMAGE is not (is the executor Deployment current?)"
-                .into(),
-        )
-    })?;
+    let image = config
+        .module_image
+        .as_deref()
+        .ok_or(ModuleError::ImageNotSet)?;
     let reference = Reference::parse(image).map_err(oci_error)?;
     if !reference.is_pinned() {
-        return Err(WorkerError::Module(format!(
-            "ARI_MODULE_IMAGE {image} is not pinned by digest; refusing to pull a tag"
-        )));
+        return Err(ModuleError::ImageNotPinned(image.to_owned()).into());
     }
-    let digest = config.module_digest.as_deref().ok_or_else(|| {
-        WorkerError::Module("ARI_MODULE_DIGEST is not set for module.image".into())
-    })?;
+    let digest = config
+        .module_digest
+        .as_deref()
+        .ok_or(ModuleError::DigestNotSet)?;
     // Without a cache volume (local runs), pulls stream to a directory of the temp dir.
     let cache_dir = config
         .cache_dir
@@ -49,7 +46,7 @@ pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
     let credentials = match &config.module_pull_secret {
         // Only the entry for this registry is used: credentials go nowhere else.
         Some(json) => Credentials::from_docker_config_json(json.as_bytes(), reference.registry())
-            .map_err(|e| WorkerError::Module(format!("ARI_MODULE_PULL_SECRET: {e}")))?,
+            .map_err(ModuleError::PullSecret)?,
         None => Credentials::anonymous(),
     };
     let client = Client::new(config.registry.clone()).map_err(oci_error)?;
@@ -59,11 +56,12 @@ pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
         .await
         .map_err(oci_error)?;
     if pulled.layer_digest != digest {
-        return Err(WorkerError::Module(format!(
-            "DigestMismatch: {image} holds a component with digest {}, not the {digest} the \
-             operator validated (ARI_MODULE_DIGEST); refusing to run it",
-            pulled.layer_digest
-        )));
+        return Err(ModuleError::PulledDigest {
+            image: image.to_owned(),
+            got: pulled.layer_digest,
+            want: digest.to_owned(),
+        }
+        .into());
     }
     info!(image, digest, bytes = pulled.bytes.len(), "module pulled");
     Ok(pulled.bytes)
@@ -79,12 +77,12 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, WorkerError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| WorkerError::Module(format!("module cache thread failed: {e}")))?
+        .map_err(ModuleError::CacheThread)?
 }
 
 /// The error with its condition reason first, so the log line says what kind of failure it is.
 fn oci_error(e: ari_oci::Error) -> WorkerError {
-    WorkerError::Module(format!("{}: {e}", e.reason()))
+    ModuleError::Registry(e).into()
 }
 
 #[cfg(test)]

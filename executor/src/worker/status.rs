@@ -178,15 +178,12 @@ impl Writer {
         for _ in 0..MAX_CONFLICTS {
             let result = match &write {
                 Write::Heartbeat | Write::LiveLog(_) => {
-                    let status = match &write {
-                        Write::LiveLog(log) => serde_json::json!({"liveLog": log}),
-                        _ => serde_json::json!({"lastHeartbeatTime": convert::now()}),
+                    let log = match &write {
+                        Write::LiveLog(log) => Some(*log),
+                        _ => None,
                     };
                     // A merge patch carrying metadata.resourceVersion is a precondition.
-                    let patch = serde_json::json!({
-                        "metadata": {"resourceVersion": attempt.current.resource_version()},
-                        "status": status,
-                    });
+                    let patch = running_patch(&attempt.current, log)?;
                     self.tasks
                         .patch_status(
                             &attempt.name,
@@ -325,6 +322,20 @@ impl Writer {
     }
 }
 
+/// The merge patch of a live log (`Some`) or else a heartbeat on `current`, the latest version
+/// seen as this attempt's, guarded by its resourceVersion. The state machine refuses both
+/// unless the Task is Running, which a version seen as ours always is; a refusal means it is
+/// not ours.
+fn running_patch(current: &Task, log: Option<&LiveLog>) -> Result<serde_json::Value, WriteError> {
+    let status = current.status.clone().unwrap_or_default();
+    let rv = current.resource_version();
+    let patch = match log {
+        Some(log) => status.patch(rv.as_deref(), |s| s.publish_live_log(log)),
+        None => status.patch(rv.as_deref(), |s| s.heartbeat(convert::now())),
+    };
+    patch.map_err(|e| WriteError::NotOurs(NotOurs(e.to_string())))
+}
+
 /// `<task>-output`, or `task-<uid>-output` when the Task's name leaves no room for the suffix
 /// (names are at most 253 characters; an attempt suffix needs a few more).
 pub fn output_name(task: &str, uid: &str) -> String {
@@ -388,7 +399,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::worker::testutil::{find, mock_client, status};
+    use crate::worker::testutil::{find, mock_client_with_query as mock_client, status};
 
     const TASK: &str = "/apis/ari.dev/v1alpha1/namespaces/demo/tasks/t1/status";
     const POD: &str = "echo-executor-a";
@@ -494,6 +505,54 @@ mod tests {
         writer(client).heartbeat(&mut a).await.expect("still ours");
         assert_eq!(a.current.resource_version().as_deref(), Some("9"));
         assert_eq!(find(&log, "PATCH", TASK).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_and_a_live_log_patch_only_their_field_and_only_a_running_task() {
+        // (phase of the version last seen, live log or heartbeat, the status patched or None:
+        // refused by the state machine without a request)
+        let mut log = LiveLog::default();
+        log.push("INFO hello");
+        type Fields = Option<&'static [&'static str]>;
+        let table: Vec<(&str, Option<&LiveLog>, Fields)> = vec![
+            ("Running", None, Some(&["lastHeartbeatTime"])),
+            ("Running", Some(&log), Some(&["liveLog"])),
+            ("Succeeded", None, None),
+            ("Failed", Some(&log), None),
+            ("Pending", None, None),
+        ];
+        for (phase, live, want) in table {
+            let (client, sent) =
+                mock_client(|_, _, _| (200, task_json("7", Some("Running"), Some(POD), 1)));
+            let mut a = attempt("6");
+            a.current = task(task_json("6", Some(phase), Some(POD), 1));
+            let w = writer(client);
+            let result = match live {
+                Some(l) => w.live_log(&mut a, l).await,
+                None => w.heartbeat(&mut a).await,
+            };
+            let patches = find(&sent, "PATCH", TASK);
+            match want {
+                Some(fields) => {
+                    assert!(result.is_ok(), "{phase}: {result:?}");
+                    assert_eq!(patches.len(), 1, "{phase}");
+                    let body = &patches[0].body;
+                    assert_eq!(body["metadata"]["resourceVersion"], "6", "guarded");
+                    let written: Vec<&str> = body["status"]
+                        .as_object()
+                        .map(|s| s.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    assert_eq!(written, fields, "{phase}");
+                }
+                None => {
+                    assert!(
+                        matches!(result, Err(WriteError::NotOurs(_))),
+                        "{phase}: {result:?}"
+                    );
+                    assert!(patches.is_empty(), "{phase}: {patches:?}");
+                }
+            }
+        }
     }
 
     #[tokio::test]

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ari_crds::conditions::{self, ConditionStatus};
-use ari_crds::hosts::HostPattern;
 use ari_crds::names;
 use ari_crds::{Agent, AgentStatus};
+use ari_model::hosts::HostPattern;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};

@@ -6,13 +6,13 @@
 //! `ari.dev/signing-key: "true"`, other than the attestation key, holding an Ed25519 key the
 //! executor can parse, is accepted.
 
-use ari_crds::SigningCapability;
+use ari_crds::SigningGrant;
 use ari_crds::names;
 use ari_model::keys::parse_signing_key;
 use k8s_openapi::api::core::v1::Secret;
 
 /// Why the Secret is refused (the message of `Valid=False`), or `Ok`.
-pub fn check(grant: &SigningCapability, secret: Option<&Secret>) -> Result<(), String> {
+pub fn check(grant: &SigningGrant, secret: Option<&Secret>) -> Result<(), String> {
     let (name, key) = (&grant.secret_ref.name, &grant.secret_ref.key);
     if name == names::ATTESTATION_SECRET {
         return Err(format!(
@@ -58,8 +58,8 @@ mod tests {
     use ed25519_dalek::pkcs8::EncodePrivateKey;
     use k8s_openapi::ByteString;
 
-    fn grant(name: &str) -> SigningCapability {
-        SigningCapability {
+    fn grant(name: &str) -> SigningGrant {
+        SigningGrant {
             key_id: "k".into(),
             secret_ref: SecretKeyRef {
                 name: name.into(),

@@ -6,7 +6,7 @@
 
 mod grant;
 mod link;
-pub use grant::SigningGrant;
+pub use grant::LoadedSigningKey;
 pub use link::FUEL;
 pub(crate) use link::HOST;
 
@@ -25,11 +25,11 @@ pub enum HashAlgorithm {
 }
 
 pub struct CryptoCapability {
-    signing: Option<SigningGrant>,
+    signing: Option<LoadedSigningKey>,
 }
 
 impl CryptoCapability {
-    pub fn new(signing: Option<SigningGrant>) -> Self {
+    pub fn new(signing: Option<LoadedSigningKey>) -> Self {
         Self { signing }
     }
 
@@ -100,7 +100,7 @@ mod tests {
             CryptoCapability::new(None).sign(b"x"),
             Err(CapError::Denied(_))
         ));
-        let c = CryptoCapability::new(Some(SigningGrant::from_key(SigningKey::from_bytes(
+        let c = CryptoCapability::new(Some(LoadedSigningKey::from_key(SigningKey::from_bytes(
             &[3; 32],
         ))));
         let sig = c.sign(b"hello").unwrap();
@@ -116,7 +116,7 @@ mod tests {
     fn guest_signatures_cover_the_context_prefix_and_not_the_bare_data() {
         use ed25519_dalek::Verifier;
         let key = SigningKey::from_bytes(&[3; 32]);
-        let c = CryptoCapability::new(Some(SigningGrant::from_key(key.clone())));
+        let c = CryptoCapability::new(Some(LoadedSigningKey::from_key(key.clone())));
         let sig = Signature::from_slice(&c.sign(b"hello").unwrap()).unwrap();
         let vk = key.verifying_key();
         assert!(vk.verify(b"hello", &sig).is_err());

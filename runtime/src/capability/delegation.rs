@@ -18,7 +18,7 @@ pub use backend::{ChildFailure, ChildOutcome, ChildRequest, Delegator, RunningCh
 pub use events::DelegationEvent;
 pub use grant::{
     DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, DelegationGrant, MAX_CHILDREN_CEILING,
-    MAX_DEPTH_CEILING,
+    MAX_DEPTH_CEILING, grant_from_cli,
 };
 pub use link::FUEL;
 pub(crate) use link::HOST;
@@ -94,7 +94,7 @@ pub struct Settled {
     pub used: u64,
 }
 
-pub struct DelegationCapability {
+pub struct TaskDelegation {
     grant: Option<DelegationGrant>,
     context: Option<DelegationContext>,
     task: String,
@@ -107,7 +107,7 @@ pub struct DelegationCapability {
     refused: u32,
 }
 
-impl DelegationCapability {
+impl TaskDelegation {
     pub fn new(grant: Option<DelegationGrant>) -> Self {
         Self {
             grant,
@@ -189,17 +189,18 @@ impl DelegationCapability {
             return Err(self.refuse(DelegationFailure::Denied(why)));
         }
         let depth = self.context.as_ref().map_or(0, |c| c.depth);
-        if depth.saturating_add(1) > grant.max_depth {
+        if depth.saturating_add(1) > grant.depth_limit() {
             let why = format!(
                 "delegation depth limit: this task is at depth {depth} and the grant allows {}",
-                grant.max_depth
+                grant.depth_limit()
             );
             return Err(self.refuse(DelegationFailure::LimitReached(why)));
         }
-        if self.started >= grant.max_children {
+        if self.started >= grant.children_limit() {
             let why = format!(
                 "children limit: this task already started {} (the grant allows {})",
-                self.started, grant.max_children
+                self.started,
+                grant.children_limit()
             );
             return Err(self.refuse(DelegationFailure::LimitReached(why)));
         }
@@ -207,7 +208,7 @@ impl DelegationCapability {
     }
 
     /// Starts a child with `fuel` (already taken from the parent) and `timeout`; returns its
-    /// handle. The caller has run [`DelegationCapability::check`].
+    /// handle. The caller has run [`TaskDelegation::check`].
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
@@ -369,7 +370,7 @@ impl DelegationCapability {
     }
 }
 
-impl Drop for DelegationCapability {
+impl Drop for TaskDelegation {
     fn drop(&mut self) {
         self.abandon_pending();
     }
@@ -435,8 +436,7 @@ mod tests {
     #[test]
     fn a_name_that_is_no_agent_name_is_refused_before_anything_leaves_the_host() {
         let host = Arc::new(Counting::default());
-        let mut cap =
-            DelegationCapability::new(Some(DelegationGrant::new(vec!["*".into()], 3, 16)));
+        let mut cap = TaskDelegation::new(Some(DelegationGrant::new(vec!["*".into()], 3, 16)));
         cap.set_context(
             Some(DelegationContext {
                 delegator: host.clone(),

@@ -5,19 +5,19 @@ use std::path::Path;
 
 use ari_model::{CapabilityName, UnknownCapability};
 
-use super::GrantError;
-use super::crypto::SigningGrant;
+use super::crypto::LoadedSigningKey;
 use super::delegation::DelegationGrant;
-use super::http::NetworkGrant;
+use super::http::AllowedHosts;
 use super::storage::StorageGrant;
+use super::{GrantError, delegation, storage};
 
 /// The capabilities granted to one agent; `None`/`false` means denied.
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
     pub storage: Option<StorageGrant>,
-    pub network: Option<NetworkGrant>,
+    pub network: Option<AllowedHosts>,
     pub randomness: bool,
-    pub signing: Option<SigningGrant>,
+    pub signing: Option<LoadedSigningKey>,
     pub time: bool,
     pub delegation: Option<DelegationGrant>,
 }
@@ -74,17 +74,17 @@ impl Grants {
                 }),
             };
             match name {
-                "storage" => grants.storage = Some(StorageGrant::from_cli(need("storage")?)?),
+                "storage" => grants.storage = Some(storage::grant_from_cli(need("storage")?)?),
                 "network" => hosts.push(need("network")?.to_owned()),
                 "randomness" => {
                     flag("randomness")?;
                     grants.randomness = true;
                 }
                 "signing" => {
-                    grants.signing = Some(SigningGrant::from_file(Path::new(need("signing")?))?)
+                    grants.signing = Some(LoadedSigningKey::from_file(Path::new(need("signing")?))?)
                 }
                 "delegation" => {
-                    grants.delegation = Some(DelegationGrant::from_cli(need("delegation")?)?)
+                    grants.delegation = Some(delegation::grant_from_cli(need("delegation")?)?)
                 }
                 "timeAccess" | "time" => {
                     flag("timeAccess")?;
@@ -94,7 +94,7 @@ impl Grants {
             }
         }
         if !hosts.is_empty() {
-            grants.network = Some(NetworkGrant::new(hosts)?);
+            grants.network = Some(AllowedHosts::new(hosts)?);
         }
         Ok(grants)
     }
@@ -191,9 +191,12 @@ mod tests {
         let pem = key
             .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
             .unwrap();
-        assert_eq!(SigningGrant::parse_key(&pem).unwrap().to_bytes(), [9u8; 32]);
-        assert!(SigningGrant::parse_key("abcd").is_err());
-        assert!(SigningGrant::parse_key("-----BEGIN PRIVATE KEY-----\nxx\n").is_err());
+        assert_eq!(
+            LoadedSigningKey::parse_key(&pem).unwrap().to_bytes(),
+            [9u8; 32]
+        );
+        assert!(LoadedSigningKey::parse_key("abcd").is_err());
+        assert!(LoadedSigningKey::parse_key("-----BEGIN PRIVATE KEY-----\nxx\n").is_err());
     }
 
     #[test]

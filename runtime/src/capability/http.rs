@@ -11,12 +11,13 @@
 //! compressed response could otherwise inflate without bound), and each hop's timeout is
 //! `min(timeout, time left before the task's deadline)`: a host call cannot outlive the task.
 
-pub mod allowlist;
+/// The allow-list grammar is the model's: the operator validated the very same entries.
+pub use ari_model::hosts as allowlist;
 mod events;
 mod grant;
 mod link;
 pub use events::HttpEvent;
-pub use grant::NetworkGrant;
+pub use grant::AllowedHosts;
 pub use link::FUEL;
 pub(crate) use link::HOST;
 
@@ -82,7 +83,7 @@ const RESERVED_HEADERS: &[&str] = &[
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
 
 pub struct HttpCapability {
-    grant: Option<NetworkGrant>,
+    grant: Option<AllowedHosts>,
     limits: HttpLimits,
     /// The task's cancel token: an exchange in flight returns as soon as it fires.
     cancel: CancelToken,
@@ -136,7 +137,7 @@ fn sanitize(headers: Vec<(String, String)>) -> Result<Vec<(String, String)>, Cap
 }
 
 impl HttpCapability {
-    pub fn new(grant: Option<NetworkGrant>, limits: HttpLimits) -> Self {
+    pub fn new(grant: Option<AllowedHosts>, limits: HttpLimits) -> Self {
         Self {
             grant,
             limits,
@@ -183,7 +184,7 @@ impl HttpCapability {
         loop {
             let parsed = grant.allow_list().check(&url).map_err(|reason| {
                 if hop == 0 {
-                    CapError::Denied(reason)
+                    CapError::Denied(reason.to_string())
                 } else {
                     CapError::Denied(format!("redirect hop {hop}: {reason}"))
                 }

@@ -18,11 +18,11 @@ pub mod log;
 pub mod random;
 pub mod storage;
 
-pub use crypto::{HashAlgorithm, SigningGrant};
+pub use crypto::{HashAlgorithm, LoadedSigningKey};
 pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Settled};
 pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
-pub use http::{HttpLimits, HttpRequest, HttpResponse, NetworkGrant, allowlist};
+pub use http::{AllowedHosts, HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
 pub use storage::StorageGrant;
 
@@ -56,12 +56,12 @@ pub struct CapUsage {
 /// All capabilities of one task. Create one per task; never share between tasks.
 pub struct TaskCapabilities {
     log: log::LogCapability,
-    storage: storage::StorageCapability,
+    storage: storage::TaskStorage,
     random: random::RandomCapability,
     crypto: crypto::CryptoCapability,
     http: http::HttpCapability,
     clock: clock::ClockCapability,
-    delegation: delegation::DelegationCapability,
+    delegation: delegation::TaskDelegation,
     recorder: Recorder,
     denials: Vec<String>,
 }
@@ -81,12 +81,12 @@ impl TaskCapabilities {
         };
         Self {
             log: log::LogCapability::default(),
-            storage: storage::StorageCapability::new(grants.storage, storage),
+            storage: storage::TaskStorage::new(grants.storage, storage),
             random: random::RandomCapability::new(grants.randomness, seed),
             crypto: crypto::CryptoCapability::new(grants.signing.clone()),
             http: http::HttpCapability::new(grants.network.clone(), HttpLimits::default()),
             clock: clock::ClockCapability::new(grants.time, start_unix_nanos),
-            delegation: delegation::DelegationCapability::new(grants.delegation.clone()),
+            delegation: delegation::TaskDelegation::new(grants.delegation.clone()),
             recorder,
             denials: Vec::new(),
         }
@@ -116,7 +116,7 @@ impl TaskCapabilities {
     }
 
     /// What runs this task's children, and what they inherit (see
-    /// [`delegation::DelegationCapability::set_context`]).
+    /// [`delegation::TaskDelegation::set_context`]).
     pub fn set_delegation(
         &mut self,
         context: Option<DelegationContext>,

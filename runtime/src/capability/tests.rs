@@ -86,7 +86,7 @@ impl Drop for TestServer {
 
 fn net(hosts: &[String]) -> Grants {
     Grants {
-        network: Some(NetworkGrant::new(hosts.to_vec()).unwrap()),
+        network: Some(AllowedHosts::new(hosts.to_vec()).unwrap()),
         ..Grants::default()
     }
 }
@@ -424,7 +424,7 @@ fn denials_and_usage_are_collected() {
 fn signing_with_grant_verifies() {
     let key = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
     let grants = Grants {
-        signing: Some(SigningGrant::from_key(key.clone())),
+        signing: Some(LoadedSigningKey::from_key(key.clone())),
         ..Grants::default()
     };
     let mut t = live(&grants);

@@ -1,8 +1,7 @@
 //! Every hostile agent (`fixtures/agents/`) is stopped with the right class, the host stays
 //! bounded, and the same runtime goes on serving. One file per thing proven.
 
-#[path = "../common/mod.rs"]
-mod common;
+use ari_testkit::runtime as common;
 mod support;
 
 mod cpu_is_bounded;

@@ -1,4 +1,5 @@
-//! The `signing` grant: the agent's own Ed25519 key (never the attestation key).
+//! The key the host loaded for the `signing` grant: the agent's own Ed25519 key (never the
+//! attestation key). The model's `SigningGrant` says where it lives; this is the key itself.
 
 use std::path::Path;
 
@@ -9,12 +10,12 @@ use sha2::{Digest, Sha256};
 use crate::capability::GrantError;
 
 #[derive(Debug, Clone)]
-pub struct SigningGrant {
+pub struct LoadedSigningKey {
     pub key_id: String,
     pub key: SigningKey,
 }
 
-impl SigningGrant {
+impl LoadedSigningKey {
     /// A grant whose id is derived from the public key (first 16 hex chars of its SHA-256).
     pub fn from_key(key: SigningKey) -> Self {
         let digest = Sha256::digest(key.verifying_key().as_bytes());
@@ -43,7 +44,7 @@ impl SigningGrant {
         Ok(SigningKey::from_bytes(&secret))
     }
 
-    /// Reads a key file (see [`SigningGrant::parse_key`]).
+    /// Reads a key file (see [`LoadedSigningKey::parse_key`]).
     pub fn from_file(path: &Path) -> Result<Self, GrantError> {
         let text = std::fs::read_to_string(path).map_err(|e| GrantError::Invalid {
             grant: "signing",

@@ -1,7 +1,7 @@
 //! The `storage` capability: a per-task transaction over a per-agent key-value backend.
 //!
 //! Reads see the committed state (each key as first read by the task) plus the
-//! task's own writes; writes stay in an overlay until [`StorageCapability::commit`],
+//! task's own writes; writes stay in an overlay until [`TaskStorage::commit`],
 //! which the executor calls only when the task succeeds. The quota is counted on
 //! committed key + value bytes and checked twice: at each `set` (against the state
 //! the task saw) and again atomically in the backend at commit (against the state
@@ -25,11 +25,11 @@ pub use backend::{
     StorageError, check_reads, entry_size, plan_usage, unix_now_secs,
 };
 pub use events::StorageEvent;
-pub use grant::StorageGrant;
+pub use grant::{StorageGrant, grant_from_cli};
 pub use link::FUEL;
 pub(crate) use link::HOST;
 pub use memory::MemoryBackend;
 pub use redb_store::RedbBackend;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisBackend;
-pub use tx::{MAX_KEY_BYTES, StorageCapability};
+pub use tx::{MAX_KEY_BYTES, TaskStorage};

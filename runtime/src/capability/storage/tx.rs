@@ -13,7 +13,7 @@ use crate::trace::{Recorder, internal_kind_mismatch, mismatch};
 /// Longest key accepted; keeps trace and backend keys sane.
 pub const MAX_KEY_BYTES: usize = 1024;
 
-pub struct StorageCapability {
+pub struct TaskStorage {
     grant: Option<StorageGrant>,
     backend: Option<Box<dyn StorageBackend>>,
     /// Committed values as first read by this task (repeatable reads).
@@ -40,7 +40,7 @@ fn overlay_size(key: &str, value: &Option<Vec<u8>>) -> u64 {
     value.as_ref().map_or(0, |v| entry_size(key, v.len()))
 }
 
-impl StorageCapability {
+impl TaskStorage {
     pub fn new(grant: Option<StorageGrant>, backend: Option<Box<dyn StorageBackend>>) -> Self {
         Self {
             grant,

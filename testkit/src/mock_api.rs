@@ -1,5 +1,6 @@
-//! A mocked API server for the worker's tests (as the operator's reconcile tests): a `tower-test` service answered by a routing
-//! closure, recording every request so tests can assert what was written.
+//! A mocked API server for the operator's reconcile tests and the worker's tests: a
+//! `tower-test` service answered by a routing closure, recording every request so tests can
+//! assert what was written.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,9 +20,25 @@ pub struct Recorded {
 
 pub type Log = Arc<Mutex<Vec<Recorded>>>;
 
-/// A client whose requests are answered by `route(method, path_and_query, body) -> (status,
-/// body)`.
+/// A client whose requests are answered by `route(method, path, body) -> (status, body)`; the
+/// route sees the path without the query.
 pub fn mock_client<F>(route: F) -> (Client, Log)
+where
+    F: Fn(&str, &str, &Value) -> (u16, Value) + Send + 'static,
+{
+    serve(route, |uri| uri.path().to_owned())
+}
+
+/// As [`mock_client`], but the route sees the path and the query (`?watch=…`), for code whose
+/// requests differ only there (a list and the watch after it).
+pub fn mock_client_with_query<F>(route: F) -> (Client, Log)
+where
+    F: Fn(&str, &str, &Value) -> (u16, Value) + Send + 'static,
+{
+    serve(route, |uri| uri.to_string())
+}
+
+fn serve<F>(route: F, routed: fn(&http::Uri) -> String) -> (Client, Log)
 where
     F: Fn(&str, &str, &Value) -> (u16, Value) + Send + 'static,
 {
@@ -32,7 +49,7 @@ where
         while let Some((req, send)) = handle.next_request().await {
             let method = req.method().to_string();
             let uri = req.uri().to_string();
-            let path = uri.clone();
+            let path = routed(req.uri());
             let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let (code, reply) = route(&method, &path, &body);

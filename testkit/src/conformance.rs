@@ -1,8 +1,7 @@
-//! The conformance table (`cases.json`) and how a run is judged against it, shared by the two
-//! runners: under `ari run` (`executor/tests/conformance.rs`) and in the cluster
-//! (`e2e/tests/conformance.rs`). Both include this file with `#[path]`, so a case means the same
-//! in both places: each runner turns what it observed into an [`Ending`] and calls [`check`].
-#![allow(dead_code)] // each runner uses its own part of the shared code
+//! The conformance table (`conformance/cases.json`) and how a run is judged against it, shared
+//! by the two runners: under `ari run` (`executor/tests/conformance.rs`) and in the cluster
+//! (`e2e/tests/conformance.rs`). One copy, so a case means the same in both places: each
+//! runner turns what it observed into an [`Ending`] and calls [`check`].
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

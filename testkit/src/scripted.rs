@@ -2,8 +2,8 @@
 //! one. Scripted because a real registry cannot be made to misbehave this way (redirect to
 //! another port or host, name a token realm elsewhere, stream a manifest forever, serve junk
 //! layers, answer with an internal error page); every test that uses it says which of these
-//! it plays. Shared by `oci/tests/hostile.rs` and the e2e tenant trials (`#[path]`), so it needs
-//! only std and tokio.
+//! it plays. Used by `oci/tests/hostile.rs` and the e2e tenant trials; it needs only std and
+//! tokio.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,10 @@
-//! The namespace user every tenant trial acts as: a ServiceAccount of the trial's namespace
+//! The namespace user every tenant trial (`tests/tenant/`, and the pull-secret attack in
+//! `tests/oci.rs`) acts as: a ServiceAccount of the trial's namespace
 //! whose Role allows only create/get/list on Agents, Tasks and Plans (and, for the Secret attacks,
 //! create/update on Secrets), talking to the API server with its own token — never as admin.
 
+use crate::scenario::Ctx;
 use anyhow::{Context, Result};
-use ari_e2e::scenario::Ctx;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};

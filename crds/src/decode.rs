@@ -1,4 +1,5 @@
-//! Watches that decode each object on its own.
+//! Watches that decode each object on its own, for every process that watches these resources
+//! (the operator, the gateway).
 //!
 //! A typed list fails as a whole when one item does not fit the Rust type (say an integer
 //! the schema once allowed but `u32` cannot hold), and a typed watcher then retries that list
@@ -14,16 +15,16 @@ use kube::core::ApiResource;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_fn};
 use kube::{Client, Resource, ResourceExt};
-use prometheus::IntCounterVec;
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-/// `watcher(Api<K>)`, except that objects which do not decode as `K` are skipped.
+/// `watcher(Api<K>)`, except that objects which do not decode as `K` are skipped; `skipped`
+/// is called with the kind of each (the caller counts them: this crate has no metrics).
 pub fn watch<K>(
     client: Client,
     namespace: Option<&str>,
     cfg: watcher::Config,
-    skipped: IntCounterVec,
+    skipped: impl Fn(&str) + Send + 'static,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug + Send + 'static,
@@ -46,7 +47,7 @@ where
 fn decode_event<K>(
     ev: Event<DynamicObject>,
     kind: &str,
-    skipped: &IntCounterVec,
+    skipped: &impl Fn(&str),
 ) -> Option<Event<K>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
@@ -57,7 +58,7 @@ where
         match obj.try_parse::<K>() {
             Ok(k) => Some(k),
             Err(e) => {
-                skipped.with_label_values(&[kind]).inc();
+                skipped(kind);
                 warn!(kind, namespace = %ns, name = %name, error = %e,
                     "skipping an object that does not decode");
                 None
@@ -76,10 +77,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Metrics;
-    use crate::testutil::mock_client;
-    use ari_crds::Task;
+    use crate::Task;
+    use ari_testkit::mock_api::mock_client;
     use serde_json::json;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     fn task(name: &str, ns: &str, ttl: u64) -> serde_json::Value {
         json!({"apiVersion": "ari.dev/v1alpha1", "kind": "Task",
@@ -128,13 +130,18 @@ mod tests {
         );
         assert!(matches!(typed.last(), Some(Err(_))), "{typed:?}");
 
-        let metrics = Metrics::new().unwrap_or_else(|e| panic!("{e}"));
+        let tasks_skipped = Arc::new(AtomicU64::new(0));
+        let count = tasks_skipped.clone();
         let (client, _) = mock_client(poisoned_list);
         let events = first_list(watch::<Task>(
             client,
             None,
             watcher::Config::default(),
-            metrics.decode_skipped.clone(),
+            move |kind| {
+                if kind == "Task" {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            },
         ))
         .await;
         let listed: Vec<String> = events
@@ -149,6 +156,6 @@ mod tests {
             matches!(events.last(), Some(Ok(Event::InitDone))),
             "{events:?}"
         );
-        assert_eq!(metrics.decode_skipped.with_label_values(&["Task"]).get(), 1);
+        assert_eq!(tasks_skipped.load(Ordering::Relaxed), 1);
     }
 }

@@ -1,55 +1,14 @@
-//! Shared helpers for the runtime tests: real components from `target/agents/`, one runtime per
+//! Helpers for the runtime's tests: real components from `target/agents/`, one runtime per
 //! test binary (so hostile tasks and normal tasks share it, as in a worker).
-#![allow(dead_code)]
 
-pub mod http;
-
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use ari_runtime::capability::Grants;
 use ari_runtime::{Limits, LoadedAgent, Runtime, RuntimeConfig, TaskOutcome, TaskRequest};
 use ed25519_dalek::SigningKey;
 
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn agents_dir() -> PathBuf {
-    match std::env::var_os("ARI_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir).join("agents"),
-        None => repo_root().join("target").join("agents"),
-    }
-}
-
-static BUILD: Mutex<bool> = Mutex::new(false);
-
-/// Path of an example agent, building the agents once if it is missing.
-pub fn agent_path(name: &str) -> PathBuf {
-    let path = agents_dir().join(format!("{name}.wasm"));
-    if !path.is_file() {
-        let mut built = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-        if !*built && !path.is_file() {
-            let status = Command::new(repo_root().join("scripts/build-agents.sh")).status();
-            assert!(
-                matches!(status, Ok(s) if s.success()),
-                "building the example agents failed; run scripts/build-agents.sh ({status:?})"
-            );
-            *built = true;
-        }
-    }
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/build-agents.sh",
-        path.display()
-    );
-    path
-}
-
-pub fn agent_bytes(name: &str) -> Vec<u8> {
-    std::fs::read(agent_path(name)).expect("read agent")
-}
+pub use crate::agents::{agent_bytes, agent_path, repo_root};
+pub use crate::http;
 
 /// One runtime per test binary, with a private artifact cache.
 pub fn runtime() -> &'static Runtime {
