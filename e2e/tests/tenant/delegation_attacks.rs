@@ -167,7 +167,10 @@ fn squatted_child(ctx: &Ctx) -> Result<()> {
             &agent_yaml("wordcount", "wordcount-module", 1, "  mode: subagent\n"),
         )?;
         // One slot, so the victim waits (Pending) while `busy` spins.
-        ctx.apply_ok(&ns, &relay("research", "wordcount", "[wordcount]", 1))?;
+        // Fuel for minutes of spinning: busy must still hold the slot when the squat is placed.
+        let research = relay("research", "wordcount", "[wordcount]", 1)
+            + "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 300\n";
+        ctx.apply_ok(&ns, &research)?;
         agent_ready(&admin, &ns, "wordcount").await?;
         agent_ready(&admin, &ns, "research").await?;
         let tasks: Api<Task> = Api::namespaced(user.clone(), &ns);
