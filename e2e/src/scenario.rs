@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
@@ -339,22 +340,48 @@ pub async fn ready_pods(
 /// Waits until the Agent's `Ready` condition is True.
 pub async fn agent_ready(client: &Client, ns: &str, name: &str) -> Result<Agent> {
     let api: Api<Agent> = Api::namespaced(client.clone(), ns);
-    Ok(
-        wait::until(&format!("Agent {name} Ready"), wait::DEFAULT, || async {
-            let a = api.get(name).await.map_err(|e| e.to_string())?;
-            let ready = a.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            });
-            if ready {
-                Ok(a)
-            } else {
-                Err(format!("status: {:?}", a.status))
-            }
-        })
-        .await?,
-    )
+    let agent = wait::until(&format!("Agent {name} Ready"), wait::DEFAULT, || async {
+        let a = api.get(name).await.map_err(|e| e.to_string())?;
+        let ready = a.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        if ready {
+            Ok(a)
+        } else {
+            Err(format!("status: {:?}", a.status))
+        }
+    })
+    .await?;
+    executors_settled(client, ns, name).await?;
+    Ok(agent)
+}
+
+/// Waits until the Agent's executor Deployment has rolled out its current template and runs
+/// no pod of an older one. An Agent can report Ready while the operator still rewrites its
+/// Deployment (a known flap: the template changes once shortly after creation); a trial that
+/// counts executors or runs long Tasks right then would see a rollout kill them.
+pub async fn executors_settled(client: &Client, ns: &str, agent: &str) -> Result<()> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let name = ari_crds::names::executor_deployment_name(agent);
+    wait::until(&format!("{name} rolled out"), wait::DEFAULT, || async {
+        let d = api.get(&name).await.map_err(|e| e.to_string())?;
+        let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let s = d.status.clone().unwrap_or_default();
+        let observed = s.observed_generation >= d.metadata.generation;
+        let settled = observed
+            && s.updated_replicas.unwrap_or(0) == want
+            && s.replicas.unwrap_or(0) == want
+            && s.available_replicas.unwrap_or(0) == want;
+        if settled {
+            Ok(())
+        } else {
+            Err(format!("{want} wanted, status {s:?}"))
+        }
+    })
+    .await?;
+    Ok(())
 }
 
 /// Waits until the Task is `Succeeded` or `Failed`.

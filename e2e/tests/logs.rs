@@ -119,36 +119,36 @@ fn executor_logs(ctx: &Ctx) -> Result<()> {
 }
 
 fn operator_logs(ctx: &Ctx) -> Result<()> {
-    let pod = ctx.rt.block_on(async {
+    // A freshly started operator may not have written a line yet, and a rollout may replace
+    // the pod picked: each attempt takes a Ready pod as listed now and waits (with a
+    // deadline) for its first line through kubectl.
+    let (pod, out) = ctx.rt.block_on(async {
         let client = ctx.cluster.client();
-        wait::until("operator pod Ready", wait::DEFAULT, || {
-            ready_pods(
-                &client,
-                OPERATOR_NS,
-                "app.kubernetes.io/name=ari-operator",
-                1,
-            )
-        })
+        wait::until(
+            "the operator's first log line through kubectl logs",
+            wait::DEFAULT,
+            || async {
+                let pods = ready_pods(
+                    &client,
+                    OPERATOR_NS,
+                    "app.kubernetes.io/name=ari-operator",
+                    1,
+                )
+                .await?;
+                let pod = pods
+                    .first()
+                    .map(kube::ResourceExt::name_any)
+                    .unwrap_or_default();
+                let out = logs(ctx, &["-n", OPERATOR_NS, &pod])?;
+                if out.trim().is_empty() {
+                    Err(format!("kubectl logs {pod} printed nothing yet"))
+                } else {
+                    Ok((pod, out))
+                }
+            },
+        )
         .await
     })?;
-    let pod = pod
-        .first()
-        .map(kube::ResourceExt::name_any)
-        .unwrap_or_default();
-    // A freshly started operator may not have written a line yet: wait (with a deadline) for
-    // its first one, then kubectl must show it.
-    let out = ctx.rt.block_on(wait::until(
-        "the operator's first log line through kubectl logs",
-        wait::DEFAULT,
-        || async {
-            let out = logs(ctx, &["-n", OPERATOR_NS, &pod])?;
-            if out.trim().is_empty() {
-                Err("kubectl logs printed nothing yet".to_string())
-            } else {
-                Ok(out)
-            }
-        },
-    ))?;
     // The same lines as the node agent's file for that container.
     let file = ctx.node.logs(OPERATOR_NS, &pod, "operator");
     ensure!(

@@ -167,12 +167,15 @@ fn squatted_child(ctx: &Ctx) -> Result<()> {
             &agent_yaml("wordcount", "wordcount-module", 1, "  mode: subagent\n"),
         )?;
         // One slot, so the victim waits (Pending) while `busy` spins.
-        ctx.apply_ok(&ns, &relay("research", "wordcount", "[wordcount]", 1))?;
+        // Fuel for minutes of spinning: busy must still hold the slot when the squat is placed.
+        let research = relay("research", "wordcount", "[wordcount]", 1)
+            + "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 300\n";
+        ctx.apply_ok(&ns, &research)?;
         agent_ready(&admin, &ns, "wordcount").await?;
         agent_ready(&admin, &ns, "research").await?;
         let tasks: Api<Task> = Api::namespaced(user.clone(), &ns);
         let probe = forged("probe", "doc", "00000000-0000-0000-0000-000000000000")?;
-        without_policy(&admin, &tasks, &probe, || async {
+        without_policy(&admin, BINDING, &tasks, &probe, || async {
             ctx.apply_ok(
                 &ns,
                 &task_yaml("busy", "research", "spin", "  deadlineSeconds: 300\n"),
@@ -228,11 +231,17 @@ fn squatted_child(ctx: &Ctx) -> Result<()> {
     })
 }
 
-/// Runs `body` with the chart's parent policy unbound, then binds it again (whatever `body`
-/// returned) and waits until the API server applies it again. `probe` is a Task the policy
-/// refuses, created only as a dry run to tell.
-async fn without_policy<F, Fut>(
+/// Held for reading while a trial checks that a chart policy refuses something, and for
+/// writing while [`without_policy`] has a binding removed: trials run in parallel, and one
+/// trial's unbound policy must not make another's refusal check pass or fail by chance.
+pub(crate) static POLICIES: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Runs `body` with the chart's policy binding `binding` removed, then binds it again
+/// (whatever `body` returned) and waits until the API server applies it again. `probe` is a
+/// Task the policy refuses, created only as a dry run to tell.
+pub(crate) async fn without_policy<F, Fut>(
     admin: &Client,
+    binding: &str,
     tasks: &Api<Task>,
     probe: &Task,
     body: F,
@@ -241,9 +250,10 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
+    let _unbound = POLICIES.write().await;
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(admin.clone());
-    let mut saved = bindings.get(BINDING).await?;
-    bindings.delete(BINDING, &DeleteParams::default()).await?;
+    let mut saved = bindings.get(binding).await?;
+    bindings.delete(binding, &DeleteParams::default()).await?;
     let dry_run = PostParams {
         dry_run: true,
         ..PostParams::default()
@@ -341,6 +351,7 @@ fn forged_parent(ctx: &Ctx) -> Result<()> {
 
         // 1. The API server refuses it, for the user and for the admin alike.
         let tasks: Api<Task> = Api::namespaced(user.clone(), &ns);
+        let bound = POLICIES.read().await;
         let err = tasks
             .create(&PostParams::default(), &forged("forged", "doc", &uid)?)
             .await
@@ -350,10 +361,11 @@ fn forged_parent(ctx: &Ctx) -> Result<()> {
             err.to_string().contains("spec.parent is written only by ari executors"),
             "refused for another reason: {err}"
         );
+        drop(bound);
 
         // 2. Without the policy, the executor refuses it before it runs.
         let probe = forged("probe", "doc", &uid)?;
-        without_policy(&admin, &tasks, &probe, || async {
+        without_policy(&admin, BINDING, &tasks, &probe, || async {
             for (name, parent, uid) in [
                 ("no-such-parent", "ghost", "00000000-0000-0000-0000-000000000000"),
                 ("wrong-uid", "doc", "00000000-0000-0000-0000-000000000000"),

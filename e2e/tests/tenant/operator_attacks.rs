@@ -261,12 +261,15 @@ fn undecodable_task(ctx: &Ctx) -> Result<()> {
         // Restart the operator (its first list now contains the poison), following the
         // Lease's history from before the restart (item 14).
         let leases = Api::<Lease>::namespaced(admin.clone(), OPERATOR_NS);
-        let lease = leases.get("ari-operator").await?;
-        let holder = lease
-            .spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.clone())
-            .context("no Lease holder")?;
+        // A freshly started operator may not lead yet: wait for a holder.
+        let (holder, lease) = wait::until("a Lease holder", wait::DEFAULT, || async {
+            let lease = leases.get("ari-operator").await.map_err(|e| e.to_string())?;
+            let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+            holder
+                .map(|h| (h, lease))
+                .ok_or_else(|| "no Lease holder yet".to_owned())
+        })
+        .await?;
         let rv = lease.resource_version().context("no resourceVersion")?;
         let wp = WatchParams::default().fields("metadata.name=ari-operator");
         let mut history = leases.watch(&wp, &rv).await?.boxed();
