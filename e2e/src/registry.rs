@@ -9,12 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
 
 use crate::scenario::{Ctx, OPERATOR_NS, repo};
-use crate::wait;
 
 /// Installs the operator from `deploy/operator.yaml` (short heartbeat timeout, as
 /// [`Ctx::install_operator_manifest`]) allowed plain HTTP to `insecure` (`host:port`,
@@ -34,45 +30,7 @@ pub fn install_operator(ctx: &Ctx, insecure: &str) -> Result<()> {
         "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
         &format!("ARI_INSECURE_REGISTRIES={insecure}"),
     ])?;
-    wait_operator_with(ctx, insecure)
-}
-
-/// Waits until the only operator pod left is Ready and runs with `insecure` (the pod from
-/// before `kubectl set env` must not be the one that answers).
-fn wait_operator_with(ctx: &Ctx, insecure: &str) -> Result<()> {
-    ctx.rt.block_on(async {
-        let pods: Api<Pod> = Api::namespaced(ctx.cluster.client(), OPERATOR_NS);
-        wait::until("the reconfigured operator Ready", wait::DEFAULT, || async {
-            let list = pods
-                .list(&ListParams::default().labels("app.kubernetes.io/name=ari-operator"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let has_env = |p: &Pod| {
-                p.spec.as_ref().is_some_and(|s| {
-                    s.containers
-                        .iter()
-                        .flat_map(|c| c.env.iter().flatten())
-                        .any(|e| {
-                            e.name == "ARI_INSECURE_REGISTRIES"
-                                && e.value.as_deref() == Some(insecure)
-                        })
-                })
-            };
-            let ready = |p: &Pod| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            };
-            let names: Vec<String> = list.items.iter().map(|p| p.name_any()).collect();
-            match list.items.as_slice() {
-                [only] if has_env(only) && ready(only) => Ok(()),
-                _ => Err(format!("operator pods: {names:?}")),
-            }
-        })
-        .await
-    })?;
-    Ok(())
+    ctx.wait_operator_env("ARI_INSECURE_REGISTRIES", insecure)
 }
 
 pub fn registry_bin() -> Result<PathBuf> {

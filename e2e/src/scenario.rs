@@ -103,7 +103,33 @@ impl Ctx {
             "deployment/ari-operator",
             "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
         ])?;
-        self.wait_operator_ready()
+        self.wait_operator_env("ARI_HEARTBEAT_TIMEOUT_SECONDS", "4")
+    }
+
+    /// Waits until the only operator pod left is Ready and runs with `name=value`. The pod
+    /// from before `kubectl set env` must not be the one that answers: it wrote executor
+    /// Deployments with its own settings (a 10 s heartbeat instead of 1 s), which its
+    /// successor then rewrote, rolling every executor just created and losing Tasks to
+    /// heartbeats an operator with a 4 s timeout called late.
+    pub fn wait_operator_env(&self, name: &str, value: &str) -> Result<()> {
+        self.rt.block_on(async {
+            let pods: Api<Pod> = Api::namespaced(self.cluster.client(), OPERATOR_NS);
+            let lp = ListParams::default().labels("app.kubernetes.io/name=ari-operator");
+            wait::until(
+                &format!("the operator with {name}={value} the only one, Ready"),
+                wait::DEFAULT,
+                || async {
+                    let list = pods.list(&lp).await.map_err(|e| e.to_string())?;
+                    let names: Vec<String> = list.items.iter().map(|p| p.name_any()).collect();
+                    match list.items.as_slice() {
+                        [only] if pod_has_env(only, name, value) && pod_ready(only) => Ok(()),
+                        _ => Err(format!("operator pods: {names:?}")),
+                    }
+                },
+            )
+            .await
+        })?;
+        Ok(())
     }
 
     /// Sets environment variables (`NAME=value`) on the A2A gateway's Deployment and waits
@@ -323,12 +349,7 @@ pub async fn ready_pods(
         .items
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
+        .filter(pod_ready)
         .collect();
     if ready.len() >= want {
         Ok(ready)
@@ -359,9 +380,9 @@ pub async fn agent_ready(client: &Client, ns: &str, name: &str) -> Result<Agent>
 }
 
 /// Waits until the Agent's executor Deployment has rolled out its current template and runs
-/// no pod of an older one. An Agent can report Ready while the operator still rewrites its
-/// Deployment (a known flap: the template changes once shortly after creation); a trial that
-/// counts executors or runs long Tasks right then would see a rollout kill them.
+/// no pod of an older one. An Agent is Ready while any executor is available, also during a
+/// rollout (as a Deployment is Available); a trial that counts executors or pins a Task to a
+/// pod must not start while an earlier template's pods are still going away.
 pub async fn executors_settled(client: &Client, ns: &str, agent: &str) -> Result<()> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let name = ari_crds::names::executor_deployment_name(agent);
@@ -515,4 +536,22 @@ pub async fn event_with_reason(
     )
     .await?;
     Ok(found)
+}
+
+/// Whether a container of `pod` sets `name` to `value`.
+fn pod_has_env(pod: &Pod, name: &str, value: &str) -> bool {
+    pod.spec.as_ref().is_some_and(|s| {
+        s.containers
+            .iter()
+            .flat_map(|c| c.env.iter().flatten())
+            .any(|e| e.name == name && e.value.as_deref() == Some(value))
+    })
+}
+
+/// Whether `pod`'s Ready condition is True.
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
