@@ -1,10 +1,11 @@
-//! `ari-bench-agent-memory`: the operator's memory with many large Agents (issue 26, item 9;
+//! `ari-bench-agent-memory`: the operator's and the A2A gateway's memory with many large
+//! exposed Agents (issue 26, item 9;
 //! docs/security.md). Creates `--agents` Agents at their size bounds (32 A2A skills, a 64 KiB
 //! config, a 4 KiB description, a 200 KB annotation: ≈ 500 KB each) whose module ConfigMap does
 //! not exist (so no executors run), waits until the operator has reconciled each, then restarts
 //! the operator (its first list holds them all) and waits until its Task controller runs (it
-//! starts only once the Agent cache has listed everything). Prints the operator process's
-//! `VmRSS` and peak `VmHWM` at each point.
+//! starts only once the Agent cache has listed everything), and the gateway (Ready once both of
+//! its watches have listed). Prints each process's `VmRSS` and peak `VmHWM` at each point.
 //! Run: `cargo build --bins && cargo run -p ari-e2e --bin ari-bench-agent-memory`.
 
 use anyhow::{Context, Result, ensure};
@@ -26,6 +27,7 @@ struct Args {
 }
 
 const OPERATOR_PODS: &str = "app.kubernetes.io/name=ari-operator";
+const GATEWAY_PODS: &str = "app.kubernetes.io/name=ari-gateway";
 
 fn main() -> Result<()> {
     let args = Args::parse();
@@ -34,8 +36,14 @@ fn main() -> Result<()> {
     let client = ctx.cluster.client();
     let ns = ctx.rt.block_on(ctx.cluster.new_namespace("bench-agents"))?;
     let bytes = serde_json::to_vec(&large_agent(0))?.len();
-    let (pod, pid) = ctx.rt.block_on(operator(&ctx, &client, None))?;
+    let (pod, pid) = ctx
+        .rt
+        .block_on(ready_pid(&ctx, &client, OPERATOR_PODS, None))?;
+    let (gw_pod, gw_pid) = ctx
+        .rt
+        .block_on(ready_pid(&ctx, &client, GATEWAY_PODS, None))?;
     let baseline = memory(pid)?;
+    let gw_baseline = memory(gw_pid)?;
     ctx.rt.block_on(async {
         let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
         stream::iter(0..args.agents)
@@ -74,12 +82,13 @@ fn main() -> Result<()> {
         anyhow::Ok(())
     })?;
     let loaded = memory(pid)?;
+    let gw_loaded = memory(gw_pid)?;
 
     // A restarted operator lists them all at once.
     let (_, new_pid) = ctx.rt.block_on(async {
         let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NS);
         pods.delete(&pod, &DeleteParams::default()).await?;
-        operator(&ctx, &client, Some(&pod)).await
+        ready_pid(&ctx, &client, OPERATOR_PODS, Some(&pod)).await
     })?;
     ctx.rt.block_on(async {
         // Decided only by a Task controller, which starts after the Agent cache is complete.
@@ -88,6 +97,12 @@ fn main() -> Result<()> {
         anyhow::Ok(())
     })?;
     let relisted = memory(new_pid)?;
+    let (_, gw_new_pid) = ctx.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NS);
+        pods.delete(&gw_pod, &DeleteParams::default()).await?;
+        ready_pid(&ctx, &client, GATEWAY_PODS, Some(&gw_pod)).await
+    })?;
+    let gw_relisted = memory(gw_new_pid)?;
 
     println!(
         "{} Agents of {} KB each ({} MB in all)",
@@ -95,32 +110,47 @@ fn main() -> Result<()> {
         bytes / 1000,
         bytes * args.agents / 1_000_000
     );
-    println!("| operator | VmRSS | peak (VmHWM) |");
-    println!("|---|---:|---:|");
-    for (what, (rss, hwm)) in [
-        ("ready, no Agents", baseline),
-        ("every Agent reconciled", loaded),
-        ("restarted, all listed", relisted),
+    println!("| when | operator VmRSS | operator peak (VmHWM) | gateway VmRSS | gateway peak |");
+    println!("|---|---:|---:|---:|---:|");
+    for (what, (rss, hwm), (gw_rss, gw_hwm)) in [
+        ("ready, no Agents", baseline, gw_baseline),
+        ("every Agent reconciled", loaded, gw_loaded),
+        ("restarted, all listed", relisted, gw_relisted),
     ] {
-        println!("| {what} | {} | {} |", mib(rss), mib(hwm));
+        println!(
+            "| {what} | {} | {} | {} | {} |",
+            mib(rss),
+            mib(hwm),
+            mib(gw_rss),
+            mib(gw_hwm)
+        );
     }
     Ok(())
 }
 
-/// The Ready operator pod (other than `not`) and its process id.
-async fn operator(ctx: &Ctx, client: &Client, not: Option<&str>) -> Result<(String, u32)> {
-    let pods = wait::until("a Ready operator pod", wait::DEFAULT, || async {
-        let ready = ready_pods(client, OPERATOR_NS, OPERATOR_PODS, 1).await?;
-        let fresh: Vec<Pod> = ready
-            .into_iter()
-            .filter(|p| Some(p.name_any().as_str()) != not)
-            .collect();
-        if fresh.is_empty() {
-            Err("only the old pod".into())
-        } else {
-            Ok(fresh)
-        }
-    })
+/// A Ready pod of `selector` in the operator's namespace (other than `not`) and its process id.
+async fn ready_pid(
+    ctx: &Ctx,
+    client: &Client,
+    selector: &str,
+    not: Option<&str>,
+) -> Result<(String, u32)> {
+    let pods = wait::until(
+        &format!("a Ready pod of {selector}"),
+        wait::DEFAULT,
+        || async {
+            let ready = ready_pods(client, OPERATOR_NS, selector, 1).await?;
+            let fresh: Vec<Pod> = ready
+                .into_iter()
+                .filter(|p| Some(p.name_any().as_str()) != not)
+                .collect();
+            if fresh.is_empty() {
+                Err("only the old pod".into())
+            } else {
+                Ok(fresh)
+            }
+        },
+    )
     .await?;
     let name = pods[0].name_any();
     let pid = ctx
@@ -128,7 +158,7 @@ async fn operator(ctx: &Ctx, client: &Client, not: Option<&str>) -> Result<(Stri
         .pod_pids(OPERATOR_NS, &name)
         .into_values()
         .next()
-        .with_context(|| format!("no process for operator pod {name}"))?;
+        .with_context(|| format!("no process for pod {name}"))?;
     Ok((name, pid))
 }
 
