@@ -10,9 +10,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ari_model::{GrantSet, NetworkGrant};
 use ari_plan::{
-    AgentMode, AgentView, Agents, CapabilityName, Context, InputRef, Limits, Proposal, SimpleHosts,
-    Step, compose_input, validate,
+    AgentMode, AgentView, Agents, Context, InputRef, Limits, Proposal, Step, compose_input,
+    validate,
 };
 
 const AGENT_NAMES: [&str; 5] = ["echo", "wc", "down", "helper", "ghost"];
@@ -21,10 +22,12 @@ fn agents() -> Agents {
     let view = |ready, mode| AgentView {
         ready,
         mode,
-        grants: [CapabilityName::Network].into(),
-        allowed_hosts: vec!["https://*.example.com".into()],
-        storage_max_bytes: Some(64),
-        signing_key_id: None,
+        grants: GrantSet {
+            network: Some(NetworkGrant {
+                allowed_hosts: vec!["https://*.example.com".into()],
+            }),
+            ..Default::default()
+        },
         memory_bytes: 1 << 20,
         fuel_limit: 1_000,
     };
@@ -99,7 +102,6 @@ pub fn plan_validate(data: &[u8]) {
     let ctx = Context {
         agents: &agents,
         limits: &limits,
-        hosts: &SimpleHosts,
         plan_name: Some("fuzz"),
         allowed_agents: None,
     };

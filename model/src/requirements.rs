@@ -13,9 +13,11 @@ use crate::hosts::HostPattern;
 /// `CapabilityDenied` before an instance is created.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
+// A misspelt field in a Plan proposal must be refused, not ignored (the API server prunes
+// unknown fields of a Task before anyone decodes it; CRD schemas drop the `false`).
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskRequirements {
-    /// Capabilities the task needs granted (each at most once: there are six).
+    /// Capabilities the task needs granted (each at most once).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "schema", schemars(length(max = CapabilityName::ALL.len())))]
     pub capabilities: Vec<CapabilityName>,
@@ -78,13 +80,26 @@ impl TaskRequirements {
     /// Checks these requirements against an Agent's grants and its memory limit (the
     /// `limits.memoryBytes` in effect); the first misfit is the error.
     pub fn within(&self, grants: &GrantSet, memory_limit: u64) -> Result<(), Denied> {
-        if let Some(missing) = self.needed().into_iter().find(|c| !grants.grants(*c)) {
-            return Err(Denied::NotGranted(missing));
+        match self.denials(grants, memory_limit).into_iter().next() {
+            Some(first) => Err(first),
+            None => Ok(()),
         }
+    }
+
+    /// Every way these requirements exceed the grants, in [`Self::within`]'s order: each
+    /// capability not granted, then storage, signing key, memory and each host. The Plan
+    /// validator lists them all; the operator and executor stop at the first.
+    pub fn denials(&self, grants: &GrantSet, memory_limit: u64) -> Vec<Denied> {
+        let mut out: Vec<Denied> = self
+            .needed()
+            .into_iter()
+            .filter(|c| !grants.grants(*c))
+            .map(Denied::NotGranted)
+            .collect();
         if let (Some(wanted), Some(storage)) = (self.storage_bytes, &grants.storage)
             && wanted > storage.max_bytes
         {
-            return Err(Denied::StorageTooLarge {
+            out.push(Denied::StorageTooLarge {
                 wanted,
                 granted: storage.max_bytes,
             });
@@ -92,7 +107,7 @@ impl TaskRequirements {
         if let (Some(wanted), Some(signing)) = (&self.signing_key_id, &grants.signing)
             && *wanted != signing.key_id
         {
-            return Err(Denied::SigningKeyMismatch {
+            out.push(Denied::SigningKeyMismatch {
                 wanted: wanted.clone(),
                 granted: signing.key_id.clone(),
             });
@@ -100,28 +115,36 @@ impl TaskRequirements {
         if let Some(wanted) = self.memory_bytes
             && wanted > memory_limit
         {
-            return Err(Denied::MemoryTooLarge {
+            out.push(Denied::MemoryTooLarge {
                 wanted,
                 limit: memory_limit,
             });
         }
         if let Some(network) = &grants.network {
-            let granted: Vec<HostPattern> = network
-                .allowed_hosts
-                .iter()
-                .filter_map(|h| HostPattern::parse(h).ok())
-                .collect();
-            for host in &self.hosts {
-                let wanted = HostPattern::parse(host).map_err(|e| Denied::BadHost {
+            out.extend(self.host_denials(&network.allowed_hosts));
+        }
+        out
+    }
+
+    /// Each required host that is no origin or that no entry of `allowed` covers.
+    fn host_denials(&self, allowed: &[String]) -> Vec<Denied> {
+        let granted: Vec<HostPattern> = allowed
+            .iter()
+            .filter_map(|h| HostPattern::parse(h).ok())
+            .collect();
+        self.hosts
+            .iter()
+            .filter_map(|host| match HostPattern::parse(host) {
+                Err(e) => Some(Denied::BadHost {
                     host: host.clone(),
                     reason: e.to_string(),
-                })?;
-                if !granted.iter().any(|g| g.covers(&wanted)) {
-                    return Err(Denied::HostNotAllowed { host: host.clone() });
+                }),
+                Ok(wanted) if !granted.iter().any(|g| g.covers(&wanted)) => {
+                    Some(Denied::HostNotAllowed { host: host.clone() })
                 }
-            }
-        }
-        Ok(())
+                Ok(_) => None,
+            })
+            .collect()
     }
 }
 
@@ -278,5 +301,28 @@ mod tests {
             .within(&GrantSet::default(), MEMORY),
             Err(Denied::NotGranted(CapabilityName::Network))
         );
+    }
+
+    #[test]
+    fn denials_list_every_misfit_not_only_the_first() {
+        let mut grants = granted();
+        grants.network = Some(NetworkGrant {
+            allowed_hosts: vec!["https://a.example".into()],
+        });
+        let req = TaskRequirements {
+            capabilities: vec![CapabilityName::TimeAccess],
+            hosts: vec!["https://b.example".into(), "b.example".into()],
+            storage_bytes: Some(101),
+            memory_bytes: Some(MEMORY + 1),
+            signing_key_id: None,
+        };
+        let d = req.denials(&grants, MEMORY);
+        assert_eq!(d.len(), 5, "{d:#?}");
+        assert_eq!(d[0], Denied::NotGranted(CapabilityName::TimeAccess));
+        assert!(matches!(d[1], Denied::StorageTooLarge { .. }));
+        assert!(matches!(d[2], Denied::MemoryTooLarge { .. }));
+        assert!(matches!(&d[3], Denied::HostNotAllowed { host } if host == "https://b.example"));
+        assert!(matches!(d[4], Denied::BadHost { .. }));
+        assert_eq!(req.within(&grants, MEMORY), Err(d[0].clone()));
     }
 }

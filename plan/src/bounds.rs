@@ -5,9 +5,10 @@
 
 use crate::model::{
     AgentRef, InputRef, MAX_FIELD_NAME, MAX_LITERAL_INPUT, MAX_REFS, MAX_STEP_NAME, MAX_STEPS,
-    Proposal, Requirements, Step,
+    Proposal, Step,
 };
 use crate::validate::{Rule, Violation};
+use ari_model::TaskRequirements;
 
 /// Largest proposal read, in bytes: a Task's output is at most this (it must fit in a
 /// ConfigMap), so no planner can produce a longer one.
@@ -102,7 +103,7 @@ fn input_ref(r: &InputRef) -> Option<String> {
         })
 }
 
-fn requirements(r: &Requirements) -> Option<String> {
+fn requirements(r: &TaskRequirements) -> Option<String> {
     if r.capabilities.len() > MAX_CAPABILITIES {
         return Some(format!(
             "requirements.capabilities has {} entries, above {MAX_CAPABILITIES}",

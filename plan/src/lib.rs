@@ -15,13 +15,11 @@ pub mod names;
 pub mod schema;
 pub mod validate;
 
-pub use agents::{AgentMode, AgentView, Agents, HostCheck, SimpleHosts};
-pub use ari_model::CapabilityName;
+pub use agents::{AgentMode, AgentView, Agents};
+pub use ari_model::{CapabilityName, TaskRequirements};
 pub use bounds::{MAX_PROPOSAL_BYTES, Unreadable, parse_proposal};
 pub use input::{InputError, compose_input};
-pub use model::{
-    AgentRef, InputRef, Limits, PLANNER_STEP, Proposal, Requirements, RetryPolicy, Step,
-};
+pub use model::{AgentRef, InputRef, Limits, PLANNER_STEP, Proposal, RetryPolicy, Step};
 pub use validate::{Context, Rule, Violation, validate, validate_planner};
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! attributes bound every field; [`crate::validate`] checks the same bounds again, because a
 //! proposal comes from a guest's output and never went through the API server's schema.
 
-use ari_model::CapabilityName;
+use ari_model::TaskRequirements;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -81,7 +81,7 @@ pub struct Step {
     pub outputs: Vec<String>,
     /// Capabilities the step needs; each must be within its Agent's grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requirements: Option<Requirements>,
+    pub requirements: Option<TaskRequirements>,
     /// Fuel budget of the step's Task; at most its Agent's limit. Default: that limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
@@ -122,28 +122,6 @@ impl InputRef {
             .or(self.field.as_deref())
             .unwrap_or(&self.step)
     }
-}
-
-/// What a step needs from its Agent (the Task's `requirements`, same fields).
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Requirements {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 6))]
-    pub capabilities: Vec<CapabilityName>,
-    /// Origins (`scheme://host[:port]`) the step will call; each within the network grant.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(length(min = 1, max = 512)))]
-    pub hosts: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub storage_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub memory_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub signing_key_id: Option<String>,
 }
 
 /// How often a failed step is run again (as a new Task, `<plan>-<step>.<attempt>`). Refusals

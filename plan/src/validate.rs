@@ -10,7 +10,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agents::{AgentMode, Agents, HostCheck};
+use crate::agents::{AgentMode, Agents};
 use crate::bounds::{cut, first_breach};
 use crate::graph::Graph;
 use crate::model::{
@@ -127,8 +127,6 @@ pub struct Context<'a> {
     pub agents: &'a Agents,
     /// The Plan's own limits (a proposal may only lower them).
     pub limits: &'a Limits,
-    /// Host allow-list grammar.
-    pub hosts: &'a dyn HostCheck,
     /// The Plan's name, when known, so step Task names are checked to fit
     /// ([`crate::names::longest_step_task_name`]).
     pub plan_name: Option<&'a str>,
@@ -406,7 +404,7 @@ fn step_rules(
     }
     let agent = agent_rules(name, &s.agent_ref.name, ctx, out);
     if let (Some(agent), Some(req)) = (agent, &s.requirements) {
-        for denial in agent.denials(req, ctx.hosts) {
+        for denial in agent.denials(req) {
             out.step(name, Rule::NotGranted, denial);
         }
     }

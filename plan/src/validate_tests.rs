@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use ari_model::CapabilityName;
+use ari_model::{GrantSet, NetworkGrant};
 use serde_json::json;
 
-use crate::agents::{AgentMode, AgentView, Agents, SimpleHosts};
+use crate::agents::{AgentMode, AgentView, Agents};
 use crate::model::{Limits, Proposal};
 use crate::validate::{Context, Rule, Violation, validate, validate_planner};
 
@@ -14,10 +14,12 @@ fn agent(ready: bool, mode: AgentMode) -> AgentView {
     AgentView {
         ready,
         mode,
-        grants: [CapabilityName::Network].into(),
-        allowed_hosts: vec!["https://api.example.com".into()],
-        storage_max_bytes: None,
-        signing_key_id: None,
+        grants: GrantSet {
+            network: Some(NetworkGrant {
+                allowed_hosts: vec!["https://api.example.com".into()],
+            }),
+            ..Default::default()
+        },
         memory_bytes: 1 << 20,
         fuel_limit: 1_000,
     }
@@ -43,7 +45,6 @@ fn check(p: &Proposal, limits: &Limits) -> Vec<Violation> {
         &Context {
             agents: &agents,
             limits,
-            hosts: &SimpleHosts,
             plan_name: Some("plan"),
             allowed_agents: None,
         },
@@ -376,8 +377,9 @@ fn a_proposal_breaking_several_rules_reports_every_one_in_a_stable_order() {
             (None, Rule::TooManySteps, "4 steps, above the limit of 3"),
             (Some("fetch"), Rule::UnknownAgent, "\"ghost\""),
             (Some("count"), Rule::ModeRefused, "subagent"),
-            (Some("count"), Rule::NotGranted, "randomness"),
+            // In the capabilities' own order, as the operator names them for a Task.
             (Some("count"), Rule::NotGranted, "storage"),
+            (Some("count"), Rule::NotGranted, "randomness"),
             (
                 Some("count"),
                 Rule::UnknownField,
@@ -407,7 +409,6 @@ fn a_planner_on_a_missing_subagent_or_unready_agent_is_reported_on_step_planner(
     let ctx = Context {
         agents: &agents,
         limits: &limits,
-        hosts: &SimpleHosts,
         plan_name: None,
         allowed_agents: None,
     };
@@ -434,7 +435,6 @@ fn a_step_name_too_long_for_its_task_name_is_invalid() {
     let ctx = Context {
         agents: &agents,
         limits: &limits,
-        hosts: &SimpleHosts,
         plan_name: Some(&long_plan),
         allowed_agents: None,
     };
@@ -455,7 +455,6 @@ fn the_retry_suffix_counts_only_for_a_step_with_retries() {
     let ctx = Context {
         agents: &agents,
         limits: &limits,
-        hosts: &SimpleHosts,
         plan_name: Some(&plan),
         allowed_agents: None,
     };
@@ -479,7 +478,6 @@ fn a_step_on_an_agent_outside_the_allow_list_is_refused() {
     let ctx = Context {
         agents: &agents,
         limits: &limits,
-        hosts: &SimpleHosts,
         plan_name: Some("plan"),
         allowed_agents: Some(&allowed),
     };

@@ -8,7 +8,7 @@ mod verify;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use ari_crds::plan_view::{CrdHosts, agent_view};
+use ari_crds::plan_view::agent_view;
 use ari_crds::{Agent, Plan};
 use ari_plan::{Agents, Limits, Proposal, Violation};
 use clap::{Args, Subcommand};
@@ -166,7 +166,6 @@ fn context<'a>(
     ari_plan::Context {
         agents,
         limits,
-        hosts: &CrdHosts,
         plan_name: name,
         allowed_agents,
     }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ari_crds::plan_view::{LABEL_PLAN_STEP, LABEL_PLAN_UID, agent_views, task_requirements};
+use ari_crds::plan_view::{LABEL_PLAN_STEP, LABEL_PLAN_UID, agent_views};
 use ari_crds::{Agent, Plan, Task, TaskPhase};
 use ari_plan::input::{Object, Shape, single};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -503,7 +503,7 @@ fn task_object(plan: &Plan, ns: &str, new: &NewTask, input: Vec<u8>) -> Result<T
         }
     }
     if let Some(r) = &new.requirements {
-        spec["requirements"] = json!(task_requirements(r));
+        spec["requirements"] = json!(r);
     }
     if let Some(f) = new.fuel {
         spec["fuel"] = json!(f);

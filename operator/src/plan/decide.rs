@@ -19,7 +19,7 @@ use ari_crds::plan::{
     DEPENDENCY_FAILED as DEPENDENCY_FAILED_REASON, INPUT_UNAVAILABLE as INPUT_UNAVAILABLE_REASON,
     MAX_VIOLATIONS, STEP_CANCELLED, STEP_DEADLINE_EXCEEDED, TASK_DELETED as TASK_DELETED_REASON,
 };
-use ari_crds::plan_view::{CrdHosts, planner_task_name, step_task_name, taken_name};
+use ari_crds::plan_view::{planner_task_name, step_task_name, taken_name};
 use ari_crds::{
     Plan, PlanPhase, PlanReason, PlanStatus, StepPhase, StepStatus, TaskPhase, TaskReason,
     format_duration_millis,
@@ -83,7 +83,7 @@ pub struct NewTask {
     pub attempt: u32,
     pub agent: String,
     pub input: Input,
-    pub requirements: Option<ari_plan::Requirements>,
+    pub requirements: Option<ari_plan::TaskRequirements>,
     pub fuel: Option<u64>,
     pub deadline_seconds: Option<u32>,
     /// The longest deadline this step's Task can have been given (an earlier pass gave more
@@ -820,7 +820,6 @@ fn context<'b>(o: &'b Observed, limits: &'b Limits, name: &'b str) -> ari_plan::
     ari_plan::Context {
         agents: o.agents,
         limits,
-        hosts: &CrdHosts,
         plan_name: Some(name),
         allowed_agents: o.plan.spec.allowed_agents.as_deref(),
     }

@@ -26,9 +26,6 @@ fn agents() -> Agents {
         ready,
         mode,
         grants: Default::default(),
-        allowed_hosts: vec![],
-        storage_max_bytes: None,
-        signing_key_id: None,
         memory_bytes: 1 << 20,
         fuel_limit: 1_000,
     };
