@@ -28,8 +28,8 @@ pub use capability::{
 };
 pub use delegation::{ChildStatus, ParentRef, admit_child};
 pub use plan::{
-    HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, Planner,
-    StepPhase, StepStatus,
+    HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, PlanStepReason,
+    Planner, StepPhase, StepReason, StepStatus,
 };
 pub use task::{
     AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,

@@ -12,6 +12,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::TaskReason;
 use crate::task::AgentRef;
 
 /// Most violations kept in status (the count says how many there were).
@@ -245,10 +246,8 @@ pub struct PlanStatus {
 pub struct StepStatus {
     pub name: String,
     pub phase: StepPhase,
-    /// The Task's reason, or one of the Plan's own: `DependencyFailed`, `InputUnavailable`,
-    /// `TaskDeleted`, `Cancelled`, `DeadlineExceeded` (see [`STEP_REASONS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<StepReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The Task of the latest attempt.
@@ -349,24 +348,92 @@ impl std::fmt::Display for HistoryEvent {
     }
 }
 
-/// Step reason: a step it depends on failed, so it never ran.
-pub const DEPENDENCY_FAILED: &str = "DependencyFailed";
-/// Step reason: its input could not be built from its dependencies' outputs.
-pub const INPUT_UNAVAILABLE: &str = "InputUnavailable";
-/// Step reason: its Task was deleted (by hand) before the Plan finished.
-pub const TASK_DELETED: &str = "TaskDeleted";
-/// Step reason: the Plan was cancelled before the step finished.
-pub const STEP_CANCELLED: &str = "Cancelled";
-/// Step reason: the Plan's deadline passed before the step ran.
-pub const STEP_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
-/// Every reason a step gets from the Plan rather than from its Task.
-pub const STEP_REASONS: [&str; 5] = [
-    DEPENDENCY_FAILED,
-    INPUT_UNAVAILABLE,
-    TASK_DELETED,
-    STEP_CANCELLED,
-    STEP_DEADLINE_EXCEEDED,
-];
+/// A reason the Plan gives a step, rather than its Task. (A Plan that is cancelled or runs
+/// out of time gives its waiting steps the Task reasons `Cancelled` and `DeadlineExceeded`.)
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanStepReason {
+    /// A step it depends on failed, so it never ran.
+    DependencyFailed,
+    /// Its input could not be built from its dependencies' outputs.
+    InputUnavailable,
+    /// Its Task was deleted (by hand) before the Plan finished.
+    TaskDeleted,
+}
+
+impl PlanStepReason {
+    pub const ALL: [PlanStepReason; 3] = [
+        PlanStepReason::DependencyFailed,
+        PlanStepReason::InputUnavailable,
+        PlanStepReason::TaskDeleted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanStepReason::DependencyFailed => "DependencyFailed",
+            PlanStepReason::InputUnavailable => "InputUnavailable",
+            PlanStepReason::TaskDeleted => "TaskDeleted",
+        }
+    }
+}
+
+/// Why a step ended: its Task's reason or one of the Plan's own, one string in status (the
+/// two sets share no name).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum StepReason {
+    Task(TaskReason),
+    Plan(PlanStepReason),
+}
+
+impl StepReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepReason::Task(r) => r.as_str(),
+            StepReason::Plan(r) => r.as_str(),
+        }
+    }
+
+    /// Every reason a step can carry.
+    pub fn all() -> impl Iterator<Item = StepReason> {
+        let task = TaskReason::ALL.into_iter().map(StepReason::Task);
+        task.chain(PlanStepReason::ALL.into_iter().map(StepReason::Plan))
+    }
+}
+
+impl From<TaskReason> for StepReason {
+    fn from(r: TaskReason) -> Self {
+        StepReason::Task(r)
+    }
+}
+
+impl From<PlanStepReason> for StepReason {
+    fn from(r: PlanStepReason) -> Self {
+        StepReason::Plan(r)
+    }
+}
+
+impl std::fmt::Display for StepReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One string enum in the schema (an untagged union would be an `anyOf`, which a structural
+/// CRD schema cannot say as simply).
+impl JsonSchema for StepReason {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "StepReason".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = StepReason::all().map(StepReason::as_str).collect();
+        schemars::json_schema!({
+            "description": "The Task's reason, or one of the Plan's own (`DependencyFailed`, `InputUnavailable`, `TaskDeleted`).",
+            "type": "string",
+            "enum": names,
+        })
+    }
+}
 
 impl Plan {
     /// The phase, `Pending` before the operator wrote any.

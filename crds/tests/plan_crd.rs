@@ -131,7 +131,8 @@ fn docs_name_every_history_event_and_plan_step_reason() {
             "docs/plans.md does not name history event {event}"
         );
     }
-    for reason in ari_crds::plan::STEP_REASONS {
+    for reason in ari_crds::plan::PlanStepReason::ALL {
+        let reason = reason.as_str();
         assert!(
             doc.contains(&format!("`{reason}`")),
             "docs/plans.md does not name step reason {reason}"

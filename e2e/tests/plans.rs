@@ -106,7 +106,8 @@ async fn plan_tasks(client: &Client, ns: &str, plan: &Plan) -> Result<BTreeMap<S
 fn step_phase(p: &Plan, step: &str) -> (Option<StepPhase>, Option<String>) {
     let s = p.status.clone().unwrap_or_default();
     let st = s.steps.iter().find(|s| s.name == step);
-    (st.map(|s| s.phase), st.and_then(|s| s.reason.clone()))
+    let reason = st.and_then(|s| s.reason).map(|r| r.as_str().to_owned());
+    (st.map(|s| s.phase), reason)
 }
 
 fn output(t: Option<&Task>) -> Option<String> {

@@ -24,8 +24,7 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use super::decide::{
-    Created, INPUT_UNAVAILABLE, Input, MAX_TASK_INPUT, NewTask, Observed, ProposalRead, Record,
-    decide, record_created,
+    Created, Input, MAX_TASK_INPUT, NewTask, Observed, ProposalRead, Record, decide, record_created,
 };
 use super::history;
 use super::observe::{TaskObs, Tasks};
@@ -440,7 +439,7 @@ pub(crate) fn fail_input(status: &mut ari_crds::PlanStatus, new: &NewTask, why: 
     let Some(step) = &new.step else { return };
     if let Some(st) = status.steps.iter_mut().find(|s| &s.name == step) {
         st.phase = ari_crds::StepPhase::Failed;
-        st.reason = Some(INPUT_UNAVAILABLE.to_owned());
+        st.reason = Some(ari_crds::PlanStepReason::InputUnavailable.into());
         st.message = Some(why);
         // No Task was made for this attempt.
         st.task = None;

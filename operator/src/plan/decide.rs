@@ -15,14 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ari_crds::conditions::{self, ConditionStatus};
-use ari_crds::plan::{
-    DEPENDENCY_FAILED as DEPENDENCY_FAILED_REASON, INPUT_UNAVAILABLE as INPUT_UNAVAILABLE_REASON,
-    MAX_VIOLATIONS, STEP_CANCELLED, STEP_DEADLINE_EXCEEDED, TASK_DELETED as TASK_DELETED_REASON,
-};
+use ari_crds::plan::MAX_VIOLATIONS;
 use ari_crds::plan_view::{planner_task_name, step_task_name, taken_name};
 use ari_crds::{
-    Plan, PlanPhase, PlanReason, PlanStatus, StepPhase, StepStatus, TaskPhase, TaskReason,
-    format_duration_millis,
+    Plan, PlanPhase, PlanReason, PlanStatus, PlanStepReason, StepPhase, StepReason, StepStatus,
+    TaskPhase, TaskReason, format_duration_millis,
 };
 use ari_model::sha256_hex;
 use ari_plan::graph::Graph;
@@ -34,12 +31,6 @@ use super::observe::{TaskObs, Tasks};
 
 /// `status.conditions` type: the validator's verdict.
 pub const VALIDATED: &str = "Validated";
-/// Step reason: a step it depends on failed, so it never ran.
-pub const DEPENDENCY_FAILED: &str = DEPENDENCY_FAILED_REASON;
-/// Step reason: its input could not be built from its dependencies' outputs.
-pub const INPUT_UNAVAILABLE: &str = INPUT_UNAVAILABLE_REASON;
-/// Step reason: its Task was deleted (by hand) before the Plan finished.
-pub const TASK_DELETED: &str = TASK_DELETED_REASON;
 /// Largest input a step Task may carry inline (the Task schema's bound).
 pub const MAX_TASK_INPUT: usize = 1_048_576;
 
@@ -512,7 +503,8 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
         };
         // A step whose input could not be built stays failed: nothing would change it.
         if let Some(prev) = prev.filter(|p| {
-            p.phase == StepPhase::Failed && p.reason.as_deref() == Some(INPUT_UNAVAILABLE)
+            p.phase == StepPhase::Failed
+                && p.reason == Some(PlanStepReason::InputUnavailable.into())
         }) {
             states.push(prev.clone());
             continue;
@@ -540,7 +532,7 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
             if !st.phase.is_finished() {
                 fail_step(
                     &mut st,
-                    TASK_DELETED,
+                    PlanStepReason::TaskDeleted,
                     format!("its Task {} was deleted", c.task),
                 );
             }
@@ -559,7 +551,7 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
             }
             TaskPhase::Succeeded => {
                 st.phase = StepPhase::Succeeded;
-                st.reason = Some(TaskReason::Completed.as_str().into());
+                st.reason = Some(TaskReason::Completed.into());
                 st.output_sha256 = t.output_sha256.clone();
                 st.attestation_sha256 = t
                     .attestation_sha256
@@ -605,7 +597,7 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
                     } else {
                         StepPhase::Failed
                     };
-                    st.reason = t.reason.map(|r| r.as_str().to_owned());
+                    st.reason = t.reason.map(StepReason::Task);
                     st.message = t.message.clone();
                 }
             }
@@ -681,14 +673,14 @@ fn finish(
         .status
         .steps
         .iter()
-        .filter(|s| s.phase == StepPhase::Failed && s.reason.as_deref() != Some(DEPENDENCY_FAILED))
-        .map(|s| format!("{} ({})", s.name, s.reason.clone().unwrap_or_default()))
+        .filter(|s| s.phase == StepPhase::Failed && s.reason != Some(DEPENDENCY_FAILED))
+        .map(|s| format!("{} ({})", s.name, s.reason.map_or("", StepReason::as_str)))
         .collect();
     let skipped = out
         .status
         .steps
         .iter()
-        .filter(|s| s.reason.as_deref() == Some(DEPENDENCY_FAILED))
+        .filter(|s| s.reason == Some(DEPENDENCY_FAILED))
         .count();
     let (phase, reason, message) = if cancelled {
         (
@@ -733,9 +725,9 @@ fn propagate_failures(states: &mut [StepStatus], graph: &Graph, stopping: bool, 
             s.phase = StepPhase::Cancelled;
             s.reason = Some(
                 if late {
-                    STEP_DEADLINE_EXCEEDED
+                    TaskReason::DeadlineExceeded
                 } else {
-                    STEP_CANCELLED
+                    TaskReason::Cancelled
                 }
                 .into(),
             );
@@ -757,7 +749,7 @@ fn propagate_failures(states: &mut [StepStatus], graph: &Graph, stopping: bool, 
                     "step {} did not succeed, so this step never ran",
                     states[*d].name
                 );
-                fail_step(&mut states[i], DEPENDENCY_FAILED, why);
+                fail_step(&mut states[i], PlanStepReason::DependencyFailed, why);
                 changed = true;
             }
         }
@@ -767,9 +759,12 @@ fn propagate_failures(states: &mut [StepStatus], graph: &Graph, stopping: bool, 
     }
 }
 
-fn fail_step(st: &mut StepStatus, reason: &str, message: String) {
+/// The reason of a step that never ran because one it depends on did not succeed.
+const DEPENDENCY_FAILED: StepReason = StepReason::Plan(PlanStepReason::DependencyFailed);
+
+fn fail_step(st: &mut StepStatus, reason: PlanStepReason, message: String) {
     st.phase = StepPhase::Failed;
-    st.reason = Some(reason.to_owned());
+    st.reason = Some(reason.into());
     st.message = Some(message);
 }
 

@@ -4,15 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use ari_crds::{Plan, PlanPhase, PlanReason, StepPhase, TaskPhase, TaskReason};
+use ari_crds::{
+    Plan, PlanPhase, PlanReason, PlanStepReason, StepPhase, StepReason, TaskPhase, TaskReason,
+};
 use ari_plan::{AgentMode, AgentView, Agents, Rule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::decide::{
-    Created, DEPENDENCY_FAILED, INPUT_UNAVAILABLE, Input, NewTask, Observed, Outcome, ProposalRead,
-    decide, record_created,
+    Created, Input, NewTask, Observed, Outcome, ProposalRead, decide, record_created,
 };
 use super::history;
 use super::observe::{TaskObs, Tasks};
@@ -180,10 +181,10 @@ fn created(out: &Outcome) -> Vec<&str> {
     out.create.iter().map(|t| t.name.as_str()).collect()
 }
 
-fn phase_of(out: &Outcome, step: &str) -> (StepPhase, Option<String>) {
+fn phase_of(out: &Outcome, step: &str) -> (StepPhase, Option<StepReason>) {
     let s = out.status.steps.iter().find(|s| s.name == step);
     let s = s.unwrap_or_else(|| panic!("no step {step}: {:?}", out.status.steps));
-    (s.phase, s.reason.clone())
+    (s.phase, s.reason)
 }
 
 #[test]
@@ -315,11 +316,14 @@ fn a_failed_step_fails_its_dependants_dependency_failed_and_they_never_run() {
     assert!(out.create.is_empty(), "{:?}", created(&out));
     assert_eq!(
         phase_of(&out, "left"),
-        (StepPhase::Failed, Some("Trap".into()))
+        (StepPhase::Failed, Some(TaskReason::Trap.into()))
     );
     assert_eq!(
         phase_of(&out, "join"),
-        (StepPhase::Failed, Some(DEPENDENCY_FAILED.into()))
+        (
+            StepPhase::Failed,
+            Some(PlanStepReason::DependencyFailed.into())
+        )
     );
     assert_eq!(
         (out.status.phase, out.status.reason),
@@ -363,7 +367,7 @@ fn a_failure_is_retried_as_a_new_task_up_to_the_limit_but_a_refusal_is_not() {
     );
     assert_eq!(
         phase_of(&out, "right"),
-        (StepPhase::Failed, Some("FuelExhausted".into()))
+        (StepPhase::Failed, Some(TaskReason::FuelExhausted.into()))
     );
 
     let mut p = plan(fan());
@@ -398,11 +402,17 @@ fn a_step_whose_input_cannot_be_made_stays_failed_and_fails_its_dependants() {
     let out = step(&mut p, &tasks, 1_003);
     assert_eq!(
         phase_of(&out, "right"),
-        (StepPhase::Failed, Some(INPUT_UNAVAILABLE.into()))
+        (
+            StepPhase::Failed,
+            Some(PlanStepReason::InputUnavailable.into())
+        )
     );
     assert_eq!(
         phase_of(&out, "join"),
-        (StepPhase::Failed, Some(DEPENDENCY_FAILED.into()))
+        (
+            StepPhase::Failed,
+            Some(PlanStepReason::DependencyFailed.into())
+        )
     );
     assert!(out.create.is_empty(), "{:?}", created(&out));
 }
@@ -485,7 +495,7 @@ fn a_recorded_task_replaced_under_its_name_is_deleted_not_taken() {
     let out = step(&mut p, &Tasks::from([("p-split".into(), other)]), 1_002);
     assert_eq!(
         phase_of(&out, "split"),
-        (StepPhase::Failed, Some("TaskDeleted".into()))
+        (StepPhase::Failed, Some(PlanStepReason::TaskDeleted.into()))
     );
 }
 
@@ -637,7 +647,7 @@ fn a_step_whose_task_was_deleted_while_running_fails_instead_of_running_again() 
     assert!(out.create.is_empty(), "{:?}", created(&out));
     assert_eq!(
         phase_of(&out, "split"),
-        (StepPhase::Failed, Some("TaskDeleted".into()))
+        (StepPhase::Failed, Some(PlanStepReason::TaskDeleted.into()))
     );
     assert_eq!(out.status.reason, Some(PlanReason::StepFailed));
 }

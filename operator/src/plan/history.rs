@@ -123,7 +123,7 @@ fn step_stages(before: Option<&StepStatus>, now: &StepStatus) -> Vec<Stage> {
         ));
     }
     if !was.is_finished() && now.phase.is_finished() {
-        let reason = now.reason.clone().unwrap_or_default();
+        let reason = now.reason.map_or("", ari_crds::StepReason::as_str);
         let message = now.message.clone().unwrap_or_default();
         let sep = if message.is_empty() { "" } else { ": " };
         let warning = now.phase != StepPhase::Succeeded;
