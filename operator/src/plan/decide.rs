@@ -220,68 +220,92 @@ pub fn decide(o: &Observed) -> Outcome {
     let limits = limits.tightest(&asked);
 
     // Validation, once, before any step runs.
-    if !conditions::is_true(&old.conditions, VALIDATED) {
-        let sha = sha.unwrap_or_else(|| sha256_hex(&serde_json::to_vec(steps).unwrap_or_default()));
-        out.status.proposal_sha256 = Some(sha);
-        if plan.is_cancelled() {
-            end(
-                &mut out.status,
-                o,
-                PlanPhase::Cancelled,
-                PlanReason::Cancelled,
-                "cancelled before it was validated",
-            );
-            return out;
-        }
-        let from_spec;
-        let proposal = match proposed {
-            Some(p) => p,
-            None => {
-                from_spec = Proposal {
-                    steps: steps.to_vec(),
-                    ..Default::default()
-                };
-                &from_spec
-            }
-        };
-        let violations = validate(
-            proposal,
-            &context(
-                o,
-                plan.spec.limits.as_ref().unwrap_or(&Limits::default()),
-                &name,
-            ),
-        );
-        if !violations.is_empty() {
-            reject(&mut out, o, violations);
-            return out;
-        }
-        conditions::set(
-            &mut out.status.conditions,
-            VALIDATED,
-            ConditionStatus::True,
-            "Accepted",
-            format!("{} steps, within every rule", steps.len()),
-            plan.metadata.generation,
-            Time(o.now),
-        );
-        out.status.phase = Some(PlanPhase::Running);
-    } else if let Some(sha) = sha
-        && out.status.proposal_sha256.as_deref() != Some(sha.as_str())
-    {
-        // The planner's output read now is not what was judged: never run unjudged steps.
-        end(
-            &mut out.status,
-            o,
-            PlanPhase::Failed,
-            PlanReason::InvalidProposal,
-            "the steps differ from the proposal that was validated",
-        );
+    let judged = if conditions::is_true(&old.conditions, VALIDATED) {
+        still_judged(&mut out, o, sha)
+    } else {
+        validate_once(&mut out, o, steps, proposed, sha, &name)
+    };
+    if !judged {
         return out;
     }
     out.status.phase = Some(PlanPhase::Running);
     run_steps(&mut out, o, steps, &limits, &name);
     out
+}
+
+/// The first pass that has steps judges them: `true` when they are admitted (the Plan runs),
+/// `false` when it ended here (rejected, or cancelled before it was judged).
+fn validate_once(
+    out: &mut Outcome,
+    o: &Observed,
+    steps: &[Step],
+    proposed: Option<&Proposal>,
+    sha: Option<String>,
+    name: &str,
+) -> bool {
+    let plan = o.plan;
+    let sha = sha.unwrap_or_else(|| sha256_hex(&serde_json::to_vec(steps).unwrap_or_default()));
+    out.status.proposal_sha256 = Some(sha);
+    if plan.is_cancelled() {
+        end(
+            &mut out.status,
+            o,
+            PlanPhase::Cancelled,
+            PlanReason::Cancelled,
+            "cancelled before it was validated",
+        );
+        return false;
+    }
+    let from_spec;
+    let proposal = match proposed {
+        Some(p) => p,
+        None => {
+            from_spec = Proposal {
+                steps: steps.to_vec(),
+                ..Default::default()
+            };
+            &from_spec
+        }
+    };
+    let limits = plan
+        .spec
+        .limits
+        .as_ref()
+        .unwrap_or(&Limits::default())
+        .clone();
+    let violations = validate(proposal, &context(o, &limits, name));
+    if !violations.is_empty() {
+        reject(out, o, violations);
+        return false;
+    }
+    conditions::set(
+        &mut out.status.conditions,
+        VALIDATED,
+        ConditionStatus::True,
+        "Accepted",
+        format!("{} steps, within every rule", steps.len()),
+        plan.metadata.generation,
+        Time(o.now),
+    );
+    true
+}
+
+/// A later pass runs only the steps that were judged: the planner's output read now must be
+/// the proposal that was validated (`sha`), or the Plan fails.
+fn still_judged(out: &mut Outcome, o: &Observed, sha: Option<String>) -> bool {
+    match sha {
+        Some(sha) if out.status.proposal_sha256.as_deref() != Some(sha.as_str()) => {
+            end(
+                &mut out.status,
+                o,
+                PlanPhase::Failed,
+                PlanReason::InvalidProposal,
+                "the steps differ from the proposal that was validated",
+            );
+            false
+        }
+        _ => true,
+    }
 }
 
 /// The planner's part of a pass: create it, wait for it, read its proposal. `Some` with the
@@ -318,40 +342,7 @@ fn planner_pass<'a>(
         .map(|r| (r.name.clone(), r.uid.clone()))
         .or(from_status);
     let Some((task, uid)) = rec else {
-        // The planner is judged before it runs, as steps are.
-        let violations = validate_planner(&planner.agent_ref.name, &context(o, &limits, name));
-        if !violations.is_empty() {
-            reject(out, o, violations);
-            return None;
-        }
-        if plan.is_cancelled() {
-            end(
-                &mut out.status,
-                o,
-                PlanPhase::Cancelled,
-                PlanReason::Cancelled,
-                "cancelled before the planner ran",
-            );
-            return None;
-        }
-        let task = free_name(o, planner_task_name(name));
-        out.create.push(NewTask {
-            name: task.clone(),
-            step: None,
-            attempt: 1,
-            agent: planner.agent_ref.name.clone(),
-            input: Input::Bytes(planner.input.clone().unwrap_or_default().into_bytes()),
-            requirements: None,
-            fuel: planner.fuel,
-            deadline_seconds: remaining_seconds(plan, &limits, o.now),
-            deadline_cap: limits.deadline_seconds,
-            retries: None,
-            not_before: None,
-        });
-        out.status.phase = Some(PlanPhase::Planning);
-        out.status.planner_task = Some(task);
-        out.status.planner_task_uid = None;
-        out.requeue = deadline_wake(plan, &limits, o.now);
+        start_planner(out, o, name, planner, &limits);
         return None;
     };
     out.status.planner_task = Some(task.clone());
@@ -378,47 +369,105 @@ fn planner_pass<'a>(
             None
         }
         TaskPhase::Failed | TaskPhase::Cancelled => {
-            let (phase, reason) = if plan.is_cancelled() {
-                (PlanPhase::Cancelled, PlanReason::Cancelled)
-            } else if deadline_passed(plan, &limits, o.now) {
-                (PlanPhase::Failed, PlanReason::DeadlineExceeded)
-            } else {
-                (PlanPhase::Failed, PlanReason::PlannerFailed)
-            };
-            let why = format!(
-                "planner Task {task} ended {}: {}",
-                t.reason.map_or("", |r| r.as_str()),
-                t.message.clone().unwrap_or_default()
-            );
-            end(&mut out.status, o, phase, reason, &why);
+            planner_failed(out, o, &limits, &task, t);
             None
         }
-        TaskPhase::Succeeded => {
-            let Some(read) = read else {
-                // Its output could not be read yet.
-                out.requeue = Some(Duration::from_secs(5));
-                return None;
-            };
-            match &read.parsed {
-                Ok(p) => Some(p),
-                Err(Unreadable::TooLarge(v)) => {
-                    out.status.proposal_sha256 = Some(read.sha256.clone());
-                    reject(out, o, vec![v.clone()]);
-                    None
-                }
-                Err(Unreadable::NotAProposal(e)) => {
-                    out.status.proposal_sha256 = Some(read.sha256.clone());
-                    let why = format!("the planner's output is not a plan proposal: {e}");
-                    end(
-                        &mut out.status,
-                        o,
-                        PlanPhase::Failed,
-                        PlanReason::InvalidProposal,
-                        &why,
-                    );
-                    None
-                }
-            }
+        TaskPhase::Succeeded => proposal_of(out, o, read),
+    }
+}
+
+/// The planner is judged before it runs, as steps are; then its Task is made.
+fn start_planner(
+    out: &mut Outcome,
+    o: &Observed,
+    name: &str,
+    planner: &ari_crds::Planner,
+    limits: &Limits,
+) {
+    let plan = o.plan;
+    let violations = validate_planner(&planner.agent_ref.name, &context(o, limits, name));
+    if !violations.is_empty() {
+        reject(out, o, violations);
+        return;
+    }
+    if plan.is_cancelled() {
+        end(
+            &mut out.status,
+            o,
+            PlanPhase::Cancelled,
+            PlanReason::Cancelled,
+            "cancelled before the planner ran",
+        );
+        return;
+    }
+    let task = free_name(o, planner_task_name(name));
+    out.create.push(NewTask {
+        name: task.clone(),
+        step: None,
+        attempt: 1,
+        agent: planner.agent_ref.name.clone(),
+        input: Input::Bytes(planner.input.clone().unwrap_or_default().into_bytes()),
+        requirements: None,
+        fuel: planner.fuel,
+        deadline_seconds: remaining_seconds(plan, limits, o.now),
+        deadline_cap: limits.deadline_seconds,
+        retries: None,
+        not_before: None,
+    });
+    out.status.phase = Some(PlanPhase::Planning);
+    out.status.planner_task = Some(task);
+    out.status.planner_task_uid = None;
+    out.requeue = deadline_wake(plan, limits, o.now);
+}
+
+/// The planner's Task failed or was cancelled: the Plan ends, saying why.
+fn planner_failed(out: &mut Outcome, o: &Observed, limits: &Limits, task: &str, t: &TaskObs) {
+    let plan = o.plan;
+    let (phase, reason) = if plan.is_cancelled() {
+        (PlanPhase::Cancelled, PlanReason::Cancelled)
+    } else if deadline_passed(plan, limits, o.now) {
+        (PlanPhase::Failed, PlanReason::DeadlineExceeded)
+    } else {
+        (PlanPhase::Failed, PlanReason::PlannerFailed)
+    };
+    let why = format!(
+        "planner Task {task} ended {}: {}",
+        t.reason.map_or("", |r| r.as_str()),
+        t.message.clone().unwrap_or_default()
+    );
+    end(&mut out.status, o, phase, reason, &why);
+}
+
+/// The proposal of a planner that succeeded, once the controller has read it; a proposal
+/// too large or not a proposal at all ends the Plan.
+fn proposal_of<'a>(
+    out: &mut Outcome,
+    o: &Observed,
+    read: Option<&'a ProposalRead>,
+) -> Option<&'a Proposal> {
+    let Some(read) = read else {
+        // Its output could not be read yet.
+        out.requeue = Some(Duration::from_secs(5));
+        return None;
+    };
+    match &read.parsed {
+        Ok(p) => Some(p),
+        Err(Unreadable::TooLarge(v)) => {
+            out.status.proposal_sha256 = Some(read.sha256.clone());
+            reject(out, o, vec![v.clone()]);
+            None
+        }
+        Err(Unreadable::NotAProposal(e)) => {
+            out.status.proposal_sha256 = Some(read.sha256.clone());
+            let why = format!("the planner's output is not a plan proposal: {e}");
+            end(
+                &mut out.status,
+                o,
+                PlanPhase::Failed,
+                PlanReason::InvalidProposal,
+                &why,
+            );
+            None
         }
     }
 }
@@ -429,6 +478,17 @@ struct Current<'a> {
     task: String,
     uid: String,
     obs: Option<&'a TaskObs>,
+}
+
+/// What every step of one Running pass is judged with.
+struct Pass<'a> {
+    o: &'a Observed<'a>,
+    limits: &'a Limits,
+    /// The Plan's name.
+    name: &'a str,
+    /// Cancelled or past its deadline: start nothing, stop what runs.
+    stopping: bool,
+    sources: BTreeMap<String, Source>,
 }
 
 /// The Running phase: step states from their Tasks, starts, failures, cancellation, the end.
@@ -442,17 +502,45 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
         .collect();
     let cancelled = plan.is_cancelled();
     let late = deadline_passed(plan, limits, o.now);
-    let stopping = cancelled || late;
     let graph = Graph::new(steps);
-    // The earliest a step could have started: the recorded verdict, else the Plan's creation
-    // (a pass that validates creates its first steps before its status write records it).
-    let verdict_at = plan
-        .status
-        .as_ref()
-        .and_then(|st| conditions::find(&st.conditions, VALIDATED))
-        .map(|c| c.last_transition_time.0)
-        .or_else(|| plan.metadata.creation_timestamp.as_ref().map(|t| t.0));
-    let current: Vec<Option<Current>> = steps
+    let current = current_attempts(o, steps, &old);
+    let pass = Pass {
+        o,
+        limits,
+        name,
+        stopping: cancelled || late,
+        sources: sources(steps, &current, &old),
+    };
+    let mut states: Vec<StepStatus> = steps
+        .iter()
+        .zip(&current)
+        .map(|(s, c)| pass.step_state(out, s, c.as_ref(), old.get(&s.name)))
+        .collect();
+    propagate_failures(&mut states, &graph, pass.stopping, late);
+    if !pass.stopping {
+        pass.start_ready(out, steps, &graph, &current, &mut states);
+    }
+    let total = states.len();
+    let succeeded = states
+        .iter()
+        .filter(|s| s.phase == StepPhase::Succeeded)
+        .count();
+    out.status.progress = Some(format!("{succeeded}/{total}"));
+    out.status.fuel_used = Some(states.iter().filter_map(|s| s.fuel_used).sum());
+    out.status.steps = states;
+    out.requeue = deadline_wake(plan, limits, o.now);
+    if out.status.steps.iter().all(|s| s.phase.is_finished()) {
+        finish(out, o, cancelled, late, limits, succeeded, total);
+    }
+}
+
+/// Each step's latest recorded attempt and its Task, if the Plan made one.
+fn current_attempts<'a>(
+    o: &'a Observed,
+    steps: &[Step],
+    old: &BTreeMap<String, StepStatus>,
+) -> Vec<Option<Current<'a>>> {
+    steps
         .iter()
         .map(|s| {
             let (attempt, task, uid) =
@@ -465,12 +553,19 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
                 obs,
             })
         })
-        .collect();
-    // The succeeded steps, whose outputs later inputs are made of: from their Task, or, once
-    // the status recorded the success, from the status (the controller no longer looks).
-    let sources: BTreeMap<String, Source> = steps
+        .collect()
+}
+
+/// The succeeded steps, whose outputs later inputs are made of: from their Task, or, once
+/// the status recorded the success, from the status (the controller no longer looks).
+fn sources(
+    steps: &[Step],
+    current: &[Option<Current>],
+    old: &BTreeMap<String, StepStatus>,
+) -> BTreeMap<String, Source> {
+    steps
         .iter()
-        .zip(&current)
+        .zip(current)
         .filter_map(|(s, c)| {
             let c = c.as_ref()?;
             let output_sha256 = match c.obs {
@@ -491,61 +586,58 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
             };
             Some((s.name.clone(), source))
         })
-        .collect();
-    let mut states: Vec<StepStatus> = Vec::with_capacity(steps.len());
+        .collect()
+}
 
-    for (s, c) in steps.iter().zip(&current) {
-        let attempts_allowed = s.retry_limit().min(ari_plan::model::MAX_RETRY) + 1;
-        let prev = old.get(&s.name);
-        let mut st = StepStatus {
-            name: s.name.clone(),
-            ..Default::default()
-        };
+impl Pass<'_> {
+    /// One step's state from its latest attempt's Task (and its previous state).
+    fn step_state(
+        &self,
+        out: &mut Outcome,
+        s: &Step,
+        c: Option<&Current>,
+        prev: Option<&StepStatus>,
+    ) -> StepStatus {
         // A step whose input could not be built stays failed: nothing would change it.
         if let Some(prev) = prev.filter(|p| {
             p.phase == StepPhase::Failed
                 && p.reason == Some(PlanStepReason::InputUnavailable.into())
         }) {
-            states.push(prev.clone());
-            continue;
+            return prev.clone();
         }
         let Some(c) = c else {
-            match prev {
+            return match prev {
                 // A step that never ran carries its state over: no Task records it.
-                Some(prev) if prev.phase.is_finished() && prev.task.is_none() => st = prev.clone(),
-                _ => st.phase = StepPhase::Waiting,
-            }
-            states.push(st);
-            continue;
+                Some(prev) if prev.phase.is_finished() && prev.task.is_none() => prev.clone(),
+                _ => StepStatus {
+                    name: s.name.clone(),
+                    phase: StepPhase::Waiting,
+                    ..Default::default()
+                },
+            };
         };
-        st.task = Some(c.task.clone());
-        st.task_uid = Some(c.uid.clone());
-        st.attempts = Some(c.attempt);
-        st.message = held(&step_task_name(name, &s.name, c.attempt), &c.task);
+        let mut st = StepStatus {
+            name: s.name.clone(),
+            task: Some(c.task.clone()),
+            task_uid: Some(c.uid.clone()),
+            attempts: Some(c.attempt),
+            message: held(&step_task_name(self.name, &s.name, c.attempt), &c.task),
+            ..Default::default()
+        };
         let Some(t) = c.obs else {
-            // Its Task existed and is gone (deleted by hand): never run a step twice. A
-            // finished step keeps its result (a dependant not yet started then lacks its
-            // output: InputUnavailable); an unfinished one fails.
-            if let Some(prev) = prev.filter(|p| p.task.as_deref() == Some(c.task.as_str())) {
-                st = prev.clone();
-            }
-            if !st.phase.is_finished() {
-                fail_step(
-                    &mut st,
-                    PlanStepReason::TaskDeleted,
-                    format!("its Task {} was deleted", c.task),
-                );
-            }
-            states.push(st);
-            continue;
+            return task_gone(st, c, prev);
         };
         st.fuel_used = t.fuel_used;
         // A digest read once stays: the cache keeps no attestation.
         let kept = prev.filter(|p| p.task.as_deref() == Some(c.task.as_str()));
+        let attestation = t
+            .attestation_sha256
+            .clone()
+            .or_else(|| kept.and_then(|p| p.attestation_sha256.clone()));
         match t.phase {
             TaskPhase::Pending | TaskPhase::Running => {
                 st.phase = StepPhase::Running;
-                if stopping && !t.cancelled {
+                if self.stopping && !t.cancelled {
                     out.cancel.push(c.task.clone());
                 }
             }
@@ -553,44 +645,13 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
                 st.phase = StepPhase::Succeeded;
                 st.reason = Some(TaskReason::Completed.into());
                 st.output_sha256 = t.output_sha256.clone();
-                st.attestation_sha256 = t
-                    .attestation_sha256
-                    .clone()
-                    .or_else(|| kept.and_then(|p| p.attestation_sha256.clone()));
+                st.attestation_sha256 = attestation;
             }
             TaskPhase::Failed | TaskPhase::Cancelled => {
-                let retryable = !matches!(
-                    t.reason,
-                    Some(
-                        TaskReason::CapabilityDenied
-                            | TaskReason::ModeRefused
-                            | TaskReason::Cancelled
-                    )
-                );
                 st.output_sha256 = t.output_sha256.clone();
-                st.attestation_sha256 = t
-                    .attestation_sha256
-                    .clone()
-                    .or_else(|| kept.and_then(|p| p.attestation_sha256.clone()));
-                if retryable && c.attempt < attempts_allowed && !stopping {
-                    let next = free_name(o, step_task_name(name, &s.name, c.attempt + 1));
-                    let task = spawn(
-                        o,
-                        s,
-                        &sources,
-                        limits,
-                        &next,
-                        c.attempt + 1,
-                        t.completion_time,
-                    );
-                    out.create.push(task);
-                    st.phase = StepPhase::Running;
-                    st.message = held(&step_task_name(name, &s.name, c.attempt + 1), &next);
-                    st.task = Some(next);
-                    st.task_uid = None;
-                    st.attempts = Some(c.attempt + 1);
-                    st.attestation_sha256 = None;
-                    st.output_sha256 = None;
+                st.attestation_sha256 = attestation;
+                if self.retries(s, c, t) {
+                    self.retry(out, s, c, t, &mut st);
                 } else {
                     st.phase = if t.phase == TaskPhase::Cancelled {
                         StepPhase::Cancelled
@@ -602,13 +663,67 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
                 }
             }
         }
-        states.push(st);
+        st
     }
 
-    // Start what may start, in declaration order, up to the parallelism limit.
-    let max_parallel = limits.max_parallel().min(ari_plan::model::MAX_PARALLEL) as usize;
-    propagate_failures(&mut states, &graph, stopping, late);
-    if !stopping {
+    /// Whether a step whose attempt `c` ended unsuccessfully runs again: attempts left, the
+    /// Plan going on, and not a refusal or cancellation (the same Task would end the same).
+    fn retries(&self, s: &Step, c: &Current, t: &TaskObs) -> bool {
+        let attempts_allowed = s.retry_limit().min(ari_plan::model::MAX_RETRY) + 1;
+        let refused = matches!(
+            t.reason,
+            Some(TaskReason::CapabilityDenied | TaskReason::ModeRefused | TaskReason::Cancelled)
+        );
+        !refused && c.attempt < attempts_allowed && !self.stopping
+    }
+
+    /// The next attempt of a step: a new Task, and the step Running on it.
+    fn retry(&self, out: &mut Outcome, s: &Step, c: &Current, t: &TaskObs, st: &mut StepStatus) {
+        let attempt = c.attempt + 1;
+        let canonical = step_task_name(self.name, &s.name, attempt);
+        let next = free_name(self.o, canonical.clone());
+        let task = spawn(
+            self.o,
+            s,
+            &self.sources,
+            self.limits,
+            &next,
+            attempt,
+            t.completion_time,
+        );
+        out.create.push(task);
+        st.phase = StepPhase::Running;
+        st.message = held(&canonical, &next);
+        st.task = Some(next);
+        st.task_uid = None;
+        st.attempts = Some(attempt);
+        st.attestation_sha256 = None;
+        st.output_sha256 = None;
+    }
+
+    /// Starts what may start, in declaration order, up to the parallelism limit.
+    fn start_ready(
+        &self,
+        out: &mut Outcome,
+        steps: &[Step],
+        graph: &Graph,
+        current: &[Option<Current>],
+        states: &mut [StepStatus],
+    ) {
+        let max_parallel = self
+            .limits
+            .max_parallel()
+            .min(ari_plan::model::MAX_PARALLEL) as usize;
+        // The earliest a step could have started: the recorded verdict, else the Plan's
+        // creation (a pass that validates creates its first steps before its status write
+        // records it).
+        let plan = self.o.plan;
+        let verdict_at = plan
+            .status
+            .as_ref()
+            .and_then(|st| conditions::find(&st.conditions, VALIDATED))
+            .map(|c| c.last_transition_time.0)
+            .or_else(|| plan.metadata.creation_timestamp.as_ref().map(|t| t.0));
         for i in 0..steps.len() {
             let running = states
                 .iter()
@@ -617,18 +732,16 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
             if running >= max_parallel {
                 break;
             }
-            if states[i].phase != StepPhase::Waiting {
-                continue;
-            }
-            let ready = graph.deps[i]
-                .iter()
-                .all(|d| states[*d].phase == StepPhase::Succeeded);
+            let ready = states[i].phase == StepPhase::Waiting
+                && graph.deps[i]
+                    .iter()
+                    .all(|d| states[*d].phase == StepPhase::Succeeded);
             if !ready {
                 continue;
             }
             let s = &steps[i];
-            let canonical = step_task_name(name, &s.name, 1);
-            let task_name = free_name(o, canonical.clone());
+            let canonical = step_task_name(self.name, &s.name, 1);
+            let task_name = free_name(self.o, canonical.clone());
             states[i].message = held(&canonical, &task_name);
             // Made after the verdict and after every dependency ended.
             let deps_done = graph.deps[i]
@@ -636,27 +749,37 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
                 .filter_map(|d| current[*d].as_ref()?.obs?.completion_time)
                 .max();
             let not_before = deps_done.max(verdict_at);
-            out.create
-                .push(spawn(o, s, &sources, limits, &task_name, 1, not_before));
+            out.create.push(spawn(
+                self.o,
+                s,
+                &self.sources,
+                self.limits,
+                &task_name,
+                1,
+                not_before,
+            ));
             states[i].phase = StepPhase::Running;
             states[i].task = Some(task_name);
             states[i].attempts = Some(1);
         }
     }
+}
 
-    let total = states.len();
-    let succeeded = states
-        .iter()
-        .filter(|s| s.phase == StepPhase::Succeeded)
-        .count();
-    out.status.progress = Some(format!("{succeeded}/{total}"));
-    out.status.fuel_used = Some(states.iter().filter_map(|s| s.fuel_used).sum());
-    out.status.steps = states;
-    out.requeue = deadline_wake(plan, limits, o.now);
-
-    if out.status.steps.iter().all(|s| s.phase.is_finished()) {
-        finish(out, o, cancelled, late, limits, succeeded, total);
+/// A step whose Task existed and is gone (deleted by hand): never run a step twice. A
+/// finished step keeps its result (a dependant not yet started then lacks its output:
+/// InputUnavailable); an unfinished one fails.
+fn task_gone(mut st: StepStatus, c: &Current, prev: Option<&StepStatus>) -> StepStatus {
+    if let Some(prev) = prev.filter(|p| p.task.as_deref() == Some(c.task.as_str())) {
+        st = prev.clone();
     }
+    if !st.phase.is_finished() {
+        fail_step(
+            &mut st,
+            PlanStepReason::TaskDeleted,
+            format!("its Task {} was deleted", c.task),
+        );
+    }
+    st
 }
 
 /// Every step is finished: the Plan's end, from how they ended.
