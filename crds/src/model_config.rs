@@ -57,8 +57,9 @@ pub struct ModelConfigSpec {
     /// The wire format the endpoint speaks.
     pub provider: Provider,
     /// The API root: `https://api.openai.com/v1`, `http://vllm.models.svc:8000/v1`,
-    /// `https://api.anthropic.com`. The executor's network policy must let it reach it.
-    #[schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[^\s]+$"))]
+    /// `https://api.anthropic.com`. The executor's network policy must let it reach it. No
+    /// user or password in it: credentials go in `credentials`, which only the executor reads.
+    #[schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[^\s@]+$"))]
     pub endpoint: String,
     /// The provider's model id (`gpt-4o-mini`, `claude-sonnet-4-5`, a vLLM served name).
     #[schemars(length(min = 1, max = 256))]

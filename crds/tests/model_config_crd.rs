@@ -115,7 +115,13 @@ fn the_schema_refuses_what_the_executor_could_not_use() {
     for good in ["https://api.openai.com/v1", "http://10.0.0.1:8000/v1"] {
         assert!(matches(endpoint, good), "{good}");
     }
-    for bad in ["api.openai.com", "file:///etc/passwd", "https://a b", ""] {
+    for bad in [
+        "api.openai.com",
+        "file:///etc/passwd",
+        "https://a b",
+        "https://user:key@api.openai.com/v1",
+        "",
+    ] {
         assert!(!matches(endpoint, bad), "{bad}");
     }
     let price = &props["prices"]["properties"]["inputPerMillion"];

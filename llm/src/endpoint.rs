@@ -116,11 +116,15 @@ impl Endpoint {
         self
     }
 
-    /// The endpoint as records and attestations name it.
+    /// The endpoint as records and attestations name it: its URL without user or password
+    /// (credentials written into a URL stay out of the trace too).
     pub fn id(&self) -> EndpointId {
+        let mut url = self.base_url.clone();
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
         EndpointId {
             kind: self.kind,
-            base_url: self.base_url.to_string(),
+            base_url: url.to_string(),
             model: self.model.clone(),
         }
     }
@@ -170,6 +174,16 @@ mod tests {
         );
         let id = serde_json::to_string(&endpoint.id()).expect("json");
         assert!(!id.contains(SECRET), "{id}");
+    }
+
+    #[test]
+    fn credentials_in_the_url_stay_out_of_the_record() {
+        let e = Endpoint::new(
+            ProviderKind::OpenAi,
+            Url::parse("https://user:hunter2@models.example/v1").expect("url"),
+            "m",
+        );
+        assert_eq!(e.id().base_url, "https://models.example/v1");
     }
 
     #[test]

@@ -24,6 +24,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct ModelServer {
     child: Child,
     port: u16,
+    /// Holds the config and the log; removed on drop.
+    work: PathBuf,
     log: PathBuf,
 }
 
@@ -97,7 +99,12 @@ impl ModelServer {
             .stderr(log_file)
             .spawn()
             .expect("start llama_cpp.server");
-        let mut server = ModelServer { child, port, log };
+        let mut server = ModelServer {
+            child,
+            port,
+            work,
+            log,
+        };
         server.wait_ready();
         server
     }
@@ -141,6 +148,7 @@ impl Drop for ModelServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.work);
     }
 }
 
