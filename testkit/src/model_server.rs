@@ -56,8 +56,21 @@ impl ModelServer {
     }
 
     /// Starts the server of install `dir` on a free loopback port and waits until it answers.
-    /// Panics (with the server's log) if it exits or does not answer in time.
+    /// Panics (with the server's log) if it exits or does not answer in time. A port taken
+    /// between choosing it and the server binding it is retried with another.
     pub fn start(dir: &Path) -> ModelServer {
+        let mut tries = 0;
+        loop {
+            let mut server = ModelServer::spawn(dir);
+            match server.wait_ready() {
+                Ok(()) => return server,
+                Err(log) if tries < 3 && log.contains("address already in use") => tries += 1,
+                Err(log) => panic!("{log}"),
+            }
+        }
+    }
+
+    fn spawn(dir: &Path) -> ModelServer {
         let port = free_port();
         let model = dir.join("models/tiny.gguf");
         let config = serde_json::json!({
@@ -99,14 +112,12 @@ impl ModelServer {
             .stderr(log_file)
             .spawn()
             .expect("start llama_cpp.server");
-        let mut server = ModelServer {
+        ModelServer {
             child,
             port,
             work,
             log,
-        };
-        server.wait_ready();
-        server
+        }
     }
 
     /// `http://127.0.0.1:<port>/v1`, the API root clients are given.
@@ -123,21 +134,25 @@ impl ModelServer {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Polls `GET /v1/models` until it answers 200, the process exits, or the time is up.
-    fn wait_ready(&mut self) {
+    /// Polls `GET /v1/models` until it answers 200 (`Ok`), or the process exits or the time is
+    /// up (`Err` with what happened and the server's log).
+    fn wait_ready(&mut self) -> Result<(), String> {
         let end = Instant::now() + START_TIMEOUT;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the model server exited ({status}):\n{}", self.log());
+                return Err(format!(
+                    "the model server exited ({status}):\n{}",
+                    self.log()
+                ));
             }
             if models_answer(self.port) {
-                return;
+                return Ok(());
             }
             if Instant::now() > end {
-                panic!(
+                return Err(format!(
                     "the model server did not answer within {START_TIMEOUT:?}:\n{}",
                     self.log()
-                );
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
