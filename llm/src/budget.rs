@@ -84,6 +84,24 @@ pub enum Refusal {
     PromptTooLarge { estimate: u64, remaining: u64 },
     #[error("max tokens must be at least 1")]
     ZeroMaxTokens,
+    #[error("a child cannot have {asked} tokens: {remaining} remain in the budget")]
+    ChildTooLarge { asked: u64, remaining: u64 },
+}
+
+/// The tokens a child task gets out of a parent's `remaining`: what the guest `asked`, or half
+/// of what remains. An ask the parent cannot afford is refused whole, never cut down to
+/// something the guest did not ask for (as with fuel). The parent is charged the share when
+/// the child starts ([`Budget::charge`]) and refunded what the child did not use
+/// ([`Budget::refund`]), so a delegation tree never spends more than its root was given.
+pub fn child_tokens(asked: Option<u64>, remaining: u64) -> Result<u64, Refusal> {
+    let tokens = asked.unwrap_or(remaining / 2);
+    if tokens == 0 || tokens > remaining {
+        return Err(Refusal::ChildTooLarge {
+            asked: tokens,
+            remaining,
+        });
+    }
+    Ok(tokens)
 }
 
 /// Decides a call: the `max_tokens` to send, or why it is refused. `remaining` is what the
@@ -154,6 +172,11 @@ impl Budget {
         self.spent = self.spent.saturating_add(tokens);
         overspent
     }
+
+    /// Gives back tokens charged ahead (a child's unused share).
+    pub fn refund(&mut self, tokens: u64) {
+        self.spent = self.spent.saturating_sub(tokens);
+    }
 }
 
 #[cfg(test)]
@@ -221,6 +244,34 @@ mod tests {
         );
         let inputs = ["abc".to_string(), "de".to_string()];
         assert_eq!(estimate_inputs(&inputs, Estimator::default()), 5 + 2 * 8);
+    }
+
+    /// What, asked, remaining, decision.
+    type ChildCase = (&'static str, Option<u64>, u64, Result<u64, Refusal>);
+
+    #[test]
+    fn children_draw_from_what_remains() {
+        let too_large = |asked, remaining| Err(Refusal::ChildTooLarge { asked, remaining });
+        #[rustfmt::skip]
+        let cases: &[ChildCase] = &[
+            ("an ask that fits",           Some(300), 1000, Ok(300)),
+            ("all that remains",           Some(1000), 1000, Ok(1000)),
+            ("no ask takes half",          None,      1000, Ok(500)),
+            ("an ask beyond what remains", Some(1001), 1000, too_large(1001, 1000)),
+            ("a zero ask",                 Some(0),   1000, too_large(0, 1000)),
+            ("nothing left to halve",      None,      1,    too_large(0, 1)),
+        ];
+        for (what, asked, remaining, want) in cases {
+            assert_eq!(&child_tokens(*asked, *remaining), want, "{what}");
+        }
+        // A parent of 1000 gives a child 400, the child uses 150: the parent has 850 left.
+        let mut parent = Budget::new(1000);
+        let share = child_tokens(Some(400), parent.remaining()).expect("fits");
+        parent.charge(share);
+        let mut child = Budget::new(share);
+        child.charge(150);
+        parent.refund(child.remaining());
+        assert_eq!(parent.remaining(), 850);
     }
 
     #[test]

@@ -231,6 +231,8 @@ fn refused(refusal: Refusal) -> ModelError {
         Refusal::PromptTooLarge { .. } => ModelError::BudgetExhausted {
             message: refusal.to_string(),
         },
-        Refusal::ZeroMaxTokens => ModelError::invalid(refusal.to_string()),
+        Refusal::ZeroMaxTokens | Refusal::ChildTooLarge { .. } => {
+            ModelError::invalid(refusal.to_string())
+        }
     }
 }
