@@ -26,6 +26,14 @@ reg_log="$(mktemp)"
 scripts/registry.sh --print >"$reg_log" 2>&1 &
 reg_pid=$!
 
+step "model server (llama-cpp-python from PyPI, cached)"
+# llama.cpp's OpenAI-compatible server and a tiny generated model, for the model client's tests
+# against a real server (llm/tests/real_server.rs). The first run builds llama.cpp from the
+# sdist (about 25 minutes on 2 busy cores), beside the rest like the control plane.
+ms_log="$(mktemp)"
+scripts/model-server.sh >"$ms_log" 2>&1 &
+ms_pid=$!
+
 step "guest agents (wasm32-wasip2)"
 scripts/build-agents.sh
 
@@ -74,6 +82,16 @@ step "A2A Python SDK (a2a-sdk from PyPI, cached)"
 # The e2e A2A trials judge the gateway with the official client; first run about a minute.
 ARI_A2A_PYTHON="$(scripts/a2a-sdk.sh | tail -n 1)"
 export ARI_A2A_PYTHON
+
+step "waiting for the model server install"
+if ! wait "$ms_pid"; then
+  cat "$ms_log" >&2
+  echo "model server install failed" >&2
+  exit 1
+fi
+ARI_MODEL_SERVER="$(tail -n 1 "$ms_log")"
+export ARI_MODEL_SERVER
+echo "model server: $ARI_MODEL_SERVER"
 
 step "tests"
 cargo test --workspace --locked

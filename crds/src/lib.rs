@@ -11,6 +11,7 @@ pub mod conditions;
 pub mod decode;
 pub mod delegation;
 pub mod lifecycle;
+pub mod model_config;
 pub mod names;
 pub mod plan;
 pub mod plan_view;
@@ -27,6 +28,10 @@ pub use capability::{
     CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
 };
 pub use delegation::{ChildStatus, ParentRef, admit_child};
+pub use model_config::{
+    ModelConfig, ModelConfigReason, ModelConfigSpec, ModelConfigStatus, ModelDefaults, ModelLimits,
+    Prices, Provider,
+};
 pub use plan::{
     HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, PlanStepReason,
     Planner, StepPhase, StepReason, StepStatus,
@@ -52,4 +57,9 @@ pub fn task_crd_yaml() -> Result<String, serde_yaml::Error> {
 /// The CRD YAML for `Plan`, as checked in at `crds/ari.dev_plans.yaml`.
 pub fn plan_crd_yaml() -> Result<String, serde_yaml::Error> {
     serde_yaml::to_string(&Plan::crd())
+}
+
+/// The CRD YAML for `ModelConfig`, as checked in at `crds/ari.dev_modelconfigs.yaml`.
+pub fn model_config_crd_yaml() -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&ModelConfig::crd())
 }

@@ -144,6 +144,7 @@ fn every_integer_field_is_bounded_to_what_its_rust_type_holds() {
         "ari.dev_agents.yaml",
         "ari.dev_tasks.yaml",
         "ari.dev_plans.yaml",
+        "ari.dev_modelconfigs.yaml",
     ] {
         let crd: serde_json::Value = serde_yaml::from_str(&checked_in(name)).expect("parse CRD");
         let mut found = Vec::new();

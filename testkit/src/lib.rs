@@ -10,6 +10,8 @@ pub mod conformance;
 pub mod http;
 #[cfg(feature = "kube")]
 pub mod mock_api;
+#[cfg(feature = "model-server")]
+pub mod model_server;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 #[cfg(feature = "scripted")]

@@ -23,6 +23,13 @@ pub enum Body {
         len: u64,
         declared: bool,
     },
+    /// These bytes (no Content-Length), then nothing more while the connection stays open: a
+    /// stream that stalls. With `head` false not even the status line is sent (a server that
+    /// accepts and never answers).
+    Stall {
+        prefix: Vec<u8>,
+        head: bool,
+    },
 }
 
 /// One scripted answer.
@@ -54,6 +61,28 @@ impl Reply {
         Reply::new(307, Vec::new()).header("Location", to)
     }
 
+    /// Sends the head and `prefix`, then stalls.
+    pub fn stall_after(status: u16, prefix: impl Into<Vec<u8>>) -> Reply {
+        Reply {
+            body: Body::Stall {
+                prefix: prefix.into(),
+                head: true,
+            },
+            ..Reply::new(status, Vec::new())
+        }
+    }
+
+    /// Accepts the request and never answers.
+    pub fn hang() -> Reply {
+        Reply {
+            body: Body::Stall {
+                prefix: Vec::new(),
+                head: false,
+            },
+            ..Reply::new(200, Vec::new())
+        }
+    }
+
     pub fn repeat(byte: u8, len: u64, declared: bool) -> Reply {
         Reply {
             body: Body::Repeat {
@@ -71,6 +100,8 @@ pub struct Request {
     /// The path with its query.
     pub target: String,
     headers: Vec<(String, String)>,
+    /// The body, as far as its Content-Length says (at most 1 MiB).
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -90,10 +121,15 @@ impl Request {
 
 type Script = dyn Fn(&Request) -> Reply + Send + Sync;
 
+/// Largest request body kept.
+const MAX_BODY: usize = 1 << 20;
+
 struct State {
     script: Box<Script>,
     /// Request targets (path and query) in arrival order.
     hits: Mutex<Vec<String>>,
+    /// Every request in arrival order.
+    requests: Mutex<Vec<Arc<Request>>>,
     /// Body bytes written, over all replies.
     sent: AtomicU64,
     in_flight: AtomicUsize,
@@ -117,6 +153,7 @@ impl Scripted {
         let state = Arc::new(State {
             script: Box::new(script),
             hits: Mutex::default(),
+            requests: Mutex::default(),
             sent: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
@@ -147,6 +184,15 @@ impl Scripted {
             .unwrap_or_default()
     }
 
+    /// Every request so far, bodies included, in arrival order.
+    pub fn requests(&self) -> Vec<Arc<Request>> {
+        self.state
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
     /// Requests whose target contains `needle`.
     pub fn hits_on(&self, needle: &str) -> usize {
         self.hits().iter().filter(|h| h.contains(needle)).count()
@@ -155,6 +201,11 @@ impl Scripted {
     /// Body bytes written so far (a client that stops reading stops this growing).
     pub fn bytes_sent(&self) -> u64 {
         self.state.sent.load(Ordering::Relaxed)
+    }
+
+    /// Requests being answered now (a stalled one counts until its client hangs up).
+    pub fn in_flight(&self) -> usize {
+        self.state.in_flight.load(Ordering::SeqCst)
     }
 
     /// The most requests answered at once.
@@ -176,6 +227,10 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
     if let Ok(mut hits) = state.hits.lock() {
         hits.push(request.target.clone());
     }
+    let request = Arc::new(request);
+    if let Ok(mut requests) = state.requests.lock() {
+        requests.push(request.clone());
+    }
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let reply = (state.script)(&request);
@@ -187,24 +242,68 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
 async fn read_request(stream: &mut TcpStream) -> Option<Request> {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    let end = loop {
+        if let Some(at) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
         let n = stream.read(&mut buf).await.ok()?;
         if n == 0 || head.len() > 64 * 1024 {
             return None;
         }
         head.extend_from_slice(&buf[..n]);
-    }
+    };
+    let mut body = head.split_off(end);
     let head = String::from_utf8_lossy(&head);
     let mut lines = head.split("\r\n");
     let target = lines.next()?.split_whitespace().nth(1)?.to_string();
-    let headers = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
         .collect();
-    Some(Request { target, headers })
+    // Read the body the client declared, so closing the connection does not reset it.
+    let declared = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(MAX_BODY);
+    while body.len() < declared {
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&buf[..n]);
+    }
+    Some(Request {
+        target,
+        headers,
+        body,
+    })
 }
 
 async fn write_reply(stream: &mut TcpStream, reply: &Reply, state: &State) -> std::io::Result<()> {
+    if let Body::Stall { prefix, head } = &reply.body {
+        if *head {
+            let head = format!(
+                "HTTP/1.1 {} Scripted\r\nConnection: close\r\n",
+                reply.status
+            );
+            let headers: String = reply
+                .headers
+                .iter()
+                .map(|(n, v)| format!("{n}: {v}\r\n"))
+                .collect();
+            stream
+                .write_all(format!("{head}{headers}\r\n").as_bytes())
+                .await?;
+            stream.write_all(prefix).await?;
+            stream.flush().await?;
+        }
+        // Hold the connection until the client gives up on it.
+        let mut sink = [0u8; 1024];
+        while stream.read(&mut sink).await? > 0 {}
+        return Ok(());
+    }
     let mut head = format!(
         "HTTP/1.1 {} Scripted\r\nConnection: close\r\n",
         reply.status
@@ -219,7 +318,7 @@ async fn write_reply(stream: &mut TcpStream, reply: &Reply, state: &State) -> st
             declared: true,
             ..
         } => head.push_str(&format!("Content-Length: {len}\r\n")),
-        Body::Repeat { .. } => {}
+        Body::Repeat { .. } | Body::Stall { .. } => {}
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await?;
@@ -241,6 +340,7 @@ async fn write_reply(stream: &mut TcpStream, reply: &Reply, state: &State) -> st
                 }
             }
         }
+        Body::Stall { .. } => {}
     }
     stream.shutdown().await
 }

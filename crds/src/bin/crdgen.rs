@@ -1,7 +1,8 @@
-//! Writes the Agent, Task and Plan CRD YAML (to a directory, default `crds/`), or prints them.
+//! Writes the Agent, Task, Plan and ModelConfig CRD YAML (to a directory, default `crds/`), or
+//! prints them.
 //!
 //! `cargo run -p ari-crds --bin crdgen` refreshes the checked-in files;
-//! `cargo run -p ari-crds --bin crdgen -- --stdout` prints both as one multi-document stream.
+//! `cargo run -p ari-crds --bin crdgen -- --stdout` prints them as one multi-document stream.
 
 use std::path::PathBuf;
 
@@ -9,10 +10,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let agents = ari_crds::agent_crd_yaml()?;
     let tasks = ari_crds::task_crd_yaml()?;
     let plans = ari_crds::plan_crd_yaml()?;
+    let model_configs = ari_crds::model_config_crd_yaml()?;
     let arg = std::env::args().nth(1);
     if arg.as_deref() == Some("--stdout") {
         print!("{agents}---\n{tasks}");
         print!("---\n{plans}");
+        print!("---\n{model_configs}");
         return Ok(());
     }
     let dir = arg
@@ -21,5 +24,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(dir.join("ari.dev_agents.yaml"), agents)?;
     std::fs::write(dir.join("ari.dev_tasks.yaml"), tasks)?;
     std::fs::write(dir.join("ari.dev_plans.yaml"), plans)?;
+    std::fs::write(dir.join("ari.dev_modelconfigs.yaml"), model_configs)?;
     Ok(())
 }

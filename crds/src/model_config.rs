@@ -1,0 +1,202 @@
+//! The `ModelConfig` custom resource: a language model a namespace declares once (provider,
+//! endpoint, model id, credentials, defaults, limits, prices), which Agents are then granted by
+//! name. In the spirit of kagent's `ModelConfig`, except that the key never leaves the
+//! executor: only the executor reads the credentials Secret, and only when the Secret is
+//! marked for the purpose (see docs/models.md).
+//!
+//! Not served by a controller yet: the types and their CRD come first.
+
+// Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
+// duplicated attribute; they are distinct columns.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::SecretKeyRef;
+
+/// The label a Secret must carry (value `"true"`) before an executor reads it as a model's
+/// credentials, set by someone who may write Secrets: the same rule as signing keys.
+pub const CREDENTIALS_LABEL: &str = "ari.dev/model-credentials";
+/// Most model ids kept in status.
+pub const MAX_MODELS: usize = 64;
+
+/// A model at an endpoint, declared once per namespace.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "ari.dev",
+    version = "v1alpha1",
+    kind = "ModelConfig",
+    namespaced,
+    status = "ModelConfigStatus",
+    shortname = "mc",
+    category = "ari",
+    derive = "PartialEq",
+    cel,
+    doc = "A language model a namespace declares once: provider, endpoint, model id, credentials, defaults, limits and prices. Agents are granted it by name.",
+    printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider"),
+    printcolumn(name = "Model", type_ = "string", json_path = ".spec.model"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("self.provider != 'Anthropic' || !has(self.schemaStyle)").message("schemaStyle applies to the OpenAI wire format only"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelConfigSpec {
+    /// The wire format the endpoint speaks.
+    pub provider: Provider,
+    /// The API root: `https://api.openai.com/v1`, `http://vllm.models.svc:8000/v1`,
+    /// `https://api.anthropic.com`. The executor's network policy must let it reach it. No
+    /// user or password in it: credentials go in `credentials`, which only the executor reads.
+    #[schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[^\s@]+$"))]
+    pub endpoint: String,
+    /// The provider's model id (`gpt-4o-mini`, `claude-sonnet-4-5`, a vLLM served name).
+    #[schemars(length(min = 1, max = 256))]
+    pub model: String,
+    /// The Secret key holding the API key; none for endpoints without one. The Secret must be
+    /// labelled `ari.dev/model-credentials: "true"`, and is never the attestation key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<SecretKeyRef>,
+    /// How a JSON-schema response format is sent (OpenAI wire format only): `JsonSchema`
+    /// (OpenAI's, the default) or `JsonObjectSchema` (llama-cpp-python's server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_style: Option<SchemaStyle>,
+    /// Values a call gets when the guest sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<ModelDefaults>,
+    /// Ceilings on the namespace's use of this model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ModelLimits>,
+    /// Prices, for the estimated cost in usage reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
+}
+
+/// The wire format of a model endpoint.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// OpenAI chat completions, also spoken by Azure OpenAI, vLLM, Ollama, llama.cpp's server
+    /// and LiteLLM.
+    OpenAI,
+    /// Anthropic messages.
+    Anthropic,
+}
+
+/// How a JSON-schema response format is sent to an OpenAI-wire endpoint.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaStyle {
+    JsonSchema,
+    JsonObjectSchema,
+}
+
+/// Values a call gets when the guest sets none.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelDefaults {
+    /// `max_tokens` when the guest asks for none (the task's budget may lower it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10_000_000))]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub temperature: Option<f64>,
+}
+
+/// Ceilings on the namespace's use of the model.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelLimits {
+    /// The most output tokens one call may ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10_000_000))]
+    pub max_output_tokens: Option<u32>,
+    /// Calls per minute across the namespace's executors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub requests_per_minute: Option<u32>,
+    /// Input and output tokens per minute across the namespace's executors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub tokens_per_minute: Option<u64>,
+    /// Bytes of prompt counted as one token when the budget estimates a prompt before the
+    /// call. 1 (the default) never underestimates a byte-level tokenizer; more admits longer
+    /// prompts at the risk of a budget overspent by the last call's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 8))]
+    pub bytes_per_token: Option<u32>,
+}
+
+/// Prices per million tokens, as decimal strings (no floating point in money).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Prices {
+    /// ISO 4217 code, `USD` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Z]{3}$"))]
+    pub currency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 20), regex(pattern = r"^[0-9]{1,9}(\.[0-9]{1,9})?$"))]
+    pub input_per_million: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 20), regex(pattern = r"^[0-9]{1,9}(\.[0-9]{1,9})?$"))]
+    pub cached_input_per_million: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 20), regex(pattern = r"^[0-9]{1,9}(\.[0-9]{1,9})?$"))]
+    pub output_per_million: Option<String>,
+}
+
+/// What the controller observed of the endpoint.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelConfigStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`: the endpoint answered with the credentials given (reasons in
+    /// [`ModelConfigReason`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub conditions: Vec<Condition>,
+    /// The model ids the endpoint offers (its model list, at most 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 256)))]
+    pub models: Vec<String>,
+}
+
+/// Why a ModelConfig is or is not `Ready`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelConfigReason {
+    /// The endpoint answered its model list.
+    EndpointAnswered,
+    /// No answer, or an error status.
+    EndpointUnavailable,
+    /// The endpoint refused the credentials (401 or 403).
+    CredentialsRefused,
+    /// The credentials Secret or key does not exist.
+    CredentialsMissing,
+    /// The Secret lacks the `ari.dev/model-credentials: "true"` label.
+    CredentialsUnmarked,
+}
+
+impl ModelConfigReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelConfigReason::EndpointAnswered => "EndpointAnswered",
+            ModelConfigReason::EndpointUnavailable => "EndpointUnavailable",
+            ModelConfigReason::CredentialsRefused => "CredentialsRefused",
+            ModelConfigReason::CredentialsMissing => "CredentialsMissing",
+            ModelConfigReason::CredentialsUnmarked => "CredentialsUnmarked",
+        }
+    }
+}

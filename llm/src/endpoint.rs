@@ -1,0 +1,200 @@
+//! Where a model is served and with which credentials.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+/// A provider's API key. It is sent only in the request's authentication header: `Debug` and
+/// `Display` print a placeholder, it is not `Serialize`, and errors built from provider
+/// messages have it cut out (see [`ApiKey::redact`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+/// What an [`ApiKey`] prints as.
+pub const REDACTED: &str = "[redacted]";
+
+impl ApiKey {
+    /// The key, trimmed of surrounding whitespace (a Secret's value often ends in a newline).
+    pub fn new(key: impl Into<String>) -> ApiKey {
+        ApiKey(key.into().trim().to_string())
+    }
+
+    /// The secret itself, for the authentication header only.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the key replaced by [`REDACTED`]: a provider may echo
+    /// what it was sent in an error message.
+    pub fn redact(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_string()
+        } else {
+            text.replace(&self.0, REDACTED)
+        }
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ApiKey({REDACTED})")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+/// The wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProviderKind {
+    /// OpenAI chat completions (`/chat/completions`, `/embeddings`): OpenAI, Azure OpenAI,
+    /// vLLM, Ollama, llama.cpp's server, LiteLLM.
+    OpenAi,
+    /// Anthropic messages (`/v1/messages`).
+    Anthropic,
+}
+
+/// How a JSON-schema response format is asked for: servers of the OpenAI wire format differ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SchemaStyle {
+    /// OpenAI's `{"type": "json_schema", "json_schema": {name, schema, strict}}`: OpenAI,
+    /// Azure OpenAI, vLLM, Ollama, llama.cpp's own server, LiteLLM.
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}`: llama-cpp-python's server, which refuses the
+    /// other (0.3.36 answers HTTP 500) but constrains its answer to this schema.
+    JsonObjectSchema,
+}
+
+/// One model at one endpoint: what a ModelConfig resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub kind: ProviderKind,
+    /// For [`ProviderKind::OpenAi`]: how a response schema is sent.
+    pub schema_style: SchemaStyle,
+    /// The API root: `https://api.openai.com/v1` (paths `chat/completions`, `embeddings` are
+    /// joined to it) or `https://api.anthropic.com` (path `v1/messages`).
+    pub base_url: Url,
+    /// The provider's model id.
+    pub model: String,
+    pub key: Option<ApiKey>,
+}
+
+/// What a record says answered: the endpoint without its credentials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointId {
+    pub kind: ProviderKind,
+    pub base_url: String,
+    pub model: String,
+}
+
+impl Endpoint {
+    pub fn new(kind: ProviderKind, base_url: Url, model: impl Into<String>) -> Endpoint {
+        Endpoint {
+            kind,
+            schema_style: SchemaStyle::default(),
+            base_url,
+            model: model.into(),
+            key: None,
+        }
+    }
+
+    pub fn with_schema_style(mut self, style: SchemaStyle) -> Endpoint {
+        self.schema_style = style;
+        self
+    }
+
+    pub fn with_key(mut self, key: ApiKey) -> Endpoint {
+        self.key = Some(key);
+        self
+    }
+
+    /// The endpoint as records and attestations name it: its URL without user or password
+    /// (credentials written into a URL stay out of the trace too).
+    pub fn id(&self) -> EndpointId {
+        let mut url = self.base_url.clone();
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        EndpointId {
+            kind: self.kind,
+            base_url: url.to_string(),
+            model: self.model.clone(),
+        }
+    }
+
+    /// `path` under the API root, whether or not the root ends in `/`.
+    pub(crate) fn url(&self, path: &str) -> Url {
+        let mut base = self.base_url.clone();
+        if !base.path().ends_with('/') {
+            let with_slash = format!("{}/", base.path());
+            base.set_path(&with_slash);
+        }
+        base.join(path).unwrap_or(base)
+    }
+
+    /// Cuts the key out of `text`.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        match &self.key {
+            Some(key) => key.redact(text),
+            None => text.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "sk-test-0123456789abcdef";
+
+    #[test]
+    fn a_key_never_prints_and_is_cut_from_messages() {
+        let key = ApiKey::new(format!("{SECRET}\n"));
+        assert_eq!(key.expose(), SECRET, "trimmed");
+        for shown in [format!("{key:?}"), format!("{key}")] {
+            assert!(!shown.contains(SECRET), "{shown}");
+        }
+        let endpoint = Endpoint::new(
+            ProviderKind::OpenAi,
+            Url::parse("http://127.0.0.1:1/v1").expect("url"),
+            "m",
+        )
+        .with_key(key.clone());
+        assert!(!format!("{endpoint:?}").contains(SECRET));
+        assert_eq!(
+            key.redact(&format!("Incorrect API key provided: {SECRET}.")),
+            "Incorrect API key provided: [redacted]."
+        );
+        let id = serde_json::to_string(&endpoint.id()).expect("json");
+        assert!(!id.contains(SECRET), "{id}");
+    }
+
+    #[test]
+    fn credentials_in_the_url_stay_out_of_the_record() {
+        let e = Endpoint::new(
+            ProviderKind::OpenAi,
+            Url::parse("https://user:hunter2@models.example/v1").expect("url"),
+            "m",
+        );
+        assert_eq!(e.id().base_url, "https://models.example/v1");
+    }
+
+    #[test]
+    fn paths_join_under_the_api_root() {
+        for (base, want) in [
+            ("http://h/v1", "http://h/v1/chat/completions"),
+            ("http://h/v1/", "http://h/v1/chat/completions"),
+            ("http://h", "http://h/chat/completions"),
+        ] {
+            let e = Endpoint::new(ProviderKind::OpenAi, Url::parse(base).expect("url"), "m");
+            assert_eq!(e.url("chat/completions").as_str(), want, "{base}");
+        }
+    }
+}

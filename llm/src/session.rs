@@ -1,0 +1,238 @@
+//! A task's model calls: each one decided by the token budget, made live or served from a
+//! record, charged and recorded. The runtime holds one per task.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::budget::{
+    Budget, Estimator, OutputLimits, Refusal, admit, admit_input, estimate_inputs, estimate_prompt,
+};
+use crate::client::Client;
+use crate::endpoint::Endpoint;
+use crate::error::ModelError;
+use crate::record::{Call, CallRecord, Divergence, Outcome, Recording, Replayer};
+use crate::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Usage};
+
+/// A model as a ModelConfig declares it: where, and the limits its calls get.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub endpoint: Endpoint,
+    pub output: OutputLimits,
+    pub estimator: Estimator,
+}
+
+/// Where answers come from.
+pub enum Source {
+    /// The provider.
+    Live(Client),
+    /// A recorded run (`ari verify`): no model is contacted.
+    Replay(Replayer),
+}
+
+/// Why a call returned no outcome for the guest.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The guest's error: the WIT's `model-error`.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A replay met a request its record does not hold: the replay has failed.
+    #[error(transparent)]
+    Diverged(#[from] Divergence),
+}
+
+/// Calls and tokens per model id, for `resourcesUsed` and the usage events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelUsage {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+}
+
+pub struct Session {
+    source: Source,
+    budget: Budget,
+    recording: Recording,
+    usage: BTreeMap<String, ModelUsage>,
+}
+
+impl Session {
+    /// `budget` tokens in all; records kept under `trace_ceiling` bytes.
+    pub fn new(source: Source, budget: u64, trace_ceiling: usize) -> Session {
+        Session {
+            source,
+            budget: Budget::new(budget),
+            recording: Recording::new(trace_ceiling),
+            usage: BTreeMap::new(),
+        }
+    }
+
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    pub fn recording(&self) -> &Recording {
+        &self.recording
+    }
+
+    /// Calls and tokens so far, by model id.
+    pub fn usage(&self) -> &BTreeMap<String, ModelUsage> {
+        &self.usage
+    }
+
+    /// Ends the session: its records, or the divergence of a replay that ended early.
+    pub fn finish(self) -> Result<Vec<CallRecord>, Divergence> {
+        if let Source::Replay(replayer) = &self.source {
+            replayer.finish()?;
+        }
+        Ok(self.recording.into_records())
+    }
+
+    /// One chat completion. `on_text` (if any) gets the text as it is generated.
+    pub async fn chat(
+        &mut self,
+        model: &Model,
+        request: ChatRequest,
+        deadline: Instant,
+        on_text: Option<&mut (dyn FnMut(&str) + Send)>,
+    ) -> Result<ChatResponse, CallError> {
+        if request.temperature.is_some_and(|t| !t.is_finite()) {
+            return Err(ModelError::invalid("the temperature is not a number").into());
+        }
+        let estimate = estimate_prompt(&request, model.estimator);
+        let max_tokens = admit(
+            self.budget.remaining(),
+            estimate,
+            request.max_tokens,
+            model.output,
+        )
+        .map_err(refused)?;
+        let sent = ChatRequest {
+            max_tokens: Some(max_tokens),
+            ..request
+        };
+        self.room_for(&sent)?;
+        let endpoint = model.endpoint.id();
+        let outcome = match &mut self.source {
+            Source::Replay(replayer) => replayer.chat(&endpoint, &sent)?,
+            Source::Live(client) => {
+                let answer = match on_text {
+                    Some(on_text) => {
+                        client
+                            .chat_streaming(&model.endpoint, &sent, max_tokens, deadline, on_text)
+                            .await
+                    }
+                    None => {
+                        client
+                            .chat(&model.endpoint, &sent, max_tokens, deadline)
+                            .await
+                    }
+                };
+                Outcome::from(answer.map(|(mut response, reported)| {
+                    if !reported {
+                        response.usage = upper_bound(estimate, max_tokens);
+                    }
+                    response
+                }))
+            }
+        };
+        let kept = self.recording.push(CallRecord {
+            endpoint,
+            call: Call::Chat {
+                request: sent,
+                outcome,
+            },
+        });
+        let Call::Chat { outcome, .. } = kept.call else {
+            unreachable!("a chat record stays a chat record")
+        };
+        if let Outcome::Answer(response) = &outcome {
+            self.charge(&model.endpoint.model, response.usage);
+        }
+        Ok(Result::from(outcome)?)
+    }
+
+    /// Vectors for `request.inputs`.
+    pub async fn embed(
+        &mut self,
+        model: &Model,
+        request: EmbeddingRequest,
+        deadline: Instant,
+    ) -> Result<EmbeddingResponse, CallError> {
+        let estimate = estimate_inputs(&request.inputs, model.estimator);
+        admit_input(self.budget.remaining(), estimate).map_err(refused)?;
+        self.room_for(&request)?;
+        let endpoint = model.endpoint.id();
+        let outcome = match &mut self.source {
+            Source::Replay(replayer) => replayer.embed(&endpoint, &request)?,
+            Source::Live(client) => {
+                Outcome::from(client.embed(&model.endpoint, &request, deadline).await.map(
+                    |(mut response, reported)| {
+                        if !reported {
+                            response.usage = upper_bound(estimate, 0);
+                        }
+                        response
+                    },
+                ))
+            }
+        };
+        let kept = self.recording.push(CallRecord {
+            endpoint,
+            call: Call::Embed { request, outcome },
+        });
+        let Call::Embed { outcome, .. } = kept.call else {
+            unreachable!("an embedding record stays one")
+        };
+        if let Outcome::Answer(response) = &outcome {
+            self.charge(&model.endpoint.model, response.usage);
+        }
+        Ok(Result::from(outcome)?)
+    }
+
+    /// Refuses a call whose record could not fit in the trace, before it is made.
+    fn room_for(&self, request: &impl Serialize) -> Result<(), ModelError> {
+        let bytes = serde_json::to_vec(request).map_or(usize::MAX, |b| b.len());
+        if self.recording.admits(bytes) {
+            Ok(())
+        } else {
+            Err(ModelError::BudgetExhausted {
+                message: format!(
+                    "the task's trace has {} bytes left, too few to record this call",
+                    self.recording.room()
+                ),
+            })
+        }
+    }
+
+    fn charge(&mut self, model: &str, usage: Usage) {
+        self.budget.charge(usage.total());
+        let totals = self.usage.entry(model.to_string()).or_default();
+        totals.calls += 1;
+        totals.input_tokens += u64::from(usage.input_tokens);
+        totals.output_tokens += u64::from(usage.output_tokens);
+        totals.cached_input_tokens += u64::from(usage.cached_input_tokens);
+    }
+}
+
+/// What a call that reported no usage is charged: the most it can have used.
+fn upper_bound(estimate: u64, max_tokens: u32) -> Usage {
+    Usage {
+        input_tokens: u32::try_from(estimate).unwrap_or(u32::MAX),
+        output_tokens: max_tokens,
+        cached_input_tokens: 0,
+    }
+}
+
+fn refused(refusal: Refusal) -> ModelError {
+    match refusal {
+        Refusal::PromptTooLarge { .. } => ModelError::BudgetExhausted {
+            message: refusal.to_string(),
+        },
+        Refusal::ZeroMaxTokens | Refusal::ChildTooLarge { .. } => {
+            ModelError::invalid(refusal.to_string())
+        }
+    }
+}
