@@ -7,6 +7,24 @@ cd "$repo"
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
+# Waits for background build $1 (log $2, named $3), printing its latest log line each minute so
+# a long first build is never silent; on failure prints the log and stops.
+wait_for() {
+  local pid="$1" log="$2" what="$3" ticks=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    ticks=$((ticks + 1))
+    if [ $((ticks % 12)) -eq 0 ] && kill -0 "$pid" 2>/dev/null; then
+      echo "  $what still running ($(date -u +%H:%M:%S)): $(tail -n 1 "$log" 2>/dev/null | cut -c1-160)"
+    fi
+  done
+  if ! wait "$pid"; then
+    cat "$log" >&2
+    echo "$what failed" >&2
+    exit 1
+  fi
+}
+
 # CI builds from a fresh clone into the shared cache; incremental data there only fills the disk.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
@@ -52,11 +70,7 @@ cargo build --locked --bins
 step "waiting for the control plane build"
 scripts/control-plane.sh --print >/dev/null 2>&1 ||
   echo "building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and helm from Go modules: the first run takes 10-20 minutes on 2 cores (log: $cp_log)"
-if ! wait "$cp_pid"; then
-  cat "$cp_log" >&2
-  echo "control plane build failed" >&2
-  exit 1
-fi
+wait_for "$cp_pid" "$cp_log" "control plane build"
 ARI_CONTROL_PLANE_BIN="$(tail -n 1 "$cp_log")"
 export ARI_CONTROL_PLANE_BIN
 echo "control plane: $ARI_CONTROL_PLANE_BIN"
@@ -64,11 +78,7 @@ echo "control plane: $ARI_CONTROL_PLANE_BIN"
 step "waiting for the registry build"
 grep -q "^registry: building" "$reg_log" 2>/dev/null &&
   echo "building the CNCF distribution registry from its Go module: the first run takes 2-3 minutes (log: $reg_log)"
-if ! wait "$reg_pid"; then
-  cat "$reg_log" >&2
-  echo "registry build failed" >&2
-  exit 1
-fi
+wait_for "$reg_pid" "$reg_log" "registry build"
 ARI_REGISTRY_BIN="$(tail -n 1 "$reg_log")"
 export ARI_REGISTRY_BIN
 echo "registry: $ARI_REGISTRY_BIN"
@@ -84,11 +94,7 @@ ARI_A2A_PYTHON="$(scripts/a2a-sdk.sh | tail -n 1)"
 export ARI_A2A_PYTHON
 
 step "waiting for the model server install"
-if ! wait "$ms_pid"; then
-  cat "$ms_log" >&2
-  echo "model server install failed" >&2
-  exit 1
-fi
+wait_for "$ms_pid" "$ms_log" "model server install"
 ARI_MODEL_SERVER="$(tail -n 1 "$ms_log")"
 export ARI_MODEL_SERVER
 echo "model server: $ARI_MODEL_SERVER"
