@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ari_model::{CapabilityName, DelegationApplied, Estimate};
+use ari_model::{CapabilityName, Estimate};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 use wasmtime::{Store, UpdateDeadline};
@@ -315,7 +315,7 @@ impl LoadedAgent {
             Some(trace) => Mode::Replay(trace),
             None => Mode::Live,
         };
-        let storage = match (&mode, req.storage.take(), &req.grants.storage) {
+        let storage = match (&mode, req.storage.take(), &req.grants.spec().storage) {
             (Mode::Live, None, Some(_)) => {
                 Some(Box::new(MemoryBackend::new()) as Box<dyn StorageBackend>)
             }
@@ -509,7 +509,7 @@ impl LoadedAgent {
             Some(max) => req.limits.memory_bytes.min(max),
             None => req.limits.memory_bytes,
         };
-        LimitsApplied {
+        let mut applied = LimitsApplied {
             fuel: if inner.consume_fuel {
                 req.limits.fuel
             } else {
@@ -520,20 +520,11 @@ impl LoadedAgent {
             max_output_bytes: req.limits.max_output_bytes,
             max_input_bytes: req.limits.max_input_bytes,
             capabilities: req.grants.names(),
-            storage_max_bytes: req.grants.storage.map(|g| g.max_bytes),
-            allowed_hosts: req
-                .grants
-                .network
-                .as_ref()
-                .map(|n| n.allowed_hosts.clone())
-                .unwrap_or_default(),
-            delegation: req.grants.delegation.as_ref().map(|g| DelegationApplied {
-                agents: g.agents.clone(),
-                max_depth: g.depth_limit(),
-                max_children: g.children_limit(),
-                depth: req.delegation.as_ref().map_or(0, |c| c.depth),
-            }),
-        }
+            ..LimitsApplied::default()
+        };
+        let depth = req.delegation.as_ref().map_or(0, |c| c.depth);
+        req.grants.spec().record(&mut applied, depth);
+        applied
     }
 
     /// Instantiates in a fresh store and calls `initialize`, `can-execute`, `estimate`,
@@ -547,7 +538,7 @@ impl LoadedAgent {
     ) -> (GuestRun, StoreMeter) {
         let inner = &self.runtime.inner;
         let state = TaskState {
-            wasi: wasi::build_ctx(caps, req.grants.time, &seed),
+            wasi: wasi::build_ctx(caps, req.grants.grants(CapabilityName::TimeAccess), &seed),
             table: crate::limits::resource_table(),
             caps: caps.clone(),
             limiter: MemoryLimiter::new(applied.memory_bytes),

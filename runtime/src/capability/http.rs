@@ -14,10 +14,8 @@
 /// The allow-list grammar is the model's: the operator validated the very same entries.
 pub use ari_model::hosts as allowlist;
 mod events;
-mod grant;
 mod link;
 pub use events::HttpEvent;
-pub use grant::AllowedHosts;
 pub use link::FUEL;
 pub(crate) use link::HOST;
 
@@ -83,7 +81,7 @@ const RESERVED_HEADERS: &[&str] = &[
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
 
 pub struct HttpCapability {
-    grant: Option<AllowedHosts>,
+    grant: Option<allowlist::AllowList>,
     limits: HttpLimits,
     /// The task's cancel token: an exchange in flight returns as soon as it fires.
     cancel: CancelToken,
@@ -137,7 +135,7 @@ fn sanitize(headers: Vec<(String, String)>) -> Result<Vec<(String, String)>, Cap
 }
 
 impl HttpCapability {
-    pub fn new(grant: Option<AllowedHosts>, limits: HttpLimits) -> Self {
+    pub fn new(grant: Option<allowlist::AllowList>, limits: HttpLimits) -> Self {
         Self {
             grant,
             limits,
@@ -182,7 +180,7 @@ impl HttpCapability {
         let mut body = req.body;
         let mut hop = 0u32;
         loop {
-            let parsed = grant.allow_list().check(&url).map_err(|reason| {
+            let parsed = grant.check(&url).map_err(|reason| {
                 if hop == 0 {
                     CapError::Denied(reason.to_string())
                 } else {

@@ -22,7 +22,7 @@ pub use crypto::{HashAlgorithm, LoadedSigningKey};
 pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Settled};
 pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
-pub use http::{AllowedHosts, HttpLimits, HttpRequest, HttpResponse, allowlist};
+pub use http::{HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
 pub use storage::StorageGrant;
 
@@ -75,18 +75,19 @@ impl TaskCapabilities {
         start_unix_nanos: u64,
         mode: Mode,
     ) -> Self {
+        use ari_model::CapabilityName::{Randomness, TimeAccess};
         let recorder = match mode {
             Mode::Live => Recorder::live(),
             Mode::Replay(trace) => Recorder::replay(trace),
         };
         Self {
             log: log::LogCapability::default(),
-            storage: storage::TaskStorage::new(grants.storage, storage),
-            random: random::RandomCapability::new(grants.randomness, seed),
-            crypto: crypto::CryptoCapability::new(grants.signing.clone()),
-            http: http::HttpCapability::new(grants.network.clone(), HttpLimits::default()),
-            clock: clock::ClockCapability::new(grants.time, start_unix_nanos),
-            delegation: delegation::TaskDelegation::new(grants.delegation.clone()),
+            storage: storage::TaskStorage::new(grants.spec().storage, storage),
+            random: random::RandomCapability::new(grants.grants(Randomness), seed),
+            crypto: crypto::CryptoCapability::new(grants.key().cloned()),
+            http: http::HttpCapability::new(grants.hosts().cloned(), HttpLimits::default()),
+            clock: clock::ClockCapability::new(grants.grants(TimeAccess), start_unix_nanos),
+            delegation: delegation::TaskDelegation::new(grants.spec().delegation.clone()),
             recorder,
             denials: Vec::new(),
         }

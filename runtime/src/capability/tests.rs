@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 
 use super::http::{request_bytes, response_bytes};
 use super::*;
+use ari_model::grant::{EmptyGrant, GrantSet, NetworkGrant};
 
 /// A tiny_http server on 127.0.0.1 with a few fixed routes; counts requests.
 struct TestServer {
@@ -85,10 +86,16 @@ impl Drop for TestServer {
 }
 
 fn net(hosts: &[String]) -> Grants {
-    Grants {
-        network: Some(AllowedHosts::new(hosts.to_vec()).unwrap()),
-        ..Grants::default()
-    }
+    Grants::load(
+        GrantSet {
+            network: Some(NetworkGrant {
+                allowed_hosts: hosts.to_vec(),
+            }),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap()
 }
 
 fn live(grants: &Grants) -> TaskCapabilities {
@@ -332,11 +339,15 @@ fn replay_http_returns_recorded_responses_without_network() {
 
 #[test]
 fn replay_random_and_time_return_recorded_values() {
-    let grants = Grants {
-        randomness: true,
-        time: true,
-        ..Grants::default()
-    };
+    let grants = Grants::load(
+        GrantSet {
+            randomness: Some(EmptyGrant {}),
+            time_access: Some(EmptyGrant {}),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
     let mut t = TaskCapabilities::new(&grants, None, [1; 32], 5_000, Mode::Live);
     let r1 = t.random_bytes(16).unwrap();
     let n1 = t.now().unwrap();
@@ -368,11 +379,15 @@ fn replay_random_and_time_return_recorded_values() {
 
 #[test]
 fn same_seed_gives_same_trace_digest_and_other_seed_differs() {
-    let grants = Grants {
-        randomness: true,
-        time: true,
-        ..Grants::default()
-    };
+    let grants = Grants::load(
+        GrantSet {
+            randomness: Some(EmptyGrant {}),
+            time_access: Some(EmptyGrant {}),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
     let run = |seed: [u8; 32]| {
         let mut t = TaskCapabilities::new(&grants, None, seed, 42, Mode::Live);
         t.random_bytes(32).unwrap();
@@ -423,10 +438,13 @@ fn denials_and_usage_are_collected() {
 #[test]
 fn signing_with_grant_verifies() {
     let key = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
-    let grants = Grants {
-        signing: Some(LoadedSigningKey::from_key(key.clone())),
-        ..Grants::default()
-    };
+    let grants = Grants::load(
+        GrantSet {
+            ..GrantSet::default()
+        },
+        Some(LoadedSigningKey::from_key(key.clone())),
+    )
+    .unwrap();
     let mut t = live(&grants);
     let sig = t.sign(b"msg").unwrap();
     assert!(t.verify(key.verifying_key().as_bytes(), b"msg", &sig));

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::capability::{CapError, Grants, Mode, StorageGrant, TaskCapabilities};
+use ari_model::grant::GrantSet;
 
 /// Makes a handle to agent `name`'s namespace in the store under test (all share one store).
 type Make<'a> = &'a dyn Fn(&str) -> Box<dyn StorageBackend>;
@@ -136,10 +137,14 @@ fn backend_contract(make: Make) {
 }
 
 fn task(make: Make, max_bytes: u64) -> TaskCapabilities {
-    let grants = Grants {
-        storage: Some(StorageGrant { max_bytes }),
-        ..Grants::default()
-    };
+    let grants = Grants::load(
+        GrantSet {
+            storage: Some(StorageGrant { max_bytes }),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
     TaskCapabilities::new(&grants, Some(make("agent")), [0; 32], 0, Mode::Live)
 }
 
@@ -262,10 +267,14 @@ fn replay_contract(make: Make) {
     seed.storage_set("greeting", b"hello").unwrap();
     seed.commit(None).unwrap();
 
-    let grants = Grants {
-        storage: Some(StorageGrant { max_bytes: 30 }),
-        ..Grants::default()
-    };
+    let grants = Grants::load(
+        GrantSet {
+            storage: Some(StorageGrant { max_bytes: 30 }),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
     let mut live = TaskCapabilities::new(&grants, Some(make("agent")), [0; 32], 0, Mode::Live);
     let g = live.storage_get("greeting").unwrap();
     live.storage_set("other", b"abc").unwrap();
@@ -453,10 +462,14 @@ fn storage_denied_without_grant_and_bad_keys() {
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     assert!(matches!(g.storage_get(&long), Err(CapError::Invalid(_))));
     let mut none = TaskCapabilities::new(
-        &Grants {
-            storage: Some(StorageGrant { max_bytes: 10 }),
-            ..Grants::default()
-        },
+        &Grants::load(
+            GrantSet {
+                storage: Some(StorageGrant { max_bytes: 10 }),
+                ..GrantSet::default()
+            },
+            None,
+        )
+        .unwrap(),
         None,
         [0; 32],
         0,
