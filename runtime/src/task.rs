@@ -11,9 +11,12 @@ use wasmtime::{Store, UpdateDeadline};
 use crate::attestation::{Attestation, Claims, TaskIdentity, sha256_hex};
 use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
 use crate::cancel::{CancelToken, Cancelled};
-use crate::capability::delegation::ChildSummary;
-use crate::capability::storage::{MemoryBackend, StorageBackend};
-use crate::capability::{CapError, DelegationContext, Grants, LogTap, Mode, TaskCapabilities};
+use crate::capability::delegation::{ChildSummary, TaskDelegation};
+use crate::capability::log::LogCapability;
+use crate::capability::storage::{MemoryBackend, StorageBackend, TaskStorage};
+use crate::capability::{
+    CapError, DelegationContext, Grants, LogTap, Mode, TaskCapabilities, TaskSetup,
+};
 use crate::engine::deadline_ticks;
 use crate::failure::{Failure, FailureKind, classify_call_error};
 use crate::limits::{Limits, LimitsApplied, MemoryLimiter};
@@ -321,17 +324,17 @@ impl LoadedAgent {
             }
             (_, storage, _) => storage,
         };
-        let mut caps = TaskCapabilities::new(&req.grants, storage, seed, start_nanos, mode);
-        caps.set_cancel(req.cancel.clone().unwrap_or_default());
-        caps.set_delegation(
-            req.delegation.clone(),
-            &req.id,
-            req.cancel.clone().unwrap_or_default(),
-            applied.memory_bytes,
-        );
-        if let Some(tap) = &req.log_tap {
-            caps.set_log_tap(tap.clone());
-        }
+        let setup = TaskSetup {
+            task: req.id.clone(),
+            seed,
+            start_unix_nanos: start_nanos,
+            storage,
+            cancel: req.cancel.clone().unwrap_or_default(),
+            delegation: req.delegation.clone(),
+            memory_bytes: applied.memory_bytes,
+            log_tap: req.log_tap.clone(),
+        };
+        let caps = TaskCapabilities::new(&req.grants, setup, mode);
         let caps: SharedCaps = Arc::new(Mutex::new(caps));
 
         let (GuestRun { end, estimate }, meter) = match pre_failure {
@@ -348,10 +351,11 @@ impl LoadedAgent {
         // The store (and with it every WASI adapter) is gone: the state is ours again.
         // (Should a clone survive, the lock still gives exclusive access.)
         let mut caps = crate::state::lock(&caps);
-        caps.abandon_children();
-        let children = caps.children().to_vec();
+        let delegation = caps.get::<TaskDelegation>();
+        delegation.abandon_pending();
+        let children = delegation.children().to_vec();
         let denials: Vec<String> = caps.denials().to_vec();
-        let logs = caps.logs();
+        let logs = caps.get::<LogCapability>().lines();
 
         let mut failure = match end {
             GuestEnd::Failed(ref f) => Some(f.clone()),
@@ -481,7 +485,7 @@ impl LoadedAgent {
             .receipt
             .as_ref()
             .map(|id| (id.clone(), outcome.receipt_bytes()));
-        let commit = caps.commit(receipt);
+        let commit = caps.call(|s: &mut TaskStorage, rec| s.commit(rec.is_replay(), receipt));
         drop(caps);
         let Err(err) = commit else {
             return outcome;

@@ -17,15 +17,17 @@ mod events;
 mod link;
 pub use events::HttpEvent;
 pub use link::FUEL;
-pub(crate) use link::HOST;
 
 use std::io::Read;
 use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::CapError;
+use ari_model::CapabilityName;
+
+use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::cancel::{CancelToken, Interrupted, run_cancellable};
+use crate::host::HostFunctions;
 use crate::trace::{Recorder, mismatch};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,16 +149,6 @@ impl HttpCapability {
 
     pub fn set_limits(&mut self, limits: HttpLimits) {
         self.limits = limits;
-    }
-
-    /// Interrupts an exchange in flight when `cancel` fires (see [`run_cancellable`]).
-    pub fn set_cancel(&mut self, cancel: CancelToken) {
-        self.cancel = cancel;
-    }
-
-    /// Bounds every later hop by `deadline`.
-    pub fn set_deadline(&mut self, deadline: Instant) {
-        self.deadline = Some(deadline);
     }
 
     /// Bytes metered both ways so far.
@@ -395,4 +387,24 @@ fn fetch(
         headers,
         body,
     })
+}
+
+impl Capability for HttpCapability {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::Network);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
+        let mut http = Self::new(grants.hosts().cloned(), HttpLimits::default());
+        http.cancel = task.cancel.clone();
+        http
+    }
+
+    /// Bounds every later hop by `deadline`.
+    fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
+    fn add_usage(&self, usage: &mut CapUsage) {
+        usage.network_bytes = self.bytes();
+    }
 }

@@ -145,7 +145,7 @@ fn task(make: Make, max_bytes: u64) -> TaskCapabilities {
         None,
     )
     .unwrap();
-    TaskCapabilities::new(&grants, Some(make("agent")), [0; 32], 0, Mode::Live)
+    TaskCapabilities::for_test(&grants, Some(make("agent")), [0; 32], 0, Mode::Live)
 }
 
 fn transaction_contract(make: Make) {
@@ -275,7 +275,7 @@ fn replay_contract(make: Make) {
         None,
     )
     .unwrap();
-    let mut live = TaskCapabilities::new(&grants, Some(make("agent")), [0; 32], 0, Mode::Live);
+    let mut live = TaskCapabilities::for_test(&grants, Some(make("agent")), [0; 32], 0, Mode::Live);
     let g = live.storage_get("greeting").unwrap();
     live.storage_set("other", b"abc").unwrap();
     let denied = live
@@ -290,7 +290,8 @@ fn replay_contract(make: Make) {
     change.storage_set("greeting", b"changed").unwrap();
     change.commit(None).unwrap();
 
-    let mut replay = TaskCapabilities::new(&grants, None, [0; 32], 0, Mode::Replay(trace.clone()));
+    let mut replay =
+        TaskCapabilities::for_test(&grants, None, [0; 32], 0, Mode::Replay(trace.clone()));
     assert_eq!(replay.storage_get("greeting").unwrap(), g);
     replay.storage_set("other", b"abc").unwrap();
     assert_eq!(
@@ -309,7 +310,7 @@ fn replay_contract(make: Make) {
     );
 
     // A replay asking for a different key diverges.
-    let mut wrong = TaskCapabilities::new(&grants, None, [0; 32], 0, Mode::Replay(trace));
+    let mut wrong = TaskCapabilities::for_test(&grants, None, [0; 32], 0, Mode::Replay(trace));
     let err = wrong.storage_get("other-key").unwrap_err();
     assert!(
         matches!(&err, CapError::Failed(m) if m.starts_with("replay diverged")),
@@ -446,7 +447,7 @@ mod redis_backend {
 
 #[test]
 fn storage_denied_without_grant_and_bad_keys() {
-    let mut t = TaskCapabilities::new(
+    let mut t = TaskCapabilities::for_test(
         &Grants::default(),
         Some(Box::new(MemoryBackend::new())),
         [0; 32],
@@ -461,7 +462,7 @@ fn storage_denied_without_grant_and_bad_keys() {
     assert!(matches!(g.storage_set("", b"v"), Err(CapError::Invalid(_))));
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     assert!(matches!(g.storage_get(&long), Err(CapError::Invalid(_))));
-    let mut none = TaskCapabilities::new(
+    let mut none = TaskCapabilities::for_test(
         &Grants::load(
             GrantSet {
                 storage: Some(StorageGrant { max_bytes: 10 }),
