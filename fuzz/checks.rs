@@ -10,8 +10,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ari_runtime::attestation::{Attestation, parse_public_key, parse_signing_key};
-use ari_runtime::capability::{AllowedHosts, Grants};
+use ari_runtime::capability::Grants;
 use ari_runtime::engine::{AllocatorChoice, EngineOptions};
+use ari_runtime::model::grant::{GrantSet, NetworkGrant};
 use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 use ed25519_dalek::SigningKey;
 
@@ -30,7 +31,13 @@ pub fn allowlist(data: &[u8]) {
     };
     let (entry, urls) = text.split_once('\n').unwrap_or((text, ""));
     let grammar = ari_runtime::model::hosts::HostPattern::parse(entry);
-    let grant = AllowedHosts::new(vec![entry.to_owned()]);
+    let spec = GrantSet {
+        network: Some(NetworkGrant {
+            allowed_hosts: vec![entry.to_owned()],
+        }),
+        ..GrantSet::default()
+    };
+    let grant = Grants::load(spec, None);
     assert_eq!(
         grant.is_ok(),
         grammar.is_ok(),
@@ -45,7 +52,9 @@ pub fn allowlist(data: &[u8]) {
     let Ok(grant) = grant else {
         return;
     };
-    let list = grant.allow_list();
+    let Some(list) = grant.hosts() else {
+        panic!("entry {entry:?}: a network grant without its allow-list");
+    };
     for raw in urls.split('\n').take(8) {
         let allowed = list.check(raw);
         let Ok(parsed) = allowed else {

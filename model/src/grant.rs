@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::capability::CapabilityName;
 use crate::hosts::{AllowList, BadEntry};
-use crate::limits::{DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, delegation_allows};
+use crate::limits::{
+    DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, DelegationApplied, LimitsApplied, delegation_allows,
+};
 
 /// No delegation grant can raise the depth past this: every level holds a waiting parent.
 pub const MAX_DEPTH_CEILING: u32 = 16;
@@ -59,6 +61,45 @@ impl GrantSet {
             .into_iter()
             .filter(|c| self.grants(*c))
             .collect()
+    }
+
+    /// Writes the grants' settings into `limitsApplied` (the capability list is the caller's:
+    /// the runtime's, which counts a loaded signing key); `depth` is the task's in its tree.
+    pub fn record(&self, applied: &mut LimitsApplied, depth: u32) {
+        applied.storage_max_bytes = self.storage.map(|g| g.max_bytes);
+        applied.allowed_hosts = self
+            .network
+            .as_ref()
+            .map(|n| n.allowed_hosts.clone())
+            .unwrap_or_default();
+        applied.delegation = self.delegation.as_ref().map(|g| DelegationApplied {
+            agents: g.agents.clone(),
+            max_depth: g.depth_limit(),
+            max_children: g.children_limit(),
+            depth,
+        });
+    }
+
+    /// The grants a run was held to, read back from its signed `limitsApplied` (a replay runs
+    /// under them). `signing` stays absent: a replay is handed the key, not a Secret's name.
+    pub fn replayed(applied: &LimitsApplied) -> Self {
+        let has = |name: CapabilityName| applied.capabilities.contains(&name);
+        let flag = |name: CapabilityName| has(name).then_some(EmptyGrant {});
+        Self {
+            storage: has(CapabilityName::Storage).then(|| StorageGrant {
+                max_bytes: applied.storage_max_bytes.unwrap_or(u64::MAX),
+            }),
+            network: has(CapabilityName::Network).then(|| NetworkGrant {
+                allowed_hosts: applied.allowed_hosts.clone(),
+            }),
+            randomness: flag(CapabilityName::Randomness),
+            signing: None,
+            time_access: flag(CapabilityName::TimeAccess),
+            delegation: applied
+                .delegation
+                .as_ref()
+                .map(|d| DelegationGrant::new(d.agents.clone(), d.max_depth, d.max_children)),
+        }
     }
 }
 
@@ -214,6 +255,32 @@ mod tests {
             some.names().into_iter().collect::<Vec<_>>(),
             [CapabilityName::Storage, CapabilityName::Randomness]
         );
+    }
+
+    #[test]
+    fn a_recorded_grant_set_reads_back_as_the_same_grants() {
+        let spec = GrantSet {
+            storage: Some(StorageGrant { max_bytes: 7 }),
+            network: Some(NetworkGrant {
+                allowed_hosts: vec!["https://example.com".into()],
+            }),
+            randomness: Some(EmptyGrant {}),
+            signing: None,
+            time_access: Some(EmptyGrant {}),
+            delegation: Some(DelegationGrant::new(vec!["a".into()], 2, 5)),
+        };
+        let mut applied = LimitsApplied {
+            capabilities: spec.names().into_iter().collect(),
+            ..LimitsApplied::default()
+        };
+        spec.record(&mut applied, 1);
+        assert_eq!(applied.delegation.as_ref().map(|d| d.depth), Some(1));
+        assert_eq!(GrantSet::replayed(&applied), spec);
+        // Nothing granted, nothing recorded, nothing read back.
+        let mut none = LimitsApplied::default();
+        GrantSet::default().record(&mut none, 0);
+        assert_eq!(none, LimitsApplied::default());
+        assert_eq!(GrantSet::replayed(&none), GrantSet::default());
     }
 
     #[test]

@@ -32,57 +32,120 @@ use ari_crds::decode;
 /// can be ≈ 500 KB (the default page of 500 could take 250 MB before any is trimmed).
 const AGENT_LIST_PAGE: u32 = 50;
 
+/// The label of the executor Deployments and pods the operator makes.
+const EXECUTOR_LABEL: &str = "app.kubernetes.io/name=ari-executor";
+
 /// Runs the operator until SIGTERM (`Ok`) or lost leadership (`Err(LostLeadership)`, so the pod
 /// restarts as a fresh candidate).
 pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::new()?);
     let health = Arc::new(Health::default());
+    let stop = stop_on_signal();
+    let server = tokio::spawn(health::serve(
+        cfg.metrics_addr,
+        health::router(metrics.clone(), health.clone()),
+        wait_true(stop.clone()),
+    ));
+    let identity = identity(&cfg);
+    let election = Election::start(&cfg, &client, &identity);
+    // A standby is healthy and ready to take over.
+    health.set_ready(true);
 
+    if !election.leading_before(stop.clone()).await {
+        return finish(server, election, false).await;
+    }
+    info!(%identity, "leading: starting controllers");
+    let lost_it = lead(&cfg, client, metrics, identity, &election, stop).await?;
+    finish(server, election, lost_it).await
+}
+
+/// A watch that turns true on SIGTERM (or Ctrl-C).
+fn stop_on_signal() -> watch::Receiver<bool> {
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
         info!("shutdown requested");
         let _ = stop_tx.send(true);
     });
+    stop_rx
+}
 
-    let server = tokio::spawn(health::serve(
-        cfg.metrics_addr,
-        health::router(metrics.clone(), health.clone()),
-        wait_true(stop_rx.clone()),
-    ));
-
-    let identity = cfg
-        .identity
+/// This candidate's name in the Lease: the configured one, else the pod's host name.
+fn identity(cfg: &Config) -> String {
+    cfg.identity
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "ari-operator".into());
-    let elector = LeaderElector::new(
-        Api::<Lease>::namespaced(client.clone(), &cfg.lease_namespace),
-        LeaseConfig {
-            name: cfg.lease_name.clone(),
-            identity: identity.clone(),
-            lease_duration: Duration::from_secs(15),
-            renew_every: Duration::from_secs(5),
-        },
-    );
-    let (lead_tx, lead_rx) = watch::channel(false);
-    // Set once the controllers have stopped (or never started): the election then releases
-    // the Lease, so a standby takes over in one round instead of after its expiry.
-    let (done_tx, done_rx) = watch::channel(false);
-    let election = tokio::spawn(elector.run(lead_tx, done_rx));
-    // A standby is healthy and ready to take over.
-    health.set_ready(true);
+        .unwrap_or_else(|| "ari-operator".into())
+}
 
-    let mut stop = stop_rx.clone();
-    tokio::select! {
-        _ = wait_true(lead_rx.clone()) => {}
-        _ = stop.wait_for(|s| *s) => {}
-    }
-    if *stop_rx.borrow() {
-        return finish(server, election, done_tx, false).await;
-    }
-    info!(%identity, "leading: starting controllers");
+/// The leader election, running: whether we lead, and the switch that releases the Lease.
+struct Election {
+    task: tokio::task::JoinHandle<()>,
+    leading: watch::Receiver<bool>,
+    /// Set once the controllers have stopped (or never started): the election then releases
+    /// the Lease, so a standby takes over in one round instead of after its expiry.
+    done: watch::Sender<bool>,
+}
 
+impl Election {
+    fn start(cfg: &Config, client: &Client, identity: &str) -> Self {
+        let elector = LeaderElector::new(
+            Api::<Lease>::namespaced(client.clone(), &cfg.lease_namespace),
+            LeaseConfig {
+                name: cfg.lease_name.clone(),
+                identity: identity.to_owned(),
+                lease_duration: Duration::from_secs(15),
+                renew_every: Duration::from_secs(5),
+            },
+        );
+        let (lead_tx, leading) = watch::channel(false);
+        let (done, done_rx) = watch::channel(false);
+        let task = tokio::spawn(elector.run(lead_tx, done_rx));
+        Self {
+            task,
+            leading,
+            done,
+        }
+    }
+
+    /// Waits until we lead (`true`) or `stop` is set first (`false`).
+    async fn leading_before(&self, mut stop: watch::Receiver<bool>) -> bool {
+        tokio::select! {
+            _ = wait_true(self.leading.clone()) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        !*stop.borrow()
+    }
+
+    /// A watch that turns true on `stop` or when leadership is lost, and whether it was lost.
+    fn stop_controllers(
+        &self,
+        mut stop: watch::Receiver<bool>,
+    ) -> (watch::Receiver<bool>, tokio::task::JoinHandle<bool>) {
+        let mut leading = self.leading.clone();
+        let (ctl_stop_tx, ctl_stop_rx) = watch::channel(false);
+        let lost = tokio::spawn(async move {
+            let lost_it = tokio::select! {
+                _ = leading.wait_for(|l| !*l) => true,
+                _ = stop.wait_for(|s| *s) => false,
+            };
+            let _ = ctl_stop_tx.send(true);
+            lost_it
+        });
+        (ctl_stop_rx, lost)
+    }
+}
+
+/// Runs the controllers, and the caches they read, until `stop` or lost leadership; `true`
+/// when leadership was lost.
+async fn lead(
+    cfg: &Config,
+    client: Client,
+    metrics: Arc<Metrics>,
+    identity: String,
+    election: &Election,
+    stop: watch::Receiver<bool>,
+) -> Result<bool, Error> {
     let settings = cfg.settings();
     let registry = Arc::new(crate::agent::image::registry_client(&settings)?);
     let ctx = Arc::new(Context::new(
@@ -92,31 +155,49 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
         Some(identity),
         registry,
     ));
-    // Stop controllers on SIGTERM or when leadership is lost.
-    let lost = {
-        let mut lead_rx = lead_rx.clone();
-        async move {
-            let _ = lead_rx.wait_for(|l| !*l).await;
-        }
-    };
-    let (ctl_stop_tx, ctl_stop_rx) = watch::channel(false);
-    let mut stop2 = stop_rx.clone();
-    let lost_leadership = tokio::spawn(async move {
-        let lost_it = tokio::select! {
-            _ = lost => true,
-            _ = stop2.wait_for(|s| *s) => false,
-        };
-        let _ = ctl_stop_tx.send(true);
-        lost_it
-    });
+    let (ctl_stop, lost_leadership) = election.stop_controllers(stop);
+    let (agent_ctl, agents) = agent_controller(cfg, &client, &metrics, ctx.clone(), &ctl_stop);
+    let (pod_cache, pods) = pod_cache(cfg, &client);
+    let (task_ctl, tasks) = task_controller(
+        cfg,
+        &client,
+        &metrics,
+        ctx.clone(),
+        (agents.clone(), pods),
+        &ctl_stop,
+    );
+    let plan_ctl = plan_controller(cfg, client, &metrics, ctx, agents, &ctl_stop);
+    let gauges = tokio::spawn(task_gauges(tasks, metrics));
 
-    let deployments = match &cfg.namespace {
-        Some(ns) => Api::<Deployment>::namespaced(client.clone(), ns),
-        None => Api::<Deployment>::all(client.clone()),
-    };
-    // Agents and Tasks are written by namespace users: decode each object on its own so one
-    // that does not fit the types is skipped instead of failing every list (issue 13, item 3),
-    // and cache only what decisions read (issue 26, item 9).
+    tokio::join!(agent_ctl, task_ctl, plan_ctl);
+    gauges.abort();
+    pod_cache.abort();
+    Ok(lost_leadership.await.unwrap_or(false))
+}
+
+/// `K`s of the operator's namespace, or of all namespaces.
+fn scoped<K>(cfg: &Config, client: &Client) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match &cfg.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The Agent controller, and the Agent cache every controller reads. Agents and Tasks are
+/// written by namespace users: each object is decoded on its own so one that does not fit the
+/// types is skipped instead of failing every list (issue 13, item 3), and only what decisions
+/// read is cached (issue 26, item 9).
+fn agent_controller(
+    cfg: &Config,
+    client: &Client,
+    metrics: &Metrics,
+    ctx: Arc<Context>,
+    stop: &watch::Receiver<bool>,
+) -> (impl Future<Output = ()> + use<>, Store<Agent>) {
     let (agent_store, agent_writer) = reflector::store();
     let agent_events = decode::watch::<Agent>(
         client.clone(),
@@ -127,55 +208,64 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
     .modify(cache::trim_agent)
     .reflect(agent_writer)
     .applied_objects();
-    let agent_controller = Controller::for_stream(agent_events, agent_store.clone());
     // A change to a namespace's attestation key copy wakes that namespace's Agents, whose
     // reconcile re-asserts the copy (issue 13, item 10). Only that name is watched (RBAC
     // grants list/watch on it alone).
-    let key_copies = match &cfg.namespace {
-        Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
-        None => Api::<Secret>::all(client.clone()),
-    };
     let agents_of_ns = agent_store.clone();
-    let agent_controller = agent_controller.watches(
-        key_copies,
-        watcher::Config::default().fields(&format!("metadata.name={}", names::ATTESTATION_SECRET)),
-        move |secret: Secret| {
-            let ns = secret.metadata.namespace.unwrap_or_default();
-            agents_of_ns
-                .state()
-                .into_iter()
-                .filter(|a| a.metadata.namespace.as_deref() == Some(ns.as_str()))
-                .map(|a| ObjectRef::from_obj(a.as_ref()))
-                .collect::<Vec<_>>()
-        },
-    );
-    let agent_ctl = agent_controller
-        .owns(
-            deployments,
-            watcher::Config::default().labels("app.kubernetes.io/name=ari-executor"),
+    let controller = Controller::for_stream(agent_events, agent_store.clone())
+        .watches(
+            scoped::<Secret>(cfg, client),
+            watcher::Config::default()
+                .fields(&format!("metadata.name={}", names::ATTESTATION_SECRET)),
+            move |secret: Secret| {
+                let ns = secret.metadata.namespace.unwrap_or_default();
+                agents_of_ns
+                    .state()
+                    .into_iter()
+                    .filter(|a| a.metadata.namespace.as_deref() == Some(ns.as_str()))
+                    .map(|a| ObjectRef::from_obj(a.as_ref()))
+                    .collect::<Vec<_>>()
+            },
         )
-        .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()))
+        .owns(
+            scoped::<Deployment>(cfg, client),
+            watcher::Config::default().labels(EXECUTOR_LABEL),
+        )
+        .graceful_shutdown_on(wait_true(stop.clone()))
         .run(
             agent::controller::reconcile,
             agent::controller::error_policy,
-            ctx.clone(),
+            ctx,
         )
         .for_each(|_| async {});
-    let pods = match &cfg.namespace {
-        Some(ns) => Api::<Pod>::namespaced(client.clone(), ns),
-        None => Api::<Pod>::all(client.clone()),
-    };
+    (controller, agent_store)
+}
+
+/// The executor pods' cache (the Task controller reads it), kept until aborted.
+fn pod_cache(cfg: &Config, client: &Client) -> (tokio::task::JoinHandle<()>, Store<Pod>) {
     let (pod_store, pod_writer) = reflector::store();
-    let pod_cache = watcher(
-        pods,
-        watcher::Config::default().labels("app.kubernetes.io/name=ari-executor"),
+    let pods = watcher(
+        scoped::<Pod>(cfg, client),
+        watcher::Config::default().labels(EXECUTOR_LABEL),
     )
     .default_backoff()
     .modify(cache::trim_pod)
     .reflect(pod_writer)
     .for_each(|_| async {});
-    let pod_cache = tokio::spawn(pod_cache);
+    (tokio::spawn(pods), pod_store)
+}
 
+/// The Task controller, and the Task cache (the gauges read it). Decisions on a Task read the
+/// Agent and pod caches: it starts only once both have listed everything, or a cold cache
+/// would look like a missing Agent.
+fn task_controller(
+    cfg: &Config,
+    client: &Client,
+    metrics: &Metrics,
+    ctx: Arc<Context>,
+    (agents, pods): (Store<Agent>, Store<Pod>),
+    stop: &watch::Receiver<bool>,
+) -> (impl Future<Output = ()> + use<>, Store<Task>) {
     let (task_store, task_writer) = reflector::store();
     let children = Arc::new(task::children::ChildIndex::default());
     let index = children.clone();
@@ -189,30 +279,24 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
     .inspect_ok(move |event| index.observe(event))
     .reflect(task_writer)
     .applied_objects();
-    let task_controller = Controller::for_stream(task_events, task_store.clone())
-        .graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
+    let controller = Controller::for_stream(task_events, task_store.clone())
+        .graceful_shutdown_on(wait_true(stop.clone()));
     let task_ctx = Arc::new(TaskContext {
-        base: ctx.clone(),
+        base: ctx,
         seen: Seen::default(),
         announced: Seen::default(),
         started: k8s_openapi::jiff::Timestamp::now(),
-        agents: agent_store.clone(),
-        pods: pod_store.clone(),
+        agents: agents.clone(),
+        pods: pods.clone(),
         tasks: task_store.clone(),
         children,
     });
-    // The Plan controller's validator reads the same Agent cache.
-    let plan_agents = agent_store.clone();
-    // Decisions on a Task read the Agent and pod caches: start only once both have listed
-    // everything, or a cold cache would look like a missing Agent.
-    let task_ctl = async move {
-        if agent_store.wait_until_ready().await.is_err()
-            || pod_store.wait_until_ready().await.is_err()
-        {
+    let run = async move {
+        if agents.wait_until_ready().await.is_err() || pods.wait_until_ready().await.is_err() {
             error!("agent or pod cache closed before it was ready");
             return;
         }
-        task_controller
+        controller
             .run(
                 task::controller::reconcile,
                 task::controller::error_policy,
@@ -221,50 +305,26 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), Error> {
             .for_each(|_| async {})
             .await;
     };
-    let gauges = tokio::spawn(task_gauges(task_store, metrics.clone()));
-    let (plan_ctl, plan_tasks) = plan_controller(&cfg, client.clone(), &metrics);
-    let plan_ctl = plan_ctl.graceful_shutdown_on(wait_true(ctl_stop_rx.clone()));
-    let plan_ctx = Arc::new(PlanContext::new(
-        ctx.clone(),
-        plan_agents.clone(),
-        plan_tasks,
-    ));
-    // Validation reads the Agent cache: start only once it has listed everything. The Plan Task
-    // cache is filled by the controller's own watch, so waiting for it here would never end; a
-    // recorded Task it does not have yet is looked up by a metadata read and counts as Pending
-    // until its watch event arrives and wakes the Plan again.
-    let plan_ctl = async move {
-        if plan_agents.wait_until_ready().await.is_err() {
-            error!("agent cache closed before it was ready");
-            return;
-        }
-        plan_ctl
-            .run(
-                plan::controller::reconcile,
-                plan::controller::error_policy,
-                plan_ctx,
-            )
-            .for_each(|_| async {})
-            .await;
-    };
-
-    tokio::join!(agent_ctl, task_ctl, plan_ctl);
-    gauges.abort();
-    pod_cache.abort();
-    let lost_it = lost_leadership.await.unwrap_or(false);
-    finish(server, election, done_tx, lost_it).await
+    (run, task_store)
 }
 
 /// The Plan controller, woken by its Plans and by changes to the Tasks they own (only Tasks
-/// labelled with a Plan's uid are watched), and the cache of those Tasks it decides from. Both
+/// labelled with a Plan's uid are watched), deciding from the cache of those Tasks. Both
 /// caches are trimmed before they store anything: a Plan to what a pass reads
 /// ([`plan::observe::trim_plan`]), a Task to its state and digests
 /// ([`plan::observe::trim_plan_task`]), so no input, output or attestation is kept.
+/// Validation reads the Agent cache: it starts only once that has listed everything. The Plan
+/// Task cache is filled by the controller's own watch, so waiting for it would never end; a
+/// recorded Task it does not have yet is looked up by a metadata read and counts as Pending
+/// until its watch event arrives and wakes the Plan again.
 fn plan_controller(
     cfg: &Config,
     client: Client,
-    metrics: &Arc<Metrics>,
-) -> (Controller<Plan>, Store<Task>) {
+    metrics: &Metrics,
+    ctx: Arc<Context>,
+    agents: Store<Agent>,
+    stop: &watch::Receiver<bool>,
+) -> impl Future<Output = ()> + use<> {
     let (plan_store, plan_writer) = reflector::store();
     let plan_events = decode::watch::<Plan>(
         client.clone(),
@@ -285,23 +345,36 @@ fn plan_controller(
     .modify(plan::observe::trim_plan_task)
     .reflect(task_writer)
     .applied_objects();
-    (
-        Controller::for_stream(plan_events, plan_store).owns_stream(step_tasks),
-        task_store,
-    )
+    let controller = Controller::for_stream(plan_events, plan_store)
+        .owns_stream(step_tasks)
+        .graceful_shutdown_on(wait_true(stop.clone()));
+    let plan_ctx = Arc::new(PlanContext::new(ctx, agents.clone(), task_store));
+    async move {
+        if agents.wait_until_ready().await.is_err() {
+            error!("agent cache closed before it was ready");
+            return;
+        }
+        controller
+            .run(
+                plan::controller::reconcile,
+                plan::controller::error_policy,
+                plan_ctx,
+            )
+            .for_each(|_| async {})
+            .await;
+    }
 }
 
 /// Ends the election (which releases the Lease if ours), stops the HTTP server; exits
 /// non-zero after lost leadership so the pod restarts as a fresh candidate.
 async fn finish(
     server: tokio::task::JoinHandle<std::io::Result<()>>,
-    election: tokio::task::JoinHandle<()>,
-    done: watch::Sender<bool>,
+    election: Election,
     lost_leadership: bool,
 ) -> Result<(), Error> {
-    let _ = done.send(true);
+    let _ = election.done.send(true);
     // Bounded: a hung API call must not keep the pod past its grace period.
-    if tokio::time::timeout(Duration::from_secs(10), election)
+    if tokio::time::timeout(Duration::from_secs(10), election.task)
         .await
         .is_err()
     {

@@ -28,7 +28,7 @@ impl FuelCost {
 /// Every host function's cost, gathered from the capabilities that declare them (each
 /// capability's `link` module), for the docs and `ari inspect`.
 pub fn table() -> Vec<(&'static str, FuelCost)> {
-    crate::host::CAPABILITIES
+    crate::capability::HOSTS
         .iter()
         .flat_map(|c| c.fuel.iter().copied())
         .collect()

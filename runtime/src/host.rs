@@ -18,27 +18,16 @@ use crate::trace::{MAX_TRACE_BYTES, TraceLimitHit};
 pub(crate) type Cx<'a> = StoreContextMut<'a, TaskState>;
 
 /// What a capability declares to the host (in its `link` module): how to link its functions
-/// and what each costs.
+/// and what each costs. `capability::HOSTS` lists every capability's.
 pub(crate) struct HostFunctions {
     pub link: fn(&mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()>,
     pub fuel: &'static [(&'static str, FuelCost)],
 }
 
-/// Every capability's host functions: the one list a new capability joins.
-pub(crate) const CAPABILITIES: &[HostFunctions] = &[
-    capability::log::HOST,
-    capability::storage::HOST,
-    capability::random::HOST,
-    capability::crypto::HOST,
-    capability::http::HOST,
-    capability::clock::HOST,
-    capability::delegation::HOST,
-];
-
 /// Adds the host interface to `linker`: every capability's functions.
 pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<()> {
     let mut host = linker.instance(HOST_IMPORT)?;
-    for capability in CAPABILITIES {
+    for capability in capability::HOSTS {
         (capability.link)(&mut host)?;
     }
     Ok(())

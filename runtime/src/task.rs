@@ -1,9 +1,9 @@
 //! One task: its request, its outcome, and running it in a fresh `Store`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ari_model::{CapabilityName, DelegationApplied, Estimate};
+use ari_model::{CapabilityName, Estimate};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 use wasmtime::{Store, UpdateDeadline};
@@ -11,9 +11,12 @@ use wasmtime::{Store, UpdateDeadline};
 use crate::attestation::{Attestation, Claims, TaskIdentity, sha256_hex};
 use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
 use crate::cancel::{CancelToken, Cancelled};
-use crate::capability::delegation::ChildSummary;
-use crate::capability::storage::{MemoryBackend, StorageBackend};
-use crate::capability::{CapError, DelegationContext, Grants, LogTap, Mode, TaskCapabilities};
+use crate::capability::delegation::{ChildSummary, TaskDelegation};
+use crate::capability::log::LogCapability;
+use crate::capability::storage::{MemoryBackend, StorageBackend, TaskStorage};
+use crate::capability::{
+    CapError, CapUsage, DelegationContext, Grants, LogTap, Mode, TaskCapabilities, TaskSetup,
+};
 use crate::engine::deadline_ticks;
 use crate::failure::{Failure, FailureKind, classify_call_error};
 use crate::limits::{Limits, LimitsApplied, MemoryLimiter};
@@ -182,6 +185,16 @@ struct GuestRun {
     estimate: Option<Estimate>,
 }
 
+impl GuestRun {
+    /// A run that ended before the guest did anything.
+    fn failed(failure: Failure) -> Self {
+        Self {
+            end: GuestEnd::Failed(failure),
+            estimate: None,
+        }
+    }
+}
+
 /// Most runs of one task whose storage commit keeps losing to concurrent tasks.
 pub const MAX_STORAGE_RUNS: u32 = 16;
 
@@ -303,202 +316,57 @@ impl LoadedAgent {
         self.run_once(req)
     }
 
+    /// One run: the capabilities, the guest (unless a check refuses it first), the ending,
+    /// the sealed outcome and, for a run that succeeded, the storage commit.
     fn run_once(&self, mut req: TaskRequest) -> TaskOutcome {
         let started = Instant::now();
         let cpu_start = thread_cpu_nanos();
         let seed = req.seed.unwrap_or_else(random_seed);
         let applied = self.applied_limits(&req);
-        let start_nanos = req.start_unix_nanos.unwrap_or_else(now_unix_nanos);
-
-        let pre_failure = precheck(&req, &applied);
-        let mode = match req.replay.clone() {
-            Some(trace) => Mode::Replay(trace),
-            None => Mode::Live,
-        };
-        let storage = match (&mode, req.storage.take(), &req.grants.storage) {
-            (Mode::Live, None, Some(_)) => {
-                Some(Box::new(MemoryBackend::new()) as Box<dyn StorageBackend>)
-            }
-            (_, storage, _) => storage,
-        };
-        let mut caps = TaskCapabilities::new(&req.grants, storage, seed, start_nanos, mode);
-        caps.set_cancel(req.cancel.clone().unwrap_or_default());
-        caps.set_delegation(
-            req.delegation.clone(),
-            &req.id,
-            req.cancel.clone().unwrap_or_default(),
-            applied.memory_bytes,
-        );
-        if let Some(tap) = &req.log_tap {
-            caps.set_log_tap(tap.clone());
-        }
-        let caps: SharedCaps = Arc::new(Mutex::new(caps));
-
-        let (GuestRun { end, estimate }, meter) = match pre_failure {
-            Some(f) => (
-                GuestRun {
-                    end: GuestEnd::Failed(f),
-                    estimate: None,
-                },
-                StoreMeter::default(),
-            ),
+        let caps: SharedCaps = Arc::new(Mutex::new(capabilities(&mut req, &applied, seed)));
+        let (run, meter) = match precheck(&req, &applied) {
+            Some(failure) => (GuestRun::failed(failure), StoreMeter::default()),
             None => self.execute(&req, &applied, seed, &caps),
         };
 
         // The store (and with it every WASI adapter) is gone: the state is ours again.
         // (Should a clone survive, the lock still gives exclusive access.)
         let mut caps = crate::state::lock(&caps);
-        caps.abandon_children();
-        let children = caps.children().to_vec();
-        let denials: Vec<String> = caps.denials().to_vec();
-        let logs = caps.logs();
-
-        let mut failure = match end {
-            GuestEnd::Failed(ref f) => Some(f.clone()),
-            GuestEnd::Done(ref result) if result.output.len() as u64 > applied.max_output_bytes => {
-                Some(Failure::new(
-                    FailureKind::OutputTooLarge,
-                    format!(
-                        "output is {} bytes, over the limit of {} bytes",
-                        result.output.len(),
-                        applied.max_output_bytes
-                    ),
-                ))
-            }
-            GuestEnd::Done(_) => None,
-        };
-        if let Some(first) = denials.first()
-            && failure
-                .as_ref()
-                .is_none_or(|f| f.kind != FailureKind::CapabilityDenied)
-        {
-            let then = failure
-                .as_ref()
-                .map(|f| format!(" (then: {f})"))
-                .unwrap_or_default();
-            failure = Some(Failure::new(
-                FailureKind::CapabilityDenied,
-                format!("capability denied: {first}{then}"),
-            ));
-        }
-
-        // A cancelled task ends Cancelled however the guest ended (it may have failed because
-        // its children were cancelled, or returned before the check): nothing is kept.
-        if req.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
-            && failure
-                .as_ref()
-                .is_none_or(|f| f.kind != FailureKind::Cancelled)
-        {
-            let then = failure
-                .as_ref()
-                .map(|f| format!(" (the guest ended: {f})"))
-                .unwrap_or_default();
-            failure = Some(Failure::new(
-                FailureKind::Cancelled,
-                format!("the task was cancelled{then}"),
-            ));
-        }
-
-        let usage = caps.usage();
-        let replay_left = caps.replay_remaining();
-        let trace = caps.take_trace();
-        if replay_left > 0 && failure.is_none() {
-            failure = Some(Failure::new(
-                FailureKind::HostError,
-                format!("replay diverged: {replay_left} recorded events were not consumed"),
-            ));
-        }
-        let output = match (&failure, end) {
-            (None, GuestEnd::Done(result)) => result.output,
-            _ => Vec::new(),
-        };
+        let left = Leftovers::take(&mut caps);
+        let failure = ending(
+            &run.end,
+            applied.max_output_bytes,
+            &left.denials,
+            req.cancel.as_ref().is_some_and(CancelToken::is_cancelled),
+            left.replay_left,
+        );
         let resources = ResourcesUsed {
             fuel: meter.fuel,
             cpu_millis: (thread_cpu_nanos().saturating_sub(cpu_start)) / 1_000_000,
             memory_bytes: meter.peak_memory,
-            storage_bytes: usage.storage_bytes_written,
-            network_bytes: usage.network_bytes,
+            storage_bytes: left.usage.storage_bytes_written,
+            network_bytes: left.usage.network_bytes,
             wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            children_fuel: usage.children_fuel,
+            children_fuel: left.usage.children_fuel,
         };
-        let seal = |failure: Option<Failure>, output: Vec<u8>, trace: Trace, logs: Vec<String>| {
-            let output_sha256 = sha256_hex(&output);
-            let attestation = Attestation::sign(
-                Claims {
-                    task: TaskIdentity {
-                        namespace: req.namespace.clone().unwrap_or_default(),
-                        name: req.id.clone(),
-                        uid: req.uid.clone().unwrap_or_default(),
-                    },
-                    module_sha256: self.module_sha256.clone(),
-                    input_sha256: sha256_hex(&req.input),
-                    config_sha256: sha256_hex(&req.config),
-                    requirements: req.requirements.clone(),
-                    seed,
-                    limits_applied: applied.clone(),
-                    failure: failure.as_ref().map(|f| f.kind),
-                    output_sha256: output_sha256.clone(),
-                    resources_used: resources,
-                    trace_sha256: trace.sha256(),
-                    executor: req.executor.clone(),
-                },
-                &req.attestation_key,
-            );
-            TaskOutcome {
-                task_id: req.id.clone(),
-                output,
-                output_sha256,
-                resources_used: resources,
-                limits_applied: applied.clone(),
-                attestation,
-                failure,
-                estimate,
-                trace,
-                logs,
-                children: children.clone(),
-                delegations_refused: usage.delegations_refused,
-                output_not_kept: false,
-                storage_conflict: false,
+        let sealer = Sealer {
+            agent: self,
+            req: &req,
+            seed,
+            applied,
+            resources,
+            estimate: run.estimate,
+            children: left.children,
+            delegations_refused: left.usage.delegations_refused,
+        };
+        match (failure, run.end) {
+            (None, GuestEnd::Done(result)) => {
+                // Sealed before the commit, so the receipt stored with the writes is exactly
+                // what this run returns.
+                let outcome = sealer.seal(None, result.output, left.trace, left.logs);
+                sealer.commit(caps, outcome)
             }
-        };
-        if failure.is_some() {
-            return seal(failure, Vec::new(), trace, logs);
-        }
-        // Sealed before the commit, so the receipt stored with the writes is exactly what this
-        // run returns.
-        let outcome = seal(None, output, trace, logs);
-        if let Some(gate) = &req.commit_gate
-            && let Err(why) = gate()
-        {
-            drop(caps);
-            let failure = Failure::new(
-                FailureKind::HostError,
-                format!("storage not committed: {why}"),
-            );
-            return seal(Some(failure), Vec::new(), outcome.trace, outcome.logs);
-        }
-        let receipt = req
-            .receipt
-            .as_ref()
-            .map(|id| (id.clone(), outcome.receipt_bytes()));
-        let commit = caps.commit(receipt);
-        drop(caps);
-        let Err(err) = commit else {
-            return outcome;
-        };
-        let storage_conflict = matches!(err, CapError::Conflict(_));
-        let failure = match err {
-            CapError::Denied(msg) | CapError::QuotaExceeded(msg) => {
-                Failure::new(FailureKind::CapabilityDenied, msg)
-            }
-            other => Failure::new(
-                FailureKind::HostError,
-                format!("storage commit failed: {other}"),
-            ),
-        };
-        TaskOutcome {
-            storage_conflict,
-            ..seal(Some(failure), Vec::new(), outcome.trace, outcome.logs)
+            (failure, _) => sealer.seal(failure, Vec::new(), left.trace, left.logs),
         }
     }
 
@@ -509,7 +377,7 @@ impl LoadedAgent {
             Some(max) => req.limits.memory_bytes.min(max),
             None => req.limits.memory_bytes,
         };
-        LimitsApplied {
+        let mut applied = LimitsApplied {
             fuel: if inner.consume_fuel {
                 req.limits.fuel
             } else {
@@ -520,20 +388,11 @@ impl LoadedAgent {
             max_output_bytes: req.limits.max_output_bytes,
             max_input_bytes: req.limits.max_input_bytes,
             capabilities: req.grants.names(),
-            storage_max_bytes: req.grants.storage.map(|g| g.max_bytes),
-            allowed_hosts: req
-                .grants
-                .network
-                .as_ref()
-                .map(|n| n.allowed_hosts.clone())
-                .unwrap_or_default(),
-            delegation: req.grants.delegation.as_ref().map(|g| DelegationApplied {
-                agents: g.agents.clone(),
-                max_depth: g.depth_limit(),
-                max_children: g.children_limit(),
-                depth: req.delegation.as_ref().map_or(0, |c| c.depth),
-            }),
-        }
+            ..LimitsApplied::default()
+        };
+        let depth = req.delegation.as_ref().map_or(0, |c| c.depth);
+        req.grants.spec().record(&mut applied, depth);
+        applied
     }
 
     /// Instantiates in a fresh store and calls `initialize`, `can-execute`, `estimate`,
@@ -547,7 +406,7 @@ impl LoadedAgent {
     ) -> (GuestRun, StoreMeter) {
         let inner = &self.runtime.inner;
         let state = TaskState {
-            wasi: wasi::build_ctx(caps, req.grants.time, &seed),
+            wasi: wasi::build_ctx(caps, req.grants.grants(CapabilityName::TimeAccess), &seed),
             table: crate::limits::resource_table(),
             caps: caps.clone(),
             limiter: MemoryLimiter::new(applied.memory_bytes),
@@ -563,11 +422,7 @@ impl LoadedAgent {
                 FailureKind::HostError,
                 format!("cannot set fuel: {}", error_chain(&e)),
             );
-            let run = GuestRun {
-                end: GuestEnd::Failed(f),
-                estimate: None,
-            };
-            return (run, StoreMeter::default());
+            return (GuestRun::failed(f), StoreMeter::default());
         }
         let timeout = Duration::from_millis(applied.timeout_millis);
         set_deadline(&mut store, deadline_ticks(timeout), req.cancel.clone());
@@ -597,6 +452,233 @@ impl LoadedAgent {
         };
         drop(store);
         (run, meter)
+    }
+}
+
+/// The task's capabilities: a live run reaches its storage (an empty in-memory store when
+/// storage is granted and none was given), a replay serves its trace.
+fn capabilities(
+    req: &mut TaskRequest,
+    applied: &LimitsApplied,
+    seed: [u8; 32],
+) -> TaskCapabilities {
+    let mode = match req.replay.clone() {
+        Some(trace) => Mode::Replay(trace),
+        None => Mode::Live,
+    };
+    let storage = match (&mode, req.storage.take(), &req.grants.spec().storage) {
+        (Mode::Live, None, Some(_)) => {
+            Some(Box::new(MemoryBackend::new()) as Box<dyn StorageBackend>)
+        }
+        (_, storage, _) => storage,
+    };
+    let setup = TaskSetup {
+        task: req.id.clone(),
+        seed,
+        start_unix_nanos: req.start_unix_nanos.unwrap_or_else(now_unix_nanos),
+        storage,
+        cancel: req.cancel.clone().unwrap_or_default(),
+        delegation: req.delegation.clone(),
+        memory_bytes: applied.memory_bytes,
+        log_tap: req.log_tap.clone(),
+    };
+    TaskCapabilities::new(&req.grants, setup, mode)
+}
+
+/// What the capabilities hold once the guest is gone (its children abandoned).
+struct Leftovers {
+    children: Vec<ChildSummary>,
+    denials: Vec<String>,
+    logs: Vec<String>,
+    usage: CapUsage,
+    replay_left: usize,
+    trace: Trace,
+}
+
+impl Leftovers {
+    fn take(caps: &mut TaskCapabilities) -> Self {
+        let delegation = caps.get::<TaskDelegation>();
+        delegation.abandon_pending();
+        let children = delegation.children().to_vec();
+        Self {
+            children,
+            denials: caps.denials().to_vec(),
+            logs: caps.get::<LogCapability>().lines(),
+            usage: caps.usage(),
+            replay_left: caps.replay_remaining(),
+            trace: caps.take_trace(),
+        }
+    }
+}
+
+/// How a run ended, from what the guest did and what happened around it (`None`: it
+/// succeeded). In order: the guest's own failure or an output over `max_output_bytes`; a
+/// denial, which names the run whatever else happened (`CapabilityDenied`); a cancel, which
+/// ends it `Cancelled` whatever the guest did (it may have failed because its children were
+/// cancelled, or returned before the check); a replay that left recorded events unconsumed.
+fn ending(
+    end: &GuestEnd,
+    max_output_bytes: u64,
+    denials: &[String],
+    cancelled: bool,
+    replay_left: usize,
+) -> Option<Failure> {
+    let mut failure = match end {
+        GuestEnd::Failed(f) => Some(f.clone()),
+        GuestEnd::Done(result) if result.output.len() as u64 > max_output_bytes => {
+            Some(Failure::new(
+                FailureKind::OutputTooLarge,
+                format!(
+                    "output is {} bytes, over the limit of {max_output_bytes} bytes",
+                    result.output.len(),
+                ),
+            ))
+        }
+        GuestEnd::Done(_) => None,
+    };
+    let is = |f: &Option<Failure>, kind| f.as_ref().is_some_and(|f| f.kind == kind);
+    if let Some(first) = denials.first()
+        && !is(&failure, FailureKind::CapabilityDenied)
+    {
+        let then = failure
+            .as_ref()
+            .map(|f| format!(" (then: {f})"))
+            .unwrap_or_default();
+        failure = Some(Failure::new(
+            FailureKind::CapabilityDenied,
+            format!("capability denied: {first}{then}"),
+        ));
+    }
+    if cancelled && !is(&failure, FailureKind::Cancelled) {
+        let then = failure
+            .as_ref()
+            .map(|f| format!(" (the guest ended: {f})"))
+            .unwrap_or_default();
+        failure = Some(Failure::new(
+            FailureKind::Cancelled,
+            format!("the task was cancelled{then}"),
+        ));
+    }
+    if replay_left > 0 && failure.is_none() {
+        failure = Some(Failure::new(
+            FailureKind::HostError,
+            format!("replay diverged: {replay_left} recorded events were not consumed"),
+        ));
+    }
+    failure
+}
+
+/// A refused storage commit as the run's failure, and whether it was a conflict (the runtime
+/// then runs the task again).
+fn commit_failure(err: CapError) -> (Failure, bool) {
+    let conflict = matches!(err, CapError::Conflict(_));
+    let failure = match err {
+        CapError::Denied(msg) | CapError::QuotaExceeded(msg) => {
+            Failure::new(FailureKind::CapabilityDenied, msg)
+        }
+        other => Failure::new(
+            FailureKind::HostError,
+            format!("storage commit failed: {other}"),
+        ),
+    };
+    (failure, conflict)
+}
+
+/// Everything an outcome of this run says besides its ending, output, trace and logs: seals
+/// (signs) outcomes, and commits the storage of one that succeeded.
+struct Sealer<'a> {
+    agent: &'a LoadedAgent,
+    req: &'a TaskRequest,
+    seed: [u8; 32],
+    applied: LimitsApplied,
+    resources: ResourcesUsed,
+    estimate: Option<Estimate>,
+    children: Vec<ChildSummary>,
+    delegations_refused: u32,
+}
+
+impl Sealer<'_> {
+    /// The outcome, with its attestation signed.
+    fn seal(
+        &self,
+        failure: Option<Failure>,
+        output: Vec<u8>,
+        trace: Trace,
+        logs: Vec<String>,
+    ) -> TaskOutcome {
+        let req = self.req;
+        let output_sha256 = sha256_hex(&output);
+        let attestation = Attestation::sign(
+            Claims {
+                task: TaskIdentity {
+                    namespace: req.namespace.clone().unwrap_or_default(),
+                    name: req.id.clone(),
+                    uid: req.uid.clone().unwrap_or_default(),
+                },
+                module_sha256: self.agent.module_sha256.clone(),
+                input_sha256: sha256_hex(&req.input),
+                config_sha256: sha256_hex(&req.config),
+                requirements: req.requirements.clone(),
+                seed: self.seed,
+                limits_applied: self.applied.clone(),
+                failure: failure.as_ref().map(|f| f.kind),
+                output_sha256: output_sha256.clone(),
+                resources_used: self.resources,
+                trace_sha256: trace.sha256(),
+                executor: req.executor.clone(),
+            },
+            &req.attestation_key,
+        );
+        TaskOutcome {
+            task_id: req.id.clone(),
+            output,
+            output_sha256,
+            resources_used: self.resources,
+            limits_applied: self.applied.clone(),
+            attestation,
+            failure,
+            estimate: self.estimate,
+            trace,
+            logs,
+            children: self.children.clone(),
+            delegations_refused: self.delegations_refused,
+            output_not_kept: false,
+            storage_conflict: false,
+        }
+    }
+
+    /// Commits the storage writes of the successful `outcome`, with its receipt. A commit the
+    /// gate refuses, or that fails, turns it into a failed outcome that keeps nothing.
+    fn commit(
+        &self,
+        mut caps: MutexGuard<'_, TaskCapabilities>,
+        outcome: TaskOutcome,
+    ) -> TaskOutcome {
+        if let Some(gate) = &self.req.commit_gate
+            && let Err(why) = gate()
+        {
+            drop(caps);
+            let failure = Failure::new(
+                FailureKind::HostError,
+                format!("storage not committed: {why}"),
+            );
+            return self.seal(Some(failure), Vec::new(), outcome.trace, outcome.logs);
+        }
+        let receipt = self
+            .req
+            .receipt
+            .as_ref()
+            .map(|id| (id.clone(), outcome.receipt_bytes()));
+        let commit = caps.call(|s: &mut TaskStorage, rec| s.commit(rec.is_replay(), receipt));
+        drop(caps);
+        let Err(err) = commit else {
+            return outcome;
+        };
+        let (failure, storage_conflict) = commit_failure(err);
+        TaskOutcome {
+            storage_conflict,
+            ..self.seal(Some(failure), Vec::new(), outcome.trace, outcome.logs)
+        }
     }
 }
 
@@ -795,6 +877,113 @@ mod b64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn done(output_bytes: usize) -> GuestEnd {
+        GuestEnd::Done(ExecutionResult {
+            output: vec![b'x'; output_bytes],
+            resources_used: crate::bindings::ResourceUsage {
+                cpu_millis: 0,
+                memory_bytes: 0,
+                storage_bytes: 0,
+                network_bytes: 0,
+            },
+            attestation: None,
+        })
+    }
+
+    /// (guest end, denials, cancelled, replay events left) -> kind and message
+    type Case<'a> = (
+        GuestEnd,
+        &'a [String],
+        bool,
+        usize,
+        Option<(FailureKind, &'a str)>,
+    );
+
+    #[test]
+    fn a_run_ends_by_the_first_rule_that_applies() {
+        use FailureKind::*;
+        let agent_error = || GuestEnd::Failed(Failure::new(AgentError, "boom"));
+        let denied = ["capability `network` not granted".to_owned()];
+        let table: Vec<Case> = vec![
+            (done(4), &[], false, 0, None),
+            (
+                done(5),
+                &[],
+                false,
+                0,
+                Some((
+                    OutputTooLarge,
+                    "output is 5 bytes, over the limit of 4 bytes",
+                )),
+            ),
+            (
+                agent_error(),
+                &denied,
+                false,
+                0,
+                Some((
+                    CapabilityDenied,
+                    "capability denied: capability `network` not granted (then: AgentError: boom)",
+                )),
+            ),
+            (
+                done(4),
+                &denied,
+                true,
+                0,
+                Some((
+                    Cancelled,
+                    "the task was cancelled (the guest ended: CapabilityDenied: capability \
+                     denied: capability `network` not granted)",
+                )),
+            ),
+            (
+                done(4),
+                &[],
+                true,
+                0,
+                Some((Cancelled, "the task was cancelled")),
+            ),
+            (
+                done(4),
+                &[],
+                false,
+                2,
+                Some((
+                    HostError,
+                    "replay diverged: 2 recorded events were not consumed",
+                )),
+            ),
+            // A replay that failed anyway keeps its own ending.
+            (agent_error(), &[], false, 2, Some((AgentError, "boom"))),
+        ];
+        for (end, denials, cancelled, left, want) in table {
+            let got = ending(&end, 4, denials, cancelled, left);
+            assert_eq!(
+                got.as_ref().map(|f| (f.kind, f.message.as_str())),
+                want,
+                "{denials:?} cancelled={cancelled} left={left}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_commit_is_a_denial_a_conflict_runs_again_anything_else_is_the_hosts() {
+        let table = [
+            (
+                CapError::QuotaExceeded("full".into()),
+                FailureKind::CapabilityDenied,
+                false,
+            ),
+            (CapError::Conflict("k".into()), FailureKind::HostError, true),
+            (CapError::Failed("io".into()), FailureKind::HostError, false),
+        ];
+        for (err, kind, conflict) in table {
+            let (failure, again) = commit_failure(err);
+            assert_eq!((failure.kind, again), (kind, conflict), "{failure}");
+        }
+    }
 
     #[test]
     fn conflict_backoff_is_random_and_capped_at_64_ms() {

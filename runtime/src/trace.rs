@@ -20,7 +20,7 @@ pub struct Trace {
 
 /// A capability's own trace events. The capability names their JSON kinds and canonical tags,
 /// encodes their fields and says how much memory they hold; [`TraceEvent`] only gathers every
-/// capability's type (see `trace_events!` below), so adding a capability adds one line there.
+/// capability's type (see `trace_events!` below), from the one list of capabilities.
 pub trait CapabilityEvent:
     Clone + Into<TraceEvent> + TryFrom<TraceEvent, Error = TraceEvent>
 {
@@ -47,12 +47,13 @@ pub trait CapabilityEvent:
     }
 }
 
-/// Declares [`TraceEvent`] as the union of the capabilities' event types. The JSON form is the
-/// capability's own (each is internally tagged by `kind`), so the union adds no nesting.
+/// Declares [`TraceEvent`] as the union of the capabilities' event types (called by
+/// `capabilities!`, the one list). The JSON form is the capability's own (each is internally
+/// tagged by `kind`), so the union adds no nesting.
 macro_rules! trace_events {
     ($($variant:ident($ty:ty)),+ $(,)?) => {
         /// One recorded host-call result, of whichever capability made it.
-        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
         #[serde(untagged)]
         pub enum TraceEvent {
             $($variant($ty)),+
@@ -62,28 +63,28 @@ macro_rules! trace_events {
             /// The event's kind, as used in JSON and in divergence messages.
             pub fn kind(&self) -> &'static str {
                 match self {
-                    $(Self::$variant(e) => e.kind()),+
+                    $(Self::$variant(e) => $crate::trace::CapabilityEvent::kind(e)),+
                 }
             }
 
-            fn encode(&self, out: &mut Vec<u8>) {
+            pub(crate) fn encode(&self, out: &mut Vec<u8>) {
                 match self {
                     $(Self::$variant(e) => {
-                        out.push(e.tag());
-                        e.encode_fields(out);
+                        out.push($crate::trace::CapabilityEvent::tag(e));
+                        $crate::trace::CapabilityEvent::encode_fields(e, out);
                     }),+
                 }
             }
 
-            fn heap_bytes(&self) -> usize {
+            pub(crate) fn heap_bytes(&self) -> usize {
                 match self {
-                    $(Self::$variant(e) => e.heap_bytes()),+
+                    $(Self::$variant(e) => $crate::trace::CapabilityEvent::heap_bytes(e)),+
                 }
             }
 
             /// Every `(tag, kind)` of every capability.
             pub fn all_kinds() -> Vec<(u8, &'static str)> {
-                [$(<$ty as CapabilityEvent>::KINDS),+].concat()
+                [$(<$ty as $crate::trace::CapabilityEvent>::KINDS),+].concat()
             }
         }
 
@@ -108,13 +109,10 @@ macro_rules! trace_events {
     };
 }
 
-trace_events! {
-    Storage(crate::capability::storage::StorageEvent),
-    Http(crate::capability::http::HttpEvent),
-    Clock(crate::capability::clock::ClockEvent),
-    Random(crate::capability::random::RandomEvent),
-    Delegation(crate::capability::delegation::DelegationEvent),
-}
+pub(crate) use trace_events;
+
+/// The union itself is declared with the capabilities (`capabilities!` in `capability/mod.rs`).
+pub use crate::capability::TraceEvent;
 
 /// Length-prefixed (u64 little-endian) byte string.
 pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {

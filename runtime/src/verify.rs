@@ -7,12 +7,13 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
 use crate::capability::delegation::DelegationEvent;
-use crate::capability::{AllowedHosts, DelegationGrant, Grants, LoadedSigningKey, StorageGrant};
+use crate::capability::{Grants, LoadedSigningKey};
 use crate::limits::{Limits, LimitsApplied};
 use crate::report::RunReport;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::task::{TaskOutcome, TaskRequest};
 use crate::trace::TraceEvent;
+use ari_model::grant::GrantSet;
 
 /// What the verifier brings besides the report and the module.
 #[derive(Debug, Clone, Default)]
@@ -323,36 +324,16 @@ fn parse_seed(hex_seed: &str) -> Result<[u8; 32], VerifyError> {
 
 /// The grants the original run had, rebuilt from the signed `limitsApplied`.
 fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants, VerifyError> {
-    let has = |name: CapabilityName| applied.capabilities.contains(&name);
-    let mut grants = Grants::default();
-    if has(CapabilityName::Storage) {
-        grants.storage = Some(StorageGrant {
-            max_bytes: applied.storage_max_bytes.unwrap_or(u64::MAX),
-        });
-    }
-    if has(CapabilityName::Network) {
-        grants.network = Some(
-            AllowedHosts::new(applied.allowed_hosts.clone())
-                .map_err(|e| VerifyError::Malformed(format!("allowedHosts: {e}")))?,
-        );
-    }
-    if let Some(d) = &applied.delegation {
-        grants.delegation = Some(DelegationGrant::new(
-            d.agents.clone(),
-            d.max_depth,
-            d.max_children,
-        ));
-    }
-    grants.randomness = has(CapabilityName::Randomness);
-    grants.time = has(CapabilityName::TimeAccess);
-    if has(CapabilityName::Signing) {
-        grants.signing = Some(opts.signing.clone().ok_or_else(|| {
+    let key = match applied.capabilities.contains(&CapabilityName::Signing) {
+        false => None,
+        true => Some(opts.signing.clone().ok_or_else(|| {
             VerifyError::Replay(
                 "the task used `signing`; pass the agent's signing key to replay it".into(),
             )
-        })?);
-    }
-    Ok(grants)
+        })?),
+    };
+    Grants::load(GrantSet::replayed(applied), key)
+        .map_err(|e| VerifyError::Malformed(format!("limitsApplied: {e}")))
 }
 
 fn replay_limits(a: &LimitsApplied) -> Limits {

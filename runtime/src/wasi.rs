@@ -18,7 +18,10 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder};
 
-use crate::capability::LogLevel;
+use crate::capability::clock::ClockCapability;
+use crate::capability::log::LogCapability;
+use crate::capability::random::RandomCapability;
+use crate::capability::{LogLevel, TaskCapabilities};
 use crate::state::{SharedCaps, lock};
 
 /// Longest line forwarded to the log; longer lines are cut (and marked) to bound host memory.
@@ -64,7 +67,7 @@ struct LogicalClock(SharedCaps);
 
 impl LogicalClock {
     fn nanos(&self) -> u64 {
-        lock(&self.0).wasi_now_nanos()
+        wasi_now(&mut lock(&self.0))
     }
 }
 
@@ -115,16 +118,16 @@ impl rand_core_wasi::TryRng for TaskRng {
 
     fn try_next_u32(&mut self) -> Result<u32, Infallible> {
         let mut b = [0u8; 4];
-        lock(&self.0).fill_wasi_random(&mut b);
+        lock(&self.0).get::<RandomCapability>().fill_wasi(&mut b);
         Ok(u32::from_le_bytes(b))
     }
     fn try_next_u64(&mut self) -> Result<u64, Infallible> {
         let mut b = [0u8; 8];
-        lock(&self.0).fill_wasi_random(&mut b);
+        lock(&self.0).get::<RandomCapability>().fill_wasi(&mut b);
         Ok(u64::from_le_bytes(b))
     }
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
-        lock(&self.0).fill_wasi_random(dst);
+        lock(&self.0).get::<RandomCapability>().fill_wasi(dst);
         Ok(())
     }
 }
@@ -159,7 +162,9 @@ impl LogPipe {
 
     fn emit(&self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
-        lock(&self.caps).log(self.level, &text);
+        lock(&self.caps)
+            .get::<LogCapability>()
+            .log(self.level, &text);
     }
 }
 
@@ -260,7 +265,7 @@ pub(crate) fn meter_clocks(
 
     fn read(cx: &mut Cx<'_>) -> wasmtime::Result<u64> {
         charge(cx, crate::capability::clock::NOW_FUEL, 0)?;
-        let nanos = cx.data().caps().wasi_now_nanos();
+        let nanos = wasi_now(&mut cx.data().caps());
         check_trace(cx)?;
         Ok(nanos)
     }
@@ -314,6 +319,13 @@ pub(crate) fn virtualise_sleep(
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// WASI wall and monotonic clocks: the logical clock with `timeAccess`, else 0. A replay that
+/// diverges here also yields 0; the divergence shows in the trace digest.
+fn wasi_now(caps: &mut TaskCapabilities) -> u64 {
+    caps.with(|c: &mut ClockCapability, rec| c.wasi_now(rec))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ari_runtime::capability::DelegationGrant;
 use ari_runtime::local::{LocalAgent, LocalDelegator};
+use ari_runtime::model::grant::GrantSet;
 use ari_runtime::{
     CancelToken, FailureKind, Grants, Limits, RunReport, TaskOutcome, VerifyOptions, verify_tree,
 };
@@ -34,14 +35,18 @@ fn delegator(agents: &[(&str, &str, Grants, &str)]) -> LocalDelegator {
 }
 
 fn delegating(agents: &[&str], depth: u32, children: u32) -> Grants {
-    Grants {
-        delegation: Some(DelegationGrant::new(
-            agents.iter().map(|a| (*a).to_owned()).collect(),
-            depth,
-            children,
-        )),
-        ..Grants::default()
-    }
+    Grants::load(
+        GrantSet {
+            delegation: Some(DelegationGrant::new(
+                agents.iter().map(|a| (*a).to_owned()).collect(),
+                depth,
+                children,
+            )),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap()
 }
 
 /// Runs `component` as the root task with `config`, `grants` and the `others` to call.
@@ -413,8 +418,13 @@ fn a_tree_run_with_a_config_verifies_only_with_that_config() {
 #[test]
 fn a_child_inherits_no_capability_of_its_parent() {
     let others = delegator(&[("counter", "counter", Grants::default(), "")]);
-    let mut req = request("chain", grants(&["storage=1MiB"]));
-    req.grants.delegation = Some(DelegationGrant::new(vec!["counter".into()], 1, 1));
+    let mut req = request(
+        "chain",
+        grants(&[
+            "storage=1MiB",
+            "delegation=counter;maxDepth=1;maxChildren=1",
+        ]),
+    );
     req.config = b"counter".to_vec();
     req.delegation = Some(others.root_context());
     let outcome = agent("relay").run(req);

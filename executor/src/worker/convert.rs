@@ -1,4 +1,5 @@
-//! Mapping between the Kubernetes types (`ari-crds`) and the runtime's own types.
+//! Mapping between the Kubernetes types (`ari-crds`) and the runtime's own types. (Grants need
+//! none: the runtime takes the Agent's `GrantSet` as it is, see `Grants::load`.)
 
 use std::time::Duration;
 
@@ -6,38 +7,11 @@ use ari_crds::lifecycle::NotAllowed;
 use ari_crds::task::INLINE_OUTPUT_MAX_BYTES;
 use ari_crds::{AgentSpec, CapabilityName, Task, TaskPhase, TaskStatus};
 use base64::Engine as _;
-use ed25519_dalek::SigningKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-use ari_runtime::capability::{AllowedHosts, Grants, LoadedSigningKey};
 use ari_runtime::{Limits, TaskOutcome};
-
-/// The runtime grants of an Agent. `signing_key` is the Secret-held key when signing is granted.
-pub fn grants(spec: &AgentSpec, signing_key: Option<SigningKey>) -> Result<Grants, String> {
-    let caps = &spec.capabilities;
-    let network = match &caps.network {
-        Some(n) => Some(AllowedHosts::new(n.allowed_hosts.clone()).map_err(|e| e.to_string())?),
-        None => None,
-    };
-    let signing = match (&caps.signing, signing_key) {
-        (Some(s), Some(key)) => Some(LoadedSigningKey {
-            key_id: s.key_id.clone(),
-            key,
-        }),
-        (Some(_), None) => return Err("signing is granted but its key could not be read".into()),
-        (None, _) => None,
-    };
-    Ok(Grants {
-        storage: caps.storage,
-        network,
-        randomness: caps.randomness.is_some(),
-        signing,
-        time: caps.time_access.is_some(),
-        delegation: caps.delegation.clone(),
-    })
-}
 
 /// The limits one task runs under: the Agent's ceilings, lowered by the Task's fuel budget and
 /// by what is left of its deadline (`elapsed` = time since the Task was created).
@@ -184,6 +158,7 @@ pub fn children(outcome: &TaskOutcome) -> Vec<ari_crds::ChildStatus> {
 mod tests {
     use super::*;
     use ari_crds::{AgentRef, EmptyGrant, GrantSet, ModuleSource, StorageGrant, TaskSpec};
+    use ed25519_dalek::SigningKey;
 
     fn agent() -> AgentSpec {
         AgentSpec {
@@ -221,15 +196,6 @@ mod tests {
                 cancelled: None,
             },
         )
-    }
-
-    #[test]
-    fn grants_follow_the_agent() {
-        let g = grants(&agent(), None).expect("grants");
-        assert_eq!(g.storage.as_ref().map(|s| s.max_bytes), Some(1024));
-        assert!(g.randomness);
-        assert!(!g.time);
-        assert!(g.network.is_none() && g.signing.is_none());
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub enum ConfigError {
     SigningKeyInvalid { secret: String, key: String },
     /// The Agent's capabilities do not make grants (e.g. a network allow-list entry).
     #[error("{0}")]
-    Grants(String),
+    Grants(#[from] ari_runtime::capability::GrantError),
     #[error("the Agent has no uid")]
     AgentWithoutUid,
     #[error("agent storage: {0}")]

@@ -271,7 +271,7 @@ impl Worker {
             req.receipt = Some(attempt.uid.clone());
         }
         req.executor = self.config.pod_name.clone();
-        if self.grants.delegation.is_some() {
+        if self.grants.spec().delegation.is_some() {
             req.delegation = Some(self.delegation_context(task, slot)?);
         }
         Ok(req)

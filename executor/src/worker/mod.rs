@@ -40,7 +40,7 @@ use tracing::{error, info};
 pub use config::WorkerConfig;
 pub use error::{ConfigError, KeyMismatch, ModuleError, WorkerError};
 
-use ari_runtime::capability::Grants;
+use ari_runtime::capability::{Grants, LoadedSigningKey};
 use ari_runtime::{Runtime, RuntimeConfig};
 use backlog::Backlog;
 use metrics::Metrics;
@@ -162,10 +162,15 @@ async fn prepare(
         .set(i64::try_from(stats.compiles).unwrap_or(i64::MAX));
 
     let signing_key = match &agent.spec.capabilities.signing {
-        Some(s) => Some(signing_key(&config, &s.secret_ref.name, &s.secret_ref.key)?),
+        Some(s) => Some(LoadedSigningKey::from_key(signing_key(
+            &config,
+            &s.secret_ref.name,
+            &s.secret_ref.key,
+        )?)),
         None => None,
     };
-    let grants = convert::grants(&agent.spec, signing_key).map_err(ConfigError::Grants)?;
+    let grants =
+        Grants::load(agent.spec.capabilities.clone(), signing_key).map_err(ConfigError::Grants)?;
     // Keyed by the Agent's uid: a re-created Agent of the same name starts empty.
     let agent_uid = agent.uid().ok_or(ConfigError::AgentWithoutUid)?;
     let storage = AgentStorage::open(

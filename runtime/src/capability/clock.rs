@@ -5,10 +5,12 @@
 mod events;
 mod link;
 pub use events::ClockEvent;
-pub(crate) use link::HOST;
 pub use link::{FUEL, NOW as NOW_FUEL};
 
-use super::CapError;
+use ari_model::CapabilityName;
+
+use super::{CapError, Capability, Grants, TaskSetup};
+use crate::host::HostFunctions;
 use crate::trace::Recorder;
 
 pub const TICK_NANOS: u64 = 1_000;
@@ -55,6 +57,18 @@ impl ClockCapability {
             .saturating_add(self.reads.saturating_mul(TICK_NANOS));
         rec.record(ClockEvent::Time { nanos });
         Ok(nanos)
+    }
+}
+
+impl Capability for ClockCapability {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::TimeAccess);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
+        Self::new(
+            grants.grants(CapabilityName::TimeAccess),
+            task.start_unix_nanos,
+        )
     }
 }
 

@@ -8,13 +8,15 @@ mod grant;
 mod link;
 pub use grant::LoadedSigningKey;
 pub use link::FUEL;
-pub(crate) use link::HOST;
 
 use ed25519_dalek::{Signature, Signer, VerifyingKey};
 use sha2::{Digest, Sha256, Sha384, Sha512};
 
-use super::CapError;
+use ari_model::CapabilityName;
+
+use super::{CapError, Capability, Grants, TaskSetup};
 use crate::attestation::guest_signed_message;
+use crate::host::HostFunctions;
 
 /// The digests `hash` offers (the WIT `hash-algorithm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,15 @@ impl CryptoCapability {
         self.signing
             .as_ref()
             .map(|g| g.key.verifying_key().to_bytes())
+    }
+}
+
+impl Capability for CryptoCapability {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::Signing);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, _task: &mut TaskSetup) -> Self {
+        Self::new(grants.key().cloned())
     }
 }
 

@@ -21,7 +21,6 @@ pub use grant::{
     MAX_DEPTH_CEILING, grant_from_cli,
 };
 pub use link::FUEL;
-pub(crate) use link::HOST;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,9 +28,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::CapError;
+use ari_model::CapabilityName;
+
+use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::attestation::sha256_hex;
 use crate::cancel::CancelToken;
+use crate::host::HostFunctions;
 use crate::trace::{Recorder, internal_kind_mismatch, mismatch};
 
 /// Where this task sits in a tree and what runs its children.
@@ -136,10 +138,6 @@ impl TaskDelegation {
         self.task = task.to_owned();
         self.cancel = cancel;
         self.memory_bytes = memory_bytes;
-    }
-
-    pub fn set_deadline(&mut self, deadline: Instant) {
-        self.deadline = Some(deadline);
     }
 
     /// Time left before the task's deadline (`None`: no deadline known).
@@ -412,6 +410,31 @@ fn replayed_outcome(index: u32, rec: &mut Recorder) -> Result<ChildOutcome, Dele
         fuel,
         attestation_sha256,
     })
+}
+
+impl Capability for TaskDelegation {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::Delegation);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
+        let mut delegation = Self::new(grants.spec().delegation.clone());
+        delegation.set_context(
+            task.delegation.take(),
+            &task.task,
+            task.cancel.clone(),
+            task.memory_bytes,
+        );
+        delegation
+    }
+
+    fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
+    fn add_usage(&self, usage: &mut CapUsage) {
+        usage.children_fuel = self.children_fuel();
+        usage.delegations_refused = self.refused();
+    }
 }
 
 #[cfg(test)]

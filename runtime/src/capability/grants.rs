@@ -1,25 +1,23 @@
-//! What an agent is allowed to do: parsed once, deny by default. Each grant's type and parsing
-//! belong to its capability; this module gathers them.
+//! What an agent is allowed to do, as the runtime holds it: the model's grant set as written
+//! (the Agent's `spec.capabilities`) plus what the host loaded for it. Deny by default.
 
 use std::path::Path;
 
+use ari_model::grant::{EmptyGrant, GrantSet, NetworkGrant};
+use ari_model::hosts::AllowList;
 use ari_model::{CapabilityName, UnknownCapability};
 
 use super::crypto::LoadedSigningKey;
-use super::delegation::DelegationGrant;
-use super::http::AllowedHosts;
-use super::storage::StorageGrant;
 use super::{GrantError, delegation, storage};
 
-/// The capabilities granted to one agent; `None`/`false` means denied.
+/// The capabilities granted to one agent: its [`GrantSet`], the network entries parsed once
+/// and the signing key the host read (from the Secret the Agent's `SigningGrant` names; for the
+/// CLI and `ari verify`, from a file). Only constructible checked (see [`Grants::load`]).
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
-    pub storage: Option<StorageGrant>,
-    pub network: Option<AllowedHosts>,
-    pub randomness: bool,
-    pub signing: Option<LoadedSigningKey>,
-    pub time: bool,
-    pub delegation: Option<DelegationGrant>,
+    spec: GrantSet,
+    hosts: Option<AllowList>,
+    key: Option<LoadedSigningKey>,
 }
 
 /// Parses `1MiB`, `512KiB`, `1GiB`, `64Ki`, or plain bytes.
@@ -50,10 +48,34 @@ pub fn parse_cli_name(name: &str) -> Result<CapabilityName, UnknownCapability> {
 }
 
 impl Grants {
+    /// An agent's grants: `spec` as written, `key` the signing key the host loaded for it.
+    /// Fails on a network entry the grammar refuses, or when signing is granted but no key
+    /// was loaded.
+    pub fn load(spec: GrantSet, key: Option<LoadedSigningKey>) -> Result<Self, GrantError> {
+        let hosts = spec
+            .network
+            .as_ref()
+            .map(NetworkGrant::allow_list)
+            .transpose()
+            .map_err(|e| GrantError::Invalid {
+                grant: "network",
+                reason: e.to_string(),
+            })?;
+        if spec.signing.is_some() && key.is_none() {
+            return Err(GrantError::Invalid {
+                grant: "signing",
+                reason: "granted, but its key could not be read".into(),
+            });
+        }
+        Ok(Self { spec, hosts, key })
+    }
+
     /// Parses `--grant` values: `storage=1MiB`, `network=https://host[:port]`
-    /// (repeatable), `randomness`, `signing=KEYFILE`, `timeAccess` (or its alias `time`).
+    /// (repeatable), `randomness`, `signing=KEYFILE`, `timeAccess` (or its alias `time`),
+    /// `delegation=AGENT[,AGENT...][;maxDepth=N][;maxChildren=N]`.
     pub fn parse_cli(args: &[String]) -> Result<Self, GrantError> {
-        let mut grants = Grants::default();
+        let mut spec = GrantSet::default();
+        let mut key = None;
         let mut hosts = Vec::new();
         for arg in args {
             let (name, value) = match arg.split_once('=') {
@@ -67,36 +89,45 @@ impl Grants {
                 })
             };
             let flag = |grant: &'static str| match value {
-                None => Ok(()),
+                None => Ok(Some(EmptyGrant {})),
                 Some(_) => Err(GrantError::Invalid {
                     grant,
                     reason: "takes no value".into(),
                 }),
             };
             match name {
-                "storage" => grants.storage = Some(storage::grant_from_cli(need("storage")?)?),
+                "storage" => spec.storage = Some(storage::grant_from_cli(need("storage")?)?),
                 "network" => hosts.push(need("network")?.to_owned()),
-                "randomness" => {
-                    flag("randomness")?;
-                    grants.randomness = true;
-                }
-                "signing" => {
-                    grants.signing = Some(LoadedSigningKey::from_file(Path::new(need("signing")?))?)
-                }
+                "randomness" => spec.randomness = flag("randomness")?,
+                "signing" => key = Some(LoadedSigningKey::from_file(Path::new(need("signing")?))?),
                 "delegation" => {
-                    grants.delegation = Some(delegation::grant_from_cli(need("delegation")?)?)
+                    spec.delegation = Some(delegation::grant_from_cli(need("delegation")?)?)
                 }
-                "timeAccess" | "time" => {
-                    flag("timeAccess")?;
-                    grants.time = true;
-                }
+                "timeAccess" | "time" => spec.time_access = flag("timeAccess")?,
                 other => return Err(GrantError::Unknown(other.to_owned())),
             }
         }
         if !hosts.is_empty() {
-            grants.network = Some(AllowedHosts::new(hosts)?);
+            spec.network = Some(NetworkGrant {
+                allowed_hosts: hosts,
+            });
         }
-        Ok(grants)
+        Self::load(spec, key)
+    }
+
+    /// The grant set as written.
+    pub fn spec(&self) -> &GrantSet {
+        &self.spec
+    }
+
+    /// The network allow-list, parsed (`None`: network not granted).
+    pub fn hosts(&self) -> Option<&AllowList> {
+        self.hosts.as_ref()
+    }
+
+    /// The signing key the host loaded (`None`: signing not granted).
+    pub fn key(&self) -> Option<&LoadedSigningKey> {
+        self.key.as_ref()
     }
 
     /// The granted capabilities, in [`CapabilityName::ALL`] order.
@@ -107,15 +138,12 @@ impl Grants {
             .collect()
     }
 
-    /// Whether `capability` is granted.
+    /// Whether `capability` is granted. Signing is granted by its loaded key: a CLI or replay
+    /// key comes from a file, with no Secret to name in the grant set.
     pub fn grants(&self, capability: CapabilityName) -> bool {
         match capability {
-            CapabilityName::Storage => self.storage.is_some(),
-            CapabilityName::Network => self.network.is_some(),
-            CapabilityName::Randomness => self.randomness,
-            CapabilityName::Signing => self.signing.is_some(),
-            CapabilityName::TimeAccess => self.time,
-            CapabilityName::Delegation => self.delegation.is_some(),
+            CapabilityName::Signing => self.key.is_some(),
+            other => self.spec.grants(other),
         }
     }
 }
@@ -172,15 +200,40 @@ mod tests {
             "delegation=summarize",
         ]))
         .unwrap();
-        assert_eq!(g.storage, Some(StorageGrant { max_bytes: 1 << 20 }));
-        let net = g.network.as_ref().unwrap();
-        assert_eq!(net.allowed_hosts.len(), 2);
-        assert!(net.allow_list().check("http://x.svc:8080/").is_ok());
+        assert_eq!(
+            g.spec().storage,
+            Some(ari_model::StorageGrant { max_bytes: 1 << 20 })
+        );
+        assert_eq!(g.spec().network.as_ref().unwrap().allowed_hosts.len(), 2);
+        assert!(g.hosts().unwrap().check("http://x.svc:8080/").is_ok());
         assert_eq!(g.names(), CapabilityName::ALL.to_vec());
         assert!(g.grants(CapabilityName::TimeAccess));
-        let signing = g.signing.unwrap();
-        assert_eq!(signing.key.to_bytes(), [7u8; 32]);
-        assert_eq!(signing.key_id.len(), 16);
+        assert_eq!(g.key().unwrap().key.to_bytes(), [7u8; 32]);
+    }
+
+    #[test]
+    fn loading_refuses_a_bad_entry_and_signing_without_its_key() {
+        let network = GrantSet {
+            network: Some(NetworkGrant {
+                allowed_hosts: vec!["example.com".into()],
+            }),
+            ..GrantSet::default()
+        };
+        assert!(Grants::load(network, None).is_err());
+        let signing = GrantSet {
+            signing: Some(ari_model::grant::SigningGrant {
+                key_id: "k".into(),
+                secret_ref: ari_model::grant::SecretKeyRef {
+                    name: "s".into(),
+                    key: "k".into(),
+                },
+            }),
+            ..GrantSet::default()
+        };
+        assert!(Grants::load(signing.clone(), None).is_err());
+        let key = LoadedSigningKey::from_key(ed25519_dalek::SigningKey::from_bytes(&[1; 32]));
+        let g = Grants::load(signing, Some(key)).unwrap();
+        assert_eq!(g.names(), [CapabilityName::Signing]);
     }
 
     #[test]

@@ -14,20 +14,20 @@
 /// The allow-list grammar is the model's: the operator validated the very same entries.
 pub use ari_model::hosts as allowlist;
 mod events;
-mod grant;
 mod link;
 pub use events::HttpEvent;
-pub use grant::AllowedHosts;
 pub use link::FUEL;
-pub(crate) use link::HOST;
 
 use std::io::Read;
 use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::CapError;
+use ari_model::CapabilityName;
+
+use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::cancel::{CancelToken, Interrupted, run_cancellable};
+use crate::host::HostFunctions;
 use crate::trace::{Recorder, mismatch};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +83,7 @@ const RESERVED_HEADERS: &[&str] = &[
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
 
 pub struct HttpCapability {
-    grant: Option<AllowedHosts>,
+    grant: Option<allowlist::AllowList>,
     limits: HttpLimits,
     /// The task's cancel token: an exchange in flight returns as soon as it fires.
     cancel: CancelToken,
@@ -137,7 +137,7 @@ fn sanitize(headers: Vec<(String, String)>) -> Result<Vec<(String, String)>, Cap
 }
 
 impl HttpCapability {
-    pub fn new(grant: Option<AllowedHosts>, limits: HttpLimits) -> Self {
+    pub fn new(grant: Option<allowlist::AllowList>, limits: HttpLimits) -> Self {
         Self {
             grant,
             limits,
@@ -149,16 +149,6 @@ impl HttpCapability {
 
     pub fn set_limits(&mut self, limits: HttpLimits) {
         self.limits = limits;
-    }
-
-    /// Interrupts an exchange in flight when `cancel` fires (see [`run_cancellable`]).
-    pub fn set_cancel(&mut self, cancel: CancelToken) {
-        self.cancel = cancel;
-    }
-
-    /// Bounds every later hop by `deadline`.
-    pub fn set_deadline(&mut self, deadline: Instant) {
-        self.deadline = Some(deadline);
     }
 
     /// Bytes metered both ways so far.
@@ -182,7 +172,7 @@ impl HttpCapability {
         let mut body = req.body;
         let mut hop = 0u32;
         loop {
-            let parsed = grant.allow_list().check(&url).map_err(|reason| {
+            let parsed = grant.check(&url).map_err(|reason| {
                 if hop == 0 {
                     CapError::Denied(reason.to_string())
                 } else {
@@ -397,4 +387,24 @@ fn fetch(
         headers,
         body,
     })
+}
+
+impl Capability for HttpCapability {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::Network);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
+        let mut http = Self::new(grants.hosts().cloned(), HttpLimits::default());
+        http.cancel = task.cancel.clone();
+        http
+    }
+
+    /// Bounds every later hop by `deadline`.
+    fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
+    fn add_usage(&self, usage: &mut CapUsage) {
+        usage.network_bytes = self.bytes();
+    }
 }

@@ -2,10 +2,14 @@
 
 mod link;
 pub use link::FUEL;
-pub(crate) use link::HOST;
 
 use std::fmt;
 use std::sync::Arc;
+
+use ari_model::CapabilityName;
+
+use super::{CapUsage, Capability, Grants, TaskSetup};
+use crate::host::HostFunctions;
 
 /// Sees each kept log line (`LEVEL message`) as the guest writes it, for live views of a
 /// running task. Called on the guest's thread: it must not block (hand the line off and drop it
@@ -173,6 +177,23 @@ fn emit(level: LogLevel, line: &str) {
         LogLevel::Info => tracing::info!(target: "ari::guest", "{line}"),
         LogLevel::Warn => tracing::warn!(target: "ari::guest", "{line}"),
         LogLevel::Error => tracing::error!(target: "ari::guest", "{line}"),
+    }
+}
+
+impl Capability for LogCapability {
+    const GRANT: Option<CapabilityName> = None;
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(_grants: &Grants, task: &mut TaskSetup) -> Self {
+        let mut log = Self::default();
+        if let Some(tap) = task.log_tap.take() {
+            log.set_tap(tap);
+        }
+        log
+    }
+
+    fn add_usage(&self, usage: &mut CapUsage) {
+        usage.log_bytes = self.bytes();
     }
 }
 

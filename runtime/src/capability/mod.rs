@@ -1,12 +1,17 @@
 //! The capability layer: everything a guest can reach outside its sandbox.
 //!
-//! Deny by default. Each capability is its own module owning all of itself
-//! (like Spin's factors): its checks, metering and recording, its trace events
-//! and their replay, and in its `link` module its host functions' linkage,
-//! their fuel costs and how its errors reach the guest. [`TaskCapabilities`]
-//! only composes them for one task and keeps the cross-cutting bits: the trace
-//! recorder, the list of denials and the usage summary; `crate::host` gathers
-//! the `link` modules. Only the `link` modules know about Wasmtime.
+//! Deny by default. Each capability is its own module owning all of itself (like Spin's
+//! factors): it implements [`Capability`] (what it takes from the grants and the task, what
+//! it measured), its checks, metering and recording, its trace events and their replay, and in
+//! its `link` module its host functions' linkage, their fuel costs and how its errors reach the
+//! guest. Only the `link` modules know about Wasmtime.
+//!
+//! The one list of capabilities is the `capabilities!` call below: from it come the per-task
+//! state ([`TaskCapabilities`]), the host functions the linker adds and the fuel table
+//! (`HOSTS`), the usage summary and the trace event union ([`crate::trace::TraceEvent`]).
+//! [`TaskCapabilities`] knows no capability by name: the host calls one through
+//! `TaskCapabilities::call` (with the trace recorder; a denial is noted) or
+//! `TaskCapabilities::get`, and it keeps only what is shared: the recorder and the denials.
 
 pub mod clock;
 pub mod crypto;
@@ -22,10 +27,16 @@ pub use crypto::{HashAlgorithm, LoadedSigningKey};
 pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Settled};
 pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
-pub use http::{AllowedHosts, HttpLimits, HttpRequest, HttpResponse, allowlist};
+pub use http::{HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
 pub use storage::StorageGrant;
 
+use std::time::Instant;
+
+use ari_model::CapabilityName;
+
+use crate::cancel::CancelToken;
+use crate::host::HostFunctions;
 use crate::trace::{Recorder, Trace};
 
 /// How many denials (and, in the executor, host failures) a task keeps for its failure message.
@@ -53,221 +64,185 @@ pub struct CapUsage {
     pub delegations_refused: u32,
 }
 
-/// All capabilities of one task. Create one per task; never share between tasks.
-pub struct TaskCapabilities {
+/// One capability as a task holds it. Its module owns the rest: its host functions (`HOST`,
+/// from its `link` module) and its trace events. Register it in `capabilities!` below.
+pub(crate) trait Capability: Sized {
+    /// The grant that allows it (`None`: always allowed, like `log` and `hash`). Read by the
+    /// test that every grant has its capability in the list.
+    #[cfg_attr(not(test), allow(dead_code))]
+    const GRANT: Option<CapabilityName>;
+    /// Its host functions: their linkage and fuel costs.
+    const HOST: HostFunctions;
+
+    /// Its state for one task, from the agent's grants and what the task hands it.
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self;
+
+    /// The task's deadline, known once its store is set up: nothing may wait past it.
+    fn set_deadline(&mut self, _deadline: Instant) {}
+
+    /// Adds what it measured to the task's usage.
+    fn add_usage(&self, _usage: &mut CapUsage) {}
+}
+
+/// What one task hands its capabilities when they are made (each takes what it needs).
+pub struct TaskSetup {
+    /// The task's name (its children are named after it).
+    pub task: String,
+    /// The task's PRNG seed.
+    pub seed: [u8; 32],
+    /// Start of the logical clock, ns since the Unix epoch.
+    pub start_unix_nanos: u64,
+    /// The agent's storage (`None` in replay, or when not granted).
+    pub storage: Option<Box<dyn storage::StorageBackend>>,
+    /// Host calls that block on the outside world return as soon as it fires (see
+    /// [`crate::cancel::run_cancellable`]); children are cancelled with it.
+    pub cancel: CancelToken,
+    /// What runs this task's children, and where it sits in the tree.
+    pub delegation: Option<DelegationContext>,
+    /// The task's memory limit (a child never gets more).
+    pub memory_bytes: u64,
+    /// Sees every kept guest log line as it is written (see [`log::LogTap`]).
+    pub log_tap: Option<LogTap>,
+}
+
+impl TaskSetup {
+    /// A setup with no storage, no delegation context, no tap and a token never cancelled.
+    pub fn new(seed: [u8; 32], start_unix_nanos: u64) -> Self {
+        Self {
+            task: String::new(),
+            seed,
+            start_unix_nanos,
+            storage: None,
+            cancel: CancelToken::new(),
+            delegation: None,
+            memory_bytes: 0,
+            log_tap: None,
+        }
+    }
+}
+
+/// [`TaskCapabilities`] holds a `C`: it hands it out with the trace recorder.
+pub(crate) trait Holds<C> {
+    fn split(&mut self) -> (&mut C, &mut Recorder);
+}
+
+/// Declares the capabilities, once: each line is a capability's field in [`TaskCapabilities`]
+/// and its type (implementing [`Capability`]), then, for a capability that records, the
+/// variant of [`crate::trace::TraceEvent`] its events are and their type.
+macro_rules! capabilities {
+    ($($field:ident: $ty:ty $(=> $event:ident($event_ty:ty))?),+ $(,)?) => {
+        /// All capabilities of one task. Create one per task; never share between tasks.
+        pub struct TaskCapabilities {
+            $($field: $ty,)+
+            recorder: Recorder,
+            denials: Vec<String>,
+        }
+
+        impl TaskCapabilities {
+            /// Every capability's state for one task.
+            pub fn new(grants: &Grants, mut task: TaskSetup, mode: Mode) -> Self {
+                let recorder = match mode {
+                    Mode::Live => Recorder::live(),
+                    Mode::Replay(trace) => Recorder::replay(trace),
+                };
+                Self {
+                    $($field: <$ty as Capability>::for_task(grants, &mut task),)+
+                    recorder,
+                    denials: Vec::new(),
+                }
+            }
+
+            /// The task's deadline: host calls that block (HTTP) never wait past it, and
+            /// children never get more time than is left.
+            pub fn set_deadline(&mut self, deadline: Instant) {
+                $(Capability::set_deadline(&mut self.$field, deadline);)+
+            }
+
+            /// What every capability measured.
+            pub fn usage(&self) -> CapUsage {
+                let mut usage = CapUsage::default();
+                $(self.$field.add_usage(&mut usage);)+
+                usage
+            }
+        }
+
+        $(
+            impl Holds<$ty> for TaskCapabilities {
+                fn split(&mut self) -> (&mut $ty, &mut Recorder) {
+                    (&mut self.$field, &mut self.recorder)
+                }
+            }
+        )+
+
+        /// Every capability's host functions: what the linker adds, and the fuel table.
+        pub(crate) const HOSTS: &[HostFunctions] = &[$(<$ty as Capability>::HOST),+];
+
+        /// Every capability's grant, in declaration order.
+        #[cfg(test)]
+        pub(crate) const GRANTS: &[Option<CapabilityName>] = &[$(<$ty as Capability>::GRANT),+];
+
+        crate::trace::trace_events! { $($($event($event_ty),)?)+ }
+    };
+}
+
+capabilities! {
     log: log::LogCapability,
-    storage: storage::TaskStorage,
-    random: random::RandomCapability,
+    storage: storage::TaskStorage => Storage(storage::StorageEvent),
+    random: random::RandomCapability => Random(random::RandomEvent),
     crypto: crypto::CryptoCapability,
-    http: http::HttpCapability,
-    clock: clock::ClockCapability,
-    delegation: delegation::TaskDelegation,
-    recorder: Recorder,
-    denials: Vec<String>,
+    http: http::HttpCapability => Http(http::HttpEvent),
+    clock: clock::ClockCapability => Clock(clock::ClockEvent),
+    delegation: delegation::TaskDelegation => Delegation(delegation::DelegationEvent),
 }
 
 impl TaskCapabilities {
-    /// `storage` is the agent's backend (may be `None` in replay, or when not granted).
-    pub fn new(
-        grants: &Grants,
-        storage: Option<Box<dyn storage::StorageBackend>>,
-        seed: [u8; 32],
-        start_unix_nanos: u64,
-        mode: Mode,
-    ) -> Self {
-        let recorder = match mode {
-            Mode::Live => Recorder::live(),
-            Mode::Replay(trace) => Recorder::replay(trace),
-        };
-        Self {
-            log: log::LogCapability::default(),
-            storage: storage::TaskStorage::new(grants.storage, storage),
-            random: random::RandomCapability::new(grants.randomness, seed),
-            crypto: crypto::CryptoCapability::new(grants.signing.clone()),
-            http: http::HttpCapability::new(grants.network.clone(), HttpLimits::default()),
-            clock: clock::ClockCapability::new(grants.time, start_unix_nanos),
-            delegation: delegation::TaskDelegation::new(grants.delegation.clone()),
-            recorder,
-            denials: Vec::new(),
-        }
-    }
-
-    /// Hands every kept guest log line to `tap` as it is written (see [`log::LogTap`]).
-    pub fn set_log_tap(&mut self, tap: log::LogTap) {
-        self.log.set_tap(tap);
-    }
-
-    /// Overrides the default HTTP ceilings (4 MiB body, 30 s, 5 redirects).
-    pub fn set_http_limits(&mut self, limits: HttpLimits) {
-        self.http.set_limits(limits);
-    }
-
-    /// The task's deadline: host calls that block (HTTP) never wait past it, and children
-    /// never get more time than is left.
-    pub fn set_deadline(&mut self, deadline: std::time::Instant) {
-        self.http.set_deadline(deadline);
-        self.delegation.set_deadline(deadline);
-    }
-
-    /// The task's cancel token: host calls that block on the outside world (HTTP) return as
-    /// soon as it fires (see [`crate::cancel::run_cancellable`]).
-    pub fn set_cancel(&mut self, cancel: crate::cancel::CancelToken) {
-        self.http.set_cancel(cancel);
-    }
-
-    /// What runs this task's children, and what they inherit (see
-    /// [`delegation::TaskDelegation::set_context`]).
-    pub fn set_delegation(
+    /// One call of capability `C`, with the trace recorder. A denial it returns is noted, so
+    /// the executor can classify the task as `CapabilityDenied`.
+    pub(crate) fn call<C, T>(
         &mut self,
-        context: Option<DelegationContext>,
-        task: &str,
-        cancel: crate::cancel::CancelToken,
-        memory_bytes: u64,
-    ) {
-        self.delegation
-            .set_context(context, task, cancel, memory_bytes);
-    }
-
-    /// Notes a denial so the executor can classify the task as `CapabilityDenied`. Only the
-    /// first [`MAX_NOTED`] are kept: a guest looping on a refused call must not grow host memory.
-    fn note<T>(&mut self, result: Result<T, CapError>) -> Result<T, CapError> {
-        if let Some(reason) = result.as_ref().err().and_then(CapError::denial_reason)
-            && self.denials.len() < MAX_NOTED
-        {
-            self.denials.push(reason.to_owned());
+        call: impl FnOnce(&mut C, &mut Recorder) -> Result<T, CapError>,
+    ) -> Result<T, CapError>
+    where
+        Self: Holds<C>,
+    {
+        let (capability, recorder) = self.split();
+        let result = call(capability, recorder);
+        if let Some(reason) = result.as_ref().err().and_then(CapError::denial_reason) {
+            self.note_denial(reason.to_owned());
         }
         result
     }
 
-    pub fn log(&mut self, level: LogLevel, msg: &str) {
-        self.log.log(level, msg);
+    /// One call of capability `C` with the trace recorder, for calls whose errors are not
+    /// [`CapError`]s (they note their own denials).
+    pub(crate) fn with<C, T>(&mut self, call: impl FnOnce(&mut C, &mut Recorder) -> T) -> T
+    where
+        Self: Holds<C>,
+    {
+        let (capability, recorder) = self.split();
+        call(capability, recorder)
     }
 
-    /// Log lines kept so far, as `LEVEL message`, plus a truncation marker if any were dropped.
-    pub fn logs(&self) -> Vec<String> {
-        self.log.lines()
+    /// Capability `C`'s state, for what needs no recorder (and notes no denial).
+    pub(crate) fn get<C>(&mut self) -> &mut C
+    where
+        Self: Holds<C>,
+    {
+        self.split().0
     }
 
-    pub fn storage_get(&mut self, key: &str) -> Result<Option<Vec<u8>>, CapError> {
-        let r = self.storage.get(key, &mut self.recorder);
-        self.note(r)
-    }
-
-    pub fn storage_set(&mut self, key: &str, value: &[u8]) -> Result<(), CapError> {
-        let r = self.storage.set(key, value, &mut self.recorder);
-        self.note(r)
-    }
-
-    pub fn storage_delete(&mut self, key: &str) -> Result<(), CapError> {
-        let r = self.storage.delete(key, &mut self.recorder);
-        self.note(r)
-    }
-
-    pub fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, CapError> {
-        let r = self.random.random_bytes(len, &mut self.recorder);
-        self.note(r)
-    }
-
-    /// WASI `random_get`: always allowed, seeded, separate from `random-bytes`.
-    pub fn fill_wasi_random(&mut self, buf: &mut [u8]) {
-        self.random.fill_wasi(buf);
-    }
-
-    pub fn hash(&mut self, algorithm: HashAlgorithm, data: &[u8]) -> Vec<u8> {
-        self.crypto.hash(algorithm, data)
-    }
-
-    pub fn sign(&mut self, data: &[u8]) -> Result<Vec<u8>, CapError> {
-        let r = self.crypto.sign(data);
-        self.note(r)
-    }
-
-    pub fn verify(&mut self, pk: &[u8], data: &[u8], sig: &[u8]) -> bool {
-        self.crypto.verify(pk, data, sig)
-    }
-
-    pub fn http_request(&mut self, req: HttpRequest) -> Result<HttpResponse, CapError> {
-        let r = self.http.request(req, &mut self.recorder);
-        self.note(r)
-    }
-
-    pub fn now(&mut self) -> Result<u64, CapError> {
-        let r = self.clock.now(&mut self.recorder);
-        self.note(r)
-    }
-
-    /// Checks a delegation against the grant and its limits; a refusal is a denial.
-    pub fn delegation_check(&mut self, agent: &str) -> Result<(), DelegationFailure> {
-        let r = self.delegation.check(agent);
-        if let Err(DelegationFailure::Denied(why)) = &r {
-            let _ = self.note::<()>(Err(CapError::Denied(why.clone())));
+    /// Notes a denial. Only the first [`MAX_NOTED`] are kept: a guest looping on a refused
+    /// call must not grow host memory.
+    pub(crate) fn note_denial(&mut self, reason: String) {
+        if self.denials.len() < MAX_NOTED {
+            self.denials.push(reason);
         }
-        r
-    }
-
-    /// Time left to fund a child with (`None`: no deadline set).
-    pub fn delegation_time_left(&self) -> Option<std::time::Duration> {
-        self.delegation.time_left()
-    }
-
-    pub fn delegation_start(
-        &mut self,
-        agent: &str,
-        input: &[u8],
-        fuel: u64,
-        timeout: std::time::Duration,
-        message: bool,
-    ) -> Result<u32, DelegationFailure> {
-        self.delegation
-            .start(agent, input, fuel, timeout, message, &mut self.recorder)
-    }
-
-    #[allow(clippy::type_complexity)]
-    pub fn delegation_await(
-        &mut self,
-        child: u32,
-    ) -> Result<(Result<Vec<u8>, delegation::ChildFailure>, Settled), DelegationFailure> {
-        self.delegation.await_child(child, &mut self.recorder)
-    }
-
-    /// The children this task started and how each ended.
-    pub fn children(&self) -> &[delegation::ChildSummary] {
-        self.delegation.children()
-    }
-
-    /// Cancels the children this task started and never awaited.
-    pub fn abandon_children(&mut self) {
-        self.delegation.abandon_pending();
-    }
-
-    /// WASI wall and monotonic clocks: the logical clock with `timeAccess`, else 0.
-    /// A replay that diverges here also yields 0; the divergence shows in the trace digest.
-    pub fn wasi_now_nanos(&mut self) -> u64 {
-        self.clock.wasi_now(&mut self.recorder).unwrap_or(0)
     }
 
     /// The first denials, in order (capability missing, host not allowed, quota); at most
     /// [`MAX_NOTED`].
     pub fn denials(&self) -> &[String] {
         &self.denials
-    }
-
-    pub fn usage(&self) -> CapUsage {
-        CapUsage {
-            storage_bytes_written: self.storage.bytes_written(),
-            network_bytes: self.http.bytes(),
-            log_bytes: self.log.bytes(),
-            children_fuel: self.delegation.children_fuel(),
-            delegations_refused: self.delegation.refused(),
-        }
-    }
-
-    /// Commits the storage transaction, with `receipt` (see `storage::Batch::receipt`); call
-    /// only when the task succeeded. A replay commits nothing. A quota overrun by concurrent
-    /// tasks is `QuotaExceeded`.
-    pub fn commit(&mut self, receipt: Option<(String, Vec<u8>)>) -> Result<(), CapError> {
-        let r = self.storage.commit(self.recorder.is_replay(), receipt);
-        self.note(r)
     }
 
     /// Whether the trace hit its ceiling (the host then traps the guest).
@@ -283,11 +258,6 @@ impl TaskCapabilities {
     /// The trace recorded so far (in replay: the events consumed).
     pub fn take_trace(&mut self) -> Trace {
         self.recorder.take()
-    }
-
-    /// Public key of the granted signing key, for attestations that mention it.
-    pub fn signing_public_key(&self) -> Option<[u8; 32]> {
-        self.crypto.public_key()
     }
 }
 

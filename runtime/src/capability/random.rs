@@ -9,13 +9,15 @@ mod events;
 mod link;
 pub use events::RandomEvent;
 pub use link::FUEL;
-pub(crate) use link::HOST;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use sha2::{Digest, Sha256};
 
-use super::CapError;
+use ari_model::CapabilityName;
+
+use super::{CapError, Capability, Grants, TaskSetup};
+use crate::host::HostFunctions;
 use crate::trace::{Recorder, mismatch};
 
 /// Largest single `random-bytes` request.
@@ -78,6 +80,15 @@ impl RandomCapability {
     /// WASI `random_get`: deterministic from the seed, so not recorded.
     pub fn fill_wasi(&mut self, buf: &mut [u8]) {
         self.wasi.fill_bytes(buf);
+    }
+}
+
+impl Capability for RandomCapability {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::Randomness);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
+        Self::new(grants.grants(CapabilityName::Randomness), task.seed)
     }
 }
 

@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 
 use super::http::{request_bytes, response_bytes};
 use super::*;
+use ari_model::grant::{EmptyGrant, GrantSet, NetworkGrant};
 
 /// A tiny_http server on 127.0.0.1 with a few fixed routes; counts requests.
 struct TestServer {
@@ -84,15 +85,102 @@ impl Drop for TestServer {
     }
 }
 
-fn net(hosts: &[String]) -> Grants {
-    Grants {
-        network: Some(AllowedHosts::new(hosts.to_vec()).unwrap()),
-        ..Grants::default()
+/// The host's calls, as the tests make them: through the same `call` and `get` the `link`
+/// modules use.
+impl TaskCapabilities {
+    pub(crate) fn for_test(
+        grants: &Grants,
+        storage: Option<Box<dyn storage::StorageBackend>>,
+        seed: [u8; 32],
+        start_unix_nanos: u64,
+        mode: Mode,
+    ) -> Self {
+        let mut task = TaskSetup::new(seed, start_unix_nanos);
+        task.storage = storage;
+        Self::new(grants, task, mode)
+    }
+
+    pub(crate) fn storage_get(&mut self, key: &str) -> Result<Option<Vec<u8>>, CapError> {
+        self.call(|s: &mut storage::TaskStorage, rec| s.get(key, rec))
+    }
+
+    pub(crate) fn storage_set(&mut self, key: &str, value: &[u8]) -> Result<(), CapError> {
+        self.call(|s: &mut storage::TaskStorage, rec| s.set(key, value, rec))
+    }
+
+    pub(crate) fn storage_delete(&mut self, key: &str) -> Result<(), CapError> {
+        self.call(|s: &mut storage::TaskStorage, rec| s.delete(key, rec))
+    }
+
+    pub(crate) fn commit(&mut self, receipt: Option<(String, Vec<u8>)>) -> Result<(), CapError> {
+        self.call(|s: &mut storage::TaskStorage, rec| s.commit(rec.is_replay(), receipt))
+    }
+
+    fn random_bytes(&mut self, len: u32) -> Result<Vec<u8>, CapError> {
+        self.call(|r: &mut random::RandomCapability, rec| r.random_bytes(len, rec))
+    }
+
+    fn fill_wasi_random(&mut self, buf: &mut [u8]) {
+        self.get::<random::RandomCapability>().fill_wasi(buf);
+    }
+
+    fn http_request(&mut self, req: HttpRequest) -> Result<HttpResponse, CapError> {
+        self.call(|h: &mut http::HttpCapability, rec| h.request(req, rec))
+    }
+
+    fn set_http_limits(&mut self, limits: HttpLimits) {
+        self.get::<http::HttpCapability>().set_limits(limits);
+    }
+
+    fn now(&mut self) -> Result<u64, CapError> {
+        self.call(|c: &mut clock::ClockCapability, rec| c.now(rec))
+    }
+
+    fn wasi_now_nanos(&mut self) -> u64 {
+        self.with(|c: &mut clock::ClockCapability, rec| c.wasi_now(rec))
+            .unwrap_or(0)
+    }
+
+    fn sign(&mut self, data: &[u8]) -> Result<Vec<u8>, CapError> {
+        self.call(|c: &mut crypto::CryptoCapability, _| c.sign(data))
+    }
+
+    fn crypto(&mut self) -> &mut crypto::CryptoCapability {
+        self.get()
+    }
+
+    fn log(&mut self) -> &mut log::LogCapability {
+        self.get()
     }
 }
 
+#[test]
+fn every_grant_has_one_capability_in_the_list() {
+    for name in CapabilityName::ALL {
+        let holders = GRANTS.iter().filter(|g| **g == Some(name)).count();
+        assert_eq!(
+            holders, 1,
+            "{name}: {holders} capabilities in `capabilities!`"
+        );
+    }
+    assert_eq!(GRANTS.len(), HOSTS.len());
+}
+
+fn net(hosts: &[String]) -> Grants {
+    Grants::load(
+        GrantSet {
+            network: Some(NetworkGrant {
+                allowed_hosts: hosts.to_vec(),
+            }),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap()
+}
+
 fn live(grants: &Grants) -> TaskCapabilities {
-    TaskCapabilities::new(grants, None, [7; 32], 1_700_000_000_000_000_000, Mode::Live)
+    TaskCapabilities::for_test(grants, None, [7; 32], 1_700_000_000_000_000_000, Mode::Live)
 }
 
 fn get(url: String) -> HttpRequest {
@@ -310,7 +398,7 @@ fn replay_http_returns_recorded_responses_without_network() {
     let trace = t2.take_trace();
     drop((a, b));
 
-    let mut r = TaskCapabilities::new(&grants, None, [7; 32], 0, Mode::Replay(trace.clone()));
+    let mut r = TaskCapabilities::for_test(&grants, None, [7; 32], 0, Mode::Replay(trace.clone()));
     let replayed = r.http_request(get(first)).unwrap();
     assert_eq!(replayed, ok2);
     assert_eq!(
@@ -322,7 +410,7 @@ fn replay_http_returns_recorded_responses_without_network() {
     assert_eq!(r.take_trace().sha256(), trace.sha256());
 
     // Asking for another URL than recorded diverges.
-    let mut r = TaskCapabilities::new(&grants, None, [7; 32], 0, Mode::Replay(trace.clone()));
+    let mut r = TaskCapabilities::for_test(&grants, None, [7; 32], 0, Mode::Replay(trace.clone()));
     let err = r.http_request(get(format!("{dead_origin}/y"))).unwrap_err();
     assert!(
         matches!(&err, CapError::Failed(m) if m.starts_with("replay diverged")),
@@ -332,12 +420,16 @@ fn replay_http_returns_recorded_responses_without_network() {
 
 #[test]
 fn replay_random_and_time_return_recorded_values() {
-    let grants = Grants {
-        randomness: true,
-        time: true,
-        ..Grants::default()
-    };
-    let mut t = TaskCapabilities::new(&grants, None, [1; 32], 5_000, Mode::Live);
+    let grants = Grants::load(
+        GrantSet {
+            randomness: Some(EmptyGrant {}),
+            time_access: Some(EmptyGrant {}),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
+    let mut t = TaskCapabilities::for_test(&grants, None, [1; 32], 5_000, Mode::Live);
     let r1 = t.random_bytes(16).unwrap();
     let n1 = t.now().unwrap();
     let w1 = t.wasi_now_nanos();
@@ -346,7 +438,7 @@ fn replay_random_and_time_return_recorded_values() {
     assert_eq!(trace.events.len(), 3);
 
     // Another seed and start time: the replay still yields the recorded values.
-    let mut r = TaskCapabilities::new(&grants, None, [2; 32], 0, Mode::Replay(trace.clone()));
+    let mut r = TaskCapabilities::for_test(&grants, None, [2; 32], 0, Mode::Replay(trace.clone()));
     assert_eq!(r.random_bytes(16).unwrap(), r1);
     assert_eq!(r.now().unwrap(), n1);
     assert_eq!(r.wasi_now_nanos(), w1);
@@ -354,13 +446,14 @@ fn replay_random_and_time_return_recorded_values() {
     assert_eq!(r.take_trace().sha256(), trace.sha256());
 
     // Out of order: diverged.
-    let mut r = TaskCapabilities::new(&grants, None, [1; 32], 5_000, Mode::Replay(trace.clone()));
+    let mut r =
+        TaskCapabilities::for_test(&grants, None, [1; 32], 5_000, Mode::Replay(trace.clone()));
     let err = r.now().unwrap_err();
     assert!(
         matches!(&err, CapError::Failed(m) if m.starts_with("replay diverged")),
         "{err:?}"
     );
-    let mut r = TaskCapabilities::new(&grants, None, [1; 32], 5_000, Mode::Replay(trace));
+    let mut r = TaskCapabilities::for_test(&grants, None, [1; 32], 5_000, Mode::Replay(trace));
     assert!(
         matches!(r.random_bytes(8), Err(CapError::Failed(m)) if m.starts_with("replay diverged"))
     );
@@ -368,13 +461,17 @@ fn replay_random_and_time_return_recorded_values() {
 
 #[test]
 fn same_seed_gives_same_trace_digest_and_other_seed_differs() {
-    let grants = Grants {
-        randomness: true,
-        time: true,
-        ..Grants::default()
-    };
+    let grants = Grants::load(
+        GrantSet {
+            randomness: Some(EmptyGrant {}),
+            time_access: Some(EmptyGrant {}),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
     let run = |seed: [u8; 32]| {
-        let mut t = TaskCapabilities::new(&grants, None, seed, 42, Mode::Live);
+        let mut t = TaskCapabilities::for_test(&grants, None, seed, 42, Mode::Live);
         t.random_bytes(32).unwrap();
         t.now().unwrap();
         let mut wasi = [0u8; 8];
@@ -396,9 +493,9 @@ fn denials_and_usage_are_collected() {
     let mut buf = [0u8; 8];
     t.fill_wasi_random(&mut buf);
     assert_ne!(buf, [0u8; 8]);
-    assert_eq!(t.hash(HashAlgorithm::Sha256, b"").len(), 32);
-    t.log(LogLevel::Info, "hello");
-    assert_eq!(t.logs(), ["INFO hello"]);
+    assert_eq!(t.crypto().hash(HashAlgorithm::Sha256, b"").len(), 32);
+    t.log().log(LogLevel::Info, "hello");
+    assert_eq!(t.log().lines(), ["INFO hello"]);
     assert_eq!(
         t.denials(),
         [
@@ -423,12 +520,21 @@ fn denials_and_usage_are_collected() {
 #[test]
 fn signing_with_grant_verifies() {
     let key = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
-    let grants = Grants {
-        signing: Some(LoadedSigningKey::from_key(key.clone())),
-        ..Grants::default()
-    };
+    let grants = Grants::load(
+        GrantSet {
+            ..GrantSet::default()
+        },
+        Some(LoadedSigningKey::from_key(key.clone())),
+    )
+    .unwrap();
     let mut t = live(&grants);
     let sig = t.sign(b"msg").unwrap();
-    assert!(t.verify(key.verifying_key().as_bytes(), b"msg", &sig));
-    assert_eq!(t.signing_public_key(), Some(key.verifying_key().to_bytes()));
+    assert!(
+        t.crypto()
+            .verify(key.verifying_key().as_bytes(), b"msg", &sig)
+    );
+    assert_eq!(
+        t.crypto().public_key(),
+        Some(key.verifying_key().to_bytes())
+    );
 }

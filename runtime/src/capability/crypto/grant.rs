@@ -5,24 +5,17 @@ use std::path::Path;
 
 use ed25519_dalek::SigningKey;
 use ed25519_dalek::pkcs8::DecodePrivateKey;
-use sha2::{Digest, Sha256};
 
 use crate::capability::GrantError;
 
 #[derive(Debug, Clone)]
 pub struct LoadedSigningKey {
-    pub key_id: String,
     pub key: SigningKey,
 }
 
 impl LoadedSigningKey {
-    /// A grant whose id is derived from the public key (first 16 hex chars of its SHA-256).
     pub fn from_key(key: SigningKey) -> Self {
-        let digest = Sha256::digest(key.verifying_key().as_bytes());
-        Self {
-            key_id: hex::encode(&digest[..8]),
-            key,
-        }
+        Self { key }
     }
 
     /// Parses key material: PKCS#8 PEM, or 64 hex characters (the 32-byte secret).

@@ -2,7 +2,7 @@
 
 use wasmtime::component::LinkerInstance;
 
-use super::HashAlgorithm;
+use super::{CryptoCapability, HashAlgorithm};
 use crate::bindings;
 use crate::fuel_costs::FuelCost;
 use crate::host::{Cx, HostFunctions, charge, error_code, guest_result};
@@ -17,7 +17,7 @@ pub const VERIFY: FuelCost = FuelCost::new(100_000, 4);
 /// This capability's entries of the fuel table.
 pub const FUEL: &[(&str, FuelCost)] = &[("hash", HASH), ("sign", SIGN), ("verify", VERIFY)];
 
-/// This capability's host functions, for `host::CAPABILITIES`.
+/// This capability's host functions (its `Capability::HOST`).
 pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
@@ -25,19 +25,28 @@ fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
         "hash",
         |mut cx: Cx<'_>, (algorithm, data): (bindings::HashAlgorithm, Vec<u8>)| {
             charge(&mut cx, HASH, data.len())?;
-            Ok((cx.data().caps().hash(hash_algorithm(algorithm), &data),))
+            let mut caps = cx.data().caps();
+            Ok((caps
+                .get::<CryptoCapability>()
+                .hash(hash_algorithm(algorithm), &data),))
         },
     )?;
     host.func_wrap("sign", |mut cx: Cx<'_>, (data,): (Vec<u8>,)| {
         charge(&mut cx, SIGN, data.len())?;
-        let result = cx.data().caps().sign(&data);
+        let result = cx
+            .data()
+            .caps()
+            .call(|c: &mut CryptoCapability, _| c.sign(&data));
         Ok((guest_result(&mut cx, result, error_code)?,))
     })?;
     host.func_wrap(
         "verify",
         |mut cx: Cx<'_>, (public_key, data, signature): (Vec<u8>, Vec<u8>, Vec<u8>)| {
             charge(&mut cx, VERIFY, data.len())?;
-            Ok((cx.data().caps().verify(&public_key, &data, &signature),))
+            let mut caps = cx.data().caps();
+            Ok((caps
+                .get::<CryptoCapability>()
+                .verify(&public_key, &data, &signature),))
         },
     )
 }

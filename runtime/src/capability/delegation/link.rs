@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use wasmtime::component::LinkerInstance;
 
-use super::{ChildFailure, DelegationFailure};
+use super::{ChildFailure, DelegationFailure, TaskDelegation};
 use crate::bindings::{self, ChildBudget, DelegationError};
 use crate::fuel_costs::FuelCost;
 use crate::host::{Cx, HostFunctions, charge, check_trace, guest_result};
@@ -29,7 +29,7 @@ pub const FUEL: &[(&str, FuelCost)] = &[
     ("send-message", START),
 ];
 
-/// This capability's host functions, for `host::CAPABILITIES`.
+/// This capability's host functions (its `Capability::HOST`).
 pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
@@ -69,7 +69,14 @@ fn start(
     message: bool,
 ) -> wasmtime::Result<Result<u32, DelegationError>> {
     charge(cx, START, agent.len() + input.len())?;
-    let checked = cx.data().caps().delegation_check(agent);
+    let checked = {
+        let mut caps = cx.data().caps();
+        let checked = caps.get::<TaskDelegation>().check(agent);
+        if let Err(DelegationFailure::Denied(why)) = &checked {
+            caps.note_denial(why.clone());
+        }
+        checked
+    };
     if let Err(refused) = checked {
         return to_guest(cx, Err(refused));
     }
@@ -79,7 +86,7 @@ fn start(
         Ok(fuel) => fuel,
         Err(why) => return to_guest(cx, Err(DelegationFailure::BudgetExhausted(why))),
     };
-    let time_left = cx.data().caps().delegation_time_left();
+    let time_left = cx.data().caps().get::<TaskDelegation>().time_left();
     let asked = budget.timeout_millis.map(Duration::from_millis);
     let timeout = match (asked, time_left) {
         (Some(a), Some(t)) => a.min(t),
@@ -94,7 +101,7 @@ fn start(
     let started = cx
         .data()
         .caps()
-        .delegation_start(agent, input, fuel, timeout, message);
+        .with(|d: &mut TaskDelegation, rec| d.start(agent, input, fuel, timeout, message, rec));
     if started.is_ok()
         && let Some(left) = left
     {
@@ -125,7 +132,10 @@ pub fn child_fuel(asked: Option<u64>, left: Option<u64>) -> Result<u64, String> 
 
 /// Waits for a child and gives back the fuel it did not use.
 fn await_child(cx: &mut Cx<'_>, child: u32) -> wasmtime::Result<Result<Vec<u8>, DelegationError>> {
-    let awaited = cx.data().caps().delegation_await(child);
+    let awaited = cx
+        .data()
+        .caps()
+        .with(|d: &mut TaskDelegation, rec| d.await_child(child, rec));
     let result = match awaited {
         Ok((result, settled)) => {
             if let Ok(left) = cx.get_fuel() {

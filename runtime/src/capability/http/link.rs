@@ -2,7 +2,7 @@
 
 use wasmtime::component::LinkerInstance;
 
-use super::{HttpRequest, HttpResponse};
+use super::{HttpCapability, HttpRequest, HttpResponse};
 use crate::bindings::{HttpError, HttpHeader, IncomingResponse, OutgoingRequest};
 use crate::capability::CapError;
 use crate::fuel_costs::FuelCost;
@@ -14,7 +14,7 @@ pub const HTTP_REQUEST: FuelCost = FuelCost::new(200_000, 2);
 /// This capability's entries of the fuel table.
 pub const FUEL: &[(&str, FuelCost)] = &[("http-request", HTTP_REQUEST)];
 
-/// This capability's host functions, for `host::CAPABILITIES`.
+/// This capability's host functions (its `Capability::HOST`).
 pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
@@ -22,7 +22,10 @@ fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
         "http-request",
         |mut cx: Cx<'_>, (request,): (OutgoingRequest,)| {
             charge(&mut cx, HTTP_REQUEST, request_bytes(&request))?;
-            let result = cx.data().caps().http_request(to_cap_request(request));
+            let result = cx
+                .data()
+                .caps()
+                .call(|h: &mut HttpCapability, rec| h.request(to_cap_request(request), rec));
             // The deadline passed while the host waited: end the task as the epoch would have.
             if matches!(result, Err(CapError::DeadlineExceeded)) {
                 check_trace(&cx)?;

@@ -2,7 +2,7 @@
 
 use wasmtime::component::LinkerInstance;
 
-use super::LogLevel;
+use super::{LogCapability, LogLevel};
 use crate::bindings;
 use crate::fuel_costs::FuelCost;
 use crate::host::{Cx, HostFunctions, charge};
@@ -13,7 +13,7 @@ pub const LOG: FuelCost = FuelCost::new(500, 1);
 /// This capability's entries of the fuel table.
 pub const FUEL: &[(&str, FuelCost)] = &[("log", LOG)];
 
-/// This capability's host functions, for `host::CAPABILITIES`.
+/// This capability's host functions (its `Capability::HOST`).
 pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
@@ -21,7 +21,10 @@ fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
         "log",
         |mut cx: Cx<'_>, (level, message): (bindings::LogLevel, String)| {
             charge(&mut cx, LOG, message.len())?;
-            cx.data().caps().log(log_level(level), &message);
+            cx.data()
+                .caps()
+                .get::<LogCapability>()
+                .log(log_level(level), &message);
             Ok(())
         },
     )

@@ -2,6 +2,7 @@
 
 use wasmtime::component::LinkerInstance;
 
+use super::TaskStorage;
 use crate::bindings::StorageError;
 use crate::capability::CapError;
 use crate::fuel_costs::FuelCost;
@@ -21,13 +22,16 @@ pub const FUEL: &[(&str, FuelCost)] = &[
     ("storage-delete", DELETE),
 ];
 
-/// This capability's host functions, for `host::CAPABILITIES`.
+/// This capability's host functions (its `Capability::HOST`).
 pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     host.func_wrap("storage-get", |mut cx: Cx<'_>, (key,): (String,)| {
         charge(&mut cx, GET, key.len())?;
-        let result = cx.data().caps().storage_get(&key);
+        let result = cx
+            .data()
+            .caps()
+            .call(|s: &mut TaskStorage, rec| s.get(&key, rec));
         let result = guest_result(&mut cx, result, storage_error)?;
         if let Ok(Some(value)) = &result {
             charge_bytes(&mut cx, GET, value.len())?;
@@ -38,13 +42,19 @@ fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
         "storage-set",
         |mut cx: Cx<'_>, (key, value): (String, Vec<u8>)| {
             charge(&mut cx, SET, key.len() + value.len())?;
-            let result = cx.data().caps().storage_set(&key, &value);
+            let result = cx
+                .data()
+                .caps()
+                .call(|s: &mut TaskStorage, rec| s.set(&key, &value, rec));
             Ok((guest_result(&mut cx, result, storage_error)?,))
         },
     )?;
     host.func_wrap("storage-delete", |mut cx: Cx<'_>, (key,): (String,)| {
         charge(&mut cx, DELETE, key.len())?;
-        let result = cx.data().caps().storage_delete(&key);
+        let result = cx
+            .data()
+            .caps()
+            .call(|s: &mut TaskStorage, rec| s.delete(&key, rec));
         Ok((guest_result(&mut cx, result, storage_error)?,))
     })
 }

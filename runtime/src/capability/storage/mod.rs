@@ -27,9 +27,26 @@ pub use backend::{
 pub use events::StorageEvent;
 pub use grant::{StorageGrant, grant_from_cli};
 pub use link::FUEL;
-pub(crate) use link::HOST;
 pub use memory::MemoryBackend;
 pub use redb_store::RedbBackend;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisBackend;
 pub use tx::{MAX_KEY_BYTES, TaskStorage};
+
+use ari_model::CapabilityName;
+
+use super::{CapUsage, Capability, Grants, TaskSetup};
+use crate::host::HostFunctions;
+
+impl Capability for TaskStorage {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::Storage);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
+        Self::new(grants.spec().storage, task.storage.take())
+    }
+
+    fn add_usage(&self, usage: &mut CapUsage) {
+        usage.storage_bytes_written = self.bytes_written();
+    }
+}

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::capability::{CapError, Grants, Mode, StorageGrant, TaskCapabilities};
+use ari_model::grant::GrantSet;
 
 /// Makes a handle to agent `name`'s namespace in the store under test (all share one store).
 type Make<'a> = &'a dyn Fn(&str) -> Box<dyn StorageBackend>;
@@ -136,11 +137,15 @@ fn backend_contract(make: Make) {
 }
 
 fn task(make: Make, max_bytes: u64) -> TaskCapabilities {
-    let grants = Grants {
-        storage: Some(StorageGrant { max_bytes }),
-        ..Grants::default()
-    };
-    TaskCapabilities::new(&grants, Some(make("agent")), [0; 32], 0, Mode::Live)
+    let grants = Grants::load(
+        GrantSet {
+            storage: Some(StorageGrant { max_bytes }),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
+    TaskCapabilities::for_test(&grants, Some(make("agent")), [0; 32], 0, Mode::Live)
 }
 
 fn transaction_contract(make: Make) {
@@ -262,11 +267,15 @@ fn replay_contract(make: Make) {
     seed.storage_set("greeting", b"hello").unwrap();
     seed.commit(None).unwrap();
 
-    let grants = Grants {
-        storage: Some(StorageGrant { max_bytes: 30 }),
-        ..Grants::default()
-    };
-    let mut live = TaskCapabilities::new(&grants, Some(make("agent")), [0; 32], 0, Mode::Live);
+    let grants = Grants::load(
+        GrantSet {
+            storage: Some(StorageGrant { max_bytes: 30 }),
+            ..GrantSet::default()
+        },
+        None,
+    )
+    .unwrap();
+    let mut live = TaskCapabilities::for_test(&grants, Some(make("agent")), [0; 32], 0, Mode::Live);
     let g = live.storage_get("greeting").unwrap();
     live.storage_set("other", b"abc").unwrap();
     let denied = live
@@ -281,7 +290,8 @@ fn replay_contract(make: Make) {
     change.storage_set("greeting", b"changed").unwrap();
     change.commit(None).unwrap();
 
-    let mut replay = TaskCapabilities::new(&grants, None, [0; 32], 0, Mode::Replay(trace.clone()));
+    let mut replay =
+        TaskCapabilities::for_test(&grants, None, [0; 32], 0, Mode::Replay(trace.clone()));
     assert_eq!(replay.storage_get("greeting").unwrap(), g);
     replay.storage_set("other", b"abc").unwrap();
     assert_eq!(
@@ -300,7 +310,7 @@ fn replay_contract(make: Make) {
     );
 
     // A replay asking for a different key diverges.
-    let mut wrong = TaskCapabilities::new(&grants, None, [0; 32], 0, Mode::Replay(trace));
+    let mut wrong = TaskCapabilities::for_test(&grants, None, [0; 32], 0, Mode::Replay(trace));
     let err = wrong.storage_get("other-key").unwrap_err();
     assert!(
         matches!(&err, CapError::Failed(m) if m.starts_with("replay diverged")),
@@ -437,7 +447,7 @@ mod redis_backend {
 
 #[test]
 fn storage_denied_without_grant_and_bad_keys() {
-    let mut t = TaskCapabilities::new(
+    let mut t = TaskCapabilities::for_test(
         &Grants::default(),
         Some(Box::new(MemoryBackend::new())),
         [0; 32],
@@ -452,11 +462,15 @@ fn storage_denied_without_grant_and_bad_keys() {
     assert!(matches!(g.storage_set("", b"v"), Err(CapError::Invalid(_))));
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     assert!(matches!(g.storage_get(&long), Err(CapError::Invalid(_))));
-    let mut none = TaskCapabilities::new(
-        &Grants {
-            storage: Some(StorageGrant { max_bytes: 10 }),
-            ..Grants::default()
-        },
+    let mut none = TaskCapabilities::for_test(
+        &Grants::load(
+            GrantSet {
+                storage: Some(StorageGrant { max_bytes: 10 }),
+                ..GrantSet::default()
+            },
+            None,
+        )
+        .unwrap(),
         None,
         [0; 32],
         0,
