@@ -335,7 +335,10 @@ async fn write_reply(stream: &mut TcpStream, reply: &Reply, state: &State) -> st
                 stream.write_all(&chunk[..n]).await?;
                 state.sent.fetch_add(n as u64, Ordering::Relaxed);
                 left -= n as u64;
-                if !reply.pace.is_zero() {
+                // Between chunks only: a pause after the last one kept a reply counted in
+                // flight after its client had it all and sent its next request, so a bound
+                // of two pulls once looked like three (`pulls_are_bounded_in_number`).
+                if left > 0 && !reply.pace.is_zero() {
                     tokio::time::sleep(reply.pace).await;
                 }
             }
