@@ -20,6 +20,13 @@ use crate::wait;
 /// [`Ctx::install_operator_manifest`]) allowed plain HTTP to `insecure` (`host:port`,
 /// comma-separated) only, and waits until it is the one Ready operator pod.
 pub fn install_operator(ctx: &Ctx, insecure: &str) -> Result<()> {
+    install_operator_with(ctx, "ARI_INSECURE_REGISTRIES", insecure)
+}
+
+/// Installs the operator from `deploy/operator.yaml` (short heartbeat timeout) with the
+/// environment variable `name` set to `value`, and waits until it is the one Ready operator
+/// pod and runs with it.
+pub fn install_operator_with(ctx: &Ctx, name: &str, value: &str) -> Result<()> {
     ctx.kubectl_ok([
         "apply",
         "-f",
@@ -32,14 +39,14 @@ pub fn install_operator(ctx: &Ctx, insecure: &str) -> Result<()> {
         OPERATOR_NS,
         "deployment/ari-operator",
         "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
-        &format!("ARI_INSECURE_REGISTRIES={insecure}"),
+        &format!("{name}={value}"),
     ])?;
-    wait_operator_with(ctx, insecure)
+    wait_operator_with(ctx, name, value)
 }
 
-/// Waits until the only operator pod left is Ready and runs with `insecure` (the pod from
+/// Waits until the only operator pod left is Ready and runs with `name=value` (the pod from
 /// before `kubectl set env` must not be the one that answers).
-fn wait_operator_with(ctx: &Ctx, insecure: &str) -> Result<()> {
+fn wait_operator_with(ctx: &Ctx, name: &str, value: &str) -> Result<()> {
     ctx.rt.block_on(async {
         let pods: Api<Pod> = Api::namespaced(ctx.cluster.client(), OPERATOR_NS);
         wait::until("the reconfigured operator Ready", wait::DEFAULT, || async {
@@ -52,10 +59,7 @@ fn wait_operator_with(ctx: &Ctx, insecure: &str) -> Result<()> {
                     s.containers
                         .iter()
                         .flat_map(|c| c.env.iter().flatten())
-                        .any(|e| {
-                            e.name == "ARI_INSECURE_REGISTRIES"
-                                && e.value.as_deref() == Some(insecure)
-                        })
+                        .any(|e| e.name == name && e.value.as_deref() == Some(value))
                 })
             };
             let ready = |p: &Pod| {
