@@ -4,7 +4,8 @@
 //! executor: only the executor reads the credentials Secret, and only when the Secret is
 //! marked for the purpose (see docs/models.md).
 //!
-//! Not served by a controller yet: the types and their CRD come first.
+//! The operator's ModelConfig controller probes the endpoint and writes `status`; it reads
+//! only the credentials Secret's labels (see docs/models.md).
 
 // Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
 // duplicated attribute; they are distinct columns.
@@ -163,8 +164,8 @@ pub struct Prices {
 pub struct ModelConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`: the endpoint answered with the credentials given (reasons in
-    /// [`ModelConfigReason`]).
+    /// `Ready`: the endpoint answered the operator's probe, a request for its model list sent
+    /// without the key (reasons in [`ModelConfigReason`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
     pub conditions: Vec<Condition>,
@@ -174,29 +175,46 @@ pub struct ModelConfigStatus {
     pub models: Vec<String>,
 }
 
-/// Why a ModelConfig is or is not `Ready`.
+/// Why a ModelConfig is or is not `Ready` (the condition's reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelConfigReason {
-    /// The endpoint answered its model list.
+    /// The endpoint answered (its model list, or a 401/403 to the probe's request without a
+    /// key when credentials are configured: the key itself is checked at first use).
     EndpointAnswered,
-    /// No answer, or an error status.
-    EndpointUnavailable,
-    /// The endpoint refused the credentials (401 or 403).
-    CredentialsRefused,
-    /// The credentials Secret or key does not exist.
+    /// The endpoint is not an http(s) URL the operator can request.
+    InvalidEndpoint,
+    /// The endpoint is at an internal address the operator's settings do not let it probe
+    /// (`Ready=Unknown`: executors may still reach it).
+    ProbeNotAllowed,
+    /// No HTTP answer: refused, silent, timed out or not resolved (one reason for all).
+    Unreachable,
+    /// An HTTP answer other than 2xx, 401 and 403 (its status code only).
+    EndpointError,
+    /// A 2xx answer that is not a model list.
+    NotAModelEndpoint,
+    /// The endpoint wants a key (401 or 403) and `spec.credentials` names none.
+    Unauthorized,
+    /// The credentials Secret does not exist.
     CredentialsMissing,
     /// The Secret lacks the `ari.dev/model-credentials: "true"` label.
-    CredentialsUnmarked,
+    CredentialsNotMarked,
+    /// `spec.credentials` names the attestation key or no Secret name at all.
+    CredentialsForbidden,
 }
 
 impl ModelConfigReason {
     pub fn as_str(self) -> &'static str {
         match self {
             ModelConfigReason::EndpointAnswered => "EndpointAnswered",
-            ModelConfigReason::EndpointUnavailable => "EndpointUnavailable",
-            ModelConfigReason::CredentialsRefused => "CredentialsRefused",
+            ModelConfigReason::InvalidEndpoint => "InvalidEndpoint",
+            ModelConfigReason::ProbeNotAllowed => "ProbeNotAllowed",
+            ModelConfigReason::Unreachable => "Unreachable",
+            ModelConfigReason::EndpointError => "EndpointError",
+            ModelConfigReason::NotAModelEndpoint => "NotAModelEndpoint",
+            ModelConfigReason::Unauthorized => "Unauthorized",
             ModelConfigReason::CredentialsMissing => "CredentialsMissing",
-            ModelConfigReason::CredentialsUnmarked => "CredentialsUnmarked",
+            ModelConfigReason::CredentialsNotMarked => "CredentialsNotMarked",
+            ModelConfigReason::CredentialsForbidden => "CredentialsForbidden",
         }
     }
 }

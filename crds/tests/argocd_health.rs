@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::{
-    Agent, AgentStatus, Plan, PlanPhase, PlanReason, PlanStatus, Task, TaskPhase, TaskReason,
-    TaskStatus,
+    Agent, AgentStatus, ModelConfig, ModelConfigStatus, Plan, PlanPhase, PlanReason, PlanStatus,
+    Task, TaskPhase, TaskReason, TaskStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -341,6 +341,74 @@ fn plan_health_follows_phase_reason_and_progress() {
     expect_health(&lua, &cases);
 }
 
+fn model_config(
+    generation: i64,
+    observed: i64,
+    ready: Option<(ConditionStatus, &str)>,
+) -> serde_json::Value {
+    let mut mc: ModelConfig = serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "ModelConfig",
+        "metadata": {"name": "m", "namespace": "n", "generation": generation},
+        "spec": {"provider": "OpenAI", "endpoint": "http://127.0.0.1:8000/v1", "model": "tiny"}
+    }))
+    .expect("model config");
+    let mut status = ModelConfigStatus {
+        observed_generation: Some(observed),
+        ..Default::default()
+    };
+    if let Some((st, reason)) = ready {
+        conditions::set(
+            &mut status.conditions,
+            conditions::READY,
+            st,
+            reason,
+            "text",
+            Some(observed),
+            Time(Timestamp::now()),
+        );
+    }
+    mc.status = Some(status);
+    serde_json::to_value(&mc).expect("model config JSON")
+}
+
+#[test]
+fn model_config_health_follows_generation_and_readiness() {
+    let mut unobserved = model_config(1, 1, None);
+    unobserved["status"] = serde_json::Value::Null;
+    expect_health(
+        &script("modelconfig-health.lua"),
+        &[
+            (unobserved, "Progressing", "Waiting for the ari operator"),
+            (
+                model_config(2, 1, Some((ConditionStatus::True, "EndpointAnswered"))),
+                "Progressing",
+                "generation 2",
+            ),
+            (model_config(1, 1, None), "Progressing", "first probe"),
+            (
+                model_config(1, 1, Some((ConditionStatus::True, "EndpointAnswered"))),
+                "Healthy",
+                "EndpointAnswered: text",
+            ),
+            (
+                model_config(1, 1, Some((ConditionStatus::Unknown, "ProbeNotAllowed"))),
+                "Healthy",
+                "ProbeNotAllowed",
+            ),
+            (
+                model_config(1, 1, Some((ConditionStatus::False, "Unreachable"))),
+                "Degraded",
+                "Unreachable: text",
+            ),
+            (
+                model_config(1, 1, Some((ConditionStatus::False, "CredentialsNotMarked"))),
+                "Degraded",
+                "CredentialsNotMarked",
+            ),
+        ],
+    );
+}
+
 /// The ConfigMap users merge into `argocd-cm` carries the scripts byte for byte.
 #[test]
 fn argocd_cm_embeds_the_scripts_verbatim() {
@@ -356,6 +424,10 @@ fn argocd_cm_embeds_the_scripts_verbatim() {
             "task-health.lua",
         ),
         (
+            "resource.customizations.health.ari.dev_ModelConfig",
+            "modelconfig-health.lua",
+        ),
+        (
             "resource.customizations.health.ari.dev_Plan",
             "plan-health.lua",
         ),
@@ -367,7 +439,7 @@ fn argocd_cm_embeds_the_scripts_verbatim() {
             "argocd-cm.yaml {key} differs from {file}"
         );
     }
-    for kind in ["Agent", "Task", "Plan"] {
+    for kind in ["Agent", "Task", "Plan", "ModelConfig"] {
         let key = format!("resource.customizations.ignoreDifferences.ari.dev_{kind}");
         let v = cm["data"][key.as_str()].as_str().unwrap_or_default();
         assert!(v.contains("/status"), "{key} does not ignore /status");

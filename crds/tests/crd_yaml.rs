@@ -96,6 +96,7 @@ fn chart_carries_the_same_crds() {
         "ari.dev_agents.yaml",
         "ari.dev_tasks.yaml",
         "ari.dev_plans.yaml",
+        "ari.dev_modelconfigs.yaml",
     ] {
         let chart = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../charts/ari/crds")

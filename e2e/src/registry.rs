@@ -16,6 +16,13 @@ use crate::scenario::{Ctx, OPERATOR_NS, repo};
 /// [`Ctx::install_operator_manifest`]) allowed plain HTTP to `insecure` (`host:port`,
 /// comma-separated) only, and waits until it is the one Ready operator pod.
 pub fn install_operator(ctx: &Ctx, insecure: &str) -> Result<()> {
+    install_operator_with(ctx, "ARI_INSECURE_REGISTRIES", insecure)
+}
+
+/// Installs the operator from `deploy/operator.yaml` (short heartbeat timeout) with the
+/// environment variable `name` set to `value`, and waits until it is the one Ready operator
+/// pod and runs with it.
+pub fn install_operator_with(ctx: &Ctx, name: &str, value: &str) -> Result<()> {
     ctx.kubectl_ok([
         "apply",
         "-f",
@@ -28,9 +35,9 @@ pub fn install_operator(ctx: &Ctx, insecure: &str) -> Result<()> {
         OPERATOR_NS,
         "deployment/ari-operator",
         "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
-        &format!("ARI_INSECURE_REGISTRIES={insecure}"),
+        &format!("{name}={value}"),
     ])?;
-    ctx.wait_operator_env("ARI_INSECURE_REGISTRIES", insecure)
+    ctx.wait_operator_env(name, value)
 }
 
 pub fn registry_bin() -> Result<PathBuf> {

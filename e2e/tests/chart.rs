@@ -1398,6 +1398,9 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("patch", "ari.dev", "tasks", any),
                 ("watch", "ari.dev", "plans", ""),
                 ("update", "ari.dev", "plans/status", any),
+                // ModelConfigs: watched, and only their status written.
+                ("watch", "ari.dev", "modelconfigs", ""),
+                ("patch", "ari.dev", "modelconfigs/status", any),
                 ("create", "apps", "deployments", any),
                 ("patch", "apps", "deployments", any),
                 // The executors of an Agent that became invalid (issue 13, item 1).
@@ -1424,6 +1427,9 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("update", "ari.dev", "tasks", any),
                 ("create", "ari.dev", "plans", any),
                 ("update", "ari.dev", "plans", any),
+                ("get", "ari.dev", "modelconfigs", any),
+                ("patch", "ari.dev", "modelconfigs", any),
+                ("create", "ari.dev", "modelconfigs", any),
                 ("patch", "ari.dev", "agents", any),
                 ("delete", "ari.dev", "agents", any),
                 ("escalate", rbac, "roles", any),

@@ -3,6 +3,8 @@
 //! record are the [`crate::Session`]'s; this only talks to the provider. Dropping a call's
 //! future abandons it (the connection is closed), which is how a cancelled task stops one.
 
+use std::sync::Arc;
+
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -26,8 +28,24 @@ pub struct Client {
 impl Client {
     pub fn new(limits: Limits, retry: RetryPolicy) -> Result<Client, ModelError> {
         Ok(Client {
-            transport: Transport::new(limits, retry)?,
+            transport: Transport::new(limits, retry, None)?,
         })
+    }
+
+    /// A client whose host names are resolved by `resolver` (which may refuse addresses: the
+    /// operator's probe keeps to the addresses its admin allows).
+    pub fn with_resolver(
+        limits: Limits,
+        retry: RetryPolicy,
+        resolver: Arc<dyn reqwest::dns::Resolve>,
+    ) -> Result<Client, ModelError> {
+        Ok(Client {
+            transport: Transport::new(limits, retry, Some(resolver))?,
+        })
+    }
+
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.transport
     }
 
     pub fn limits(&self) -> Limits {
@@ -156,7 +174,7 @@ fn to_bytes(body: &Value) -> Result<Vec<u8>, ModelError> {
 
 /// The provider's authentication (and version) headers. The key's header value is marked
 /// sensitive, so the HTTP stack never prints it either.
-fn auth(endpoint: &Endpoint) -> Result<Vec<(HeaderName, HeaderValue)>, ModelError> {
+pub(crate) fn auth(endpoint: &Endpoint) -> Result<Vec<(HeaderName, HeaderValue)>, ModelError> {
     let mut headers = Vec::new();
     if endpoint.kind == ProviderKind::Anthropic {
         headers.push((

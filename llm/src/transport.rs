@@ -1,8 +1,10 @@
 //! One HTTP exchange with a provider, retried on 429 and 5xx within the call's deadline, with
 //! every answer read under a size bound and an idle timeout.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use reqwest::dns::Resolve;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 
@@ -132,15 +134,23 @@ pub(crate) struct Answer {
 }
 
 impl Transport {
-    pub(crate) fn new(limits: Limits, retry: RetryPolicy) -> Result<Transport, ModelError> {
+    pub(crate) fn new(
+        limits: Limits,
+        retry: RetryPolicy,
+        resolver: Option<Arc<dyn Resolve>>,
+    ) -> Result<Transport, ModelError> {
         // rustls needs a process-wide crypto provider; ring is the one this workspace builds.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             // A redirect would carry the key to wherever it points.
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(limits.connect_timeout)
-            .user_agent(concat!("ari/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("ari/", env!("CARGO_PKG_VERSION")));
+        if let Some(resolver) = resolver {
+            builder = builder.dns_resolver(resolver);
+        }
+        let http = builder
             .build()
             .map_err(|e| ModelError::unavailable(format!("building the HTTP client: {e}")))?;
         Ok(Transport {
@@ -202,6 +212,24 @@ impl Transport {
             }
             attempt += 1;
         }
+    }
+
+    /// One GET of `path` under `endpoint`, not retried and not redirected, whatever its
+    /// status; bounded by the idle timeout and `deadline`.
+    pub(crate) async fn get(
+        &self,
+        endpoint: &Endpoint,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        deadline: Instant,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut request = self.http.get(endpoint.url(path));
+        for (name, value) in headers {
+            request = request.header(name, value.clone());
+        }
+        self.within(deadline, request.send())
+            .await?
+            .map_err(|e| ModelError::unavailable(endpoint.redact(&source_text(&e))))
     }
 
     /// Turns a non-2xx answer into its error, or `Err` at once when it is not retryable.

@@ -441,3 +441,67 @@ async fn anthropic_messages_round_trip() {
     assert_eq!(sent["max_tokens"], 32);
     assert_eq!(sent["messages"][0]["role"], "user");
 }
+
+/// The model list of a probe: each failure is one fixed case, never the endpoint's text.
+/// Scripted because a real server answers neither 500 with a secret in its body, nor HTML,
+/// nor a redirect to an internal service.
+#[tokio::test]
+async fn a_failed_model_list_is_a_fixed_case_without_the_answer() {
+    const BODY_SECRET: &str = "internal-page-token-7f3a";
+    let cases: Vec<(Reply, ari_llm::ListError)> = vec![
+        (
+            Reply::new(500, format!("<html>{BODY_SECRET}</html>")),
+            ari_llm::ListError::Status(500),
+        ),
+        (
+            Reply::redirect("http://127.0.0.1:1/admin"),
+            ari_llm::ListError::Status(307),
+        ),
+        (
+            Reply::new(200, format!("<html>{BODY_SECRET}</html>")),
+            ari_llm::ListError::NotAModelList,
+        ),
+        (
+            Reply::repeat(b' ', 1 << 30, false),
+            ari_llm::ListError::TooLarge,
+        ),
+    ];
+    for (reply, want) in cases {
+        let reply = Arc::new(reply);
+        let server = Scripted::start(move |_| reply.as_ref().clone()).await;
+        let mut endpoint = endpoint(&server, ProviderKind::OpenAi);
+        endpoint.key = None;
+        let got = client()
+            .list_models(&endpoint, 64 << 10, 64, 256, soon())
+            .await
+            .expect_err("no list");
+        assert_eq!(got, want);
+        assert!(!got.to_string().contains(BODY_SECRET), "{got}");
+        let hits = server.hits();
+        assert_eq!(hits.len(), 1, "one GET, no retry, no redirect: {hits:?}");
+    }
+}
+
+/// A closed port and a port that accepts and never answers are one case. (The silent server's
+/// port is open: the kernel accepts the connection whether or not the request arrives before
+/// the deadline, so it is silent by construction.)
+#[tokio::test]
+async fn a_closed_and_a_silent_endpoint_look_the_same() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let closed = Endpoint::new(
+        ProviderKind::OpenAi,
+        url::Url::parse(&format!("http://127.0.0.1:{port}/v1")).expect("url"),
+        "m",
+    );
+    let silent_server = Scripted::start(|_| Reply::hang()).await;
+    let mut silent = endpoint(&silent_server, ProviderKind::Anthropic);
+    silent.key = None;
+    let quick = Instant::now() + Duration::from_secs(1);
+    let a = client().list_models(&closed, 1 << 16, 64, 256, quick).await;
+    let b = client().list_models(&silent, 1 << 16, 64, 256, quick).await;
+    assert_eq!(a, Err(ari_llm::ListError::Unreachable));
+    assert_eq!(b, a);
+}

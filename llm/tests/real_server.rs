@@ -281,3 +281,22 @@ async fn real_server_keeps_to_the_clipped_max_tokens() {
     };
     assert_eq!(sent, Some(5));
 }
+
+#[tokio::test]
+async fn real_server_lists_its_models() {
+    let Some(server) = ModelServer::start_or_skip("real_server_lists_models") else {
+        return;
+    };
+    let list = client()
+        .list_models(
+            &endpoint(&server, CHAT_MODEL),
+            64 << 10,
+            64,
+            256,
+            deadline(),
+        )
+        .await
+        .expect("model list");
+    assert!(list.ids.iter().any(|id| id == CHAT_MODEL), "{list:?}");
+    assert!(!list.truncated, "{list:?}");
+}

@@ -31,4 +31,4 @@ pub use error::{Error, UNREACHABLE};
 pub use failures::{BACKOFF_MAX, BACKOFF_MIN};
 pub use policy::{Endpoint, NetworkPolicy, Refusal, is_internal};
 pub use reference::Reference;
-pub use transport::MAX_TOKEN_BYTES;
+pub use transport::{MAX_TOKEN_BYTES, policy_resolver};

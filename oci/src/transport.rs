@@ -291,6 +291,12 @@ impl std::fmt::Display for InternalAddress {
 
 impl std::error::Error for InternalAddress {}
 
+/// A resolver for another HTTP client of the operator that must keep to `policy`'s addresses
+/// (the model endpoint probe): the same check as every registry request.
+pub fn policy_resolver(policy: Arc<NetworkPolicy>) -> Arc<dyn reqwest::dns::Resolve> {
+    Arc::new(Resolver { policy })
+}
+
 /// Resolves names with the system resolver and keeps only the addresses the policy allows for
 /// that name: the check is on the addresses connected to, so DNS cannot point a public name at
 /// a cluster service.

@@ -90,6 +90,16 @@ pub struct Config {
         default_value_t = false
     )]
     pub registry_allow_internal_addresses: bool,
+    /// Model endpoints (`host:port`) the ModelConfig probe may reach at internal addresses
+    /// (in-cluster servers such as `vllm.models.svc:8000`), comma-separated. Any other endpoint
+    /// at a loopback, private, link-local or other internal address is not probed
+    /// (`Ready=Unknown`): a namespace user must not make the operator scan the cluster.
+    #[arg(
+        long = "model-probe-internal-endpoint",
+        env = "ARI_MODEL_PROBE_INTERNAL_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub model_probe_internal_endpoints: Vec<String>,
     /// Most module pulls at once; each holds one module (up to 64 MiB) in memory while it is
     /// checked.
     #[arg(long, env = "ARI_MAX_CONCURRENT_PULLS", default_value_t = ari_oci::DEFAULT_MAX_CONCURRENT_PULLS)]

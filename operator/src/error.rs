@@ -22,6 +22,9 @@ pub enum Error {
     /// The registry client could not be built (its TLS set-up), at start-up.
     #[error("registry client: {0}")]
     Registry(#[from] ari_oci::Error),
+    /// The model probe's HTTP client could not be built (its TLS set-up), at start-up.
+    #[error("model probe client: {0}")]
+    ModelProbe(ari_llm::ModelError),
     /// Another replica took the Lease: this one exits so it restarts as a fresh candidate.
     #[error("lost leadership")]
     LostLeadership,
@@ -36,6 +39,7 @@ impl Error {
             Error::NoNamespace => "no_namespace",
             Error::Metrics(_) => "metrics",
             Error::Registry(_) => "registry",
+            Error::ModelProbe(_) => "model_probe",
             Error::LostLeadership => "lost_leadership",
         }
     }
@@ -58,6 +62,9 @@ mod tests {
             Error::NoNamespace,
             Error::Metrics(prometheus::Error::Msg("m".into())),
             Error::Registry(ari_oci::Error::Other("o".into())),
+            Error::ModelProbe(ari_llm::ModelError::Unavailable {
+                message: "m".into(),
+            }),
             Error::LostLeadership,
         ];
         let labels: HashSet<&str> = all.iter().map(Error::metric_label).collect();

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use ari_crds::names;
 use ari_crds::plan_view::LABEL_PLAN_UID;
-use ari_crds::{Agent, Plan, Task};
+use ari_crds::{Agent, ModelConfig, Plan, Task};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, WatchStreamExt, reflector, reflector::Store, watcher};
+use kube::runtime::{Controller, WatchStreamExt, controller, reflector, reflector::Store, watcher};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{error, info};
@@ -166,10 +166,18 @@ async fn lead(
         (agents.clone(), pods),
         &ctl_stop,
     );
-    let plan_ctl = plan_controller(cfg, client, &metrics, ctx, agents, &ctl_stop);
+    let plan_ctl = plan_controller(
+        cfg,
+        client.clone(),
+        &metrics,
+        ctx.clone(),
+        agents,
+        &ctl_stop,
+    );
+    let model_ctl = model_config_controller(cfg, client, ctx, ctl_stop)?;
     let gauges = tokio::spawn(task_gauges(tasks, metrics));
 
-    tokio::join!(agent_ctl, task_ctl, plan_ctl);
+    tokio::join!(agent_ctl, task_ctl, plan_ctl, model_ctl);
     gauges.abort();
     pod_cache.abort();
     Ok(lost_leadership.await.unwrap_or(false))
@@ -363,6 +371,35 @@ fn plan_controller(
             .for_each(|_| async {})
             .await;
     }
+}
+
+/// The ModelConfig controller, probing at most a few endpoints at once (each probe holds up
+/// to `MAX_LIST_BYTES` of an answer).
+fn model_config_controller(
+    cfg: &Config,
+    client: Client,
+    ctx: Arc<Context>,
+    stop: watch::Receiver<bool>,
+) -> Result<impl Future<Output = ()> + Send + use<>, Error> {
+    use crate::model_config::controller::{self as mc, ModelContext, Prober};
+    let (store, writer) = reflector::store();
+    let events = decode::watch::<ModelConfig>(
+        client,
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        ctx.metrics.count_skipped(),
+    )
+    .reflect(writer)
+    .applied_objects();
+    let model_ctx = Arc::new(ModelContext {
+        base: ctx,
+        prober: Prober::new(&cfg.model_probe_internal_endpoints)?,
+    });
+    Ok(Controller::for_stream(events, store)
+        .with_config(controller::Config::default().concurrency(mc::MAX_CONCURRENT_PROBES))
+        .graceful_shutdown_on(wait_true(stop))
+        .run(mc::reconcile, mc::error_policy, model_ctx)
+        .for_each(|_| async {}))
 }
 
 /// Ends the election (which releases the Lease if ours), stops the HTTP server; exits

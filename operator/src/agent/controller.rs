@@ -178,9 +178,7 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     {
         // Never even read the attestation key on an Agent's behalf.
         // Nor a name that is no object name (it would go into the request path as it is).
-        let secret = if grant.secret_ref.name == names::ATTESTATION_SECRET
-            || !names::is_object_name(&grant.secret_ref.name)
-        {
+        let secret = if crate::marked::is_forbidden_name(&grant.secret_ref.name) {
             None
         } else {
             Api::<Secret>::namespaced(client.clone(), &ns)

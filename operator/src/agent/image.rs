@@ -232,13 +232,7 @@ pub fn check_pull_secret(name: &str, secret: Option<&Secret>) -> Result<Vec<u8>,
             "pull secret {name} not found in the Agent's namespace"
         ));
     };
-    let marked = secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(names::LABEL_PULL_SECRET))
-        .is_some_and(|v| v == "true");
-    if !marked {
+    if !crate::marked::is_marked(&secret.metadata, names::LABEL_PULL_SECRET) {
         return Err(format!(
             "pull secret {name} is not marked for Agents' use (label it {}=true)",
             names::LABEL_PULL_SECRET

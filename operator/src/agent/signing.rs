@@ -24,13 +24,7 @@ pub fn check(grant: &SigningGrant, secret: Option<&Secret>) -> Result<(), String
             "signing.secretRef: Secret {name} not found in the Agent's namespace"
         ));
     };
-    let marked = secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(names::LABEL_SIGNING_KEY))
-        .is_some_and(|v| v == "true");
-    if !marked {
+    if !crate::marked::is_marked(&secret.metadata, names::LABEL_SIGNING_KEY) {
         return Err(format!(
             "signing.secretRef: Secret {name} is not marked for signing use (label it {}=true)",
             names::LABEL_SIGNING_KEY

@@ -1,0 +1,245 @@
+//! ModelConfigs on a real control plane, probed by the operator from `deploy/operator.yaml`:
+//! one at llama.cpp's OpenAI-compatible server (llama-cpp-python with a generated tiny model,
+//! `scripts/model-server.sh`, found through `ARI_MODEL_SERVER`) on loopback, which the
+//! operator's admin lists for probing; the error paths a real server cannot be made to play
+//! (an error page with a secret in it) against the scripted server; a closed port; an internal
+//! endpoint nobody listed; an unmarked credentials Secret. The operator runs as a host process
+//! of the node agent, so 127.0.0.1 is the test's own loopback.
+//! Run: `cargo build --bins && ARI_MODEL_SERVER="$(scripts/model-server.sh | tail -n 1)" cargo
+//! test -p ari-e2e --test models`.
+
+use anyhow::{Context as _, Result, ensure};
+use ari_crds::ModelConfig;
+use ari_e2e::registry::{self, free_port};
+use ari_e2e::scenario::*;
+use ari_e2e::{trials, wait};
+use ari_testkit::model_server::{CHAT_MODEL, ModelServer};
+use ari_testkit::scripted::{Reply, Scripted};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+
+/// In the scripted server's error page: must appear in no status, Event or log.
+const PAGE_SECRET: &str = "internal-admin-token-5b9e1c";
+/// The value of the unmarked credentials Secret: the operator never reads it.
+const KEY_SECRET: &str = "sk-e2e-unmarked-7d41aa";
+
+fn main() -> std::process::ExitCode {
+    trials::run_phases(
+        ModelsCtx::start,
+        vec![vec![("model_config_trials", model_config_trials)]],
+    )
+}
+
+struct ModelsCtx {
+    ctx: Ctx,
+    server: ModelServer,
+    /// Answers every request 500 with [`PAGE_SECRET`] in its body.
+    leaky: Scripted,
+    /// A loopback server the admin did not list: it must never be contacted.
+    unlisted: Scripted,
+    /// A loopback port nothing listens on (listed).
+    closed_port: u16,
+}
+
+impl trials::Shared for ModelsCtx {
+    fn failure_context(&self) -> String {
+        format!(
+            "{}\n--- model server:\n{}",
+            self.ctx.operator_logs(),
+            tail(&self.server.log(), 20)
+        )
+    }
+}
+
+impl ModelsCtx {
+    fn start() -> Result<ModelsCtx> {
+        let dir = ModelServer::installed().map_err(anyhow::Error::msg)?;
+        let server = ModelServer::start(&dir);
+        let ctx = Ctx::start()?;
+        ctx.kubectl_ok([
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/modelconfigs.ari.dev",
+        ])?;
+        // A real server cannot be made to put a secret in an error page.
+        let leaky = ctx.rt.block_on(Scripted::start(|_| {
+            Reply::new(500, format!("<html>{PAGE_SECRET}</html>"))
+        }));
+        let unlisted = ctx.rt.block_on(Scripted::start(|_| {
+            Reply::new(200, r#"{"data":[{"id":"x"}]}"#)
+        }));
+        let closed_port = free_port()?;
+        let listed = [
+            format!("127.0.0.1:{}", server.port()),
+            leaky.host(),
+            format!("127.0.0.1:{closed_port}"),
+        ]
+        .join(",");
+        registry::install_operator_with(&ctx, "ARI_MODEL_PROBE_INTERNAL_ENDPOINTS", &listed)?;
+        Ok(ModelsCtx {
+            ctx,
+            server,
+            leaky,
+            unlisted,
+            closed_port,
+        })
+    }
+}
+
+fn model_config_yaml(name: &str, endpoint: &str, credentials: Option<&str>) -> String {
+    let credentials = credentials
+        .map(|s| format!("  credentials:\n    name: {s}\n    key: apiKey\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: ModelConfig
+metadata:
+  name: {name}
+spec:
+  provider: OpenAI
+  endpoint: {endpoint:?}
+  model: {CHAT_MODEL}
+{credentials}"
+    )
+}
+
+/// Waits for the ModelConfig's `Ready` condition to have `status` and `reason`.
+async fn ready(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> Result<ModelConfig> {
+    let api: Api<ModelConfig> = Api::namespaced(client.clone(), ns);
+    Ok(wait::until(
+        &format!("ModelConfig {name} Ready={status} ({reason})"),
+        wait::DEFAULT,
+        || async {
+            let mc = api.get(name).await.map_err(|e| e.to_string())?;
+            let c = mc
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+            match c {
+                Some(c) if c.status == status && c.reason == reason => Ok(mc.clone()),
+                other => Err(format!("Ready: {other:?}")),
+            }
+        },
+    )
+    .await?)
+}
+
+fn message(mc: &ModelConfig) -> String {
+    mc.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+fn model_config_trials(m: &ModelsCtx) -> Result<()> {
+    let ctx = &m.ctx;
+    let local = |port: u16| format!("http://127.0.0.1:{port}/v1");
+    ctx.in_namespace("models", |client, ns| async move {
+        let secret = format!(
+            "apiVersion: v1
+kind: Secret
+metadata:
+  name: unmarked-key
+stringData:
+  apiKey: {KEY_SECRET}
+"
+        );
+        let yaml = [
+            model_config_yaml("llama", &m.server.base_url(), None),
+            model_config_yaml("closed", &local(m.closed_port), None),
+            model_config_yaml("leaky", &format!("http://{}/v1", m.leaky.host()), None),
+            model_config_yaml("unlisted", &local(m.unlisted.port()), None),
+            model_config_yaml("unmarked", &m.server.base_url(), Some("unmarked-key")),
+            secret,
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+
+        let llama = ready(&client, &ns, "llama", "True", "EndpointAnswered").await?;
+        let models = llama.status.clone().unwrap_or_default().models;
+        ensure!(
+            models.iter().any(|id| id == CHAT_MODEL),
+            "status.models of the real server: {models:?}"
+        );
+
+        let closed = ready(&client, &ns, "closed", "False", "Unreachable").await?;
+        ensure!(
+            message(&closed) == "the endpoint could not be reached or gave no HTTP answer",
+            "closed port: {}",
+            message(&closed)
+        );
+
+        let leaky = ready(&client, &ns, "leaky", "False", "EndpointError").await?;
+        ensure!(
+            message(&leaky).contains("answered HTTP 500"),
+            "error page: {}",
+            message(&leaky)
+        );
+        let requests = m.leaky.requests();
+        ensure!(!requests.is_empty(), "the leaky server was never probed");
+        ensure!(
+            requests
+                .iter()
+                .all(|r| r.header("authorization").is_none() && r.header("x-api-key").is_none()),
+            "the probe carried a key"
+        );
+
+        ready(&client, &ns, "unlisted", "Unknown", "ProbeNotAllowed").await?;
+        ready(&client, &ns, "unmarked", "False", "CredentialsNotMarked").await?;
+        event_with_reason(&client, &ns, "leaky", "EndpointError").await?;
+        event_with_reason(&client, &ns, "unmarked", "CredentialsNotMarked").await?;
+        // Checked after the others settled: the probes had every chance to reach it.
+        ensure!(
+            m.unlisted.hits().is_empty(),
+            "the operator contacted an unlisted internal endpoint: {:?}",
+            m.unlisted.hits()
+        );
+
+        // Neither the error page's secret nor the unread key is anywhere a user or admin reads.
+        let statuses = serde_json::to_string(
+            &Api::<ModelConfig>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        let events = serde_json::to_string(
+            &Api::<Event>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        let logs = operator_log(ctx, &client).await?;
+        for (what, text) in [
+            ("ModelConfigs", &statuses),
+            ("Events", &events),
+            ("operator logs", &logs),
+        ] {
+            for secret in [PAGE_SECRET, KEY_SECRET] {
+                ensure!(!text.contains(secret), "{what} hold {secret}");
+            }
+        }
+        ensure!(
+            logs.contains("model config status updated"),
+            "the operator logs say nothing of the probes (wrong pod?)"
+        );
+        Ok(())
+    })
+}
+
+/// The whole log of the operator pod.
+async fn operator_log(ctx: &Ctx, client: &Client) -> Result<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NS)
+        .list(&ListParams::default().labels("app.kubernetes.io/name=ari-operator"))
+        .await?;
+    let pod = pods.items.first().context("no operator pod")?;
+    Ok(ctx.node.logs(OPERATOR_NS, &pod.name_any(), "operator"))
+}
