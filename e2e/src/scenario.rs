@@ -358,25 +358,32 @@ pub async fn ready_pods(
     }
 }
 
-/// Waits until the Agent's `Ready` condition is True.
+/// Waits until the Agent's `Ready` condition is True and its executors have settled.
 pub async fn agent_ready(client: &Client, ns: &str, name: &str) -> Result<Agent> {
-    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
-    let agent = wait::until(&format!("Agent {name} Ready"), wait::DEFAULT, || async {
-        let a = api.get(name).await.map_err(|e| e.to_string())?;
-        let ready = a.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        });
-        if ready {
-            Ok(a)
-        } else {
-            Err(format!("status: {:?}", a.status))
-        }
-    })
-    .await?;
+    let agent = agent_ready_within(client, ns, name, wait::DEFAULT).await?;
     executors_settled(client, ns, name).await?;
     Ok(agent)
+}
+
+/// Waits up to `timeout` until the Agent's `Ready` condition is True.
+pub async fn agent_ready_within(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<Agent> {
+    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
+    Ok(
+        wait::until(&format!("Agent {name} Ready"), timeout, || async {
+            let a = api.get(name).await.map_err(|e| e.to_string())?;
+            if a.is_ready() {
+                Ok(a)
+            } else {
+                Err(format!("status: {:?}", a.status))
+            }
+        })
+        .await?,
+    )
 }
 
 /// Waits until the Agent's executor Deployment has rolled out its current template and runs

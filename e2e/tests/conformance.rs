@@ -59,7 +59,6 @@ use ari_crds::{Agent, Task, TaskPhase};
 use ari_e2e::registry::{self, Registry, registry_bin};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
-use kube::{Api, Client};
 use serde_json::{Value, json};
 use suite::{Case, EchoServer, Ending, Placeholders, Suite};
 
@@ -375,12 +374,12 @@ fn run_language(c: &ConformanceCtx, lang: &str) -> Result<()> {
             ctx.apply_ok(&ns, &agent.to_string())?;
         }
         for name in delegates.keys() {
-            agent_ready_within(&client, &ns, name).await?;
+            agent_ready_within(&client, &ns, name, AGENT_READY).await?;
         }
         let mut ready = BTreeMap::new();
         for i in 0..agents.len() {
             let name = format!("conformance-{i}");
-            let agent = agent_ready_within(&client, &ns, &name).await?;
+            let agent = agent_ready_within(&client, &ns, &name, AGENT_READY).await?;
             let pinned_image = agent.status.as_ref().and_then(|s| s.module_image.clone());
             ensure!(
                 pinned_image.as_deref() == Some(format!("{repo}@{manifest}").as_str()),
@@ -431,27 +430,6 @@ fn run_language(c: &ConformanceCtx, lang: &str) -> Result<()> {
         );
         Ok(())
     })
-}
-
-/// Waits, with room for an interpreter's compile, until the Agent is Ready.
-async fn agent_ready_within(client: &Client, ns: &str, name: &str) -> Result<Agent> {
-    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
-    Ok(
-        wait::until(&format!("Agent {name} Ready"), AGENT_READY, || async {
-            let a = api.get(name).await.map_err(|e| e.to_string())?;
-            let ready = a.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            });
-            if ready {
-                Ok(a)
-            } else {
-                Err(format!("status: {:?}", a.status))
-            }
-        })
-        .await?,
-    )
 }
 
 /// Checks a finished Task against its case (the log, which trails the status, is read again
