@@ -9,4 +9,6 @@ wit_bindgen::generate!({
     default_bindings_module: "ari_sdk::bindings",
     // Lets agents and tests compare the contract's values (error cases above all).
     additional_derives: [PartialEq, Eq],
+    // Floats (a temperature, an embedding's vectors) have no `Eq`.
+    additional_derives_ignore: ["chat-request", "embedding-response"],
 });
