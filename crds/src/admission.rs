@@ -1,5 +1,5 @@
 //! Whether an Agent takes a Task at all, decided before anything runs: its mode, the Task's
-//! requirements against the grants, and its fuel budget against the limit.
+//! requirements against the grants, and its fuel and token budgets against the limits.
 //!
 //! The operator calls [`admit`] to fail a Task early (with an Event); the executor calls it
 //! again before it runs a Task it saw first (defence in depth). One rule, one place.
@@ -7,7 +7,9 @@
 pub use ari_model::TaskOrigin;
 
 use crate::agent::AgentSpec;
-use crate::capability::{Denied, fuel_within_limit, requirements_within_grants};
+use crate::capability::{
+    Denied, TokensTooLarge, fuel_within_limit, requirements_within_grants, tokens_within_limit,
+};
 use crate::task::{Task, TaskReason};
 
 impl Task {
@@ -37,7 +39,18 @@ impl From<Denied> for Refusal {
     }
 }
 
-/// Checks, in order, the Agent's mode, the Task's requirements and its fuel budget.
+impl From<TokensTooLarge> for Refusal {
+    fn from(e: TokensTooLarge) -> Self {
+        Refusal {
+            reason: TaskReason::CapabilityDenied,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Checks, in order, the Agent's mode, the Task's requirements, its fuel budget and its token
+/// budget (refused, not clipped, like fuel: a Task that asks for more than it may have is
+/// more likely a mistake than a wish for the ceiling).
 pub fn admit(task: &Task, agent: &AgentSpec) -> Result<(), Refusal> {
     let mode = agent.mode.unwrap_or_default();
     let origin = task.origin();
@@ -59,6 +72,7 @@ pub fn admit(task: &Task, agent: &AgentSpec) -> Result<(), Refusal> {
         requirements_within_grants(req, agent)?;
     }
     fuel_within_limit(task.spec.fuel, agent)?;
+    tokens_within_limit(task.spec.tokens, agent)?;
     Ok(())
 }
 
@@ -89,6 +103,10 @@ mod tests {
     }
 
     fn task(fuel: Option<u64>) -> Task {
+        task_with(fuel, None)
+    }
+
+    fn task_with(fuel: Option<u64>, tokens: Option<u64>) -> Task {
         Task::new(
             "t",
             TaskSpec {
@@ -99,6 +117,7 @@ mod tests {
                 requirements: None,
                 deadline_seconds: None,
                 fuel,
+                tokens,
                 seed: None,
                 retries: None,
                 ttl_seconds_after_finished: None,
@@ -121,5 +140,22 @@ mod tests {
     fn a_fuel_budget_over_the_limit_is_a_capability_denial() {
         let refused = admit(&task(Some(u64::MAX)), &agent(None)).unwrap_err();
         assert_eq!(refused.reason, TaskReason::CapabilityDenied);
+    }
+
+    #[test]
+    fn a_token_budget_over_the_ceiling_is_a_capability_denial_naming_both_figures() {
+        let mut a = agent(None);
+        a.limits.tokens = Some(500);
+        let refused = admit(&task_with(None, Some(501)), &a).unwrap_err();
+        assert_eq!(refused.reason, TaskReason::CapabilityDenied);
+        assert!(
+            refused.message.contains("501") && refused.message.contains("500"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(admit(&task_with(None, Some(500)), &a), Ok(()));
+        // Without a ceiling the default one applies.
+        let over = crate::agent::DEFAULT_TOKENS + 1;
+        assert!(admit(&task_with(None, Some(over)), &agent(None)).is_err());
     }
 }

@@ -31,6 +31,11 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
 pub const DEFAULT_TIMEOUT_SECONDS: u32 = 30;
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1 << 20;
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 20;
+/// Model tokens (input and output together) a task may spend when the Agent sets no
+/// `limits.tokens` (the runtime's `ari_runtime::limits::DEFAULT_TOKENS`).
+pub const DEFAULT_TOKENS: u64 = 100_000;
+/// Upper bound on any token figure (Agent ceiling or Task budget).
+pub const MAX_TOKENS: u64 = 1_000_000_000_000;
 pub const DEFAULT_REPLICAS: i32 = 1;
 pub const DEFAULT_CONCURRENCY: u32 = 4;
 
@@ -201,6 +206,11 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_input_bytes: Option<u64>,
+    /// Model tokens (input and output together) per task, when models are granted; a Task's
+    /// `spec.tokens` may only lower it. Checked before each call (see docs/models.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub tokens: Option<u64>,
 }
 
 /// Limits with the defaults filled in.
@@ -211,6 +221,7 @@ pub struct EffectiveLimits {
     pub timeout_seconds: u32,
     pub max_output_bytes: u64,
     pub max_input_bytes: u64,
+    pub tokens: u64,
 }
 
 impl Limits {
@@ -222,6 +233,7 @@ impl Limits {
             timeout_seconds: self.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS),
             max_output_bytes: self.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
             max_input_bytes: self.max_input_bytes.unwrap_or(DEFAULT_MAX_INPUT_BYTES),
+            tokens: self.tokens.unwrap_or(DEFAULT_TOKENS),
         }
     }
 }

@@ -24,6 +24,28 @@ pub fn fuel_within_limit(task_fuel: Option<u64>, agent: &AgentSpec) -> Result<u6
     }
 }
 
+/// A Task's token budget above its Agent's `limits.tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("tokens {wanted} exceeds the agent's limits.tokens {limit}")]
+pub struct TokensTooLarge {
+    pub wanted: u64,
+    pub limit: u64,
+}
+
+/// Checks a Task's token budget against the Agent's ceiling (the budget may only lower it);
+/// the tokens the Task runs with.
+pub fn tokens_within_limit(
+    task_tokens: Option<u64>,
+    agent: &AgentSpec,
+) -> Result<u64, TokensTooLarge> {
+    let limit = agent.limits.effective().tokens;
+    match task_tokens {
+        Some(wanted) if wanted > limit => Err(TokensTooLarge { wanted, limit }),
+        Some(wanted) => Ok(wanted),
+        None => Ok(limit),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,8 @@ pub use agent::{
     SecretKeyRef, SigningGrant, StorageGrant,
 };
 pub use capability::{
-    CapabilityName, Denied, TaskRequirements, fuel_within_limit, requirements_within_grants,
+    CapabilityName, Denied, TaskRequirements, TokensTooLarge, fuel_within_limit,
+    requirements_within_grants, tokens_within_limit,
 };
 pub use delegation::{ChildStatus, ParentRef, admit_child};
 pub use model_config::{
@@ -38,8 +39,8 @@ pub use plan::{
 };
 pub use task::{
     AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,
-    KeyRef, LimitsApplied, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason,
-    TaskSpec, TaskStatus, format_duration_millis,
+    KeyRef, LimitsApplied, ModelCalls, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase,
+    TaskReason, TaskSpec, TaskStatus, TokenUsage, format_duration_millis,
 };
 
 use kube::CustomResourceExt;

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::{
-    Attestation, DelegationApplied, Ending, Estimate, LimitsApplied, ResourcesUsed, TaskIdentity,
-    TaskPhase, TaskReason,
+    Attestation, DelegationApplied, Ending, Estimate, LimitsApplied, ModelCalls, ResourcesUsed,
+    TaskIdentity, TaskPhase, TaskReason, TokenUsage,
 };
 
 use crate::a2a::LiveLog;
@@ -22,6 +22,8 @@ use crate::delegation::{ChildStatus, ParentRef};
 
 /// Most retries after executor loss a Task may ask for.
 pub const MAX_RETRIES: u32 = 10;
+/// Most entries of `status.models`: as many models as an Agent may be granted.
+pub const MAX_LISTED_MODELS: usize = 32;
 /// Output up to this many bytes goes inline into status; larger output goes to a ConfigMap.
 pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
 
@@ -47,6 +49,16 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
         type_ = "integer",
         json_path = ".status.resourcesUsed.fuel"
     ),
+    printcolumn(
+        name = "Tokens In",
+        type_ = "integer",
+        json_path = ".status.resourcesUsed.inputTokens"
+    ),
+    printcolumn(
+        name = "Tokens Out",
+        type_ = "integer",
+        json_path = ".status.resourcesUsed.outputTokens"
+    ),
     printcolumn(name = "Duration", type_ = "string", json_path = ".status.duration"),
     printcolumn(
         name = "Parent",
@@ -62,7 +74,7 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
 )]
 #[x_kube(
     // Immutable but for `cancelled`, which may be set (once: it cannot be unset).
-    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent))").message("Task spec is immutable except that cancelled may be set to true"),
+    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent))").message("Task spec is immutable except that cancelled may be set to true"),
     validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -91,6 +103,10 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub fuel: Option<u64>,
+    /// Model token budget (input and output together); at most the Agent's `limits.tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub tokens: Option<u64>,
     /// 32-byte PRNG seed as 64 hex digits; generated and recorded when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"))]
@@ -124,6 +140,7 @@ impl TaskSpec {
             requirements: None,
             deadline_seconds: None,
             fuel: None,
+            tokens: None,
             seed: None,
             retries: None,
             ttl_seconds_after_finished: None,
@@ -240,6 +257,12 @@ pub struct TaskStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 4_294_967_295u32))]
     pub delegations_refused: Option<u32>,
+    /// Each model the Task called: its ModelConfig name, the endpoint and model id that
+    /// answered, calls and tokens (the totals are in `resourcesUsed`; the attestation signs the
+    /// same list). At most 32, as many as an Agent may be granted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub models: Vec<ModelCalls>,
     /// The newest guest log lines while the Task runs, for A2A streams (only while a gateway
     /// stream follows the Task: the `ari.dev/live-log` lease, set by the gateway alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -61,7 +61,15 @@ fn crds_declare_names_columns_subresources_and_selectable_field() {
     assert_eq!(
         cols(&tasks),
         [
-            "Agent", "Phase", "Reason", "Fuel", "Duration", "Parent", "Age"
+            "Agent",
+            "Phase",
+            "Reason",
+            "Fuel",
+            "Tokens In",
+            "Tokens Out",
+            "Duration",
+            "Parent",
+            "Age"
         ]
     );
     let selectable: Vec<String> = tasks.spec.versions[0]

@@ -237,6 +237,7 @@ impl KubeDelegator {
                 requirements: None,
                 deadline_seconds: Some(deadline),
                 fuel: Some(request.fuel.min(limits.fuel).max(1)),
+                tokens: None,
                 seed: None,
                 retries: self.parent.retries,
                 ttl_seconds_after_finished: None,
