@@ -23,6 +23,31 @@ use crate::SecretKeyRef;
 pub const CREDENTIALS_LABEL: &str = "ari.dev/model-credentials";
 /// Most model ids kept in status.
 pub const MAX_MODELS: usize = 64;
+/// The environment variable holding an Agent's granted models for its executors (a JSON list
+/// of [`ExecutorModel`]), written by the operator into the executor pod template.
+pub const MODELS_ENV: &str = "ARI_MODELS";
+
+/// A granted model as the operator hands it to the Agent's executors: the ModelConfig's spec
+/// (which holds only a *reference* to the credentials) and the name of the environment
+/// variable the kubelet fills with the key from the marked Secret. So the executor needs no
+/// RBAC on ModelConfigs or Secrets, and the key is in no object but the Secret itself.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorModel {
+    /// The ModelConfig's name: what the Agent grants and the guest asks for.
+    pub name: String,
+    pub spec: ModelConfigSpec,
+    /// The variable holding the key; none when the ModelConfig names no credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+}
+
+impl ExecutorModel {
+    /// The variable that carries the key of the `index`th granted model.
+    pub fn key_env_name(index: usize) -> String {
+        format!("ARI_MODEL_KEY_{index}")
+    }
+}
 
 /// A model at an endpoint, declared once per namespace.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]

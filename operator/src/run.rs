@@ -220,6 +220,7 @@ fn agent_controller(
     // reconcile re-asserts the copy (issue 13, item 10). Only that name is watched (RBAC
     // grants list/watch on it alone).
     let agents_of_ns = agent_store.clone();
+    let agents_granting = agent_store.clone();
     let controller = Controller::for_stream(agent_events, agent_store.clone())
         .watches(
             scoped::<Secret>(cfg, client),
@@ -231,6 +232,29 @@ fn agent_controller(
                     .state()
                     .into_iter()
                     .filter(|a| a.metadata.namespace.as_deref() == Some(ns.as_str()))
+                    .map(|a| ObjectRef::from_obj(a.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        // A ModelConfig's change (created, endpoint moved, credentials renamed) reaches the
+        // executors of the Agents granting it: their pod template carries its spec.
+        .watches(
+            scoped::<ModelConfig>(cfg, client),
+            watcher::Config::default(),
+            move |mc: ModelConfig| {
+                let ns = mc.metadata.namespace.unwrap_or_default();
+                let name = mc.metadata.name.unwrap_or_default();
+                agents_granting
+                    .state()
+                    .into_iter()
+                    .filter(|a| {
+                        a.metadata.namespace.as_deref() == Some(ns.as_str())
+                            && a.spec
+                                .capabilities
+                                .models
+                                .as_ref()
+                                .is_some_and(|m| m.allowed.contains(&name))
+                    })
                     .map(|a| ObjectRef::from_obj(a.as_ref()))
                     .collect::<Vec<_>>()
             },

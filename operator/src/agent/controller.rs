@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use super::image::{self, ResolvedImage};
-use super::{deployment, key, module, rbac, signing};
+use super::{deployment, key, models, module, rbac, signing};
 use crate::context::Context;
 use crate::error::Error;
 
@@ -58,6 +58,10 @@ fn is_label_key(s: &str) -> bool {
     });
     prefix_ok && !name.is_empty() && is_label_value(name)
 }
+
+/// Condition type, set when models are granted: whether every granted model reaches the
+/// executors (a model that does not answers the guest's calls `unavailable`).
+pub const MODELS_AVAILABLE: &str = "ModelsAvailable";
 
 /// `Valid=False` reason: the signing grant's Secret may not be used.
 pub const SIGNING_REJECTED: &str = "SigningSecretRejected";
@@ -288,6 +292,39 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     }
     status.attestation_public_key = Some(key.public_key.clone());
 
+    // The granted models, with their credentials checked by the marked-Secret rule.
+    let granted_models = match &agent.spec.capabilities.models {
+        Some(g) if !g.allowed.is_empty() && valid.is_ok() => {
+            Some(models::fetch(&agent, &client, &ns).await?)
+        }
+        _ => None,
+    };
+    match &granted_models {
+        Some(r) => {
+            let (st, reason, message) = if r.unusable.is_empty() {
+                (ConditionStatus::True, "Resolved", String::new())
+            } else {
+                let mut m = r.message();
+                crate::cache::clip(&mut m, MESSAGE_MAX);
+                (ConditionStatus::False, "ModelsUnavailable", m)
+            };
+            conditions::set(
+                &mut status.conditions,
+                MODELS_AVAILABLE,
+                st,
+                reason,
+                message,
+                gen_,
+                now.clone(),
+            );
+        }
+        None => status.conditions.retain(|c| c.type_ != MODELS_AVAILABLE),
+    }
+    let model_list = granted_models
+        .as_ref()
+        .map(|r| r.usable.as_slice())
+        .unwrap_or_default();
+
     let mut available = 0;
     let mut rejected = None;
     let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
@@ -309,6 +346,7 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
             image.as_ref(),
             &ctx.settings,
             &key.public_key,
+            model_list,
         );
         match apply(&deps, &dep_name, &dep).await {
             Ok(applied) => {
@@ -356,10 +394,15 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     }
     // Re-check an unresolved module (a missing ConfigMap, an image not pushed yet, a registry
     // that is down) with backoff; Deployment changes wake us through `owns`. Secrets are not
-    // watched: re-check a refused signing Secret now and then. A tag is resolved again on
-    // every pass, so a moved tag rolls the executors within 5 minutes.
+    // watched: re-check a refused signing Secret, or a model's unmarked or missing Secret, now
+    // and then. A tag is resolved again on every pass, so a moved tag rolls the executors
+    // within 5 minutes. ModelConfig changes wake us through a watch.
+    let models_waiting = granted_models
+        .as_ref()
+        .is_some_and(|r| !r.unusable.is_empty());
     Ok(match (&valid, &module) {
         (Err((SIGNING_REJECTED, _)), _) => Action::requeue(Duration::from_secs(30)),
+        (Ok(()), Ok(_)) if models_waiting => Action::requeue(Duration::from_secs(30)),
         (Err(_), _) => Action::requeue(Duration::from_secs(300)),
         _ if rejected.is_some() => Action::requeue(Duration::from_secs(300)),
         (Ok(()), Ok(_)) => Action::requeue(Duration::from_secs(300)),

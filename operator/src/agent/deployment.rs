@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use ari_crds::Agent;
 use ari_crds::capability::CapabilityName;
+use ari_crds::model_config::{ExecutorModel, MODELS_ENV};
 use ari_crds::names;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
@@ -101,13 +102,15 @@ fn field_env(name: &str, path: &str) -> EnvVar {
 ///
 /// `attestation_public_key` is the namespace key's public half from the operator's source of
 /// truth; the executor refuses to sign with a key that does not match it. `module_image` is what
-/// `module.image` resolved to: executors pull only that pinned reference.
+/// `module.image` resolved to: executors pull only that pinned reference. `models` are the
+/// granted models whose credentials passed the marked-Secret rule ([`super::models`]).
 pub fn build(
     agent: &Agent,
     module_digest: &str,
     module_image: Option<&ResolvedImage>,
     settings: &Settings,
     attestation_public_key: &str,
+    models: &[ExecutorModel],
 ) -> Deployment {
     let name = agent.name_any();
     let labels = selector_labels(&name);
@@ -171,6 +174,7 @@ pub fn build(
     if let Some(resolved) = module_image {
         env_vars.extend(image_env(resolved, settings));
     }
+    env_vars.extend(model_env(models));
     let container = Container {
         name: "executor".to_owned(),
         image: Some(image),
@@ -298,6 +302,35 @@ pub fn build(
     }
 }
 
+/// The granted models for the executor: their specs in `ARI_MODELS` (no key in them) and each
+/// key by reference, resolved by the kubelet like the signing key. `optional`: a key missing
+/// from its Secret makes that model's calls fail, not the executor pod fail to start.
+fn model_env(models: &[ExecutorModel]) -> Vec<EnvVar> {
+    if models.is_empty() {
+        return Vec::new();
+    }
+    // Serialising plain data cannot fail; an empty list would leave the models unavailable.
+    let list = serde_json::to_string(models).unwrap_or_else(|_| "[]".to_owned());
+    let mut vars = vec![env(MODELS_ENV, list)];
+    for m in models {
+        if let (Some(var), Some(secret)) = (&m.key_env, &m.spec.credentials) {
+            vars.push(EnvVar {
+                name: var.clone(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: secret.name.clone(),
+                        key: secret.key.clone(),
+                        optional: Some(true),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+    }
+    vars
+}
+
 /// What an executor needs to pull `module.image`: the pinned reference, the registries the
 /// operator's admin allows plain HTTP to, and the pull secret, which the kubelet resolves (as
 /// for the signing key) so the executor's ServiceAccount needs no Secret access.
@@ -354,6 +387,7 @@ mod tests {
             None,
             &settings,
             "pk",
+            &[],
         );
         assert_eq!(container(&d).image, Some(settings.executor_image));
     }
@@ -366,6 +400,7 @@ mod tests {
             None,
             &Settings::default(),
             "pk",
+            &[],
         );
         let c = container(&d);
         let requests = c.resources.and_then(|r| r.requests).unwrap_or_default();
@@ -404,6 +439,7 @@ mod tests {
             Some(&image),
             &settings,
             "pk",
+            &[],
         );
         let env = container(&d).env.unwrap_or_default();
         let by = |n: &str| env.iter().find(|e| e.name == n).cloned();
@@ -433,6 +469,7 @@ mod tests {
             None,
             &settings,
             "pk",
+            &[],
         );
         let plain_env = container(&plain).env.unwrap_or_default();
         assert!(
@@ -441,5 +478,50 @@ mod tests {
                 .any(|e| e.name.starts_with("ARI_MODULE_IMAGE")
                     || e.name == "ARI_MODULE_PULL_SECRET")
         );
+    }
+
+    #[test]
+    fn model_keys_reach_the_executor_by_reference_and_the_spec_list_holds_none() {
+        let spec: ari_crds::ModelConfigSpec = serde_json::from_value(serde_json::json!({
+            "provider": "OpenAI", "endpoint": "http://m:8000/v1", "model": "tiny",
+            "credentials": {"name": "openai", "key": "apiKey"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let models = [ExecutorModel {
+            name: "small".into(),
+            spec,
+            key_env: Some(ExecutorModel::key_env_name(0)),
+        }];
+        let d = build(
+            &agent(serde_json::json!({})),
+            "sha256:x",
+            None,
+            &Settings::default(),
+            "pk",
+            &models,
+        );
+        let env = container(&d).env.unwrap_or_default();
+        let by = |n: &str| env.iter().find(|e| e.name == n).cloned();
+        let list = by(MODELS_ENV).and_then(|e| e.value).unwrap_or_default();
+        let back: Vec<ExecutorModel> =
+            serde_json::from_str(&list).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, models);
+        let key = by("ARI_MODEL_KEY_0").unwrap_or_else(|| panic!("no key variable"));
+        assert_eq!(key.value, None);
+        let r = key.value_from.and_then(|v| v.secret_key_ref);
+        assert_eq!(
+            r.map(|s| (s.name, s.key, s.optional)),
+            Some(("openai".to_owned(), "apiKey".to_owned(), Some(true)))
+        );
+        let plain = build(
+            &agent(serde_json::json!({})),
+            "sha256:x",
+            None,
+            &Settings::default(),
+            "pk",
+            &[],
+        );
+        let plain_env = container(&plain).env.unwrap_or_default();
+        assert!(!plain_env.iter().any(|e| e.name.starts_with("ARI_MODEL")));
     }
 }

@@ -4,6 +4,7 @@ pub mod controller;
 pub mod deployment;
 pub mod image;
 pub mod key;
+pub mod models;
 pub mod module;
 pub mod rbac;
 pub mod signing;

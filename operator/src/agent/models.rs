@@ -1,0 +1,231 @@
+//! The models an Agent is granted, resolved for its executors: each granted name's
+//! ModelConfig in the Agent's own namespace, and its credentials Secret by reference only.
+//!
+//! The operator hands executors what they need in the pod template (see
+//! [`super::deployment`]): the ModelConfig specs as JSON in `ARI_MODELS`, and each key as an
+//! environment variable the kubelet fills from the Secret. So the executor's ServiceAccount
+//! needs no access to ModelConfigs or Secrets, and the operator never reads a key (it fetches
+//! the Secret's metadata alone, to check the mark). A ModelConfig is looked up in the Agent's
+//! namespace only, and a `secretKeyRef` names a Secret of the pod's namespace: a namespace user
+//! cannot reach another namespace's model or key.
+
+use ari_crds::model_config::ExecutorModel;
+use ari_crds::{Agent, ModelConfig};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::model_config::decide::{self, Credentials};
+
+/// Why a granted model is not handed to the executors (its calls then fail `unavailable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unusable {
+    /// No ModelConfig of that name in the Agent's namespace.
+    NotFound,
+    /// The credentials name the attestation key or no Secret name.
+    CredentialsForbidden,
+    /// The credentials Secret does not exist.
+    CredentialsMissing,
+    /// The credentials Secret lacks the `ari.dev/model-credentials: "true"` label.
+    CredentialsNotMarked,
+}
+
+impl Unusable {
+    fn describe(&self) -> &'static str {
+        match self {
+            Unusable::NotFound => "no ModelConfig of that name in the Agent's namespace",
+            Unusable::CredentialsForbidden => "its credentials name a Secret an Agent may not use",
+            Unusable::CredentialsMissing => "its credentials Secret does not exist",
+            Unusable::CredentialsNotMarked => {
+                "its credentials Secret is not labelled ari.dev/model-credentials=true"
+            }
+        }
+    }
+}
+
+/// The granted models: those the executors get, in grant order, and those they do not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resolved {
+    pub usable: Vec<ExecutorModel>,
+    pub unusable: Vec<(String, Unusable)>,
+}
+
+impl Resolved {
+    /// One line for the Agent's `ModelsAvailable` condition (empty when all are usable).
+    pub fn message(&self) -> String {
+        self.unusable
+            .iter()
+            .map(|(name, why)| format!("model {name}: {}", why.describe()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The pure decision: `granted` names against the namespace's ModelConfigs, with
+/// `secret_meta` answering for a credentials Secret's metadata (`None`: not found).
+pub fn resolve<'a>(
+    granted: &[String],
+    configs: &[ModelConfig],
+    secret_meta: impl Fn(&str) -> Option<&'a ObjectMeta>,
+) -> Resolved {
+    let mut out = Resolved::default();
+    for name in granted {
+        if out.usable.iter().any(|m| &m.name == name) {
+            continue;
+        }
+        let Some(mc) = configs.iter().find(|c| &c.name_any() == name) else {
+            out.unusable.push((name.clone(), Unusable::NotFound));
+            continue;
+        };
+        let reference = mc.spec.credentials.as_ref();
+        let meta = reference
+            .filter(|r| !crate::marked::is_forbidden_name(&r.name))
+            .and_then(|r| secret_meta(&r.name));
+        let key_env = match decide::credentials(reference, meta) {
+            Credentials::None => None,
+            Credentials::Marked => Some(ExecutorModel::key_env_name(out.usable.len())),
+            Credentials::Forbidden => {
+                out.unusable
+                    .push((name.clone(), Unusable::CredentialsForbidden));
+                continue;
+            }
+            Credentials::Missing => {
+                out.unusable
+                    .push((name.clone(), Unusable::CredentialsMissing));
+                continue;
+            }
+            Credentials::NotMarked => {
+                out.unusable
+                    .push((name.clone(), Unusable::CredentialsNotMarked));
+                continue;
+            }
+        };
+        out.usable.push(ExecutorModel {
+            name: name.clone(),
+            spec: mc.spec.clone(),
+            key_env,
+        });
+    }
+    out
+}
+
+/// The models `agent` is granted, read from the API: its namespace's ModelConfigs (one list)
+/// and the metadata of the credentials Secrets they name (never their data).
+pub async fn fetch(agent: &Agent, client: &Client, ns: &str) -> Result<Resolved, kube::Error> {
+    let Some(grant) = &agent.spec.capabilities.models else {
+        return Ok(Resolved::default());
+    };
+    if grant.allowed.is_empty() {
+        return Ok(Resolved::default());
+    }
+    let configs = Api::<ModelConfig>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    let mut metas: Vec<(String, ObjectMeta)> = Vec::new();
+    for mc in configs
+        .iter()
+        .filter(|c| grant.allowed.contains(&c.name_any()))
+    {
+        let Some(r) = &mc.spec.credentials else {
+            continue;
+        };
+        if crate::marked::is_forbidden_name(&r.name) || metas.iter().any(|(n, _)| n == &r.name) {
+            continue;
+        }
+        if let Some(m) = secrets.get_metadata_opt(&r.name).await? {
+            metas.push((r.name.clone(), m.metadata));
+        }
+    }
+    Ok(resolve(&grant.allowed, &configs, |name| {
+        metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn config(name: &str, secret: Option<&str>) -> ModelConfig {
+        let mut spec = serde_json::json!({
+            "provider": "OpenAI", "endpoint": "http://m.example:8000/v1", "model": "tiny"
+        });
+        if let Some(s) = secret {
+            spec["credentials"] = serde_json::json!({"name": s, "key": "apiKey"});
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "ModelConfig",
+            "metadata": {"name": name, "namespace": "n"}, "spec": spec
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn meta(label: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            labels: label.map(|v| {
+                BTreeMap::from([(
+                    ari_crds::model_config::CREDENTIALS_LABEL.to_owned(),
+                    v.to_owned(),
+                )])
+            }),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn only_models_with_marked_or_no_credentials_reach_the_executors() {
+        let marked = meta(Some("true"));
+        let unmarked = meta(None);
+        let configs = [
+            config("open", None),
+            config("keyed", Some("marked")),
+            config("stolen", Some("unmarked")),
+            config("gone", Some("absent")),
+            config("attest", Some(ari_crds::names::ATTESTATION_SECRET)),
+        ];
+        let granted: Vec<String> = ["open", "keyed", "stolen", "gone", "attest", "nowhere"]
+            .map(String::from)
+            .to_vec();
+        let r = resolve(&granted, &configs, |name| match name {
+            "marked" => Some(&marked),
+            "unmarked" => Some(&unmarked),
+            // The attestation key is never even looked up: were it, it would look marked.
+            n if n == ari_crds::names::ATTESTATION_SECRET => Some(&marked),
+            _ => None,
+        });
+        let usable: Vec<_> = r
+            .usable
+            .iter()
+            .map(|m| (m.name.as_str(), m.key_env.as_deref()))
+            .collect();
+        assert_eq!(usable, [("open", None), ("keyed", Some("ARI_MODEL_KEY_1"))]);
+        assert_eq!(
+            r.unusable,
+            [
+                ("stolen".to_owned(), Unusable::CredentialsNotMarked),
+                ("gone".to_owned(), Unusable::CredentialsMissing),
+                ("attest".to_owned(), Unusable::CredentialsForbidden),
+                ("nowhere".to_owned(), Unusable::NotFound),
+            ]
+        );
+        assert!(
+            r.message()
+                .contains("model stolen: its credentials Secret is not labelled")
+        );
+    }
+
+    #[test]
+    fn a_name_granted_twice_is_handed_over_once() {
+        let r = resolve(
+            &["open".to_owned(), "open".to_owned()],
+            &[config("open", None)],
+            |_| None,
+        );
+        assert_eq!(r.usable.len(), 1);
+        assert!(r.unusable.is_empty());
+    }
+}
