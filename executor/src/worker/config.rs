@@ -8,6 +8,7 @@ use std::time::Duration;
 use ed25519_dalek::SigningKey;
 
 use super::livelog::WriteRate;
+use super::models::GrantedModels;
 use super::{ConfigError, KeyMismatch, WorkerError};
 
 /// What one executor pod needs to know about itself.
@@ -50,6 +51,9 @@ pub struct WorkerConfig {
     /// `ARI_PARKED_MEMORY_BYTES`: memory parked parents may hold at once; when unset, what the
     /// pod's cgroup limit leaves (see `slots::parking_budget`).
     pub parked_memory_bytes: Option<u64>,
+    /// `ARI_MODELS` and the `ARI_MODEL_KEY_<n>` variables it names: the granted models the
+    /// operator handed over, with their keys (see [`super::models`]).
+    pub models: GrantedModels,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -70,6 +74,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("module_pull_secret", &self.module_pull_secret.is_some())
             .field("registry", &self.registry)
             .field("live_log_rate", &self.live_log_rate)
+            .field("models", &self.models)
             .finish_non_exhaustive()
     }
 }
@@ -178,6 +183,7 @@ impl WorkerConfig {
             registry: ari_oci::ClientOptions::from_env(&get),
             live_log_rate,
             parked_memory_bytes,
+            models: GrantedModels::from_lookup(&get)?,
         })
     }
 }

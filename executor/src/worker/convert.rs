@@ -13,8 +13,9 @@ use sha2::{Digest, Sha256};
 
 use ari_runtime::{Limits, TaskOutcome};
 
-/// The limits one task runs under: the Agent's ceilings, lowered by the Task's fuel budget and
-/// by what is left of its deadline (`elapsed` = time since the Task was created).
+/// The limits one task runs under: the Agent's ceilings, lowered by the Task's fuel and token
+/// budgets and by what is left of its deadline (`elapsed` = time since the Task was created).
+/// (A budget above the ceiling was refused by `ari_crds::admit` before; `min` keeps it so.)
 pub fn limits(spec: &AgentSpec, task: &Task, elapsed: Duration) -> Limits {
     let agent = spec.limits.effective();
     let fuel = task.spec.fuel.map_or(agent.fuel, |f| f.min(agent.fuel));
@@ -36,7 +37,10 @@ pub fn limits(spec: &AgentSpec, task: &Task, elapsed: Duration) -> Limits {
         timeout,
         max_output_bytes: agent.max_output_bytes,
         max_input_bytes: agent.max_input_bytes,
-        tokens: Limits::default().tokens,
+        tokens: task
+            .spec
+            .tokens
+            .map_or(agent.tokens, |t| t.min(agent.tokens)),
     }
 }
 
@@ -124,6 +128,12 @@ pub fn finish_with_outcome(
     status.attestation = Some(outcome.attestation.clone());
     status.children = children(outcome);
     status.delegations_refused = Some(outcome.delegations_refused).filter(|n| *n > 0);
+    status.models = outcome
+        .models
+        .iter()
+        .take(ari_crds::task::MAX_LISTED_MODELS)
+        .cloned()
+        .collect();
     Ok(())
 }
 
@@ -186,6 +196,7 @@ mod tests {
                 agent_ref: AgentRef { name: "a".into() },
                 input: Some("x".into()),
                 fuel,
+                tokens: None,
                 deadline_seconds: deadline,
                 seed: seed.map(str::to_string),
                 input_base64: None,
@@ -213,6 +224,36 @@ mod tests {
     }
 
     #[test]
+    fn a_tasks_token_budget_only_lowers_the_agents_ceiling() {
+        let mut spec = agent();
+        let with_tokens = |tokens| {
+            let mut t = task(None, None, None);
+            t.spec.tokens = tokens;
+            t
+        };
+        // No ceiling declared: the default one, which the runtime's default matches.
+        let l = limits(&spec, &with_tokens(None), Duration::ZERO);
+        assert_eq!(l.tokens, ari_crds::agent::DEFAULT_TOKENS);
+        assert_eq!(
+            ari_crds::agent::DEFAULT_TOKENS,
+            ari_runtime::limits::DEFAULT_TOKENS
+        );
+        spec.limits.tokens = Some(500);
+        assert_eq!(
+            limits(&spec, &with_tokens(Some(20)), Duration::ZERO).tokens,
+            20
+        );
+        assert_eq!(
+            limits(&spec, &with_tokens(None), Duration::ZERO).tokens,
+            500
+        );
+        assert_eq!(
+            limits(&spec, &with_tokens(Some(501)), Duration::ZERO).tokens,
+            500
+        );
+    }
+
+    #[test]
     fn seeds_parse_or_hash() {
         assert_eq!(seed(&task(None, None, None)), Ok(None));
         let exact = "11".repeat(32);
@@ -223,9 +264,20 @@ mod tests {
     }
 
     #[test]
-    fn every_limit_and_the_attestation_reach_the_status_unchanged_and_still_verify() {
+    fn every_limit_the_models_and_the_attestation_reach_the_status_unchanged_and_still_verify() {
         use ari_runtime::attestation::{Attestation, Claims, TaskIdentity};
         let key = SigningKey::from_bytes(&[3; 32]);
+        let calls = ari_crds::ModelCalls {
+            name: "small".into(),
+            endpoint: "http://m:8000/v1".into(),
+            model: "tiny".into(),
+            usage: ari_crds::TokenUsage {
+                calls: 1,
+                input_tokens: 12,
+                output_tokens: 5,
+                cached_input_tokens: 0,
+            },
+        };
         let limits = ari_runtime::LimitsApplied {
             fuel: 10,
             memory_bytes: 20,
@@ -241,6 +293,11 @@ mod tests {
                 max_children: 3,
                 depth: 1,
             }),
+            models: vec![ari_runtime::model::ModelApplied {
+                name: "small".into(),
+                endpoint: None,
+            }],
+            tokens: Some(70),
         };
         let attestation = Attestation::sign(
             Claims {
@@ -258,6 +315,7 @@ mod tests {
                 failure: None,
                 output_sha256: "ef".repeat(32),
                 resources_used: ari_runtime::ResourcesUsed::default(),
+                models: vec![calls.clone()],
                 trace_sha256: [2; 32],
                 executor: "pod".into(),
             },
@@ -280,6 +338,7 @@ mod tests {
             logs: Vec::new(),
             children: Vec::new(),
             delegations_refused: 0,
+            models: vec![calls.clone()],
             output_not_kept: false,
             storage_conflict: false,
         };
@@ -291,6 +350,7 @@ mod tests {
             Some(&outcome.limits_applied)
         );
         assert_eq!(status.estimate, outcome.estimate);
+        assert_eq!(status.models, [calls]);
         let back = status.attestation.expect("set");
         assert_eq!(back, outcome.attestation);
         assert_eq!(back.verify_signature(Some(&key.verifying_key())), Ok(()));

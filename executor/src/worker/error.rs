@@ -66,6 +66,9 @@ pub enum ConfigError {
     Storage(#[from] ari_runtime::capability::storage::StorageError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// The model client could not be built (its TLS setup).
+    #[error("model client: {0}")]
+    ModelClient(String),
 }
 
 /// The Agent's module could not be fetched, or is not the one the operator validated.

@@ -468,6 +468,9 @@ impl Worker {
         self.metrics
             .children_started
             .inc_by(u64::try_from(started).unwrap_or(u64::MAX));
+        // Tokens were spent whether or not the status write below succeeds.
+        self.metrics
+            .record_models(&self.config.namespace, &self.config.agent, &outcome.models);
         self.write_final(attempt, &fill, outcome.resources_used.fuel)
             .await;
     }

@@ -22,6 +22,12 @@ pub struct Metrics {
     pub task_seconds: Histogram,
     pub live_log_writes: IntCounter,
     pub live_log_deferred: IntCounter,
+    /// Model use, named after the OpenTelemetry GenAI client metrics (`gen_ai.client.*`):
+    /// labelled by namespace, Agent and model (the ModelConfig's name, one of the Agent's
+    /// grants, so the label set stays bounded). No label carries a key or a prompt.
+    pub model_tokens: IntCounterVec,
+    pub model_cached_tokens: IntCounterVec,
+    pub model_operations: IntCounterVec,
 }
 
 impl Metrics {
@@ -82,6 +88,30 @@ impl Metrics {
             "ari_executor_live_log_deferred_total",
             "status.liveLog writes put off because the pod used its live-log write budget",
         )?;
+        let model_tokens = IntCounterVec::new(
+            Opts::new(
+                "ari_gen_ai_client_token_usage_total",
+                "Model tokens the provider reported, by gen_ai.token.type (input includes cached input)",
+            ),
+            &["namespace", "agent", "model", "token_type"],
+        )?;
+        let model_cached_tokens = IntCounterVec::new(
+            Opts::new(
+                "ari_gen_ai_client_cached_input_token_usage_total",
+                "Input tokens the provider served from its prompt cache (part of token_type=input)",
+            ),
+            &["namespace", "agent", "model"],
+        )?;
+        let model_operations = IntCounterVec::new(
+            Opts::new(
+                "ari_gen_ai_client_operation_total",
+                "Model calls made to the provider (answered or failed there)",
+            ),
+            &["namespace", "agent", "model"],
+        )?;
+        registry.register(Box::new(model_tokens.clone()))?;
+        registry.register(Box::new(model_cached_tokens.clone()))?;
+        registry.register(Box::new(model_operations.clone()))?;
         registry.register(Box::new(live_log_writes.clone()))?;
         registry.register(Box::new(live_log_deferred.clone()))?;
         registry.register(Box::new(tasks.clone()))?;
@@ -112,7 +142,31 @@ impl Metrics {
             task_seconds,
             live_log_writes,
             live_log_deferred,
+            model_tokens,
+            model_cached_tokens,
+            model_operations,
         })
+    }
+
+    /// Adds one task's model use (`TaskOutcome::models`, one entry per model it called).
+    pub fn record_models(&self, namespace: &str, agent: &str, models: &[ari_crds::ModelCalls]) {
+        for m in models {
+            let who = [namespace, agent, m.name.as_str()];
+            self.model_operations
+                .with_label_values(&who)
+                .inc_by(m.usage.calls);
+            for (token_type, n) in [
+                ("input", m.usage.input_tokens),
+                ("output", m.usage.output_tokens),
+            ] {
+                self.model_tokens
+                    .with_label_values(&[namespace, agent, m.name.as_str(), token_type])
+                    .inc_by(n);
+            }
+            self.model_cached_tokens
+                .with_label_values(&who)
+                .inc_by(m.usage.cached_input_tokens);
+        }
     }
 
     /// The text exposition format.
@@ -121,5 +175,37 @@ impl Metrics {
         // Encoding our own registered metrics cannot fail; an empty page is the fallback.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_use_is_counted_by_namespace_agent_model_and_token_type() {
+        let m = Metrics::new().unwrap_or_else(|e| panic!("{e}"));
+        let calls = ari_crds::ModelCalls {
+            name: "small".into(),
+            endpoint: "http://m:8000/v1".into(),
+            model: "tiny".into(),
+            usage: ari_crds::TokenUsage {
+                calls: 2,
+                input_tokens: 30,
+                output_tokens: 7,
+                cached_input_tokens: 4,
+            },
+        };
+        m.record_models("team-a", "ask", std::slice::from_ref(&calls));
+        m.record_models("team-a", "ask", &[calls]);
+        let page = m.render();
+        for line in [
+            r#"ari_gen_ai_client_token_usage_total{agent="ask",model="small",namespace="team-a",token_type="input"} 60"#,
+            r#"ari_gen_ai_client_token_usage_total{agent="ask",model="small",namespace="team-a",token_type="output"} 14"#,
+            r#"ari_gen_ai_client_cached_input_token_usage_total{agent="ask",model="small",namespace="team-a"} 8"#,
+            r#"ari_gen_ai_client_operation_total{agent="ask",model="small",namespace="team-a"} 4"#,
+        ] {
+            assert!(page.contains(line), "missing {line} in\n{page}");
+        }
     }
 }

@@ -17,6 +17,7 @@ mod gate;
 mod lifecycle;
 mod livelog;
 mod metrics;
+mod models;
 mod module;
 mod oci;
 mod parent;
@@ -35,12 +36,12 @@ use ari_crds::Task;
 use ed25519_dalek::SigningKey;
 use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinSet;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 pub use config::WorkerConfig;
 pub use error::{ConfigError, KeyMismatch, ModuleError, WorkerError};
 
-use ari_runtime::capability::{Grants, LoadedSigningKey};
+use ari_runtime::capability::{Grants, LoadedModels, LoadedSigningKey};
 use ari_runtime::{Runtime, RuntimeConfig};
 use backlog::Backlog;
 use metrics::Metrics;
@@ -171,6 +172,10 @@ async fn prepare(
     };
     let grants =
         Grants::load(agent.spec.capabilities.clone(), signing_key).map_err(ConfigError::Grants)?;
+    let grants = match &agent.spec.capabilities.models {
+        Some(_) => grants.with_models(loaded_models(&config)?),
+        None => grants,
+    };
     // Keyed by the Agent's uid: a re-created Agent of the same name starts empty.
     let agent_uid = agent.uid().ok_or(ConfigError::AgentWithoutUid)?;
     let storage = AgentStorage::open(
@@ -241,6 +246,19 @@ async fn load_module(
     .await
     .map_err(ModuleError::LoadTask)?
     .map_err(WorkerError::from)
+}
+
+/// The granted models the operator handed over, behind one model client for the process. A
+/// granted name not among them (no ModelConfig, an unmarked Secret, a key the Secret lacks)
+/// is answered `unavailable` by the runtime.
+fn loaded_models(config: &WorkerConfig) -> Result<LoadedModels, WorkerError> {
+    for name in &config.models.keyless {
+        warn!(model = %name, "the model's credentials Secret lacks the key it names; its calls are unavailable");
+    }
+    let client = ari_llm::Client::new(ari_llm::Limits::default(), ari_llm::RetryPolicy::default())
+        .map_err(|e| ConfigError::ModelClient(e.to_string()))?;
+    info!(models = ?config.models, "models loaded");
+    Ok(LoadedModels::live(client, config.models.models.clone()))
 }
 
 /// The signing grant's key, which the Deployment passes in `ARI_SIGNING_KEY` from the
