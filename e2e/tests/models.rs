@@ -9,7 +9,7 @@
 //! test -p ari-e2e --test models`.
 
 use anyhow::{Context as _, Result, ensure};
-use ari_crds::ModelConfig;
+use ari_crds::{Agent, ModelConfig, Task, TaskPhase, TaskReason};
 use ari_e2e::registry::{self, free_port};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
@@ -23,11 +23,19 @@ use kube::{Api, Client, ResourceExt};
 const PAGE_SECRET: &str = "internal-admin-token-5b9e1c";
 /// The value of the unmarked credentials Secret: the operator never reads it.
 const KEY_SECRET: &str = "sk-e2e-unmarked-7d41aa";
+/// The key in the marked Secret an executor sends to the model server: in no status,
+/// attestation, Event or log.
+const MARKED_KEY: &str = "sk-e2e-marked-3f09c2";
+/// The key in an unmarked Secret an Agent's ModelConfig names: never handed to an executor.
+const UNMARKED_KEY: &str = "sk-e2e-unmarked-agent-81be4d";
 
 fn main() -> std::process::ExitCode {
     trials::run_phases(
         ModelsCtx::start,
-        vec![vec![("model_config_trials", model_config_trials)]],
+        vec![vec![
+            ("model_config_trials", model_config_trials),
+            ("model_backed_agent_trials", model_backed_agent_trials),
+        ]],
     )
 }
 
@@ -233,6 +241,210 @@ stringData:
         );
         Ok(())
     })
+}
+
+/// A model-backed Agent (`examples/agents/ask`) running Tasks in the cluster against the real
+/// llama.cpp server, with its key from a marked Secret: the answer, the tokens in
+/// `resourcesUsed` and `status.models`, the attestation; a Task asking more tokens than the
+/// Agent's ceiling is refused; a budget too small for the prompt is refused before the call; a
+/// ModelConfig whose Secret is not marked never reaches the executor (its calls are
+/// `unavailable`, the Agent says why); and neither key is in any status, Event or log.
+fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
+    let ctx = &m.ctx;
+    ctx.in_namespace("model-agents", |client, ns| async move {
+        let secret = |name: &str, value: &str, marked: bool| {
+            let labels = if marked {
+                "  labels:\n    ari.dev/model-credentials: \"true\"\n"
+            } else {
+                ""
+            };
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n{labels}stringData:\n  apiKey: {value}\n"
+            )
+        };
+        ctx.module_configmap(&ns, "ask-module", "ask")?;
+        let grant = |model: &str| {
+            format!(
+                "  capabilities:\n    models:\n      allowed: [{model}]\n  limits:\n    tokens: 2000\n"
+            )
+        };
+        let yaml = [
+            secret("llama-key", MARKED_KEY, true),
+            secret("plain-key", UNMARKED_KEY, false),
+            model_config_yaml("llama", &m.server.base_url(), Some("llama-key")),
+            model_config_yaml("plain", &m.server.base_url(), Some("plain-key")),
+            agent_yaml("ask", "ask-module", 1, &grant("llama")),
+            agent_yaml("ask-plain", "ask-module", 1, &grant("plain")),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        let agent = agent_ready(&client, &ns, "ask").await?;
+        agent_ready(&client, &ns, "ask-plain").await?;
+        let plain = agent_condition(&client, &ns, "ask-plain", "ModelsAvailable", "False").await?;
+        ensure!(
+            plain.contains("model plain: its credentials Secret is not labelled"),
+            "ModelsAvailable of ask-plain: {plain}"
+        );
+
+        let tasks = [
+            task_yaml("question", "ask", "What is ari?", "  tokens: 1500\n"),
+            task_yaml("greedy", "ask", "What is ari?", "  tokens: 2001\n"),
+            task_yaml("frugal", "ask", "What is ari?", "  tokens: 10\n"),
+            task_yaml("unmarked", "ask-plain", "What is ari?", ""),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &tasks)?;
+        let timeout = std::time::Duration::from_secs(180);
+
+        let question = task_finished(&client, &ns, "question", timeout).await?;
+        expect_reason(&question, TaskPhase::Succeeded, TaskReason::Completed)?;
+        verify_attestation(&question, &agent)?;
+        let status = question.status.clone().unwrap_or_default();
+        let used = status.resources_used.unwrap_or_default();
+        ensure!(
+            used.input_tokens > 0 && used.output_tokens > 0 && used.model_calls == 1,
+            "resourcesUsed of a model call: {used:?}"
+        );
+        ensure!(
+            used.input_tokens + used.output_tokens <= 1500,
+            "the Task's budget of 1500 tokens was overspent: {used:?}"
+        );
+        let first = status.models.first().context("status.models is empty")?;
+        ensure!(
+            first.model == CHAT_MODEL && first.name == "llama" && first.usage.calls == 1,
+            "status.models: {:?}",
+            status.models
+        );
+        let applied = status.limits_applied.clone().unwrap_or_default();
+        ensure!(
+            applied.tokens == Some(1500),
+            "limitsApplied.tokens: {:?}",
+            applied.tokens
+        );
+        let att = status.attestation.clone().context("no attestation")?;
+        ensure!(
+            att.resources_used.input_tokens == used.input_tokens,
+            "the attestation's tokens differ from status"
+        );
+
+        let greedy = task_finished(&client, &ns, "greedy", timeout).await?;
+        expect_reason(&greedy, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+        let why = greedy.status.clone().unwrap_or_default().message.unwrap_or_default();
+        ensure!(
+            why.contains("2001") && why.contains("2000"),
+            "refusal of a budget over the ceiling: {why}"
+        );
+
+        let frugal = task_finished(&client, &ns, "frugal", timeout).await?;
+        let fs = frugal.status.clone().unwrap_or_default();
+        ensure!(
+            fs.phase == Some(TaskPhase::Failed)
+                && fs.message.as_deref().is_some_and(|m| m.contains("budget-exhausted")),
+            "a 10-token budget: {:?} {:?}",
+            fs.phase,
+            fs.message
+        );
+        ensure!(
+            fs.resources_used.unwrap_or_default().input_tokens == 0,
+            "the provider was called on a budget that could not fit the prompt"
+        );
+
+        let unmarked = task_finished(&client, &ns, "unmarked", timeout).await?;
+        let us = unmarked.status.clone().unwrap_or_default();
+        ensure!(
+            us.phase == Some(TaskPhase::Failed)
+                && us.message.as_deref().is_some_and(|m| m.contains("unavailable")),
+            "a model whose Secret is unmarked: {:?} {:?}",
+            us.phase,
+            us.message
+        );
+
+        // The keys are in no object or log a user or admin reads.
+        let tasks_json = serde_json::to_string(
+            &Api::<Task>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        let agents_json = serde_json::to_string(
+            &Api::<Agent>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        let events = serde_json::to_string(
+            &Api::<Event>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        let operator = operator_log(ctx, &client).await?;
+        let executors = executor_log(ctx, &client, &ns).await?;
+        ensure!(
+            executors.contains("finished"),
+            "the executors' logs say nothing of the tasks (wrong pods?)"
+        );
+        for (what, text) in [
+            ("Tasks (status and attestations)", &tasks_json),
+            ("Agents", &agents_json),
+            ("Events", &events),
+            ("operator logs", &operator),
+            ("executor logs", &executors),
+        ] {
+            for key in [MARKED_KEY, UNMARKED_KEY] {
+                ensure!(!text.contains(key), "{what} hold {key}");
+            }
+        }
+        // The unmarked key is not even in the executor pods' specs.
+        let pods = serde_json::to_string(
+            &Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        ensure!(!pods.contains("plain-key"), "an executor pod names the unmarked Secret");
+        Ok(())
+    })
+}
+
+/// Waits for the Agent's condition `type_` to have `status`; its message.
+async fn agent_condition(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+) -> Result<String> {
+    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
+    Ok(wait::until(
+        &format!("Agent {name} {type_}={status}"),
+        wait::DEFAULT,
+        || async {
+            let a = api.get(name).await.map_err(|e| e.to_string())?;
+            let c = a
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
+            match c {
+                Some(c) if c.status == status => Ok(c.message.clone()),
+                other => Err(format!("{type_}: {other:?}")),
+            }
+        },
+    )
+    .await?)
+}
+
+/// The whole logs of every executor pod in `ns`.
+async fn executor_log(ctx: &Ctx, client: &Client, ns: &str) -> Result<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    Ok(pods
+        .iter()
+        .map(|p| ctx.node.logs(ns, &p.name_any(), "executor"))
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// The whole log of the operator pod.
