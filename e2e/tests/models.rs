@@ -309,6 +309,13 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
             used.input_tokens + used.output_tokens <= 1500,
             "the Task's budget of 1500 tokens was overspent: {used:?}"
         );
+        eprintln!(
+            "question: {} in, {} out, {} call(s); answer {:?}",
+            used.input_tokens,
+            used.output_tokens,
+            used.model_calls,
+            status.output
+        );
         let first = status.models.first().context("status.models is empty")?;
         ensure!(
             first.model == CHAT_MODEL && first.name == "llama" && first.usage.calls == 1,
@@ -403,6 +410,28 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
                 .items,
         )?;
         ensure!(!pods.contains("plain-key"), "an executor pod names the unmarked Secret");
+
+        // The executor counts the tokens by namespace, Agent and model; its page holds no key.
+        let page = executor_metrics(&client, &ns, "ask").await?;
+        let counter = |token_type: &str| {
+            let head = format!(
+                "ari_gen_ai_client_token_usage_total{{agent=\"ask\",model=\"llama\",namespace=\"{ns}\",token_type=\"{token_type}\"}} "
+            );
+            page.lines()
+                .find_map(|l| l.strip_prefix(&head))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        ensure!(
+            counter("input") == Some(used.input_tokens)
+                && counter("output") == Some(used.output_tokens),
+            "token counters {:?}/{:?}, the Task used {used:?}:\n{page}",
+            counter("input"),
+            counter("output")
+        );
+        ensure!(
+            !page.contains(MARKED_KEY) && !page.contains(UNMARKED_KEY),
+            "the metrics page holds a key"
+        );
         Ok(())
     })
 }
@@ -432,6 +461,34 @@ async fn agent_condition(
         },
     )
     .await?)
+}
+
+/// `/metrics` of the executor pod of `agent` (at its pod IP: the node agent runs pods as host
+/// processes).
+async fn executor_metrics(client: &Client, ns: &str, agent: &str) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("ari.dev/agent={agent}")))
+        .await?
+        .items;
+    let ip = pods
+        .iter()
+        .find_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
+        .context("no executor pod with an IP")?;
+    let addr = format!("{ip}:8080");
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut buf),
+    )
+    .await
+    .context("GET /metrics: no answer in 10 s")??;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// The whole logs of every executor pod in `ns`.
