@@ -262,6 +262,16 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
                 "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n{labels}stringData:\n  apiKey: {value}\n"
             )
         };
+        // The example a user copies is accepted as written (schemas and CEL rules).
+        let example = repo().join("examples/manifests/models/ask.yaml");
+        ctx.kubectl_ok([
+            "apply",
+            "--dry-run=server",
+            "-n",
+            &ns,
+            "-f",
+            &example.display().to_string(),
+        ])?;
         ctx.module_configmap(&ns, "ask-module", "ask")?;
         let grant = |model: &str| {
             format!(
