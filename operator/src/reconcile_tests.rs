@@ -1083,3 +1083,65 @@ async fn an_unmarked_or_opaque_pull_secret_is_refused_before_any_registry_call()
         );
     }
 }
+
+#[tokio::test]
+async fn granted_models_reach_the_executors_only_with_marked_credentials_and_by_reference() {
+    let model = |name: &str, secret: &str| {
+        json!({"apiVersion": "ari.dev/v1alpha1", "kind": "ModelConfig",
+               "metadata": {"name": name, "namespace": "demo"},
+               "spec": {"provider": "OpenAI", "endpoint": "http://m.example:8000/v1",
+                        "model": "tiny", "credentials": {"name": secret, "key": "apiKey"}}})
+    };
+    let meta = |name: &str, labels: Value| {
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+               "metadata": {"name": name, "namespace": "demo", "labels": labels}})
+    };
+    let (small, stolen) = (model("small", "openai-key"), model("stolen", "plain"));
+    let (marked, unmarked) = (
+        meta("openai-key", json!({"ari.dev/model-credentials": "true"})),
+        meta("plain", json!({})),
+    );
+    let (client, log) = mock_client(move |m, p, b| match (m, p) {
+        ("GET", "/apis/ari.dev/v1alpha1/namespaces/demo/modelconfigs") => (
+            200,
+            json!({"apiVersion": "ari.dev/v1alpha1", "kind": "ModelConfigList",
+                   "metadata": {}, "items": [small.clone(), stolen.clone()]}),
+        ),
+        ("GET", "/api/v1/namespaces/demo/secrets/openai-key") => (200, marked.clone()),
+        ("GET", "/api/v1/namespaces/demo/secrets/plain") => (200, unmarked.clone()),
+        _ => agent_routes(m, p, b),
+    });
+    let mut a = agent_json();
+    a["spec"]["capabilities"]["models"] = json!({"allowed": ["small", "stolen", "absent"]});
+    let agent: Agent = serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}"));
+    let res = crate::agent::controller::reconcile(Arc::new(agent), ctx(client)).await;
+    assert!(res.is_ok(), "{res:?}");
+
+    let dep = one(&log, "PATCH", "deployments/echo-executor").body;
+    let env = dep["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    let var = |name: &str| {
+        env.as_array()
+            .and_then(|vs| vs.iter().find(|v| v["name"] == name).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let list: Value = serde_json::from_str(var("ARI_MODELS")["value"].as_str().unwrap_or("null"))
+        .unwrap_or_else(|e| panic!("ARI_MODELS: {e}"));
+    let names: Vec<_> = list
+        .as_array()
+        .map(|l| l.iter().map(|m| m["name"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, [json!("small")]);
+    assert_eq!(
+        var("ARI_MODEL_KEY_0")["valueFrom"]["secretKeyRef"],
+        json!({"name": "openai-key", "key": "apiKey", "optional": true})
+    );
+    assert!(!dep.to_string().contains("\"plain\""), "{dep}");
+    let available = written_condition(&log, "ModelsAvailable");
+    assert_eq!(available["status"], "False");
+    let message = available["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("model stolen: its credentials Secret is not labelled")
+            && message.contains("model absent: no ModelConfig"),
+        "{available}"
+    );
+}
