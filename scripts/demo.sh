@@ -59,5 +59,42 @@ PY
 show verify "$work/tampered.json" --module "$agents/dice.wasm" --public-key "$pub"
 
 echo
+echo "== an agent that thinks: a model behind the host, a key the agent never sees"
+# llama.cpp's OpenAI-compatible server with a tiny generated model (its words are random: what
+# matters is the path). The first run builds it from PyPI (about 25 minutes on 2 cores).
+echo "demo: installing llama.cpp's server (cached after the first run)" >&2
+ms="$(scripts/model-server.sh | tail -n 1)"
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+"$ms/bin/python" -m llama_cpp.server --model "$ms/models/tiny.gguf" --model_alias tiny \
+  --host 127.0.0.1 --port "$port" --n_ctx 2048 --n_threads 1 >"$work/model-server.log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 1 120); do
+  curl -fsS "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+echo "demo-key-that-stays-with-the-host" >"$work/model.key"
+models=(--model "tiny=http://127.0.0.1:$port/v1" --model-key-file "tiny=$work/model.key")
+show run "$agents/ask.wasm" --input "What is WebAssembly?" --grant models=tiny "${models[@]}"
+# Denied by default: the model is declared but not granted.
+show run "$agents/ask.wasm" --input "What is WebAssembly?" --config tiny "${models[@]}"
+# A budget too small for the prompt: refused before anything is sent.
+show run "$agents/ask.wasm" --input "What is WebAssembly?" --grant models=tiny --tokens 50 "${models[@]}"
+"$ari" run "$agents/ask.wasm" --input "What is WebAssembly?" --grant models=tiny --tokens 2000 \
+  "${models[@]}" --json >"$work/model-run.json"
+python3 - "$work/model-run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("usage:", json.dumps(r["models"]))
+print("budget:", r["limitsApplied"]["tokens"], "tokens; model calls recorded:",
+      sum(1 for e in r["trace"]["events"] if e["kind"] == "modelCall"))
+print("the key appears in the report:", "demo-key-that-stays-with-the-host" in open(sys.argv[1]).read())
+PY
+# The replay needs no model: stop the server first.
+kill "$server"; wait "$server" 2>/dev/null || true
+pub="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attestation"]["publicKey"])' "$work/model-run.json")"
+show verify "$work/model-run.json" --module "$agents/ask.wasm" --public-key "$pub"
+
+echo
 echo "== what a component imports and exports"
 show inspect "$agents/fetch.wasm"

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::record::{CallRecord, Replayer};
 use ari_llm::types::{ChatRequest, Message};
-use ari_llm::{Client, Endpoint, Limits, Model, ProviderKind, RetryPolicy, Session, Source};
+use ari_llm::{Client, Endpoint, Limits, Model, ModelProvider, RetryPolicy, Session, Source};
 use ari_testkit::scripted::{Reply, Scripted};
 
 /// A realistic answer: a paragraph of text and usage.
@@ -61,8 +61,9 @@ async fn main() {
     let body = answer();
     let server = Scripted::start(move |_| Reply::new(200, body.clone())).await;
     let model = Model {
+        name: "bench".into(),
         endpoint: Endpoint::new(
-            ProviderKind::OpenAi,
+            ModelProvider::OpenAI,
             url::Url::parse(&format!("http://{}/v1", server.host())).expect("url"),
             "bench",
         ),

@@ -9,7 +9,7 @@ use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::endpoint::{Endpoint, ProviderKind};
+use crate::endpoint::{Endpoint, ModelProvider};
 use crate::error::ModelError;
 use crate::stream::Assembly;
 use crate::transport::{Limits, RetryPolicy, Transport};
@@ -61,7 +61,7 @@ impl Client {
         deadline: Instant,
     ) -> Result<Answer<ChatResponse>, ModelError> {
         let (path, body) = match endpoint.kind {
-            ProviderKind::OpenAi => (
+            ModelProvider::OpenAI => (
                 openai::CHAT_PATH,
                 openai::chat_body(
                     &endpoint.model,
@@ -71,15 +71,15 @@ impl Client {
                     endpoint.schema_style,
                 )?,
             ),
-            ProviderKind::Anthropic => (
+            ModelProvider::Anthropic => (
                 anthropic::MESSAGES_PATH,
                 anthropic::chat_body(&endpoint.model, request, max_tokens)?,
             ),
         };
         let body = self.exchange(endpoint, path, &body, deadline).await?;
         match endpoint.kind {
-            ProviderKind::OpenAi => openai::parse_chat(&body),
-            ProviderKind::Anthropic => anthropic::parse_chat(&body),
+            ModelProvider::OpenAI => openai::parse_chat(&body),
+            ModelProvider::Anthropic => anthropic::parse_chat(&body),
         }
     }
 
@@ -94,7 +94,7 @@ impl Client {
         deadline: Instant,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Answer<ChatResponse>, ModelError> {
-        if endpoint.kind != ProviderKind::OpenAi {
+        if endpoint.kind != ModelProvider::OpenAI {
             let answer = self.chat(endpoint, request, max_tokens, deadline).await?;
             if let Some(text) = &answer.0.message.content {
                 on_text(text);
@@ -136,7 +136,7 @@ impl Client {
         request: &EmbeddingRequest,
         deadline: Instant,
     ) -> Result<Answer<EmbeddingResponse>, ModelError> {
-        if endpoint.kind != ProviderKind::OpenAi {
+        if endpoint.kind != ModelProvider::OpenAI {
             return Err(ModelError::invalid("this provider has no embeddings"));
         }
         let body = openai::embed_body(&endpoint.model, request);
@@ -176,7 +176,7 @@ fn to_bytes(body: &Value) -> Result<Vec<u8>, ModelError> {
 /// sensitive, so the HTTP stack never prints it either.
 pub(crate) fn auth(endpoint: &Endpoint) -> Result<Vec<(HeaderName, HeaderValue)>, ModelError> {
     let mut headers = Vec::new();
-    if endpoint.kind == ProviderKind::Anthropic {
+    if endpoint.kind == ModelProvider::Anthropic {
         headers.push((
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(anthropic::VERSION),
@@ -184,8 +184,8 @@ pub(crate) fn auth(endpoint: &Endpoint) -> Result<Vec<(HeaderName, HeaderValue)>
     }
     if let Some(key) = &endpoint.key {
         let (name, value) = match endpoint.kind {
-            ProviderKind::OpenAi => (AUTHORIZATION, format!("Bearer {}", key.expose())),
-            ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), key.expose().into()),
+            ModelProvider::OpenAI => (AUTHORIZATION, format!("Bearer {}", key.expose())),
+            ModelProvider::Anthropic => (HeaderName::from_static("x-api-key"), key.expose().into()),
         };
         headers.push((name, secret_header(&value)?));
     }
@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn a_key_that_cannot_be_a_header_is_refused_without_echoing_it() {
         let endpoint = Endpoint::new(
-            ProviderKind::OpenAi,
+            ModelProvider::OpenAI,
             url::Url::parse("http://127.0.0.1:1").expect("url"),
             "m",
         )

@@ -48,16 +48,9 @@ impl fmt::Display for ApiKey {
     }
 }
 
-/// The wire format a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ProviderKind {
-    /// OpenAI chat completions (`/chat/completions`, `/embeddings`): OpenAI, Azure OpenAI,
-    /// vLLM, Ollama, llama.cpp's server, LiteLLM.
-    OpenAi,
-    /// Anthropic messages (`/v1/messages`).
-    Anthropic,
-}
+/// The wire format a provider speaks: the model crate's, as ModelConfigs and attestations
+/// name it.
+pub use ari_model::ModelProvider;
 
 /// How a JSON-schema response format is asked for: servers of the OpenAI wire format differ.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -75,8 +68,8 @@ pub enum SchemaStyle {
 /// One model at one endpoint: what a ModelConfig resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
-    pub kind: ProviderKind,
-    /// For [`ProviderKind::OpenAi`]: how a response schema is sent.
+    pub kind: ModelProvider,
+    /// For [`ModelProvider::OpenAI`]: how a response schema is sent.
     pub schema_style: SchemaStyle,
     /// The API root: `https://api.openai.com/v1` (paths `chat/completions`, `embeddings` are
     /// joined to it) or `https://api.anthropic.com` (path `v1/messages`).
@@ -90,13 +83,13 @@ pub struct Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointId {
-    pub kind: ProviderKind,
+    pub kind: ModelProvider,
     pub base_url: String,
     pub model: String,
 }
 
 impl Endpoint {
-    pub fn new(kind: ProviderKind, base_url: Url, model: impl Into<String>) -> Endpoint {
+    pub fn new(kind: ModelProvider, base_url: Url, model: impl Into<String>) -> Endpoint {
         Endpoint {
             kind,
             schema_style: SchemaStyle::default(),
@@ -162,7 +155,7 @@ mod tests {
             assert!(!shown.contains(SECRET), "{shown}");
         }
         let endpoint = Endpoint::new(
-            ProviderKind::OpenAi,
+            ModelProvider::OpenAI,
             Url::parse("http://127.0.0.1:1/v1").expect("url"),
             "m",
         )
@@ -179,7 +172,7 @@ mod tests {
     #[test]
     fn credentials_in_the_url_stay_out_of_the_record() {
         let e = Endpoint::new(
-            ProviderKind::OpenAi,
+            ModelProvider::OpenAI,
             Url::parse("https://user:hunter2@models.example/v1").expect("url"),
             "m",
         );
@@ -193,7 +186,7 @@ mod tests {
             ("http://h/v1/", "http://h/v1/chat/completions"),
             ("http://h", "http://h/chat/completions"),
         ] {
-            let e = Endpoint::new(ProviderKind::OpenAi, Url::parse(base).expect("url"), "m");
+            let e = Endpoint::new(ModelProvider::OpenAI, Url::parse(base).expect("url"), "m");
             assert_eq!(e.url("chat/completions").as_str(), want, "{base}");
         }
     }

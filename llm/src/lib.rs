@@ -26,8 +26,8 @@ mod transport;
 pub mod types;
 
 pub use client::{Answer, Client};
-pub use endpoint::{ApiKey, Endpoint, EndpointId, ProviderKind, REDACTED, SchemaStyle};
+pub use endpoint::{ApiKey, Endpoint, EndpointId, ModelProvider, REDACTED, SchemaStyle};
 pub use error::{ErrorKind, MAX_MESSAGE_CHARS, ModelError};
 pub use probe::{ListError, ModelList, parse_model_list};
-pub use session::{CallError, Model, ModelUsage, Session, Source};
+pub use session::{CallError, Model, Session, Source};
 pub use transport::{Limits, Next, RetryPolicy, backoff, next_step, retry_after, retryable};

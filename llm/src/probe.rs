@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::anthropic;
 use crate::client::Client;
-use crate::endpoint::{Endpoint, ProviderKind};
+use crate::endpoint::{Endpoint, ModelProvider};
 use crate::error::ModelError;
 
 const OPENAI_MODELS_PATH: &str = "models";
@@ -86,8 +86,8 @@ impl Client {
         deadline: Instant,
     ) -> Result<ModelList, ListError> {
         let (path, mut headers) = match endpoint.kind {
-            ProviderKind::OpenAi => (OPENAI_MODELS_PATH, Vec::new()),
-            ProviderKind::Anthropic => (
+            ModelProvider::OpenAI => (OPENAI_MODELS_PATH, Vec::new()),
+            ModelProvider::Anthropic => (
                 ANTHROPIC_MODELS_PATH,
                 vec![(
                     HeaderName::from_static("anthropic-version"),

@@ -167,6 +167,11 @@ impl Replayer {
         }
     }
 
+    /// Adds a record to serve after those already held.
+    pub fn push(&mut self, record: CallRecord) {
+        self.left.push_back(record);
+    }
+
     /// The recorded outcome of this chat call, if it is the call the record holds next.
     pub fn chat(
         &mut self,
@@ -277,12 +282,12 @@ fn differences_chat(a: &ChatRequest, b: &ChatRequest) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::ProviderKind;
+    use crate::endpoint::ModelProvider;
     use crate::types::{FinishReason, Message, Usage};
 
     fn endpoint() -> EndpointId {
         EndpointId {
-            kind: ProviderKind::OpenAi,
+            kind: ModelProvider::OpenAI,
             base_url: "http://127.0.0.1:9/v1".into(),
             model: "tiny".into(),
         }

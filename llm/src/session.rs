@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use ari_model::{ModelCalls, TokenUsage};
+use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::budget::{
@@ -18,6 +19,8 @@ use crate::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingRespons
 /// A model as a ModelConfig declares it: where, and the limits its calls get.
 #[derive(Debug, Clone)]
 pub struct Model {
+    /// The ModelConfig's name: what the guest calls it by, and what usage is reported under.
+    pub name: String,
     pub endpoint: Endpoint,
     pub output: OutputLimits,
     pub estimator: Estimator,
@@ -42,21 +45,11 @@ pub enum CallError {
     Diverged(#[from] Divergence),
 }
 
-/// Calls and tokens per model id, for `resourcesUsed` and the usage events.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelUsage {
-    pub calls: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cached_input_tokens: u64,
-}
-
 pub struct Session {
     source: Source,
     budget: Budget,
     recording: Recording,
-    usage: BTreeMap<String, ModelUsage>,
+    usage: BTreeMap<String, ModelCalls>,
 }
 
 impl Session {
@@ -78,9 +71,9 @@ impl Session {
         &self.recording
     }
 
-    /// Calls and tokens so far, by model id.
-    pub fn usage(&self) -> &BTreeMap<String, ModelUsage> {
-        &self.usage
+    /// Calls and tokens so far, one entry per model called, by name.
+    pub fn usage(&self) -> Vec<ModelCalls> {
+        self.usage.values().cloned().collect()
     }
 
     /// Ends the session: its records, or the divergence of a replay that ended early.
@@ -91,16 +84,17 @@ impl Session {
         Ok(self.recording.into_records())
     }
 
-    /// One chat completion. `on_text` (if any) gets the text as it is generated.
-    pub async fn chat(
-        &mut self,
+    /// Decides a chat call without making it: the request as it would be sent (`max_tokens`
+    /// clipped to what the budget has left) and the prompt's estimate, or why it is refused.
+    /// A refusal leaves no record, live and in replay alike, so a host that serves records
+    /// one at a time asks this before taking the next one.
+    pub fn admit_chat(
+        &self,
         model: &Model,
         request: ChatRequest,
-        deadline: Instant,
-        on_text: Option<&mut (dyn FnMut(&str) + Send)>,
-    ) -> Result<ChatResponse, CallError> {
+    ) -> Result<(ChatRequest, u64), ModelError> {
         if request.temperature.is_some_and(|t| !t.is_finite()) {
-            return Err(ModelError::invalid("the temperature is not a number").into());
+            return Err(ModelError::invalid("the temperature is not a number"));
         }
         let estimate = estimate_prompt(&request, model.estimator);
         let max_tokens = admit(
@@ -115,6 +109,46 @@ impl Session {
             ..request
         };
         self.room_for(&sent)?;
+        Ok((sent, estimate))
+    }
+
+    /// Decides an embedding call without making it: the inputs' estimate, or why it is
+    /// refused (see [`Session::admit_chat`]).
+    pub fn admit_embed(
+        &self,
+        model: &Model,
+        request: &EmbeddingRequest,
+    ) -> Result<u64, ModelError> {
+        let estimate = estimate_inputs(&request.inputs, model.estimator);
+        admit_input(self.budget.remaining(), estimate).map_err(refused)?;
+        self.room_for(request)?;
+        Ok(estimate)
+    }
+
+    /// Hands a replay session the next recorded call (a host whose trace holds the records
+    /// passes them on one at a time, after [`Session::admit_chat`] admitted the call). A live
+    /// session ignores it.
+    pub fn queue_recorded(&mut self, record: CallRecord) {
+        if let Source::Replay(replayer) = &mut self.source {
+            replayer.push(record);
+        }
+    }
+
+    /// The record of the last call made, as kept (what a host's trace should hold).
+    pub fn last_record(&self) -> Option<&CallRecord> {
+        self.recording.records().last()
+    }
+
+    /// One chat completion. `on_text` (if any) gets the text as it is generated.
+    pub async fn chat(
+        &mut self,
+        model: &Model,
+        request: ChatRequest,
+        deadline: Instant,
+        on_text: Option<&mut (dyn FnMut(&str) + Send)>,
+    ) -> Result<ChatResponse, CallError> {
+        let (sent, estimate) = self.admit_chat(model, request)?;
+        let max_tokens = sent.max_tokens.unwrap_or(1);
         let endpoint = model.endpoint.id();
         let outcome = match &mut self.source {
             Source::Replay(replayer) => replayer.chat(&endpoint, &sent)?,
@@ -150,7 +184,7 @@ impl Session {
             unreachable!("a chat record stays a chat record")
         };
         if let Outcome::Answer(response) = &outcome {
-            self.charge(&model.endpoint.model, response.usage);
+            self.charge(model, response.usage);
         }
         Ok(Result::from(outcome)?)
     }
@@ -162,9 +196,7 @@ impl Session {
         request: EmbeddingRequest,
         deadline: Instant,
     ) -> Result<EmbeddingResponse, CallError> {
-        let estimate = estimate_inputs(&request.inputs, model.estimator);
-        admit_input(self.budget.remaining(), estimate).map_err(refused)?;
-        self.room_for(&request)?;
+        let estimate = self.admit_embed(model, &request)?;
         let endpoint = model.endpoint.id();
         let outcome = match &mut self.source {
             Source::Replay(replayer) => replayer.embed(&endpoint, &request)?,
@@ -187,7 +219,7 @@ impl Session {
             unreachable!("an embedding record stays one")
         };
         if let Outcome::Answer(response) = &outcome {
-            self.charge(&model.endpoint.model, response.usage);
+            self.charge(model, response.usage);
         }
         Ok(Result::from(outcome)?)
     }
@@ -207,9 +239,18 @@ impl Session {
         }
     }
 
-    fn charge(&mut self, model: &str, usage: Usage) {
+    fn charge(&mut self, model: &Model, usage: Usage) {
         self.budget.charge(usage.total());
-        let totals = self.usage.entry(model.to_string()).or_default();
+        let entry = self
+            .usage
+            .entry(model.name.clone())
+            .or_insert_with(|| ModelCalls {
+                name: model.name.clone(),
+                endpoint: model.endpoint.id().base_url,
+                model: model.endpoint.model.clone(),
+                usage: TokenUsage::default(),
+            });
+        let totals = &mut entry.usage;
         totals.calls += 1;
         totals.input_tokens += u64::from(usage.input_tokens);
         totals.output_tokens += u64::from(usage.output_tokens);

@@ -9,7 +9,7 @@ use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::record::{Call, Outcome};
 use ari_llm::types::{ChatRequest, Message};
 use ari_llm::{
-    ApiKey, CallError, Client, Endpoint, Limits, Model, ModelError, ProviderKind, RetryPolicy,
+    ApiKey, CallError, Client, Endpoint, Limits, Model, ModelError, ModelProvider, RetryPolicy,
     Session, Source,
 };
 use ari_testkit::scripted::{Reply, Scripted};
@@ -21,10 +21,10 @@ const ANSWER: &str = r#"{"id":"c","model":"scripted","choices":[{"index":0,
     "message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],
     "usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
 
-fn endpoint(server: &Scripted, kind: ProviderKind) -> Endpoint {
+fn endpoint(server: &Scripted, kind: ModelProvider) -> Endpoint {
     let base = match kind {
-        ProviderKind::OpenAi => format!("http://{}/v1", server.host()),
-        ProviderKind::Anthropic => format!("http://{}", server.host()),
+        ModelProvider::OpenAI => format!("http://{}/v1", server.host()),
+        ModelProvider::Anthropic => format!("http://{}", server.host()),
     };
     Endpoint::new(kind, url::Url::parse(&base).expect("url"), "scripted")
         .with_key(ApiKey::new(SECRET))
@@ -57,7 +57,7 @@ async fn chat(
 ) -> Result<ari_llm::types::ChatResponse, ModelError> {
     client
         .chat(
-            &endpoint(server, ProviderKind::OpenAi),
+            &endpoint(server, ModelProvider::OpenAI),
             &hello(),
             16,
             soon(),
@@ -171,7 +171,7 @@ async fn a_silent_server_fails_the_call_at_its_deadline() {
     let deadline = Instant::now() + Duration::from_millis(300);
     let err = client()
         .chat(
-            &endpoint(&server, ProviderKind::OpenAi),
+            &endpoint(&server, ModelProvider::OpenAI),
             &hello(),
             16,
             deadline,
@@ -243,7 +243,7 @@ async fn a_stalled_stream_fails_after_the_idle_timeout() {
     let mut seen = String::new();
     let err = client
         .chat_streaming(
-            &endpoint(&server, ProviderKind::OpenAi),
+            &endpoint(&server, ModelProvider::OpenAI),
             &hello(),
             16,
             soon(),
@@ -266,7 +266,7 @@ async fn a_refused_connection_is_unavailable() {
         .expect("port")
         .port();
     let endpoint = Endpoint::new(
-        ProviderKind::OpenAi,
+        ModelProvider::OpenAI,
         url::Url::parse(&format!("http://127.0.0.1:{port}/v1")).expect("url"),
         "m",
     );
@@ -283,7 +283,7 @@ async fn a_refused_connection_is_unavailable() {
 async fn dropping_a_call_closes_its_connection() {
     let server = Scripted::start(|_| Reply::hang()).await;
     let client = client();
-    let endpoint = endpoint(&server, ProviderKind::OpenAi);
+    let endpoint = endpoint(&server, ModelProvider::OpenAI);
     let request = hello();
     let call = client.chat(&endpoint, &request, 16, soon());
     let wait_in_flight = async {
@@ -308,7 +308,8 @@ async fn dropping_a_call_closes_its_connection() {
 
 fn model(server: &Scripted) -> Model {
     Model {
-        endpoint: endpoint(server, ProviderKind::OpenAi),
+        name: "scripted".into(),
+        endpoint: endpoint(server, ModelProvider::OpenAI),
         output: OutputLimits::default(),
         estimator: Estimator::default(),
     }
@@ -422,7 +423,7 @@ async fn anthropic_messages_round_trip() {
     .await;
     let (answer, reported) = client()
         .chat(
-            &endpoint(&server, ProviderKind::Anthropic),
+            &endpoint(&server, ModelProvider::Anthropic),
             &ChatRequest {
                 messages: vec![Message::system("terse"), Message::user("hello")],
                 ..ChatRequest::default()
@@ -469,7 +470,7 @@ async fn a_failed_model_list_is_a_fixed_case_without_the_answer() {
     for (reply, want) in cases {
         let reply = Arc::new(reply);
         let server = Scripted::start(move |_| reply.as_ref().clone()).await;
-        let mut endpoint = endpoint(&server, ProviderKind::OpenAi);
+        let mut endpoint = endpoint(&server, ModelProvider::OpenAI);
         endpoint.key = None;
         let got = client()
             .list_models(&endpoint, 64 << 10, 64, 256, soon())
@@ -492,12 +493,12 @@ async fn a_closed_and_a_silent_endpoint_look_the_same() {
         .expect("port")
         .port();
     let closed = Endpoint::new(
-        ProviderKind::OpenAi,
+        ModelProvider::OpenAI,
         url::Url::parse(&format!("http://127.0.0.1:{port}/v1")).expect("url"),
         "m",
     );
     let silent_server = Scripted::start(|_| Reply::hang()).await;
-    let mut silent = endpoint(&silent_server, ProviderKind::Anthropic);
+    let mut silent = endpoint(&silent_server, ModelProvider::Anthropic);
     silent.key = None;
     let quick = Instant::now() + Duration::from_secs(1);
     let a = client().list_models(&closed, 1 << 16, 64, 256, quick).await;

@@ -13,7 +13,7 @@ use ari_llm::types::{
     ToolDefinition,
 };
 use ari_llm::{
-    CallError, Client, Endpoint, Limits, Model, ProviderKind, RetryPolicy, SchemaStyle, Session,
+    CallError, Client, Endpoint, Limits, Model, ModelProvider, RetryPolicy, SchemaStyle, Session,
     Source,
 };
 use ari_testkit::model_server::{CHAT_MODEL, EMBEDDING_MODEL, ModelServer};
@@ -23,7 +23,7 @@ use tokio::time::Instant;
 /// [`SchemaStyle`]).
 fn endpoint(server: &ModelServer, model: &str) -> Endpoint {
     Endpoint::new(
-        ProviderKind::OpenAi,
+        ModelProvider::OpenAI,
         url::Url::parse(&server.base_url()).expect("url"),
         model,
     )
@@ -32,6 +32,7 @@ fn endpoint(server: &ModelServer, model: &str) -> Endpoint {
 
 fn model(server: &ModelServer) -> Model {
     Model {
+        name: "tiny".into(),
         endpoint: endpoint(server, CHAT_MODEL),
         output: OutputLimits::default(),
         estimator: Estimator::default(),
@@ -213,11 +214,13 @@ async fn real_server_run_replays_without_the_server() {
         );
     }
     let spent = live.budget().spent;
-    let usage = live
-        .usage()
-        .get(CHAT_MODEL)
-        .copied()
-        .expect("usage by model");
+    let calls = live.usage();
+    assert_eq!(calls.len(), 1, "one model called: {calls:?}");
+    assert_eq!(
+        (calls[0].name.as_str(), calls[0].model.as_str()),
+        ("tiny", CHAT_MODEL)
+    );
+    let usage = calls[0].usage;
     assert_eq!(usage.calls, 3);
     assert_eq!(usage.input_tokens + usage.output_tokens, spent);
     let records = live.finish().expect("records");

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use crate::capability::CapabilityName;
 use crate::limits::LimitsApplied;
 use crate::outcome::{FailureKind, TaskPhase, TaskReason};
-use crate::usage::ResourcesUsed;
+use crate::usage::{ModelCalls, ResourcesUsed};
 
 /// The `format` value of this version. v3 added `configSha256` (the Agent's `spec.config`).
 pub const FORMAT: &str = "ari.dev/attestation/v3";
@@ -138,6 +138,10 @@ pub struct Attestation {
     pub ending: Ending,
     pub output_sha256: String,
     pub resources_used: ResourcesUsed,
+    /// Each model the run called: its name, the endpoint and model id that answered, its
+    /// calls and tokens. Absent when it called none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelCalls>,
     /// Digest of the recorded host-call trace.
     pub trace_sha256: String,
     /// Who ran it (pod or host name).
@@ -163,6 +167,8 @@ struct Body<'a> {
     ending: &'a Ending,
     output_sha256: &'a str,
     resources_used: &'a ResourcesUsed,
+    #[serde(skip_serializing_if = "<[ModelCalls]>::is_empty")]
+    models: &'a [ModelCalls],
     trace_sha256: &'a str,
     executor: &'a str,
     public_key: &'a str,
@@ -181,6 +187,7 @@ pub struct Claims {
     pub failure: Option<FailureKind>,
     pub output_sha256: String,
     pub resources_used: ResourcesUsed,
+    pub models: Vec<ModelCalls>,
     pub trace_sha256: [u8; 32],
     pub executor: String,
 }
@@ -221,6 +228,7 @@ impl Attestation {
             ending: Ending::of(claims.failure),
             output_sha256: claims.output_sha256,
             resources_used: claims.resources_used,
+            models: claims.models,
             trace_sha256: hex::encode(claims.trace_sha256),
             executor: claims.executor,
             public_key: hex::encode(key.verifying_key().as_bytes()),
@@ -244,6 +252,7 @@ impl Attestation {
             ending: &self.ending,
             output_sha256: &self.output_sha256,
             resources_used: &self.resources_used,
+            models: &self.models,
             trace_sha256: &self.trace_sha256,
             executor: &self.executor,
             public_key: &self.public_key,
@@ -335,6 +344,7 @@ mod tests {
                 storage_max_bytes: Some(4096),
                 allowed_hosts: vec!["https://example.com".into()],
                 delegation: None,
+                ..Default::default()
             },
             failure: None,
             output_sha256: sha256_hex(b"out"),
@@ -342,6 +352,7 @@ mod tests {
                 fuel: 42,
                 ..Default::default()
             },
+            models: Vec::new(),
             trace_sha256: [1; 32],
             executor: "test \"pod\"".into(),
         }

@@ -41,6 +41,7 @@ capabilities! {
     Signing = "signing",
     TimeAccess = "timeAccess",
     Delegation = "delegation",
+    Models = "models",
 }
 
 impl fmt::Display for CapabilityName {
@@ -90,7 +91,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown capability \"teleport\" (known: storage, network, randomness, signing, \
-             timeAccess, delegation)"
+             timeAccess, delegation, models)"
         );
     }
 

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::capability::CapabilityName;
 use crate::hosts::{AllowList, BadEntry};
 use crate::limits::{
-    DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, DelegationApplied, LimitsApplied, delegation_allows,
+    DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, DelegationApplied, LimitsApplied, ModelApplied,
+    delegation_allows,
 };
 
 /// No delegation grant can raise the depth past this: every level holds a waiting parent.
@@ -40,6 +41,10 @@ pub struct GrantSet {
     /// Running tasks on other Agents of the namespace, out of the task's own budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation: Option<DelegationGrant>,
+    /// Language models of the namespace (its ModelConfigs), called through the host, which
+    /// holds their credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<ModelsGrant>,
 }
 
 impl GrantSet {
@@ -52,6 +57,7 @@ impl GrantSet {
             CapabilityName::Signing => self.signing.is_some(),
             CapabilityName::TimeAccess => self.time_access.is_some(),
             CapabilityName::Delegation => self.delegation.is_some(),
+            CapabilityName::Models => self.models.is_some(),
         }
     }
 
@@ -78,6 +84,16 @@ impl GrantSet {
             max_children: g.children_limit(),
             depth,
         });
+        // Names only: what each resolved to is the host's to add (it loaded the ModelConfigs).
+        applied.models = self
+            .models
+            .iter()
+            .flat_map(|g| &g.allowed)
+            .map(|name| ModelApplied {
+                name: name.clone(),
+                endpoint: None,
+            })
+            .collect();
     }
 
     /// The grants a run was held to, read back from its signed `limitsApplied` (a replay runs
@@ -99,6 +115,9 @@ impl GrantSet {
                 .delegation
                 .as_ref()
                 .map(|d| DelegationGrant::new(d.agents.clone(), d.max_depth, d.max_children)),
+            models: has(CapabilityName::Models).then(|| ModelsGrant {
+                allowed: applied.models.iter().map(|m| m.name.clone()).collect(),
+            }),
         }
     }
 }
@@ -160,6 +179,30 @@ pub struct SecretKeyRef {
     pub name: String,
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub key: String,
+}
+
+/// Models grant: which of the namespace's ModelConfigs a task may call, by name. The host
+/// resolves each name to its endpoint and credentials; the guest only ever sees the name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelsGrant {
+    /// ModelConfig names in the Agent's namespace.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(min = 1, max = 32),
+            inner(regex(pattern = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"))
+        )
+    )]
+    pub allowed: Vec<String>,
+}
+
+impl ModelsGrant {
+    /// Whether the ModelConfig `name` is granted.
+    pub fn allows(&self, name: &str) -> bool {
+        self.allowed.iter().any(|m| m == name)
+    }
 }
 
 /// Delegation grant: which Agents a task may call, how deep and how many.
@@ -235,6 +278,7 @@ mod tests {
             }),
             time_access: Some(EmptyGrant {}),
             delegation: Some(DelegationGrant::default()),
+            models: Some(ModelsGrant::default()),
         };
         assert_eq!(all.names(), CapabilityName::ALL.into_iter().collect());
         // Every capability's grant is its field, spelled as its name.
@@ -268,6 +312,9 @@ mod tests {
             signing: None,
             time_access: Some(EmptyGrant {}),
             delegation: Some(DelegationGrant::new(vec!["a".into()], 2, 5)),
+            models: Some(ModelsGrant {
+                allowed: vec!["tiny".into()],
+            }),
         };
         let mut applied = LimitsApplied {
             capabilities: spec.names().into_iter().collect(),

@@ -23,10 +23,11 @@ pub mod usage;
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
 pub use grant::{
-    DelegationGrant, EmptyGrant, GrantSet, NetworkGrant, SecretKeyRef, SigningGrant, StorageGrant,
+    DelegationGrant, EmptyGrant, GrantSet, ModelsGrant, NetworkGrant, SecretKeyRef, SigningGrant,
+    StorageGrant,
 };
-pub use limits::{DelegationApplied, LimitsApplied};
+pub use limits::{DelegationApplied, LimitsApplied, ModelApplied, ModelEndpoint, ModelProvider};
 pub use mode::{AgentMode, TaskOrigin};
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
 pub use requirements::{Denied, TaskRequirements};
-pub use usage::{Estimate, ResourcesUsed};
+pub use usage::{Estimate, ModelCalls, ResourcesUsed, TokenUsage};

@@ -28,6 +28,60 @@ pub struct LimitsApplied {
     /// (a replay refuses the same calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation: Option<DelegationApplied>,
+    /// The ModelConfigs granted, when `models` is granted: each name, and what it resolved to
+    /// when the run started (a replay asks the same questions of the record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelApplied>,
+    /// The task's token budget (input and output tokens of every model call, its children's
+    /// included), when `models` is granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+}
+
+/// A granted model as a run was held to it: the ModelConfig's name and, when it was found,
+/// where it pointed and the limits its calls were decided by. Never its credentials.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelApplied {
+    /// The ModelConfig's name.
+    pub name: String,
+    /// What the name resolved to; absent when the namespace has no such ModelConfig (its calls
+    /// were `unavailable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<ModelEndpoint>,
+}
+
+/// Where a model is served and how its calls are bounded: everything about a ModelConfig
+/// that decides a call, without its credentials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelEndpoint {
+    pub provider: ModelProvider,
+    /// The API root, without user or password.
+    pub url: String,
+    /// The provider's model id.
+    pub model: String,
+    /// `max_tokens` of a call whose guest set none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_max_tokens: Option<u32>,
+    /// The most output tokens one call may ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// Prompt bytes counted as one token by the budget's estimate.
+    pub bytes_per_token: u32,
+}
+
+/// The wire format a model endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum ModelProvider {
+    /// OpenAI chat completions, also spoken by Azure OpenAI, vLLM, Ollama, llama.cpp's server
+    /// and LiteLLM.
+    OpenAI,
+    /// Anthropic messages.
+    Anthropic,
 }
 
 /// The delegation grant a run was held to.

@@ -23,6 +23,67 @@ pub struct ResourcesUsed {
     /// budget; the task's own work is `fuel - childrenFuel`. Absent when it delegated nothing.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub children_fuel: u64,
+    /// Model calls made (chat and embeddings), children's excluded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_calls: u64,
+    /// Input (prompt) tokens of those calls, as the providers reported them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub input_tokens: u64,
+    /// Output (generated) tokens of those calls.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub output_tokens: u64,
+    /// The part of `inputTokens` served from a provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+}
+
+impl ResourcesUsed {
+    /// Adds the token totals of `calls` (one entry per model) to these figures.
+    pub fn add_tokens<'a>(&mut self, calls: impl IntoIterator<Item = &'a ModelCalls>) {
+        for c in calls {
+            self.model_calls += c.usage.calls;
+            self.input_tokens += c.usage.input_tokens;
+            self.output_tokens += c.usage.output_tokens;
+            self.cached_input_tokens += c.usage.cached_input_tokens;
+        }
+    }
+}
+
+/// Calls and tokens, as the providers reported them: what a token budget is charged and what
+/// usage is billed by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// The part of `inputTokens` served from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+}
+
+impl TokenUsage {
+    /// Input and output tokens together (what the budget counts).
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// One model's share of a run: which ModelConfig, which endpoint and model id answered, and
+/// what it used. In the report, `Task.status.models` and the signed attestation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCalls {
+    /// The ModelConfig's name, as the guest called it.
+    pub name: String,
+    /// The API root that answered, without credentials.
+    pub endpoint: String,
+    /// The provider's model id that was asked for.
+    pub model: String,
+    #[serde(flatten)]
+    pub usage: TokenUsage,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -71,7 +71,10 @@ mod tests {
                 "delegate",
                 "start-child",
                 "await-child",
-                "send-message"
+                "send-message",
+                "chat",
+                "embed",
+                "models"
             ]
         );
     }

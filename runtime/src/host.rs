@@ -9,7 +9,7 @@
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, LinkerInstance};
 
-use crate::bindings::{ErrorCode, HOST_IMPORT};
+use crate::bindings::ErrorCode;
 use crate::capability::{self, CapError};
 use crate::fuel_costs::FuelCost;
 use crate::state::TaskState;
@@ -20,15 +20,27 @@ pub(crate) type Cx<'a> = StoreContextMut<'a, TaskState>;
 /// What a capability declares to the host (in its `link` module): how to link its functions
 /// and what each costs. `capability::HOSTS` lists every capability's.
 pub(crate) struct HostFunctions {
+    /// The WIT interface they belong to (`HOST_IMPORT`, or the capability's own).
+    pub interface: &'static str,
     pub link: fn(&mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()>,
     pub fuel: &'static [(&'static str, FuelCost)],
 }
 
-/// Adds the host interface to `linker`: every capability's functions.
+/// Adds the imported interfaces to `linker`: every capability's functions, each in its
+/// interface.
 pub(crate) fn add_to_linker(linker: &mut Linker<TaskState>) -> wasmtime::Result<()> {
-    let mut host = linker.instance(HOST_IMPORT)?;
-    for capability in capability::HOSTS {
-        (capability.link)(&mut host)?;
+    let mut interfaces: Vec<&str> = capability::HOSTS.iter().map(|c| c.interface).collect();
+    interfaces.dedup();
+    interfaces.sort_unstable();
+    interfaces.dedup();
+    for interface in interfaces {
+        let mut instance = linker.instance(interface)?;
+        for capability in capability::HOSTS
+            .iter()
+            .filter(|c| c.interface == interface)
+        {
+            (capability.link)(&mut instance)?;
+        }
     }
     Ok(())
 }

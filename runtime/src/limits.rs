@@ -17,7 +17,14 @@ pub struct Limits {
     pub timeout: Duration,
     pub max_output_bytes: u64,
     pub max_input_bytes: u64,
+    /// Token budget of the task's model calls (input and output together), when `models` is
+    /// granted.
+    pub tokens: u64,
 }
+
+/// A task's token budget when nothing sets one: enough for a few turns of a small model, far
+/// from what a runaway loop could spend.
+pub const DEFAULT_TOKENS: u64 = 100_000;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -27,6 +34,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(30),
             max_output_bytes: 1 << 20,
             max_input_bytes: 1 << 20,
+            tokens: DEFAULT_TOKENS,
         }
     }
 }

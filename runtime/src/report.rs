@@ -34,6 +34,9 @@ pub struct RunReport {
     pub output_sha256: String,
     pub resources_used: ResourcesUsed,
     pub limits_applied: LimitsApplied,
+    /// Each model called: calls, tokens, and the endpoint and model id that answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ari_model::ModelCalls>,
     pub attestation: Attestation,
     pub trace: Trace,
     /// `{kind, message}` when the task failed.
@@ -72,6 +75,7 @@ impl RunReport {
             output_sha256: outcome.output_sha256,
             resources_used: outcome.resources_used,
             limits_applied: outcome.limits_applied,
+            models: outcome.models,
             attestation: outcome.attestation,
             trace: outcome.trace,
             error: outcome.failure,

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ari_model::{CapabilityName, Estimate};
+use ari_model::{CapabilityName, Estimate, ModelCalls};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 use wasmtime::{Store, UpdateDeadline};
@@ -13,6 +13,7 @@ use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
 use crate::cancel::{CancelToken, Cancelled};
 use crate::capability::delegation::{ChildSummary, TaskDelegation};
 use crate::capability::log::LogCapability;
+use crate::capability::model::{self, ModelCapability};
 use crate::capability::storage::{MemoryBackend, StorageBackend, TaskStorage};
 use crate::capability::{
     CapError, CapUsage, DelegationContext, Grants, LogTap, Mode, TaskCapabilities, TaskSetup,
@@ -130,6 +131,9 @@ pub struct TaskOutcome {
     pub output_sha256: String,
     pub resources_used: ResourcesUsed,
     pub limits_applied: LimitsApplied,
+    /// Each model called: calls and tokens, and which endpoint and model id answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelCalls>,
     /// Signed statement of this run (present for every task that reached the runtime).
     pub attestation: Attestation,
     /// `None` when the task succeeded.
@@ -278,6 +282,7 @@ impl TaskOutcome {
             output_sha256: r.output_sha256,
             resources_used: r.resources_used,
             limits_applied: r.limits_applied,
+            models: r.attestation.models.clone(),
             attestation: r.attestation,
             failure: None,
             estimate: None,
@@ -348,7 +353,10 @@ impl LoadedAgent {
             network_bytes: left.usage.network_bytes,
             wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             children_fuel: left.usage.children_fuel,
+            ..ResourcesUsed::default()
         };
+        let mut resources = resources;
+        resources.add_tokens(&left.models);
         let sealer = Sealer {
             agent: self,
             req: &req,
@@ -356,6 +364,7 @@ impl LoadedAgent {
             applied,
             resources,
             estimate: run.estimate,
+            models: left.models,
             children: left.children,
             delegations_refused: left.usage.delegations_refused,
         };
@@ -392,6 +401,12 @@ impl LoadedAgent {
         };
         let depth = req.delegation.as_ref().map_or(0, |c| c.depth);
         req.grants.spec().record(&mut applied, depth);
+        if req.grants.grants(CapabilityName::Models) {
+            applied.tokens = Some(req.limits.tokens);
+            for granted in &mut applied.models {
+                granted.endpoint = req.grants.models().get(&granted.name).map(model::applied);
+            }
+        }
         applied
     }
 
@@ -481,6 +496,8 @@ fn capabilities(
         delegation: req.delegation.clone(),
         memory_bytes: applied.memory_bytes,
         log_tap: req.log_tap.clone(),
+        replay: matches!(mode, Mode::Replay(_)),
+        tokens: applied.tokens.unwrap_or(0),
     };
     TaskCapabilities::new(&req.grants, setup, mode)
 }
@@ -488,6 +505,7 @@ fn capabilities(
 /// What the capabilities hold once the guest is gone (its children abandoned).
 struct Leftovers {
     children: Vec<ChildSummary>,
+    models: Vec<ModelCalls>,
     denials: Vec<String>,
     logs: Vec<String>,
     usage: CapUsage,
@@ -502,6 +520,7 @@ impl Leftovers {
         let children = delegation.children().to_vec();
         Self {
             children,
+            models: caps.get::<ModelCapability>().usage(),
             denials: caps.denials().to_vec(),
             logs: caps.get::<LogCapability>().lines(),
             usage: caps.usage(),
@@ -593,6 +612,7 @@ struct Sealer<'a> {
     applied: LimitsApplied,
     resources: ResourcesUsed,
     estimate: Option<Estimate>,
+    models: Vec<ModelCalls>,
     children: Vec<ChildSummary>,
     delegations_refused: u32,
 }
@@ -624,6 +644,7 @@ impl Sealer<'_> {
                 failure: failure.as_ref().map(|f| f.kind),
                 output_sha256: output_sha256.clone(),
                 resources_used: self.resources,
+                models: self.models.clone(),
                 trace_sha256: trace.sha256(),
                 executor: req.executor.clone(),
             },
@@ -635,6 +656,7 @@ impl Sealer<'_> {
             output_sha256,
             resources_used: self.resources,
             limits_applied: self.applied.clone(),
+            models: self.models.clone(),
             attestation,
             failure,
             estimate: self.estimate,

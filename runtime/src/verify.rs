@@ -7,7 +7,7 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
 use crate::capability::delegation::DelegationEvent;
-use crate::capability::{Grants, LoadedSigningKey};
+use crate::capability::{Grants, LoadedModels, LoadedSigningKey};
 use crate::limits::{Limits, LimitsApplied};
 use crate::report::RunReport;
 use crate::runtime::{Runtime, RuntimeError};
@@ -196,6 +196,12 @@ fn verify_one(
             att.trace_sha256
         )));
     }
+    if replay.models != att.models {
+        return Err(VerifyError::Replay(format!(
+            "the replay's model usage {:?} differs from the attested {:?}",
+            replay.models, att.models
+        )));
+    }
     if replay.resources_used.fuel != att.resources_used.fuel {
         return Err(VerifyError::Replay(format!(
             "the replay used {} fuel, the attestation says {}",
@@ -332,8 +338,13 @@ fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants
             )
         })?),
     };
-    Grants::load(GrantSet::replayed(applied), key)
-        .map_err(|e| VerifyError::Malformed(format!("limitsApplied: {e}")))
+    let models = applied.models.iter().filter_map(|m| {
+        let endpoint = m.endpoint.as_ref()?;
+        crate::capability::model::replayed(&m.name, endpoint)
+    });
+    Ok(Grants::load(GrantSet::replayed(applied), key)
+        .map_err(|e| VerifyError::Malformed(format!("limitsApplied: {e}")))?
+        .with_models(LoadedModels::replayed(models)))
 }
 
 fn replay_limits(a: &LimitsApplied) -> Limits {
@@ -343,5 +354,6 @@ fn replay_limits(a: &LimitsApplied) -> Limits {
         timeout: std::time::Duration::from_millis(a.timeout_millis),
         max_output_bytes: a.max_output_bytes,
         max_input_bytes: a.max_input_bytes,
+        tokens: a.tokens.unwrap_or(0),
     }
 }

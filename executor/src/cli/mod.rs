@@ -1,6 +1,7 @@
 //! Command-line interface: one module per subcommand.
 
 mod inspect;
+mod models;
 mod plan;
 mod push;
 mod run;

@@ -32,7 +32,12 @@ Exit codes:
 Delegation: give the task other Agents to call with --agent NAME=FILE (repeatable) and grant it
 --grant delegation=NAME[,NAME...][;maxDepth=N][;maxChildren=N]. Each such Agent has no
 capabilities unless given with --agent-grant NAME:CAP[=VALUE], default limits, and what its
-children may spend comes out of its parent's budget, as in a cluster.";
+children may spend comes out of its parent's budget, as in a cluster.
+
+Models: declare one with --model NAME=URL (an OpenAI-compatible API root; --model-id,
+--model-provider, --model-key-file or --model-key-env for the rest) and grant it with
+--grant models=NAME. The key stays with ari: the agent only names the model. --tokens sets the
+task's token budget; every call is recorded, so `ari verify` replays the run without the model.";
 
 /// Run an agent component on one input, under limits, and print its output.
 #[derive(Args)]
@@ -47,7 +52,7 @@ pub struct RunArgs {
     #[arg(long)]
     input_file: Option<PathBuf>,
     /// Grant a capability: storage=1MiB, network=https://host, randomness, signing=KEYFILE,
-    /// timeAccess (alias: time).
+    /// timeAccess (alias: time), delegation=AGENT, models=NAME.
     #[arg(long = "grant", value_name = "CAP[=VALUE]")]
     grants: Vec<String>,
     /// Capabilities the task requires (fails CapabilityDenied unless granted).
@@ -92,6 +97,8 @@ pub struct RunArgs {
     /// The `initialize` config of one of the --agent Agents: NAME=TEXT (repeatable).
     #[arg(long = "agent-config", value_name = "NAME=TEXT")]
     agent_configs: Vec<String>,
+    #[command(flatten)]
+    models: super::models::ModelArgs,
     /// Print one JSON report instead of the output.
     #[arg(long)]
     json: bool,
@@ -105,7 +112,7 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .with_context(|| format!("cannot read input file {}", path.display()))?,
         (None, None) => Vec::new(),
     };
-    let grants = Grants::parse_cli(&args.grants)?;
+    let grants = Grants::parse_cli(&args.grants)?.with_models(args.models.load()?);
     let limits = Limits {
         fuel: args.fuel,
         memory_bytes: size("--memory", &args.memory)?,
@@ -113,6 +120,7 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .context("--timeout must be a positive number of seconds")?,
         max_output_bytes: size("--max-output", &args.max_output)?,
         max_input_bytes: size("--max-input", &args.max_input)?,
+        tokens: args.models.tokens,
     };
     let seed = args.seed.as_deref().map(parse_seed).transpose()?;
     let key = match &args.key {

@@ -36,6 +36,7 @@ pub fn limits(spec: &AgentSpec, task: &Task, elapsed: Duration) -> Limits {
         timeout,
         max_output_bytes: agent.max_output_bytes,
         max_input_bytes: agent.max_input_bytes,
+        tokens: Limits::default().tokens,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::{ModelConfig, ModelConfigStatus, Provider};
-use ari_llm::{Client, Endpoint, Limits, ProviderKind, RetryPolicy};
+use ari_llm::{Client, Endpoint, Limits, ModelProvider, RetryPolicy};
 use ari_oci::NetworkPolicy;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -72,8 +72,8 @@ impl Prober {
             Target::Allowed => {}
         }
         let kind = match mc.spec.provider {
-            Provider::OpenAI => ProviderKind::OpenAi,
-            Provider::Anthropic => ProviderKind::Anthropic,
+            Provider::OpenAI => ModelProvider::OpenAI,
+            Provider::Anthropic => ModelProvider::Anthropic,
         };
         let endpoint = Endpoint::new(kind, url, mc.spec.model.clone());
         match self

@@ -55,7 +55,7 @@ impl CapError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
     #[error(
-        "unknown capability `{0}` (expected storage, network, randomness, signing, timeAccess or delegation)"
+        "unknown capability `{0}` (expected storage, network, randomness, signing, timeAccess, delegation or models)"
     )]
     Unknown(String),
     #[error("invalid `{grant}` grant: {reason}")]

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use ari_model::grant::{EmptyGrant, GrantSet, NetworkGrant};
+use ari_model::grant::{EmptyGrant, GrantSet, ModelsGrant, NetworkGrant};
 use ari_model::hosts::AllowList;
 use ari_model::{CapabilityName, UnknownCapability};
 
 use super::crypto::LoadedSigningKey;
-use super::{GrantError, delegation, storage};
+use super::{GrantError, LoadedModels, delegation, storage};
 
 /// The capabilities granted to one agent: its [`GrantSet`], the network entries parsed once
 /// and the signing key the host read (from the Secret the Agent's `SigningGrant` names; for the
@@ -18,6 +18,7 @@ pub struct Grants {
     spec: GrantSet,
     hosts: Option<AllowList>,
     key: Option<LoadedSigningKey>,
+    models: LoadedModels,
 }
 
 /// Parses `1MiB`, `512KiB`, `1GiB`, `64Ki`, or plain bytes.
@@ -67,12 +68,30 @@ impl Grants {
                 reason: "granted, but its key could not be read".into(),
             });
         }
-        Ok(Self { spec, hosts, key })
+        Ok(Self {
+            spec,
+            hosts,
+            key,
+            models: LoadedModels::default(),
+        })
+    }
+
+    /// These grants with the models the host loaded for them (endpoints and keys). A granted
+    /// name with no model loaded stays granted: its calls are `unavailable`.
+    pub fn with_models(mut self, models: LoadedModels) -> Self {
+        self.models = models;
+        self
+    }
+
+    /// The models the host loaded.
+    pub fn models(&self) -> &LoadedModels {
+        &self.models
     }
 
     /// Parses `--grant` values: `storage=1MiB`, `network=https://host[:port]`
     /// (repeatable), `randomness`, `signing=KEYFILE`, `timeAccess` (or its alias `time`),
-    /// `delegation=AGENT[,AGENT...][;maxDepth=N][;maxChildren=N]`.
+    /// `delegation=AGENT[,AGENT...][;maxDepth=N][;maxChildren=N]`, `models=NAME[,NAME...]`
+    /// (repeatable; each name's endpoint is the host's to load, see [`Grants::with_models`]).
     pub fn parse_cli(args: &[String]) -> Result<Self, GrantError> {
         let mut spec = GrantSet::default();
         let mut key = None;
@@ -104,6 +123,13 @@ impl Grants {
                     spec.delegation = Some(delegation::grant_from_cli(need("delegation")?)?)
                 }
                 "timeAccess" | "time" => spec.time_access = flag("timeAccess")?,
+                "models" => {
+                    let names = need("models")?.split(',').map(str::trim);
+                    let grant = spec.models.get_or_insert_with(ModelsGrant::default);
+                    grant
+                        .allowed
+                        .extend(names.filter(|n| !n.is_empty()).map(str::to_owned));
+                }
                 other => return Err(GrantError::Unknown(other.to_owned())),
             }
         }

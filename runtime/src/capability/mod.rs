@@ -20,6 +20,7 @@ mod error;
 mod grants;
 pub mod http;
 pub mod log;
+pub mod model;
 pub mod random;
 pub mod storage;
 
@@ -29,6 +30,7 @@ pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
 pub use http::{HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
+pub use model::LoadedModels;
 pub use storage::StorageGrant;
 
 use std::time::Instant;
@@ -103,6 +105,11 @@ pub struct TaskSetup {
     pub memory_bytes: u64,
     /// Sees every kept guest log line as it is written (see [`log::LogTap`]).
     pub log_tap: Option<LogTap>,
+    /// Whether the task replays a trace (capabilities that serve records need to know before
+    /// their first call).
+    pub replay: bool,
+    /// The task's token budget for model calls.
+    pub tokens: u64,
 }
 
 impl TaskSetup {
@@ -117,6 +124,8 @@ impl TaskSetup {
             delegation: None,
             memory_bytes: 0,
             log_tap: None,
+            replay: false,
+            tokens: 0,
         }
     }
 }
@@ -193,6 +202,7 @@ capabilities! {
     http: http::HttpCapability => Http(http::HttpEvent),
     clock: clock::ClockCapability => Clock(clock::ClockEvent),
     delegation: delegation::TaskDelegation => Delegation(delegation::DelegationEvent),
+    model: model::ModelCapability => Model(model::ModelEvent),
 }
 
 impl TaskCapabilities {

@@ -7,7 +7,8 @@ wit_bindgen::generate!({
     pub_export_macro: true,
     export_macro_name: "__export_ari_agent",
     default_bindings_module: "ari_sdk::bindings",
-    // Lets agents and tests compare the contract's values (error cases above all). Not `Eq`:
-    // the model interface carries `f32` (temperatures, embeddings).
-    additional_derives: [PartialEq],
+    // Lets agents and tests compare the contract's values (error cases above all).
+    additional_derives: [PartialEq, Eq],
+    // Floats (a temperature, an embedding's vectors) have no `Eq`.
+    additional_derives_ignore: ["chat-request", "embedding-response"],
 });

@@ -13,7 +13,11 @@ pub const NOW: FuelCost = FuelCost::new(200, 0);
 pub const FUEL: &[(&str, FuelCost)] = &[("now", NOW)];
 
 /// This capability's host functions (its `Capability::HOST`).
-pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
+pub(crate) const HOST: HostFunctions = HostFunctions {
+    interface: crate::bindings::HOST_IMPORT,
+    link,
+    fuel: FUEL,
+};
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     host.func_wrap("now", |mut cx: Cx<'_>, (): ()| {

@@ -18,7 +18,11 @@ pub const VERIFY: FuelCost = FuelCost::new(100_000, 4);
 pub const FUEL: &[(&str, FuelCost)] = &[("hash", HASH), ("sign", SIGN), ("verify", VERIFY)];
 
 /// This capability's host functions (its `Capability::HOST`).
-pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
+pub(crate) const HOST: HostFunctions = HostFunctions {
+    interface: crate::bindings::HOST_IMPORT,
+    link,
+    fuel: FUEL,
+};
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     host.func_wrap(

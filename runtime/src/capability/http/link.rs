@@ -15,7 +15,11 @@ pub const HTTP_REQUEST: FuelCost = FuelCost::new(200_000, 2);
 pub const FUEL: &[(&str, FuelCost)] = &[("http-request", HTTP_REQUEST)];
 
 /// This capability's host functions (its `Capability::HOST`).
-pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
+pub(crate) const HOST: HostFunctions = HostFunctions {
+    interface: crate::bindings::HOST_IMPORT,
+    link,
+    fuel: FUEL,
+};
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     host.func_wrap(

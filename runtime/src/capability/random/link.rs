@@ -13,7 +13,11 @@ pub const RANDOM_BYTES: FuelCost = FuelCost::new(500, 2);
 pub const FUEL: &[(&str, FuelCost)] = &[("random-bytes", RANDOM_BYTES)];
 
 /// This capability's host functions (its `Capability::HOST`).
-pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
+pub(crate) const HOST: HostFunctions = HostFunctions {
+    interface: crate::bindings::HOST_IMPORT,
+    link,
+    fuel: FUEL,
+};
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     host.func_wrap("random-bytes", |mut cx: Cx<'_>, (len,): (u32,)| {

@@ -23,7 +23,11 @@ pub const FUEL: &[(&str, FuelCost)] = &[
 ];
 
 /// This capability's host functions (its `Capability::HOST`).
-pub(crate) const HOST: HostFunctions = HostFunctions { link, fuel: FUEL };
+pub(crate) const HOST: HostFunctions = HostFunctions {
+    interface: crate::bindings::HOST_IMPORT,
+    link,
+    fuel: FUEL,
+};
 
 fn link(host: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     host.func_wrap("storage-get", |mut cx: Cx<'_>, (key,): (String,)| {

@@ -1,0 +1,366 @@
+//! The `models` capability: chat and embeddings through the host, which holds the credentials.
+//!
+//! The guest names a model its Agent is granted (a ModelConfig's name); the host resolves it
+//! to an endpoint the executor loaded, with the key the guest never sees. Each call is decided
+//! by the task's token budget before the provider is contacted (`ari_llm::Session`: a prompt
+//! that cannot fit is refused, `max_tokens` is clipped to what is left), made within the task's
+//! deadline and interrupted by its cancellation, charged with the usage the provider reports,
+//! and recorded in the trace whole (request without credentials, answer or error), so a
+//! replay serves the answers and contacts no model.
+
+mod events;
+mod link;
+pub use events::ModelEvent;
+pub use link::FUEL;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use ari_llm::record::{CallRecord, Replayer};
+use ari_llm::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse};
+use ari_llm::{CallError, Client, Model, ModelError, Session, Source};
+use ari_model::grant::ModelsGrant;
+use ari_model::{CapabilityName, ModelCalls, ModelEndpoint};
+
+use super::{CapError, Capability, Grants, TaskSetup};
+use crate::cancel::CancelToken;
+use crate::host::HostFunctions;
+use crate::trace::Recorder;
+
+/// Most bytes of model records one task keeps in its trace (the trace's own ceiling is larger:
+/// the rest is left to the other capabilities). A call whose record would not fit is refused
+/// before it is made.
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
+
+/// The models a host loaded for an agent: each granted name resolved to its endpoint (with
+/// its key, if any) and limits, and the client that calls them. The executor builds it from
+/// the namespace's ModelConfigs and their marked Secrets; `ari run` from `--model`; `ari
+/// verify` from the signed `limitsApplied`, with no client and no key.
+#[derive(Clone, Default)]
+pub struct LoadedModels {
+    models: BTreeMap<String, Model>,
+    client: Option<Client>,
+}
+
+impl std::fmt::Debug for LoadedModels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Endpoints print without keys (ApiKey redacts itself).
+        f.debug_struct("LoadedModels")
+            .field("models", &self.models)
+            .field("live", &self.client.is_some())
+            .finish()
+    }
+}
+
+impl LoadedModels {
+    /// Models a live run calls through `client`.
+    pub fn live(client: Client, models: impl IntoIterator<Item = Model>) -> Self {
+        Self {
+            models: models.into_iter().map(|m| (m.name.clone(), m)).collect(),
+            client: Some(client),
+        }
+    }
+
+    /// Models a replay only names: no client, no keys.
+    pub fn replayed(models: impl IntoIterator<Item = Model>) -> Self {
+        Self {
+            models: models.into_iter().map(|m| (m.name.clone(), m)).collect(),
+            client: None,
+        }
+    }
+
+    /// The model loaded under `name`.
+    pub fn get(&self, name: &str) -> Option<&Model> {
+        self.models.get(name)
+    }
+
+    /// Every model loaded, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Model> {
+        self.models.values()
+    }
+}
+
+/// The runtime model calls wait on. Host calls run on the guest's thread, which is not a
+/// Tokio thread; one small runtime per process drives the client's connections, so the
+/// connection pool outlives any one task.
+fn io_runtime() -> Result<&'static tokio::runtime::Runtime, CapError> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("ari-model-io")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| CapError::Failed(format!("models: no I/O runtime: {e}")))
+}
+
+/// One task's model calls.
+pub struct ModelCapability {
+    grant: Option<ModelsGrant>,
+    models: LoadedModels,
+    session: Session,
+    cancel: CancelToken,
+    /// Woken by the task's cancellation (a call in flight returns at once).
+    cancelled: Arc<tokio::sync::Notify>,
+    deadline: Option<Instant>,
+}
+
+/// What a call came to, for the host function.
+pub(crate) enum Ending<T> {
+    /// The guest's answer or typed error.
+    Done(Result<T, ModelError>),
+    /// The task's deadline passed during the call: the task ends as the epoch would end it.
+    Deadline,
+}
+
+impl Capability for ModelCapability {
+    const GRANT: Option<CapabilityName> = Some(CapabilityName::Models);
+    const HOST: HostFunctions = link::HOST;
+
+    fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
+        let models = grants.models().clone();
+        let source = match (&models.client, task.replay) {
+            (Some(client), false) => Source::Live(client.clone()),
+            // A replay serves the trace's records, one per call; so does a live run whose
+            // host loaded no client (every call then fails: no record to serve).
+            _ => Source::Replay(Replayer::new([])),
+        };
+        let cancelled = Arc::new(tokio::sync::Notify::new());
+        let notify = cancelled.clone();
+        task.cancel.on_cancel(move || notify.notify_one());
+        Self {
+            grant: grants.spec().models.clone(),
+            models,
+            session: Session::new(source, task.tokens, MAX_RECORD_BYTES),
+            cancel: task.cancel.clone(),
+            cancelled,
+            deadline: None,
+        }
+    }
+
+    fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+}
+
+impl ModelCapability {
+    /// The names of the models this task may call.
+    pub fn names(&self) -> Vec<String> {
+        self.grant
+            .as_ref()
+            .map(|g| g.allowed.clone())
+            .unwrap_or_default()
+    }
+
+    /// Calls and tokens per model so far.
+    pub fn usage(&self) -> Vec<ModelCalls> {
+        self.session.usage()
+    }
+
+    /// Tokens left in the task's budget.
+    pub fn tokens_left(&self) -> u64 {
+        self.session.budget().remaining()
+    }
+
+    /// The granted, loaded model `name`, or the guest's error.
+    fn model(&self, name: &str) -> Result<Model, ModelError> {
+        let Some(grant) = &self.grant else {
+            return Err(ModelError::Denied {
+                message: "capability `models` not granted".into(),
+            });
+        };
+        if !grant.allows(name) {
+            return Err(ModelError::Denied {
+                message: format!("model `{}` is not granted", clip(name)),
+            });
+        }
+        self.models
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ModelError::Unavailable {
+                message: format!("model `{}` is not configured in this namespace", clip(name)),
+            })
+    }
+
+    /// One chat completion (see the module docs).
+    pub(crate) fn chat(
+        &mut self,
+        name: &str,
+        request: ChatRequest,
+        recorder: &mut Recorder,
+    ) -> Result<Ending<ChatResponse>, CapError> {
+        let model = match self.model(name) {
+            Ok(model) => model,
+            Err(refused) => return Ok(Ending::Done(Err(refused))),
+        };
+        if let Err(refused) = self.session.admit_chat(&model, request.clone()) {
+            return Ok(Ending::Done(Err(refused)));
+        }
+        if self.take_record(recorder)? {
+            return Ok(Ending::Deadline);
+        }
+        let until = self.until();
+        let result = wait(
+            &self.cancel,
+            &self.cancelled,
+            self.session.chat(&model, request, until, None),
+        )?;
+        self.finish(recorder, result)
+    }
+
+    /// Vectors for the request's inputs (see the module docs).
+    pub(crate) fn embed(
+        &mut self,
+        name: &str,
+        request: EmbeddingRequest,
+        recorder: &mut Recorder,
+    ) -> Result<Ending<EmbeddingResponse>, CapError> {
+        let model = match self.model(name) {
+            Ok(model) => model,
+            Err(refused) => return Ok(Ending::Done(Err(refused))),
+        };
+        if let Err(refused) = self.session.admit_embed(&model, &request) {
+            return Ok(Ending::Done(Err(refused)));
+        }
+        if self.take_record(recorder)? {
+            return Ok(Ending::Deadline);
+        }
+        let until = self.until();
+        let result = wait(
+            &self.cancel,
+            &self.cancelled,
+            self.session.embed(&model, request, until),
+        )?;
+        self.finish(recorder, result)
+    }
+
+    /// In replay, hands the session the trace's next record for an admitted call; `true` when
+    /// the recorded call was cut by the deadline instead.
+    fn take_record(&mut self, recorder: &mut Recorder) -> Result<bool, CapError> {
+        if !recorder.is_replay() {
+            return Ok(false);
+        }
+        match recorder.replay_next::<ModelEvent>(ModelEvent::ASKED)? {
+            ModelEvent::Call { record } => {
+                self.session.queue_recorded(*record.0);
+                Ok(false)
+            }
+            ModelEvent::Deadline => Ok(true),
+        }
+    }
+
+    /// The call's deadline: the task's.
+    fn until(&self) -> tokio::time::Instant {
+        match self.deadline {
+            Some(deadline) => tokio::time::Instant::from_std(deadline),
+            None => tokio::time::Instant::now() + std::time::Duration::from_secs(3600),
+        }
+    }
+
+    /// Records what a call came to (live; a replay's event was recorded as it was read).
+    fn finish<T>(
+        &mut self,
+        recorder: &mut Recorder,
+        result: Result<T, CallError>,
+    ) -> Result<Ending<T>, CapError> {
+        let replay = recorder.is_replay();
+        match result {
+            Err(CallError::Diverged(d)) => Err(CapError::Failed(format!("replay diverged: {d}"))),
+            Err(CallError::Model(_))
+                if !replay && self.deadline.is_some_and(|d| Instant::now() >= d) =>
+            {
+                // Cut by the task's deadline: recorded as such, so the replay ends alike.
+                recorder.record(ModelEvent::Deadline);
+                Ok(Ending::Deadline)
+            }
+            Err(CallError::Model(error)) => {
+                self.record_last(recorder, replay);
+                Ok(Ending::Done(Err(error)))
+            }
+            Ok(answer) => {
+                self.record_last(recorder, replay);
+                Ok(Ending::Done(Ok(answer)))
+            }
+        }
+    }
+
+    fn record_last(&self, recorder: &mut Recorder, replay: bool) {
+        if !replay && let Some(record) = self.session.last_record() {
+            recorder.record(ModelEvent::call(record.clone()));
+        }
+    }
+}
+
+/// Runs `call` to its end on the I/O runtime, or until the task is cancelled (then the call
+/// is dropped, which closes its connection).
+fn wait<T>(
+    cancel: &CancelToken,
+    cancelled: &tokio::sync::Notify,
+    call: impl std::future::Future<Output = T>,
+) -> Result<T, CapError> {
+    if cancel.is_cancelled() {
+        return Err(CapError::Cancelled);
+    }
+    io_runtime()?
+        .block_on(async {
+            tokio::select! {
+                result = call => Some(result),
+                () = cancelled.notified() => None,
+            }
+        })
+        .ok_or(CapError::Cancelled)
+}
+
+/// What a run's `limitsApplied` says of a loaded model: where it pointed and what decided its
+/// calls, never its key.
+pub fn applied(model: &Model) -> ModelEndpoint {
+    ModelEndpoint {
+        provider: model.endpoint.kind,
+        url: model.endpoint.id().base_url,
+        model: model.endpoint.model.clone(),
+        default_max_tokens: model.output.default_max_tokens,
+        max_output_tokens: model.output.max_output_tokens,
+        bytes_per_token: model.estimator.bytes_per_token,
+    }
+}
+
+/// The model a replay names, from what the run's `limitsApplied` says of it (no key: a replay
+/// contacts no model). `None` for a URL that does not parse.
+pub fn replayed(name: &str, applied: &ModelEndpoint) -> Option<Model> {
+    let url = url::Url::parse(&applied.url).ok()?;
+    Some(Model {
+        name: name.to_owned(),
+        endpoint: ari_llm::Endpoint::new(applied.provider, url, applied.model.clone()),
+        output: ari_llm::budget::OutputLimits {
+            default_max_tokens: applied.default_max_tokens,
+            max_output_tokens: applied.max_output_tokens,
+        },
+        estimator: ari_llm::budget::Estimator {
+            bytes_per_token: applied.bytes_per_token,
+            ..Default::default()
+        },
+    })
+}
+
+/// A guest-chosen name as an error message shows it: at most 64 characters.
+fn clip(name: &str) -> String {
+    name.chars().take(64).collect()
+}
+
+/// The records a replay reads, kept apart from the rest of the trace (for `ari verify`'s
+/// report of which models answered).
+pub fn records_of(trace: &crate::trace::Trace) -> Vec<CallRecord> {
+    trace
+        .events
+        .iter()
+        .filter_map(|e| match ModelEvent::try_from(e.clone()) {
+            Ok(ModelEvent::Call { record }) => Some(*record.0),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,248 @@
+//! `chat`, `embed` and `models` of `interface model`: linkage, fuel, and the WIT records'
+//! conversions to and from the provider-neutral types of `ari-llm`.
+
+use ari_llm::ModelError as CallFailure;
+use ari_llm::types as llm;
+use wasmtime::component::LinkerInstance;
+
+use super::{Ending, ModelCapability};
+use crate::bindings::model as wit;
+use crate::capability::CapError;
+use crate::fuel_costs::FuelCost;
+use crate::host::{Cx, HostFunctions, charge, charge_bytes, check_trace};
+use crate::state::TaskState;
+
+/// The fully qualified name of the interface.
+pub const MODEL_IMPORT: &str = "ainur:ari/model@2.0.0";
+
+/// A model call: bytes of the request, then of the answer. The base is high: each call is a
+/// provider round trip and a record in the trace, so a guest calling in a loop pays for it.
+pub const CALL: FuelCost = FuelCost::new(500_000, 2);
+/// `models`: the names listed.
+pub const LIST: FuelCost = FuelCost::new(1_000, 2);
+/// This capability's entries of the fuel table.
+pub const FUEL: &[(&str, FuelCost)] = &[("chat", CALL), ("embed", CALL), ("models", LIST)];
+
+/// This capability's host functions (its `Capability::HOST`).
+pub(crate) const HOST: HostFunctions = HostFunctions {
+    interface: MODEL_IMPORT,
+    link,
+    fuel: FUEL,
+};
+
+fn link(model: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
+    model.func_wrap("chat", |mut cx: Cx<'_>, (request,): (wit::ChatRequest,)| {
+        charge(&mut cx, CALL, chat_bytes(&request))?;
+        let name = request.model.clone();
+        let request = to_chat(request);
+        let ending = cx
+            .data()
+            .caps()
+            .with(|m: &mut ModelCapability, rec| m.chat(&name, request, rec));
+        let result = settle(&mut cx, ending)?.map(from_chat);
+        if let Ok(answer) = &result {
+            charge_bytes(&mut cx, CALL, answer_bytes(answer))?;
+        }
+        Ok((result,))
+    })?;
+    model.func_wrap(
+        "embed",
+        |mut cx: Cx<'_>, (request,): (wit::EmbeddingRequest,)| {
+            let bytes: usize = request.inputs.iter().map(String::len).sum();
+            charge(&mut cx, CALL, bytes + request.model.len())?;
+            let name = request.model.clone();
+            let request = llm::EmbeddingRequest {
+                inputs: request.inputs,
+                dimensions: request.dimensions,
+            };
+            let ending = cx
+                .data()
+                .caps()
+                .with(|m: &mut ModelCapability, rec| m.embed(&name, request, rec));
+            let result = settle(&mut cx, ending)?.map(|r| wit::EmbeddingResponse {
+                embeddings: r.embeddings,
+                usage: from_usage(r.usage),
+                model: r.model,
+            });
+            if let Ok(answer) = &result {
+                let floats: usize = answer.embeddings.iter().map(Vec::len).sum();
+                charge_bytes(&mut cx, CALL, floats * 4)?;
+            }
+            Ok((result,))
+        },
+    )?;
+    model.func_wrap("models", |mut cx: Cx<'_>, (): ()| {
+        let names = cx.data().caps().get::<ModelCapability>().names();
+        charge(&mut cx, LIST, names.iter().map(String::len).sum())?;
+        Ok((names,))
+    })
+}
+
+/// What the guest gets of a call's ending: its answer or typed error; a denial is noted (the
+/// task ends `CapabilityDenied`), a deadline or cancellation ends the task there, a diverged
+/// replay fails it.
+fn settle<T>(
+    cx: &mut Cx<'_>,
+    ending: Result<Ending<T>, CapError>,
+) -> wasmtime::Result<Result<T, wit::ModelError>> {
+    check_trace(cx)?;
+    match ending {
+        Ok(Ending::Done(Ok(answer))) => Ok(Ok(answer)),
+        Ok(Ending::Done(Err(error))) => {
+            if let CallFailure::Denied { message } = &error {
+                cx.data().caps().note_denial(message.clone());
+            }
+            Ok(Err(to_wit_error(error)))
+        }
+        Ok(Ending::Deadline) | Err(CapError::DeadlineExceeded) => {
+            Err(wasmtime::Trap::Interrupt.into())
+        }
+        Err(CapError::Cancelled) => Err(crate::cancel::Cancelled.into()),
+        Err(other) => Err(wasmtime::Error::msg(other.to_string())),
+    }
+}
+
+fn to_wit_error(error: CallFailure) -> wit::ModelError {
+    match error {
+        CallFailure::Denied { message } => wit::ModelError::Denied(message),
+        CallFailure::BudgetExhausted { message } => wit::ModelError::BudgetExhausted(message),
+        CallFailure::RateLimited {
+            retry_after_millis,
+            message,
+        } => wit::ModelError::RateLimited(wit::RateLimit {
+            retry_after_millis,
+            message,
+        }),
+        CallFailure::Unavailable { message } => wit::ModelError::Unavailable(message),
+        CallFailure::InvalidRequest { message } => wit::ModelError::InvalidRequest(message),
+        CallFailure::Provider { status, message } => {
+            wit::ModelError::ProviderError(wit::ProviderFailure { status, message })
+        }
+    }
+}
+
+fn chat_bytes(r: &wit::ChatRequest) -> usize {
+    let messages: usize = r.messages.iter().map(message_bytes).sum();
+    let tools: usize = r
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.as_ref().map_or(0, String::len) + t.parameters.len())
+        .sum();
+    r.model.len() + messages + tools + r.stop.iter().map(String::len).sum::<usize>()
+}
+
+fn answer_bytes(r: &wit::ChatResponse) -> usize {
+    message_bytes(&r.message) + r.model.len()
+}
+
+fn message_bytes(m: &wit::Message) -> usize {
+    m.content.as_ref().map_or(0, String::len)
+        + m.tool_call_id.as_ref().map_or(0, String::len)
+        + m.tool_calls
+            .iter()
+            .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+            .sum::<usize>()
+}
+
+fn to_chat(r: wit::ChatRequest) -> llm::ChatRequest {
+    llm::ChatRequest {
+        messages: r.messages.into_iter().map(to_message).collect(),
+        tools: r
+            .tools
+            .into_iter()
+            .map(|t| llm::ToolDefinition {
+                name: t.name,
+                description: t.description,
+                parameters: t.parameters,
+            })
+            .collect(),
+        tool_choice: r.tool_choice.map(|c| match c {
+            wit::ToolChoice::Auto => llm::ToolChoice::Auto,
+            wit::ToolChoice::None => llm::ToolChoice::None,
+            wit::ToolChoice::Required => llm::ToolChoice::Required,
+            wit::ToolChoice::Function(name) => llm::ToolChoice::Function(name),
+        }),
+        response_format: r.response_format.map(|f| match f {
+            wit::ResponseFormat::Text => llm::ResponseFormat::Text,
+            wit::ResponseFormat::JsonObject => llm::ResponseFormat::JsonObject,
+            wit::ResponseFormat::JsonSchema(s) => {
+                llm::ResponseFormat::JsonSchema(llm::JsonSchemaFormat {
+                    name: s.name,
+                    schema: s.schema,
+                    strict: s.strict,
+                })
+            }
+        }),
+        max_tokens: r.max_tokens,
+        temperature: r.temperature,
+        seed: r.seed,
+        stop: r.stop,
+    }
+}
+
+fn to_message(m: wit::Message) -> llm::Message {
+    llm::Message {
+        role: match m.role {
+            wit::Role::System => llm::Role::System,
+            wit::Role::User => llm::Role::User,
+            wit::Role::Assistant => llm::Role::Assistant,
+            wit::Role::Tool => llm::Role::Tool,
+        },
+        content: m.content,
+        tool_calls: m
+            .tool_calls
+            .into_iter()
+            .map(|c| llm::ToolCall {
+                id: c.id,
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect(),
+        tool_call_id: m.tool_call_id,
+    }
+}
+
+fn from_message(m: llm::Message) -> wit::Message {
+    wit::Message {
+        role: match m.role {
+            llm::Role::System => wit::Role::System,
+            llm::Role::User => wit::Role::User,
+            llm::Role::Assistant => wit::Role::Assistant,
+            llm::Role::Tool => wit::Role::Tool,
+        },
+        content: m.content,
+        tool_calls: m
+            .tool_calls
+            .into_iter()
+            .map(|c| wit::ToolCall {
+                id: c.id,
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect(),
+        tool_call_id: m.tool_call_id,
+    }
+}
+
+fn from_chat(r: llm::ChatResponse) -> wit::ChatResponse {
+    wit::ChatResponse {
+        message: from_message(r.message),
+        finish_reason: match r.finish_reason {
+            llm::FinishReason::Stop => wit::FinishReason::Stop,
+            llm::FinishReason::Length => wit::FinishReason::Length,
+            llm::FinishReason::ToolCalls => wit::FinishReason::ToolCalls,
+            llm::FinishReason::ContentFilter => wit::FinishReason::ContentFilter,
+            llm::FinishReason::Other => wit::FinishReason::Other,
+        },
+        usage: from_usage(r.usage),
+        model: r.model,
+    }
+}
+
+fn from_usage(u: llm::Usage) -> wit::Usage {
+    wit::Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cached_input_tokens: u.cached_input_tokens,
+    }
+}

@@ -1,0 +1,281 @@
+//! The `models` capability with a real component (`ask`): a granted model answers through the
+//! host, which holds the key; the budget refuses before the call; cancellation and the
+//! deadline cut a call in flight; and every run replays from its trace with no model.
+//!
+//! The provider here is a scripted OpenAI-compatible server on 127.0.0.1: these tests check
+//! the host's part (grants, budget, records, cancellation), and need answers a real server
+//! cannot be made to give on demand (a stall, a fixed text). The same agent runs against the
+//! real llama.cpp server in the last test, when it is installed.
+
+use std::time::{Duration, Instant};
+
+use ari_llm::budget::{Estimator, OutputLimits};
+use ari_llm::{
+    ApiKey, Client, Endpoint, Limits as ClientLimits, Model, ModelProvider, RetryPolicy,
+};
+use ari_runtime::capability::{Grants, LoadedModels};
+use ari_runtime::{
+    CancelToken, FailureKind, Limits, RunReport, TaskOutcome, VerifyOptions, verify_report,
+};
+use ari_testkit::model_server::ModelServer;
+use ari_testkit::runtime as common;
+use ari_testkit::scripted::{Reply, Scripted};
+use common::*;
+
+const SECRET: &str = "sk-live-never-in-a-trace-0123456789";
+
+const ANSWER: &str = r#"{"id":"c1","model":"scripted-1","choices":[{"index":0,
+    "message":{"role":"assistant","content":"Forty-two."},"finish_reason":"stop"}],
+    "usage":{"prompt_tokens":30,"completion_tokens":3,"total_tokens":33}}"#;
+
+/// A Tokio runtime for the scripted server (the task itself runs on the test's thread, as in a
+/// worker).
+fn io() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn scripted(io: &tokio::runtime::Runtime, reply: fn() -> Reply) -> Scripted {
+    io.block_on(Scripted::start(move |_| reply()))
+}
+
+fn answer() -> Reply {
+    Reply::new(200, ANSWER).header("content-type", "application/json")
+}
+
+fn client() -> Client {
+    let retry = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+    Client::new(ClientLimits::default(), retry).expect("client")
+}
+
+fn model(name: &str, base_url: &str) -> Model {
+    Model {
+        name: name.into(),
+        endpoint: Endpoint::new(
+            ModelProvider::OpenAI,
+            url::Url::parse(base_url).expect("url"),
+            "scripted-1",
+        )
+        .with_key(ApiKey::new(SECRET)),
+        output: OutputLimits::default(),
+        estimator: Estimator::default(),
+    }
+}
+
+/// The `ask` agent granted `granted`, with `loaded` models behind the names.
+fn ask(question: &str, granted: &str, loaded: Vec<Model>, tokens: u64) -> ari_runtime::TaskRequest {
+    let grants: Grants =
+        grants(&[&format!("models={granted}")]).with_models(LoadedModels::live(client(), loaded));
+    let mut req = request(question, grants);
+    req.limits = Limits {
+        tokens,
+        ..Limits::default()
+    };
+    req
+}
+
+fn embedded() -> VerifyOptions {
+    VerifyOptions {
+        accept_embedded_key: true,
+        ..Default::default()
+    }
+}
+
+fn verify(outcome: TaskOutcome, input: &str) -> Result<(), ari_runtime::VerifyError> {
+    let report = RunReport::new(outcome, input.as_bytes(), &[]);
+    let report = serde_json::to_vec(&report).expect("report json");
+    let report: RunReport = serde_json::from_slice(&report).expect("report parses");
+    verify_report(common::runtime(), &report, &agent_bytes("ask"), &embedded()).map(|_| ())
+}
+
+#[test]
+fn a_granted_model_answers_with_a_key_the_guest_never_sees_and_the_run_replays_without_it() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    let question = "What is six times seven?";
+    let outcome = agent("ask").run(ask(question, "tiny", vec![model("tiny", &base)], 10_000));
+    assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+    assert_eq!(output(&outcome), "Forty-two.");
+
+    // The provider got the key; nothing the run produced holds it.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some(format!("Bearer {SECRET}").as_str())
+    );
+    let json = serde_json::to_string(&outcome).expect("outcome json");
+    assert!(!json.contains(SECRET), "the key leaked into the outcome");
+    assert!(json.contains("modelCall"), "the call is in the trace");
+
+    // Usage as the provider reported it, per model and in the totals, signed.
+    assert_eq!(outcome.models.len(), 1);
+    let calls = &outcome.models[0];
+    assert_eq!(
+        (calls.name.as_str(), calls.model.as_str()),
+        ("tiny", "scripted-1")
+    );
+    assert_eq!(
+        (
+            calls.usage.calls,
+            calls.usage.input_tokens,
+            calls.usage.output_tokens
+        ),
+        (1, 30, 3)
+    );
+    assert_eq!(outcome.resources_used.input_tokens, 30);
+    assert_eq!(outcome.resources_used.output_tokens, 3);
+    assert_eq!(outcome.attestation.models, outcome.models);
+    assert_eq!(outcome.limits_applied.tokens, Some(10_000));
+    let applied = &outcome.limits_applied.models[0];
+    assert_eq!(applied.name, "tiny");
+    assert_eq!(
+        applied.endpoint.as_ref().map(|e| e.url.as_str()),
+        Some(base.as_str())
+    );
+
+    // The replay contacts no model: the server is gone.
+    drop(server);
+    verify(outcome, question).expect("replays from the trace alone");
+}
+
+#[test]
+fn a_model_not_granted_is_denied_and_never_contacted() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    let mut req = ask("hi", "other", vec![model("tiny", &base)], 10_000);
+    req.config = b"tiny".to_vec();
+    let outcome = agent("ask").run(req);
+    let failure = outcome.failure.expect("denied");
+    assert_eq!(
+        failure.kind,
+        FailureKind::CapabilityDenied,
+        "{}",
+        failure.message
+    );
+    assert!(
+        failure.message.contains("`tiny` is not granted"),
+        "{}",
+        failure.message
+    );
+    assert!(server.requests().is_empty(), "the server was contacted");
+}
+
+#[test]
+fn a_prompt_the_budget_cannot_fit_is_refused_before_any_request_and_replays_alike() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    let outcome = agent("ask").run(ask("hi", "tiny", vec![model("tiny", &base)], 20));
+    let failure = outcome.failure.clone().expect("refused");
+    assert_eq!(failure.kind, FailureKind::AgentError, "{}", failure.message);
+    assert!(
+        failure.message.contains("budget-exhausted"),
+        "{}",
+        failure.message
+    );
+    assert!(server.requests().is_empty(), "the server was contacted");
+    assert_eq!(outcome.resources_used.model_calls, 0);
+    verify(outcome, "hi").expect("a refused call replays as refused");
+}
+
+#[test]
+fn a_granted_name_with_no_model_behind_it_is_unavailable() {
+    let outcome = agent("ask").run(ask("hi", "missing", Vec::new(), 10_000));
+    let failure = outcome.failure.expect("unavailable");
+    assert!(
+        failure.message.contains("unavailable"),
+        "{}",
+        failure.message
+    );
+}
+
+#[test]
+fn cancelling_the_task_interrupts_a_call_in_flight() {
+    let io = io();
+    let server = scripted(&io, Reply::hang);
+    let base = format!("http://{}/v1", server.host());
+    let mut req = ask("hi", "tiny", vec![model("tiny", &base)], 10_000);
+    let cancel = CancelToken::new();
+    req.cancel = Some(cancel.clone());
+    let task = std::thread::spawn(move || agent("ask").run(req));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.requests().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the call never reached the server"
+        );
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    cancel.cancel();
+    let outcome = task.join().expect("task thread");
+    assert_eq!(
+        outcome.failure.map(|f| f.kind),
+        Some(FailureKind::Cancelled)
+    );
+}
+
+#[test]
+fn a_call_cut_by_the_deadline_ends_the_task_deadline_exceeded_live_and_in_replay() {
+    let io = io();
+    let server = scripted(&io, Reply::hang);
+    let base = format!("http://{}/v1", server.host());
+    let mut req = ask("hi", "tiny", vec![model("tiny", &base)], 10_000);
+    req.limits.timeout = Duration::from_millis(1500);
+    let outcome = agent("ask").run(req);
+    assert_eq!(
+        outcome.failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::DeadlineExceeded),
+        "{:?}",
+        outcome.failure
+    );
+    assert!(
+        serde_json::to_string(&outcome.trace)
+            .expect("json")
+            .contains("modelDeadline")
+    );
+    drop(server);
+    verify(outcome, "hi").expect("the replay ends at the same call");
+}
+
+#[test]
+fn the_agent_asks_a_real_openai_compatible_server_and_replays_without_it() {
+    let Some(server) = ModelServer::start_or_skip("models::real_server") else {
+        return;
+    };
+    let tiny = Model {
+        name: "tiny".into(),
+        endpoint: Endpoint::new(
+            ModelProvider::OpenAI,
+            url::Url::parse(&server.base_url()).expect("url"),
+            ari_testkit::model_server::CHAT_MODEL,
+        ),
+        output: OutputLimits::default(),
+        estimator: Estimator::default(),
+    };
+    let grants: Grants = grants(&["models=tiny"]).with_models(LoadedModels::live(client(), [tiny]));
+    let outcome = agent("ask").run(request("Say hello.", grants));
+    assert_eq!(
+        outcome.failure,
+        None,
+        "{:?}\n{}",
+        outcome.failure,
+        server.log()
+    );
+    assert!(outcome.resources_used.input_tokens > 0);
+    assert!(outcome.resources_used.output_tokens > 0);
+    assert_eq!(
+        outcome.models[0].model,
+        ari_testkit::model_server::CHAT_MODEL
+    );
+    drop(server);
+    verify(outcome, "Say hello.").expect("replays without the server");
+}
