@@ -65,11 +65,14 @@ pub struct ModelEndpoint {
     pub model: String,
     /// `max_tokens` of a call whose guest set none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
     pub default_max_tokens: Option<u32>,
     /// The most output tokens one call may ask for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
     pub max_output_tokens: Option<u32>,
     /// Prompt bytes counted as one token by the budget's estimate.
+    #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
     pub bytes_per_token: u32,
 }
 
