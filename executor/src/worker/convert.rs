@@ -241,6 +241,7 @@ mod tests {
                 max_children: 3,
                 depth: 1,
             }),
+            ..Default::default()
         };
         let attestation = Attestation::sign(
             Claims {
@@ -258,6 +259,7 @@ mod tests {
                 failure: None,
                 output_sha256: "ef".repeat(32),
                 resources_used: ari_runtime::ResourcesUsed::default(),
+                models: Vec::new(),
                 trace_sha256: [2; 32],
                 executor: "pod".into(),
             },
@@ -269,6 +271,7 @@ mod tests {
             output_sha256: "ef".repeat(32),
             resources_used: ari_runtime::ResourcesUsed::default(),
             limits_applied: limits,
+            models: Vec::new(),
             attestation,
             failure: None,
             estimate: Some(ari_crds::Estimate {
