@@ -178,7 +178,7 @@ fn a_prompt_the_budget_cannot_fit_is_refused_before_any_request_and_replays_alik
     let failure = outcome.failure.clone().expect("refused");
     assert_eq!(failure.kind, FailureKind::AgentError, "{}", failure.message);
     assert!(
-        failure.message.contains("budget-exhausted"),
+        failure.message.contains("token budget exhausted"),
         "{}",
         failure.message
     );
