@@ -37,8 +37,8 @@
 //! A language whose component is not built prints `SKIPPED <lang> cluster conformance suite: …`
 //! on stderr and its trial passes, unless `ARI_CONFORMANCE_REQUIRE` names it; each language that
 //! ran prints `<lang> cluster conformance: N of N cases passed`. Cases that need what this
-//! runner cannot provide yet ([`UNMET_NEEDS`]: the delegation cases, until the cluster runs
-//! delegated Tasks) are left out, and each trial prints `SKIPPED N <lang> cluster conformance
+//! runner cannot provide yet ([`UNMET_NEEDS`]: the model cases, until it points ModelConfigs at a
+//! scripted model server) are left out, and each trial prints `SKIPPED N <lang> cluster conformance
 //! cases: …` on stderr.
 //!
 //! **Delegation.** A case's `agents` (the Agents its task may delegate to, each this language's
@@ -97,9 +97,10 @@ const TASK_FINISHED: Duration = Duration::from_secs(300);
 const LOGS_SETTLED: Duration = Duration::from_secs(20);
 
 /// What cases may need (their `needs`) that this runner cannot provide yet; such cases are
-/// left out of every language's run, and each trial says how many. Empty: the cluster runs
-/// delegated Tasks (`delegation-cluster`) since the executor creates child Tasks.
-const UNMET_NEEDS: &[&str] = &[];
+/// left out of every language's run, and each trial says how many. `delegation-cluster` is
+/// met: the executor creates child Tasks. `models-cluster` is not yet: the model cases need
+/// ModelConfigs pointing at the scripted model server, which only `ari run`'s runner starts.
+const UNMET_NEEDS: &[&str] = &["models-cluster"];
 
 /// The cluster, the operator allowed plain HTTP to the registry, the registry, the HTTP server
 /// of the cases, and the table (without the cases of [`UNMET_NEEDS`]).

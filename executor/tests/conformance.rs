@@ -3,14 +3,21 @@
 //! protocol is in `conformance/README.md`). A language whose component is not built is reported
 //! as skipped on stderr, past the harness's capture; `ARI_CONFORMANCE_REQUIRE=python,c` (or
 //! `all`) turns such a skip into a failure.
+//!
+//! The model cases reach a scripted OpenAI-compatible server on 127.0.0.1 (the `scripted`
+//! feature of ari-testkit), not a real model: the suite checks each SDK's mapping of the
+//! `model` contract (requests, answers, every error case), which needs fixed answers, a tool
+//! call on demand and 429/400/500 refusals no real server gives when asked. The real llama.cpp
+//! server is exercised by ari-llm's and the runtime's own tests.
 use ari_testkit::agents as common;
 use ari_testkit::conformance as suite;
+use ari_testkit::scripted::{Reply, Request, Scripted};
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use suite::{Case, EchoServer, Ending, Language, Placeholders, Suite};
 
 fn suite() -> Suite {
@@ -33,6 +40,9 @@ const HOST_FUNCTIONS: &[(&str, &str)] = &[
     ("start-child", "fan "),
     ("await-child", "fan "),
     ("send-message", "message "),
+    ("chat", "model-chat "),
+    ("embed", "model-embed "),
+    ("models", "models"),
 ];
 
 #[test]
@@ -45,7 +55,7 @@ fn the_case_table_exercises_every_host_function_granted_and_refused() {
             .filter(|c| c.input.trim_start_matches("must ").starts_with(command))
             .collect();
         assert!(!cases.is_empty(), "no case calls {function}");
-        let gated = !matches!(*function, "log" | "hash" | "verify");
+        let gated = !matches!(*function, "log" | "hash" | "verify" | "models");
         // A denied call fails the task even when the agent carries on: the agent's log shows
         // which error it saw.
         if gated {
@@ -69,6 +79,29 @@ fn the_case_table_exercises_every_host_function_granted_and_refused() {
         .iter()
         .any(|c| c.logs.iter().any(|l| l == "err:quota-exceeded"));
     assert!(quota, "no case runs into the storage quota");
+    // Every case of `model-error`, each as the SDKs print it.
+    for seen in [
+        "err:denied",
+        "err:budget-exhausted",
+        "err:rate-limited:",
+        "err:unavailable",
+        "err:invalid-request",
+        "err:provider-error:",
+    ] {
+        let shown = suite.cases.iter().any(|c| {
+            c.input.starts_with("model-")
+                && (c.output.as_deref().is_some_and(|o| o.starts_with(seen))
+                    || c.logs.iter().any(|l| l.starts_with(seen)))
+        });
+        assert!(shown, "no model case ends {seen}");
+    }
+    for case in suite.cases.iter().filter(|c| !c.models.is_empty()) {
+        assert!(
+            case.needs.iter().any(|n| n == "models-cluster"),
+            "{}: a case with models needs models-cluster (the cluster runner has no model server yet)",
+            case.name
+        );
+    }
 }
 
 #[test]
@@ -121,6 +154,7 @@ fn run_language(lang: &str) {
         return;
     };
     let server = EchoServer::start().expect("echo server");
+    let models = ModelServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("signing.key");
     std::fs::write(&key, &suite.signing_key).expect("write key");
@@ -148,6 +182,13 @@ fn run_language(lang: &str) {
         }
         for requirement in &case.require {
             cmd.arg("--require").arg(requirement);
+        }
+        for (name, url) in &case.models {
+            let url = fill(url).replace("{models}", &models.base);
+            cmd.arg("--model").arg(format!("{name}={url}"));
+        }
+        if let Some(tokens) = case.tokens {
+            cmd.arg("--tokens").arg(tokens.to_string());
         }
         // The Agents to delegate to run this language's component too: no other is needed.
         for (name, grants) in &case.agents {
@@ -229,4 +270,136 @@ fn check(case: &Case, out: &std::process::Output) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The scripted OpenAI-compatible server of the model cases (see the top of this file for why
+/// scripted). The first segment of a request's path names the answer, so one server serves
+/// every case: `/ok/v1/...` answers, `/429/v1/...`, `/400/v1/...` and `/500/v1/...` refuse.
+struct ModelServer {
+    /// `http://127.0.0.1:PORT`, for `{models}`.
+    base: String,
+    // Dropped before the runtime that serves it.
+    _server: Scripted,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl ModelServer {
+    fn start() -> ModelServer {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the model server");
+        let server = runtime.block_on(Scripted::start(model_reply));
+        ModelServer {
+            base: format!("http://{}", server.host()),
+            _server: server,
+            _runtime: runtime,
+        }
+    }
+}
+
+/// An OpenAI error body.
+fn refusal(status: u16, message: &str) -> Reply {
+    Reply::new(status, json!({"error": {"message": message}}).to_string())
+        .header("Content-Type", "application/json")
+}
+
+fn answer(body: Value) -> Reply {
+    Reply::new(200, body.to_string()).header("Content-Type", "application/json")
+}
+
+fn model_reply(req: &Request) -> Reply {
+    let mut segments = req.target.trim_start_matches('/').splitn(2, '/');
+    let script = segments.next().unwrap_or_default();
+    let path = segments.next().unwrap_or_default();
+    match script {
+        // A wait the host honours in milliseconds, so its retries take no time; its last
+        // refusal's wait reaches the guest.
+        "429" => refusal(429, "the script is rate limiting").header("retry-after-ms", "1"),
+        "400" => refusal(400, "the script refuses this request"),
+        // Retried by the host like any 5xx; the wait keeps the retries quick.
+        "500" => refusal(500, "the script broke").header("retry-after-ms", "1"),
+        "ok" => {
+            let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
+                return refusal(400, "the body is not JSON");
+            };
+            if path.ends_with("chat/completions") {
+                chat_answer(&body)
+            } else if path.ends_with("embeddings") {
+                embeddings_answer(&body)
+            } else {
+                refusal(404, "no such path")
+            }
+        }
+        _ => refusal(404, "no such script"),
+    }
+}
+
+/// Three answers, by the conversation's shape: a tool's result is acknowledged (`tool ID said
+/// CONTENT`, only if the message before it made that call), a request offering tools gets a
+/// call of the first one with the user's text as `q` (only under `tool_choice: required`),
+/// anything else its last message echoed (`echo:CONTENT`).
+fn chat_answer(body: &Value) -> Reply {
+    let messages = body["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let Some(last) = messages.last() else {
+        return refusal(400, "no messages");
+    };
+    let content = last["content"].as_str().unwrap_or_default();
+    let usage = json!({"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14,
+                       "prompt_tokens_details": {"cached_tokens": 2}});
+    let said = |text: String| {
+        answer(json!({"id": "c", "model": "scripted-chat", "usage": usage,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}]}))
+    };
+    if last["role"] == "tool" {
+        let id = last["tool_call_id"].as_str().unwrap_or_default();
+        let called = messages.len() >= 2
+            && messages[messages.len() - 2]["tool_calls"][0]["id"].as_str() == Some(id);
+        if !called {
+            return refusal(
+                400,
+                "a tool result answers no call of the message before it",
+            );
+        }
+        return said(format!("tool {id} said {content}"));
+    }
+    if let Some(tool) = body["tools"][0]["function"]["name"].as_str() {
+        if body["tool_choice"] != "required" {
+            return refusal(400, &format!("tool_choice is {}", body["tool_choice"]));
+        }
+        let arguments = json!({"q": content}).to_string();
+        return answer(json!({"id": "c", "model": "scripted-chat", "usage": usage,
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call-1", "type": "function",
+                     "function": {"name": tool, "arguments": arguments}}]}}]}));
+    }
+    said(format!("echo:{content}"))
+}
+
+/// Input `i` of text `t` gets `[chars of t, i + 0.5, -0.25]` (exact in f32, so every language
+/// prints the same digits); the input tokens are the characters in all.
+fn embeddings_answer(body: &Value) -> Reply {
+    let inputs: Vec<&str> = body["input"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let chars = text.chars().count() as f64;
+            json!({"index": i, "object": "embedding", "embedding": [chars, i as f64 + 0.5, -0.25]})
+        })
+        .collect();
+    let tokens: usize = inputs.iter().map(|t| t.chars().count()).sum();
+    answer(
+        json!({"object": "list", "model": "scripted-embed", "data": data,
+                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}),
+    )
 }

@@ -35,6 +35,7 @@ mod tests {
             failure: None,
             output_sha256: sha256_hex(b"out"),
             resources_used: ResourcesUsed::default(),
+            models: Vec::new(),
             trace_sha256: [1; 32],
             executor: "pod".into(),
         }

@@ -386,6 +386,7 @@ mod tests {
     use crate::capability::clock::ClockEvent;
     use crate::capability::delegation::DelegationEvent;
     use crate::capability::http::HttpEvent;
+    use crate::capability::model::ModelEvent;
     use crate::capability::random::RandomEvent;
     use crate::capability::storage::StorageEvent;
 
@@ -458,6 +459,48 @@ mod tests {
         let mut out = Vec::new();
         event.encode(&mut out);
         out[0]
+    }
+
+    /// A model call is tag 10 and its record's canonical JSON as one byte string (the record's
+    /// own fields, in declaration order); a deadline is tag 11 alone.
+    #[test]
+    fn a_model_call_is_encoded_as_its_records_canonical_json() {
+        use ari_llm::record::{Call, CallRecord, Outcome};
+        use ari_llm::types::{ChatRequest, Message};
+        let record = CallRecord {
+            endpoint: ari_llm::EndpointId {
+                kind: ari_llm::ModelProvider::OpenAI,
+                base_url: "http://127.0.0.1:1/v1".into(),
+                model: "m".into(),
+            },
+            call: Call::Chat {
+                request: ChatRequest {
+                    messages: vec![Message::user("hi")],
+                    ..ChatRequest::default()
+                },
+                outcome: Outcome::Error(ari_llm::ModelError::Unavailable {
+                    message: "closed".into(),
+                }),
+            },
+        };
+        let json = record.canonical_bytes();
+        let event: TraceEvent = ModelEvent::call(record).into();
+        let mut out = Vec::new();
+        event.encode(&mut out);
+        let mut want = vec![10u8];
+        want.extend_from_slice(&(json.len() as u64).to_le_bytes());
+        want.extend_from_slice(&json);
+        assert_eq!(out, want);
+        let mut deadline = Vec::new();
+        TraceEvent::from(ModelEvent::Deadline).encode(&mut deadline);
+        assert_eq!(deadline, [11]);
+        // The JSON form round-trips, record and all.
+        let trace = Trace {
+            events: vec![event, ModelEvent::Deadline.into()],
+        };
+        let text = serde_json::to_string(&trace).expect("json");
+        assert!(text.contains(r#""kind":"modelCall""#), "{text}");
+        assert_eq!(serde_json::from_str::<Trace>(&text).expect("parses"), trace);
     }
 
     #[test]
@@ -561,6 +604,7 @@ mod tests {
                 TraceEvent::Clock(_) => r.replay_next::<ClockEvent>(&[kind]).map(|_| ()),
                 TraceEvent::Random(_) => r.replay_next::<RandomEvent>(&[kind]).map(|_| ()),
                 TraceEvent::Delegation(_) => r.replay_next::<DelegationEvent>(&[kind]).map(|_| ()),
+                TraceEvent::Model(_) => r.replay_next::<ModelEvent>(&[kind]).map(|_| ()),
             }
             .unwrap();
         }

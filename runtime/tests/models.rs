@@ -178,7 +178,7 @@ fn a_prompt_the_budget_cannot_fit_is_refused_before_any_request_and_replays_alik
     let failure = outcome.failure.clone().expect("refused");
     assert_eq!(failure.kind, FailureKind::AgentError, "{}", failure.message);
     assert!(
-        failure.message.contains("budget-exhausted"),
+        failure.message.contains("token budget exhausted"),
         "{}",
         failure.message
     );
@@ -278,4 +278,79 @@ fn the_agent_asks_a_real_openai_compatible_server_and_replays_without_it() {
     );
     drop(server);
     verify(outcome, "Say hello.").expect("replays without the server");
+}
+
+/// The scripted model of the tool-using example: asked with no tool result yet, it calls
+/// `wordcount` on the request; given the result, it answers with it.
+fn tool_using_answer(request: &ari_testkit::scripted::Request) -> Reply {
+    let body = String::from_utf8_lossy(&request.body);
+    let answer = if body.contains(r#""role":"tool""#) {
+        r#"{"id":"c2","model":"scripted-1","choices":[{"index":0,
+            "message":{"role":"assistant","content":"The text has 4 words."},
+            "finish_reason":"stop"}],
+            "usage":{"prompt_tokens":60,"completion_tokens":6,"total_tokens":66}}"#
+    } else {
+        r#"{"id":"c1","model":"scripted-1","choices":[{"index":0,
+            "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1",
+            "type":"function","function":{"name":"wordcount",
+            "arguments":"{\"input\":\"one two three four\"}"}}]},
+            "finish_reason":"tool_calls"}],
+            "usage":{"prompt_tokens":50,"completion_tokens":9,"total_tokens":59}}"#
+    };
+    Reply::new(200, answer).header("content-type", "application/json")
+}
+
+#[test]
+fn a_model_uses_another_agent_as_its_tool_and_the_tree_replays_with_neither() {
+    use ari_runtime::local::{LocalAgent, LocalDelegator};
+    let io = io();
+    let server = io.block_on(Scripted::start(tool_using_answer));
+    let base = format!("http://{}/v1", server.host());
+    let others = LocalDelegator::new(
+        [(
+            "wordcount".to_owned(),
+            LocalAgent {
+                agent: agent("wordcount"),
+                grants: Grants::default(),
+                limits: Limits::default(),
+                config: Vec::new(),
+            },
+        )]
+        .into_iter()
+        .collect(),
+        key(),
+    );
+    let grants: Grants = grants(&["models=tiny", "delegation=wordcount"])
+        .with_models(LoadedModels::live(client(), [model("tiny", &base)]));
+    let input = "How many words are in: one two three four?";
+    let mut req = request(input, grants);
+    req.config = b"model=tiny\ntool=wordcount: counts the words of a text\n".to_vec();
+    req.delegation = Some(others.root_context());
+    let outcome = agent("assistant").run(req);
+    assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+    assert_eq!(output(&outcome), "The text has 4 words.");
+    assert_eq!(server.requests().len(), 2, "a tool call, then the answer");
+    assert_eq!(outcome.children.len(), 1);
+    assert_eq!(outcome.children[0].agent, "wordcount");
+    assert_eq!(outcome.resources_used.model_calls, 2);
+    assert_eq!(outcome.resources_used.input_tokens, 110);
+
+    // The whole tree replays with neither the model nor wordcount.
+    drop(server);
+    let report = RunReport::tree(outcome, input.as_bytes(), &[], others.finish());
+    let modules =
+        |name: &str| (name == "wordcount").then(|| (agent_bytes("wordcount"), Vec::new()));
+    let opts = VerifyOptions {
+        config: b"model=tiny\ntool=wordcount: counts the words of a text\n".to_vec(),
+        ..embedded()
+    };
+    let verified = ari_runtime::verify_tree(
+        common::runtime(),
+        &report,
+        &agent_bytes("assistant"),
+        &modules,
+        &opts,
+    )
+    .expect("the tree verifies");
+    assert_eq!(verified, 2);
 }

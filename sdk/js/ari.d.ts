@@ -16,6 +16,124 @@ export class ChildFailed extends AriError {
   readonly childMessage: string;
 }
 
+/** The case of the WIT's model-error, as it spells it. */
+export type ModelErrorCode =
+  | "denied"
+  | "budget-exhausted"
+  | "rate-limited"
+  | "unavailable"
+  | "invalid-request"
+  | "provider-error";
+
+/** A model call failed; `code` says how. */
+export class ModelError extends AriError {
+  constructor(code: ModelErrorCode, message?: string, fields?: { retryAfterMillis?: number; status?: number });
+  readonly code: ModelErrorCode;
+  /** For "rate-limited": the wait the provider asked for, if it named one. */
+  readonly retryAfterMillis?: number;
+  /** For "provider-error": the provider's HTTP status (200: an unreadable answer). */
+  readonly status?: number;
+  /** The host's message (`message` adds the wait or the status). */
+  readonly detail: string;
+}
+
+export type Role = "system" | "user" | "assistant" | "tool";
+export type FinishReason = "stop" | "length" | "tool-calls" | "content-filter" | "other";
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** JSON text as the model wrote it (it may be invalid JSON). */
+  arguments: string;
+}
+
+export interface Message {
+  role: Role;
+  content?: string;
+  toolCalls?: ToolCall[];
+  /** The call a "tool" message answers. */
+  toolCallId?: string;
+}
+
+export const Message: {
+  system(content: string): Message;
+  user(content: string): Message;
+  assistant(content: string): Message;
+  toolResult(callId: string, content: string): Message;
+};
+
+export interface Tool {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments, as JSON text or an object. */
+  parameters?: string | object;
+}
+
+export type ToolChoice = "auto" | "none" | "required" | { function: string };
+export type ResponseFormat =
+  | "text"
+  | "json_object"
+  | { jsonSchema: { name: string; schema: string | object; strict?: boolean } };
+
+export interface ChatRequestFields {
+  model: string;
+  messages?: Message[];
+  tools?: Tool[];
+  toolChoice?: ToolChoice;
+  responseFormat?: ResponseFormat;
+  maxTokens?: number;
+  temperature?: number;
+  seed?: number | bigint;
+  stop?: string[];
+}
+
+export class ChatRequest implements ChatRequestFields {
+  constructor(model: string, fields?: Partial<ChatRequestFields>);
+  model: string;
+  messages: Message[];
+  tools: Tool[];
+  toolChoice?: ToolChoice;
+  responseFormat?: ResponseFormat;
+  maxTokens?: number;
+  temperature?: number;
+  seed?: number | bigint;
+  stop: string[];
+  add(message: Message): this;
+  system(content: string): this;
+  user(content: string): this;
+  assistant(content: string): this;
+  tool(name: string, parameters?: string | object, description?: string): this;
+  send(): ChatResponse;
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+}
+
+export interface ChatResponse {
+  message: Message;
+  finishReason: FinishReason;
+  usage: Usage;
+  model: string;
+  /** The answer's text, if any. */
+  text?: string;
+  toolCalls: ToolCall[];
+}
+
+export interface EmbeddingResponse {
+  embeddings: number[][];
+  usage: Usage;
+  model: string;
+}
+
+export const model: {
+  chat(request: ChatRequestFields): ChatResponse;
+  embed(model: string, inputs: Iterable<string>, options?: { dimensions?: number }): EmbeddingResponse;
+  models(): string[];
+};
+
 export class Task {
   readonly id: string;
   readonly input: Uint8Array;
@@ -90,6 +208,7 @@ export const host: {
 export function toHex(data: Uint8Array): string;
 export function fromHex(text: string): Uint8Array;
 export function fromWit(value: { tag: string; val: string }): AriError;
+export function fromModelError(value: { tag: string; val: unknown }): ModelError;
 export function toErrorCode(err: unknown): { tag: string; val: string };
 export function exportAgent(agent: new () => Agent): {
   initialize(config: Uint8Array): void;

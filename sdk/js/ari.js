@@ -7,10 +7,12 @@
 //   }
 //   export const agent = exportAgent(Echo);
 //
-// Host functions are in `host`. Every typed error of the contract (error-code, storage-error,
-// http-error, delegation-error) arrives as one of the error classes below, and an error thrown from `execute`
+// Host functions are in `host`, language models in `model`. Every typed error of the contract
+// (error-code, storage-error, http-error, delegation-error) arrives as one of the error classes
+// below, a model-error as a `ModelError` with its `code`, and an error thrown from `execute`
 // leaves as the matching error-code.
 import * as wit from "ainur:ari/host@2.0.0";
+import * as witModel from "ainur:ari/model@2.0.0";
 
 export class AriError extends Error {
   constructor(message = "") {
@@ -43,6 +45,43 @@ export class ChildFailed extends AriError {
   }
 }
 
+/**
+ * A model call failed. `code` is the case of the WIT's model-error: "denied",
+ * "budget-exhausted", "rate-limited" (with `retryAfterMillis`, a number or undefined),
+ * "unavailable", "invalid-request" or "provider-error" (with the provider's HTTP `status`).
+ */
+export class ModelError extends AriError {
+  constructor(code, message = "", { retryAfterMillis, status } = {}) {
+    super(message);
+    this.code = code;
+    if (code === "rate-limited") {
+      this.retryAfterMillis = retryAfterMillis;
+      const after = retryAfterMillis === undefined ? "" : ` (retry after ${retryAfterMillis} ms)`;
+      this.message = `rate limited${after}: ${message}`;
+    }
+    if (code === "provider-error") {
+      this.status = status;
+      this.message = `model provider error (HTTP ${status}): ${message}`;
+    }
+    this.detail = message;
+  }
+}
+
+/** The ModelError for a WIT model-error value `{tag, val}`. */
+export function fromModelError(value) {
+  const tag = String(value?.tag ?? "provider-error");
+  if (tag === "rate-limited") {
+    const ms = value.val?.retryAfterMillis;
+    return new ModelError(tag, String(value.val?.message ?? ""), {
+      retryAfterMillis: ms === undefined || ms === null ? undefined : Number(ms),
+    });
+  }
+  if (tag === "provider-error") {
+    return new ModelError(tag, String(value.val?.message ?? ""), { status: Number(value.val?.status ?? 0) });
+  }
+  return new ModelError(tag, String(value?.val ?? value));
+}
+
 const FROM_TAG = {
   denied: Denied,
   "quota-exceeded": QuotaExceeded,
@@ -70,6 +109,9 @@ export function fromWit(value) {
 
 /** The `error-code` an error thrown by the agent leaves as. */
 export function toErrorCode(err) {
+  // A model denial is a denial, a request the provider refused as malformed invalid input.
+  if (err instanceof ModelError && err.code === "denied") return { tag: "denied", val: err.message };
+  if (err instanceof ModelError && err.code === "invalid-request") return { tag: "invalid-input", val: err.message };
   if (err instanceof Denied || err instanceof QuotaExceeded) return { tag: "denied", val: err.message };
   if (err instanceof Invalid) return { tag: "invalid-input", val: err.message };
   if (err instanceof Unsupported) return { tag: "unsupported", val: err.message };
@@ -177,6 +219,177 @@ export const host = {
   },
   /** A one-way message: a task on `agent` this task never waits for; its whole fuel budget is spent. */
   sendMessage: (agent, input, budget) => call(wit.sendMessage, agent, bytes(input), childBudget(budget)),
+};
+
+function callModel(fn, ...args) {
+  try {
+    return fn(...args);
+  } catch (e) {
+    throw e && typeof e === "object" && "payload" in e ? fromModelError(e.payload) : e;
+  }
+}
+
+const u32 = (name, value) => {
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) throw new Invalid(`${name} ${value} is not a u32`);
+  return value;
+};
+
+const u64 = (name, value) => {
+  if (value === undefined || value === null) return undefined;
+  let n;
+  try {
+    n = BigInt(value);
+  } catch {
+    throw new Invalid(`${name} ${value} is not an integer`);
+  }
+  if (n < 0n || n >= 1n << 64n) throw new Invalid(`${name} ${value} is not a u64`);
+  return n;
+};
+
+/** JSON text as the contract carries it: a string as it is, anything else serialised. */
+const jsonText = (value) => (typeof value === "string" ? value : JSON.stringify(value));
+
+const ROLES = ["system", "user", "assistant", "tool"];
+
+function witMessage(m) {
+  if (!ROLES.includes(m.role)) throw new Invalid(`no message role ${JSON.stringify(m.role)}`);
+  return {
+    role: m.role,
+    content: m.content ?? undefined,
+    toolCalls: (m.toolCalls ?? []).map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+    toolCallId: m.toolCallId ?? undefined,
+  };
+}
+
+function witToolChoice(choice) {
+  if (choice === undefined || choice === null) return undefined;
+  if (choice === "auto" || choice === "none" || choice === "required") return { tag: choice };
+  if (typeof choice === "object" && typeof choice.function === "string") return { tag: "function", val: choice.function };
+  throw new Invalid(`no tool choice ${JSON.stringify(choice)} ("auto", "none", "required" or {function: name})`);
+}
+
+function witResponseFormat(format) {
+  if (format === undefined || format === null) return undefined;
+  if (format === "text") return { tag: "text" };
+  if (format === "json_object") return { tag: "json-object" };
+  if (typeof format === "object" && format.jsonSchema) {
+    const { name, schema, strict = true } = format.jsonSchema;
+    return { tag: "json-schema", val: { name: String(name), schema: jsonText(schema), strict: Boolean(strict) } };
+  }
+  throw new Invalid(`no response format ${JSON.stringify(format)} ("text", "json_object" or {jsonSchema})`);
+}
+
+function ofWitMessage(m) {
+  return {
+    role: m.role,
+    content: m.content ?? undefined,
+    toolCalls: m.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+    toolCallId: m.toolCallId ?? undefined,
+  };
+}
+
+const ofWitUsage = (u) => ({
+  inputTokens: u.inputTokens,
+  outputTokens: u.outputTokens,
+  cachedInputTokens: u.cachedInputTokens,
+});
+
+/** Messages of a conversation: `{role, content, toolCalls, toolCallId}`. */
+export const Message = {
+  system: (content) => ({ role: "system", content, toolCalls: [] }),
+  user: (content) => ({ role: "user", content, toolCalls: [] }),
+  assistant: (content) => ({ role: "assistant", content, toolCalls: [] }),
+  /** The result of the tool call `callId` (a tool call's `id`). */
+  toolResult: (callId, content) => ({ role: "tool", content, toolCalls: [], toolCallId: callId }),
+};
+
+/**
+ * A chat request to `model` (a ModelConfig name the Agent is granted), built by chaining:
+ * `new ChatRequest("small").system("Be brief.").user("Hi").send()`. `toolChoice` is "auto",
+ * "none", "required" or `{function: name}`; `responseFormat` is "text", "json_object" or
+ * `{jsonSchema: {name, schema, strict}}`.
+ */
+export class ChatRequest {
+  constructor(model, fields = {}) {
+    this.model = model;
+    this.messages = [];
+    this.tools = [];
+    this.stop = [];
+    Object.assign(this, fields);
+  }
+  add(message) {
+    this.messages.push(message);
+    return this;
+  }
+  system(content) {
+    return this.add(Message.system(content));
+  }
+  user(content) {
+    return this.add(Message.user(content));
+  }
+  assistant(content) {
+    return this.add(Message.assistant(content));
+  }
+  /** Offers a tool; `parameters` is its arguments' JSON Schema, as JSON text or an object. */
+  tool(name, parameters = { type: "object" }, description) {
+    this.tools.push({ name, parameters, description });
+    return this;
+  }
+  send() {
+    return model.chat(this);
+  }
+}
+
+// Language models (capability `models`): the host holds the credentials, clips each call to
+// the task's token budget and records the answer. Failures throw a `ModelError`.
+export const model = {
+  /**
+   * One chat completion of a `ChatRequest` (or a plain object with its fields). The answer is
+   * `{message, finishReason ("stop", "length", "tool-calls", "content-filter", "other"),
+   * usage {inputTokens, outputTokens, cachedInputTokens}, model, text, toolCalls}`.
+   */
+  chat(request) {
+    const answer = callModel(witModel.chat, {
+      model: String(request.model),
+      messages: (request.messages ?? []).map(witMessage),
+      tools: (request.tools ?? []).map((t) => ({
+        name: t.name,
+        description: t.description ?? undefined,
+        parameters: jsonText(t.parameters ?? { type: "object" }),
+      })),
+      toolChoice: witToolChoice(request.toolChoice),
+      responseFormat: witResponseFormat(request.responseFormat),
+      maxTokens: u32("maxTokens", request.maxTokens),
+      temperature: request.temperature ?? undefined,
+      seed: u64("seed", request.seed),
+      stop: [...(request.stop ?? [])],
+    });
+    const message = ofWitMessage(answer.message);
+    return {
+      message,
+      finishReason: answer.finishReason,
+      usage: ofWitUsage(answer.usage),
+      model: answer.model,
+      text: message.content,
+      toolCalls: message.toolCalls,
+    };
+  },
+  /** Vectors for `inputs` (strings), one array of numbers per input, in input order. */
+  embed(modelName, inputs, { dimensions } = {}) {
+    const answer = callModel(witModel.embed, {
+      model: String(modelName),
+      inputs: [...inputs].map(String),
+      dimensions: u32("dimensions", dimensions),
+    });
+    return {
+      embeddings: answer.embeddings.map((v) => Array.from(v)),
+      usage: ofWitUsage(answer.usage),
+      model: answer.model,
+    };
+  },
+  /** The names of the models this Agent is granted (empty without a `models` grant). */
+  models: () => [...witModel.models()],
 };
 
 /** Hex of a byte array, for digests and signatures. */

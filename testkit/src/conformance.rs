@@ -68,9 +68,18 @@ pub struct Case {
     #[serde(default)]
     pub agents: BTreeMap<String, Vec<String>>,
     /// What a runner must provide beyond `ari run` for this case (`delegation-cluster`: a
-    /// cluster that runs delegated Tasks); a runner that lacks one skips the case and says so.
+    /// cluster that runs delegated Tasks; `models-cluster`: ModelConfigs at the scripted model
+    /// server); a runner that lacks one skips the case and says so.
     #[serde(default)]
     pub needs: Vec<String>,
+    /// The models the task may reach, by ModelConfig name: an OpenAI-compatible API root each
+    /// (`ari run --model NAME=URL`), where `{models}` is the runner's scripted model server and
+    /// the path's first segment names its scripted answer (conformance/README.md).
+    #[serde(default)]
+    pub models: BTreeMap<String, String>,
+    /// The task's token budget (`ari run --tokens`).
+    #[serde(default)]
+    pub tokens: Option<u64>,
 }
 
 fn succeeded() -> String {

@@ -1,7 +1,8 @@
 // The conformance agent in C: one command per task (conformance/README.md).
 //
 // Bindings come from `wit-bindgen c wit --world ari-agent` (ari_agent.h), the optional exports
-// from sdk/c/ari_defaults.c, delegation from sdk/c/ari_delegation.c; scripts/build-guests.sh
+// from sdk/c/ari_defaults.c, delegation from sdk/c/ari_delegation.c, models from
+// sdk/c/ari_model.c; scripts/build-guests.sh
 // compiles this file with Debian's clang against wasi-libc and turns the core module into a
 // component with `wasm-tools component embed` + `component new`. Only malloc and the string
 // functions of libc are used (no stdio), so the module imports nothing of WASI and needs no adapter.
@@ -10,6 +11,7 @@
 
 #include "ari_agent.h"
 #include "ari_delegation.h"
+#include "ari_model.h"
 
 // The SDK-level error kinds of the protocol.
 enum kind {
@@ -23,9 +25,15 @@ enum kind {
   LIMIT_REACHED,
   BUDGET_EXHAUSTED,
   CHILD_FAILED,
+  // The model-error cases the kinds above do not name.
+  RATE_LIMITED,
+  INVALID_REQUEST,
+  PROVIDER_ERROR,
 };
-static const char *KIND_NAMES[] = {"ok",     "denied",      "quota-exceeded", "invalid",          "unsupported",
-                                   "failed", "unavailable", "limit-reached",  "budget-exhausted", "child-failed"};
+static const char *KIND_NAMES[] = {"ok",           "denied",          "quota-exceeded", "invalid",
+                                   "unsupported",  "failed",          "unavailable",    "limit-reached",
+                                   "budget-exhausted", "child-failed", "rate-limited",   "invalid-request",
+                                   "provider-error"};
 
 // What a command produced: its output, or its error kind and message (and a failed child's
 // reason).
@@ -35,6 +43,10 @@ struct result {
   enum kind kind;
   char message[256];
   char reason[64];
+  // A rate limit's wait (if named) and a provider's status.
+  bool has_retry_after;
+  uint64_t retry_after_millis;
+  uint16_t http_status;
 };
 
 static void put_bytes(struct result *r, const void *data, size_t len) {
@@ -137,6 +149,36 @@ static enum kind from_delegation_error(struct result *r, ari_delegation_error_t 
     fail(r, k, e->message, strlen(e->message));
   }
   ari_delegation_error_free(e);
+  return k;
+}
+
+// A model error to its kind (spelt as the WIT's model-error case), freeing it.
+static enum kind from_model_error(struct result *r, ari_model_error_t *e) {
+  static const enum kind BY_STATUS[] = {
+      [ARI_MODEL_DENIED] = DENIED,
+      [ARI_MODEL_BUDGET_EXHAUSTED] = BUDGET_EXHAUSTED,
+      [ARI_MODEL_RATE_LIMITED] = RATE_LIMITED,
+      [ARI_MODEL_UNAVAILABLE] = UNAVAILABLE,
+      [ARI_MODEL_INVALID_REQUEST] = INVALID_REQUEST,
+      [ARI_MODEL_PROVIDER_ERROR] = PROVIDER_ERROR,
+  };
+  enum kind k = e->status > ARI_MODEL_OK && e->status <= ARI_MODEL_PROVIDER_ERROR ? BY_STATUS[e->status] : FAILED;
+  r->has_retry_after = e->has_retry_after_millis;
+  r->retry_after_millis = e->retry_after_millis;
+  r->http_status = e->http_status;
+  if (k == PROVIDER_ERROR) {
+    // "model provider error (HTTP STATUS): MESSAGE", as the other SDKs say it.
+    struct result text = {0};
+    put(&text, "model provider error (HTTP ");
+    put_u64(&text, e->http_status);
+    put(&text, "): ");
+    put(&text, e->message);
+    fail(r, k, text.buf, text.len);
+    free(text.buf);
+  } else {
+    fail(r, k, e->message, strlen(e->message));
+  }
+  ari_model_error_free(e);
   return k;
 }
 
@@ -456,6 +498,157 @@ static enum kind cmd_await(struct result *r, char *rest) {
   return OK;
 }
 
+static void put_string(struct result *r, const ari_agent_string_t *s) { put_bytes(r, s->ptr, s->len); }
+
+// `x` with 3 decimals, rounded half away from zero (the table's values are exact).
+static void put_fixed3(struct result *r, float x) {
+  double v = x;
+  if (v < 0) {
+    put(r, "-");
+    v = -v;
+  }
+  uint64_t milli = (uint64_t)(v * 1000.0 + 0.5);
+  put_u64(r, milli / 1000);
+  char frac[4] = {(char)('0' + milli / 100 % 10), (char)('0' + milli / 10 % 10), (char)('0' + milli % 10), 0};
+  put(r, ".");
+  put(r, frac);
+}
+
+static void put_vector(struct result *r, const ari_agent_list_f32_t *v) {
+  for (size_t i = 0; i < v->len; i++) {
+    if (i) put(r, ",");
+    put_fixed3(r, v->ptr[i]);
+  }
+}
+
+static enum kind cmd_models(struct result *r) {
+  ari_agent_list_string_t names;
+  ainur_ari_model_models(&names);
+  for (size_t i = 0; i < names.len; i++) {
+    if (i) put(r, ",");
+    put_string(r, &names.ptr[i]);
+  }
+  ari_agent_list_string_free(&names);
+  return OK;
+}
+
+// The arguments of the conformance tool `lookup`, a JSON Schema.
+static const char LOOKUP_PARAMETERS[] =
+    "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"}},\"required\":[\"q\"]}";
+
+static void put_text(struct result *r, const ari_agent_option_string_t *content) {
+  put(r, "text:");
+  if (content->is_some) put_string(r, &content->val);
+}
+
+static enum kind cmd_model_chat(struct result *r, char *rest) {
+  char *prompt;
+  char *name = word(rest, &prompt);
+  ari_chat_request_t req;
+  ari_chat_request_init(&req, name);
+  ari_chat_request_add_message(&req, AINUR_ARI_MODEL_ROLE_USER, prompt);
+  ainur_ari_model_chat_response_t resp;
+  ari_model_error_t err;
+  ari_model_status_t status = ari_model_chat(&req, &resp, &err);
+  ari_chat_request_free(&req);
+  if (status != ARI_MODEL_OK) return from_model_error(r, &err);
+  put(r, "finish:");
+  put(r, ari_finish_reason_name(resp.finish_reason));
+  put(r, " in:");
+  put_u64(r, resp.usage.input_tokens);
+  put(r, " out:");
+  put_u64(r, resp.usage.output_tokens);
+  put(r, " cached:");
+  put_u64(r, resp.usage.cached_input_tokens);
+  put(r, " model:");
+  put_string(r, &resp.model);
+  put(r, " ");
+  put_text(r, &resp.message.content);
+  ainur_ari_model_chat_response_free(&resp);
+  return OK;
+}
+
+// A tool loop of one round: the model calls `lookup`, gets `42`, and answers.
+static enum kind cmd_model_tools(struct result *r, char *rest) {
+  char *prompt;
+  char *name = word(rest, &prompt);
+  ari_chat_request_t req;
+  ari_chat_request_init(&req, name);
+  ari_chat_request_add_message(&req, AINUR_ARI_MODEL_ROLE_USER, prompt);
+  ari_chat_request_add_tool(&req, "lookup", "looks a word up", LOOKUP_PARAMETERS);
+  ari_chat_request_tool_choice(&req, AINUR_ARI_MODEL_TOOL_CHOICE_REQUIRED, NULL);
+  ainur_ari_model_chat_response_t first, last;
+  ari_model_error_t err;
+  if (ari_model_chat(&req, &first, &err) != ARI_MODEL_OK) {
+    ari_chat_request_free(&req);
+    return from_model_error(r, &err);
+  }
+  put(r, "finish:");
+  put(r, ari_finish_reason_name(first.finish_reason));
+  const ainur_ari_model_list_tool_call_t *calls = &first.message.tool_calls;
+  for (size_t i = 0; i < calls->len; i++) {
+    put(r, " call:");
+    put_string(r, &calls->ptr[i].id);
+    put(r, ":");
+    put_string(r, &calls->ptr[i].name);
+    put(r, ":");
+    put_string(r, &calls->ptr[i].arguments);
+  }
+  ari_chat_request_add_answer(&req, &first.message);
+  for (size_t i = 0; i < calls->len; i++) {
+    char *id = malloc(calls->ptr[i].id.len + 1);
+    if (!id) abort();
+    memcpy(id, calls->ptr[i].id.ptr, calls->ptr[i].id.len);
+    id[calls->ptr[i].id.len] = 0;
+    ari_chat_request_add_tool_result(&req, id, "42");
+    free(id);
+  }
+  ainur_ari_model_chat_response_free(&first);
+  ari_model_status_t status = ari_model_chat(&req, &last, &err);
+  ari_chat_request_free(&req);
+  if (status != ARI_MODEL_OK) return from_model_error(r, &err);
+  put(r, " then:");
+  put(r, ari_finish_reason_name(last.finish_reason));
+  put(r, " ");
+  put_text(r, &last.message.content);
+  ainur_ari_model_chat_response_free(&last);
+  return OK;
+}
+
+static enum kind cmd_model_embed(struct result *r, char *rest) {
+  enum { MAX_INPUTS = 16 };
+  char *inputs_text;
+  char *name = word(rest, &inputs_text);
+  const char *inputs[MAX_INPUTS];
+  size_t n = 0;
+  for (char *input = inputs_text;;) {
+    if (n == MAX_INPUTS) return failf(r, INVALID, "more than 16 inputs");
+    inputs[n++] = input;
+    char *sep = strstr(input, " | ");
+    if (!sep) break;
+    *sep = 0;
+    input = sep + 3;
+  }
+  ainur_ari_model_embedding_response_t resp;
+  ari_model_error_t err;
+  if (ari_model_embed(name, inputs, n, 0, &resp, &err) != ARI_MODEL_OK) return from_model_error(r, &err);
+  const ari_agent_list_list_f32_t *vectors = &resp.embeddings;
+  put(r, "vectors:");
+  put_u64(r, vectors->len);
+  put(r, " dims:");
+  put_u64(r, vectors->len ? vectors->ptr[0].len : 0);
+  put(r, " first:");
+  if (vectors->len) put_vector(r, &vectors->ptr[0]);
+  put(r, " last:");
+  if (vectors->len) put_vector(r, &vectors->ptr[vectors->len - 1]);
+  put(r, " in:");
+  put_u64(r, resp.usage.input_tokens);
+  put(r, " model:");
+  put_string(r, &resp.model);
+  ainur_ari_model_embedding_response_free(&resp);
+  return OK;
+}
+
 static enum kind command(struct result *r, char *line) {
   char *rest;
   char *op = word(line, &rest);
@@ -478,11 +671,15 @@ static enum kind command(struct result *r, char *line) {
   if (strcmp(op, "fan") == 0) return cmd_fan(r, rest);
   if (strcmp(op, "message") == 0) return cmd_message(r, rest);
   if (strcmp(op, "await") == 0) return cmd_await(r, rest);
+  if (strcmp(op, "models") == 0) return cmd_models(r);
+  if (strcmp(op, "model-chat") == 0) return cmd_model_chat(r, rest);
+  if (strcmp(op, "model-tools") == 0) return cmd_model_tools(r, rest);
+  if (strcmp(op, "model-embed") == 0) return cmd_model_embed(r, rest);
   return failf(r, UNSUPPORTED, "unknown command");
 }
 
-// The error-code an error of kind `k` leaves as (a quota refusal as `denied`, the delegation
-// kinds other than `denied` as `failed`).
+// The error-code an error of kind `k` leaves as (a quota refusal as `denied`, a refused model
+// request as `invalid-input`, the delegation and model kinds other than these as `failed`).
 static bool leave(exports_ainur_ari_agent_error_code_t *err, enum kind k, const char *message) {
   static const uint8_t TAGS[] = {
       [DENIED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,
@@ -494,6 +691,9 @@ static bool leave(exports_ainur_ari_agent_error_code_t *err, enum kind k, const 
       [LIMIT_REACHED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
       [BUDGET_EXHAUSTED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
       [CHILD_FAILED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [RATE_LIMITED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [INVALID_REQUEST] = AINUR_ARI_TYPES_ERROR_CODE_INVALID_INPUT,
+      [PROVIDER_ERROR] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
   };
   err->tag = TAGS[k];
   ari_agent_string_dup(&err->val.failed, message);
@@ -533,9 +733,20 @@ bool exports_ainur_ari_agent_execute(exports_ainur_ari_agent_task_spec_t *task,
     r.len = 0;
     put(&r, "err:");
     put(&r, KIND_NAMES[r.kind]);
-    if (r.kind == CHILD_FAILED) { // the table checks how the child ended
+    // The table checks each SDK keeps a child's reason, a rate limit's wait and a provider's
+    // status.
+    if (r.kind == CHILD_FAILED) {
       put(&r, ":");
       put(&r, r.reason);
+    } else if (r.kind == RATE_LIMITED) {
+      put(&r, ":");
+      if (r.has_retry_after)
+        put_u64(&r, r.retry_after_millis);
+      else
+        put(&r, "-");
+    } else if (r.kind == PROVIDER_ERROR) {
+      put(&r, ":");
+      put_u64(&r, r.http_status);
     }
     ari_agent_string_t seen = {(uint8_t *)r.buf, r.len};
     ainur_ari_host_log(AINUR_ARI_HOST_LOG_LEVEL_WARN, &seen);

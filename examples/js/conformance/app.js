@@ -1,8 +1,21 @@
 // The conformance agent in JavaScript: one command per task (conformance/README.md).
 import {
-  Agent, AriError, BudgetExhausted, Child, ChildFailed, Denied, Failed, Invalid, LimitReached,
-  QuotaExceeded, Unavailable, Unsupported, exportAgent, fromHex, host, toHex,
+  Agent, AriError, BudgetExhausted, ChatRequest, Child, ChildFailed, Denied, Failed, Invalid, LimitReached,
+  Message, ModelError, QuotaExceeded, Unavailable, Unsupported, exportAgent, fromHex, host, model, toHex,
 } from "../../../sdk/js/ari.js";
+
+// The arguments of the conformance tool `lookup`, a JSON Schema (as JSON text, so every
+// language sends the same bytes).
+const LOOKUP_PARAMETERS = '{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}';
+
+/** A chat answer as the protocol prints it (the text last: it may hold spaces). */
+function chatLine(answer) {
+  const u = answer.usage;
+  return `finish:${answer.finishReason} in:${u.inputTokens} out:${u.outputTokens} ` +
+    `cached:${u.cachedInputTokens} model:${answer.model} text:${answer.text ?? ""}`;
+}
+
+const vector = (v) => (v ?? []).map((x) => x.toFixed(3)).join(",");
 
 const decoder = new TextDecoder();
 
@@ -109,6 +122,33 @@ function command(line) {
     }
     case "await":
       return decoder.decode(new Child(number(rest)).wait());
+    case "models":
+      return model.models().join(",");
+    case "model-chat": {
+      const [name, prompt] = word(rest);
+      return chatLine(new ChatRequest(name).user(prompt).send());
+    }
+    case "model-tools": {
+      // A tool loop of one round: the model calls `lookup`, gets `42`, and answers.
+      const [name, prompt] = word(rest);
+      const request = new ChatRequest(name, { toolChoice: "required" })
+        .user(prompt)
+        .tool("lookup", LOOKUP_PARAMETERS, "looks a word up");
+      const first = request.send();
+      let out = `finish:${first.finishReason}`;
+      for (const call of first.toolCalls) out += ` call:${call.id}:${call.name}:${call.arguments}`;
+      request.add(first.message);
+      for (const call of first.toolCalls) request.add(Message.toolResult(call.id, "42"));
+      const last = request.send();
+      return `${out} then:${last.finishReason} text:${last.text ?? ""}`;
+    }
+    case "model-embed": {
+      const [name, inputs] = word(rest);
+      const answer = model.embed(name, inputs.split(" | "));
+      const vectors = answer.embeddings;
+      return `vectors:${vectors.length} dims:${vectors[0]?.length ?? 0} first:${vector(vectors[0])} ` +
+        `last:${vector(vectors[vectors.length - 1])} in:${answer.usage.inputTokens} model:${answer.model}`;
+    }
     default:
       throw new Unsupported(`unknown command ${JSON.stringify(op)}`);
   }
@@ -129,8 +169,12 @@ class Conformance extends Agent {
       if (strict || e instanceof Unsupported || !(e instanceof AriError)) throw e;
       // Logged too: a task whose host call was denied ends CapabilityDenied even when the
       // agent carries on, and then only the log shows what the agent saw.
-      let seen = "err:" + KINDS.find(([Class]) => e instanceof Class)[1];
-      if (e instanceof ChildFailed) seen += `:${e.reason}`; // the table checks how the child ended
+      // A model error is spelt as the WIT's model-error case.
+      let seen = "err:" + (e instanceof ModelError ? e.code : KINDS.find(([Class]) => e instanceof Class)[1]);
+      // The table checks each SDK keeps a child's reason, a rate limit's wait and a provider's status.
+      if (e instanceof ChildFailed) seen += `:${e.reason}`;
+      if (e instanceof ModelError && e.code === "rate-limited") seen += `:${e.retryAfterMillis ?? "-"}`;
+      if (e instanceof ModelError && e.code === "provider-error") seen += `:${e.status}`;
       host.warn(seen);
       return seen;
     }

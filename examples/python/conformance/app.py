@@ -1,7 +1,11 @@
 """The conformance agent in Python: one command per task (conformance/README.md)."""
 
 import ari
-from ari import host
+from ari import host, model
+
+# The arguments of the conformance tool `lookup`, a JSON Schema (as JSON text, so every
+# language sends the same bytes).
+LOOKUP_PARAMETERS = '{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}'
 
 
 def word(s: str):
@@ -43,6 +47,19 @@ def bound(text: str):
 
 def text(output: bytes) -> str:
     return output.decode("utf-8", "replace")
+
+
+def chat_line(answer: model.ChatResponse) -> str:
+    """A chat answer as the protocol prints it (the text last: it may hold spaces)."""
+    u = answer.usage
+    return (
+        f"finish:{answer.finish_reason} in:{u.input_tokens} out:{u.output_tokens} "
+        f"cached:{u.cached_input_tokens} model:{answer.model} text:{answer.text or ''}"
+    )
+
+
+def vector(v) -> str:
+    return ",".join(f"{x:.3f}" for x in v)
 
 
 def command(line: str) -> str:
@@ -111,6 +128,35 @@ def command(line: str) -> str:
         return "sent"
     if op == "await":
         return text(host.Child(number(rest)).wait())
+    if op == "models":
+        return ",".join(model.models())
+    if op == "model-chat":
+        name, prompt = word(rest)
+        return chat_line(model.ChatRequest(name).user(prompt).send())
+    if op == "model-tools":
+        # A tool loop of one round: the model calls `lookup`, gets `42`, and answers.
+        name, prompt = word(rest)
+        request = model.ChatRequest(name, tool_choice="required").user(prompt)
+        request.tool(model.Tool("lookup", LOOKUP_PARAMETERS, "looks a word up"))
+        first = request.send()
+        out = f"finish:{first.finish_reason}"
+        for call in first.tool_calls:
+            out += f" call:{call.id}:{call.name}:{call.arguments}"
+        request.add(first.message)
+        for call in first.tool_calls:
+            request.add(model.Message.tool_result(call.id, "42"))
+        last = request.send()
+        return out + f" then:{last.finish_reason} text:{last.text or ''}"
+    if op == "model-embed":
+        name, inputs = word(rest)
+        answer = model.embed(name, inputs.split(" | "))
+        vectors = answer.embeddings
+        return (
+            f"vectors:{len(vectors)} dims:{len(vectors[0]) if vectors else 0} "
+            f"first:{vector(vectors[0]) if vectors else ''} "
+            f"last:{vector(vectors[-1]) if vectors else ''} "
+            f"in:{answer.usage.input_tokens} model:{answer.model}"
+        )
     raise ari.Unsupported(f"unknown command {op!r}")
 
 
@@ -132,9 +178,18 @@ class Conformance(ari.Agent):
                 raise
             # Logged too: a task whose host call was denied ends CapabilityDenied even when
             # the agent carries on, and then only the log shows what the agent saw.
-            seen = "err:" + next(name for cls, name in KINDS if isinstance(e, cls))
-            if isinstance(e, ari.ChildFailed):  # the table checks how the child ended
+            if isinstance(e, ari.ModelError):  # spelt as the WIT's model-error case
+                seen = "err:" + e.kind
+            else:
+                seen = "err:" + next(name for cls, name in KINDS if isinstance(e, cls))
+            # The table checks each SDK keeps a child's reason, a rate limit's wait and a
+            # provider's status.
+            if isinstance(e, ari.ChildFailed):
                 seen += ":" + e.reason
+            elif isinstance(e, ari.RateLimited):
+                seen += ":" + ("-" if e.retry_after_millis is None else str(e.retry_after_millis))
+            elif isinstance(e, ari.ProviderError):
+                seen += f":{e.status}"
             host.warn(seen)
             return seen
 

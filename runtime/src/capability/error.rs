@@ -54,12 +54,17 @@ impl CapError {
 /// A malformed `--grant` / capability spec, rejected before anything runs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
-    #[error(
-        "unknown capability `{0}` (expected storage, network, randomness, signing, timeAccess, delegation or models)"
-    )]
+    #[error("unknown capability `{0}` (expected one of: {known})", known = known_names())]
     Unknown(String),
     #[error("invalid `{grant}` grant: {reason}")]
     Invalid { grant: &'static str, reason: String },
+}
+
+/// Every capability's name, from the one list (`ari_model::CapabilityName::ALL`).
+fn known_names() -> String {
+    ari_model::CapabilityName::ALL
+        .map(ari_model::CapabilityName::as_str)
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -224,6 +224,8 @@ mod tests {
             &format!("signing={}", key.display()),
             "time",
             "delegation=summarize",
+            "models=small,large",
+            "models=extra",
         ]))
         .unwrap();
         assert_eq!(
@@ -235,6 +237,8 @@ mod tests {
         assert_eq!(g.names(), CapabilityName::ALL.to_vec());
         assert!(g.grants(CapabilityName::TimeAccess));
         assert_eq!(g.key().unwrap().key.to_bytes(), [7u8; 32]);
+        let models = g.spec().models.as_ref().expect("models granted");
+        assert_eq!(models.allowed, ["small", "large", "extra"]);
     }
 
     #[test]

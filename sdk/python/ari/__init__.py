@@ -11,9 +11,10 @@ An agent subclasses :class:`Agent`, implements :meth:`Agent.execute`, and names 
 
     Agent = ari.export(Echo)
 
-Host functions live in :mod:`ari.host`. Every typed error of the contract (``error-code``,
-``storage-error``, ``http-error``, ``delegation-error``) arrives as one of the exceptions below, and an exception
-raised from ``execute`` leaves as the matching ``error-code``.
+Host functions live in :mod:`ari.host`, language models in :mod:`ari.model`. Every typed error
+of the contract (``error-code``, ``storage-error``, ``http-error``, ``delegation-error``, and
+``model-error`` as a :class:`ModelError`) arrives as one of the exceptions below, and an
+exception raised from ``execute`` leaves as the matching ``error-code``.
 """
 
 from ._agent import Agent, Estimate, Task, export
@@ -24,8 +25,15 @@ from ._errors import (
     Denied,
     Failed,
     Invalid,
+    InvalidRequest,
     LimitReached,
+    ModelDenied,
+    ModelError,
+    ModelUnavailable,
+    ProviderError,
     QuotaExceeded,
+    RateLimited,
+    TokenBudgetExhausted,
     Unavailable,
     Unsupported,
 )
@@ -39,9 +47,16 @@ __all__ = [
     "Estimate",
     "Failed",
     "Invalid",
+    "InvalidRequest",
     "LimitReached",
+    "ModelDenied",
+    "ModelError",
+    "ModelUnavailable",
+    "ProviderError",
     "QuotaExceeded",
+    "RateLimited",
     "Task",
+    "TokenBudgetExhausted",
     "Unavailable",
     "Unsupported",
     "export",

@@ -54,6 +54,81 @@ class ChildFailed(AriError):
         self.args = (f"child failed with {reason}: {message}",)
 
 
+class ModelError(AriError):
+    """Base of every model call's failure, one subclass per case of the WIT's ``model-error``;
+    ``kind`` is the case as the WIT spells it. Each also derives from the general class of its
+    meaning (a model denial is a :class:`Denied`), so it leaves ``execute`` as that class does."""
+
+    kind = "model-error"
+
+
+class ModelDenied(ModelError, Denied):
+    """The Agent is not granted that model; the task ends ``CapabilityDenied``."""
+
+    kind = "denied"
+
+
+class TokenBudgetExhausted(ModelError, BudgetExhausted):
+    """The task's token budget cannot cover the prompt; nothing was sent."""
+
+    kind = "budget-exhausted"
+
+
+class RateLimited(ModelError):
+    """The provider still refused after the host's retries; ``retry_after_millis`` is the wait
+    it asked for, or ``None``."""
+
+    kind = "rate-limited"
+
+    def __init__(self, message: str = "", retry_after_millis: "int | None" = None) -> None:
+        super().__init__(message)
+        self.retry_after_millis = retry_after_millis
+        after = "" if retry_after_millis is None else f" (retry after {retry_after_millis} ms)"
+        self.args = (f"rate limited{after}: {message}",)
+
+
+class ModelUnavailable(ModelError, Unavailable):
+    """The endpoint could not be reached or did not answer in time."""
+
+    kind = "unavailable"
+
+
+class InvalidRequest(ModelError, Invalid):
+    """The request is malformed, or the provider rejected it as such."""
+
+    kind = "invalid-request"
+
+
+class ProviderError(ModelError):
+    """The provider failed otherwise; ``status`` is its HTTP status (200: an unreadable
+    answer)."""
+
+    kind = "provider-error"
+
+    def __init__(self, message: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.args = (f"model provider error (HTTP {status}): {message}",)
+
+
+def from_model_error(err: object) -> ModelError:
+    """The exception for a WIT ``model-error`` value (``ModelError_RateLimited(...)``, ...)."""
+    case = type(err).__name__
+    value = getattr(err, "value", None)
+    if case == "ModelError_RateLimited":
+        return RateLimited(str(value.message), value.retry_after_millis)
+    if case == "ModelError_ProviderError":
+        return ProviderError(str(value.message), int(value.status))
+    simple = {
+        "ModelError_Denied": ModelDenied,
+        "ModelError_BudgetExhausted": TokenBudgetExhausted,
+        "ModelError_Unavailable": ModelUnavailable,
+        "ModelError_InvalidRequest": InvalidRequest,
+    }
+    # A case added to the contract after this SDK: still a model error, never success.
+    return simple.get(case, ProviderError)(str(value if value is not None else err))
+
+
 # Case names of the WIT's error variants, to the exception each becomes (a delegation
 # `invalid-handle` is an `Invalid` argument, as in the Rust SDK).
 _FROM_CASE = {
@@ -84,8 +159,8 @@ def to_error_code(exc: BaseException) -> object:
     """The ``error-code`` an exception from the agent leaves as."""
     from wit_world.imports import types
 
-    if isinstance(exc, ChildFailed):  # the child's reason stays readable in the message
-        message = str(exc)
+    if isinstance(exc, (ChildFailed, RateLimited, ProviderError)):
+        message = str(exc)  # the child's reason, the wait, the status stay readable
     elif isinstance(exc, AriError):
         message = exc.message
     else:

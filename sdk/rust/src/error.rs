@@ -1,10 +1,12 @@
 //! The one error type of the SDK, one case per case of the contract's error variants.
 
 use crate::bindings::ainur::ari::types as wit;
+use crate::model::ModelError;
 
 /// Why an agent or an SDK call failed. The host's typed errors (`error-code`, `storage-error`,
-/// `http-error`) arrive as these cases, and what [`crate::Agent::execute`] returns leaves as an
-/// `error-code`, so an agent can branch on a refusal instead of parsing a message.
+/// `http-error`, `delegation-error`; `model-error` as [`Error::Model`]) arrive as these cases,
+/// and what [`crate::Agent::execute`] returns leaves as an `error-code`, so an agent can branch
+/// on a refusal instead of parsing a message.
 /// New cases come with new host functions, so matches outside the SDK need a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -41,6 +43,10 @@ pub enum Error {
     /// A child task ran and failed with this Task reason.
     #[error("child failed with {reason}: {message}")]
     ChildFailed { reason: String, message: String },
+    /// A model call failed; the [`ModelError`] keeps its case and fields (a rate limit's wait,
+    /// a provider's status), so `?` loses nothing.
+    #[error(transparent)]
+    Model(#[from] ModelError),
 }
 
 /// An agent's own error message: `Err(format!(..))?` and `Err("..".into())` just work.
@@ -117,6 +123,11 @@ impl From<Error> for wit::ErrorCode {
             | Error::LimitReached(m)
             | Error::BudgetExhausted(m) => wit::ErrorCode::Failed(m),
             child @ Error::ChildFailed { .. } => wit::ErrorCode::Failed(child.to_string()),
+            // A model denial is a denial (the task ends `CapabilityDenied` either way) and a
+            // request the provider refused as malformed is invalid input; the rest failed.
+            Error::Model(ModelError::Denied(m)) => wit::ErrorCode::Denied(m),
+            Error::Model(ModelError::InvalidRequest(m)) => wit::ErrorCode::InvalidInput(m),
+            model @ Error::Model(_) => wit::ErrorCode::Failed(model.to_string()),
         }
     }
 }
@@ -149,5 +160,34 @@ mod tests {
         assert_eq!(code, wit::ErrorCode::Failed("plain message".into()));
         let code: wit::ErrorCode = Error::QuotaExceeded("q".into()).into();
         assert_eq!(code, wit::ErrorCode::Denied("q".into()));
+    }
+
+    #[test]
+    fn a_model_error_passed_on_with_question_mark_leaves_as_its_meaning() {
+        fn call(e: ModelError) -> Result<(), Error> {
+            Err(e)?
+        }
+        let denied: wit::ErrorCode = call(ModelError::Denied("m".into()))
+            .expect_err("an error")
+            .into();
+        assert_eq!(denied, wit::ErrorCode::Denied("m".into()));
+        let invalid: wit::ErrorCode = call(ModelError::InvalidRequest("bad".into()))
+            .expect_err("an error")
+            .into();
+        assert_eq!(invalid, wit::ErrorCode::InvalidInput("bad".into()));
+        let provider = call(ModelError::Provider {
+            status: 500,
+            message: "boom".into(),
+        })
+        .expect_err("an error");
+        assert!(matches!(
+            provider,
+            Error::Model(ModelError::Provider { status: 500, .. })
+        ));
+        let code: wit::ErrorCode = provider.into();
+        assert_eq!(
+            code,
+            wit::ErrorCode::Failed("model provider error (HTTP 500): boom".into())
+        );
     }
 }

@@ -6,15 +6,17 @@
 //! Output: the answer's text. A model error is the task's error, so the Task's message says
 //! what the host refused (`denied`, `budget-exhausted`, ...).
 
-use ari_sdk::bindings::ainur::ari::model::{self, ChatRequest, Message, ModelError, Role};
+use std::sync::OnceLock;
+
+use ari_sdk::model::{self, ChatRequest};
 use ari_sdk::{Agent, Error, Output, Task};
 
 /// The system prompt: short answers keep small models and budgets on track.
 const SYSTEM: &str = "You are a concise assistant. Answer in one short paragraph.";
 
-struct Ask;
+static MODEL: OnceLock<String> = OnceLock::new();
 
-static MODEL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+struct Ask;
 
 impl Agent for Ask {
     fn initialize(config: Vec<u8>) -> Result<(), Error> {
@@ -37,39 +39,14 @@ impl Agent for Ask {
                 .next()
                 .ok_or_else(|| Error::Denied("no model is granted to this agent".into()))?,
         };
-        let answer = model::chat(&ChatRequest {
-            model: name,
-            messages: vec![text(Role::System, SYSTEM), text(Role::User, &question)],
-            tools: Vec::new(),
-            tool_choice: None,
-            response_format: None,
-            max_tokens: Some(64),
-            temperature: Some(0.0),
-            seed: Some(1),
-            stop: Vec::new(),
-        })
-        .map_err(to_error)?;
-        Ok(Output::from(answer.message.content.unwrap_or_default()))
-    }
-}
-
-fn text(role: Role, content: &str) -> Message {
-    Message {
-        role,
-        content: Some(content.to_owned()),
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
-}
-
-fn to_error(e: ModelError) -> Error {
-    match e {
-        ModelError::Denied(m) => Error::Denied(m),
-        ModelError::InvalidRequest(m) => Error::Invalid(m),
-        ModelError::BudgetExhausted(m) => Error::Failed(format!("budget-exhausted: {m}")),
-        ModelError::RateLimited(r) => Error::Failed(format!("rate-limited: {}", r.message)),
-        ModelError::Unavailable(m) => Error::Failed(format!("unavailable: {m}")),
-        ModelError::ProviderError(p) => Error::Failed(format!("provider-error {}: {}", p.status, p.message)),
+        let answer = ChatRequest::new(name)
+            .system(SYSTEM)
+            .user(question)
+            .max_tokens(64)
+            .temperature(0.0)
+            .seed(1)
+            .send()?;
+        Ok(Output::from(answer.text().unwrap_or_default().to_owned()))
     }
 }
 

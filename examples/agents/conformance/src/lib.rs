@@ -5,6 +5,9 @@ use ari_sdk::host::crypto::HashAlgorithm;
 use ari_sdk::host::delegation::{self, Budget};
 use ari_sdk::host::log::Level;
 use ari_sdk::host::{clock, crypto, http, log, random, storage};
+use ari_sdk::model::{
+    self, ChatRequest, ChatResponse, EmbeddingRequest, Message, ModelError, Tool,
+};
 use ari_sdk::{Agent, Error, Output, Task, hex};
 
 struct Conformance;
@@ -28,9 +31,19 @@ impl Agent for Conformance {
                 // Logged too: a task whose host call was denied ends `CapabilityDenied` even
                 // when the agent carries on, and then only the log shows what the agent saw.
                 let seen = format!("err:{}", kind(&e));
-                // A child's failure names the child's reason: the table checks how it ended.
+                // A child's failure names the child's reason, a rate limit its wait and a
+                // provider's failure its status: the table checks each SDK keeps them.
                 let seen = match &e {
                     Error::ChildFailed { reason, .. } => format!("{seen}:{reason}"),
+                    Error::Model(ModelError::RateLimited {
+                        retry_after_millis, ..
+                    }) => match retry_after_millis {
+                        Some(ms) => format!("{seen}:{ms}"),
+                        None => format!("{seen}:-"),
+                    },
+                    Error::Model(ModelError::Provider { status, .. }) => {
+                        format!("{seen}:{status}")
+                    }
                     _ => seen,
                 };
                 log::warn(&seen);
@@ -52,6 +65,8 @@ fn kind(e: &Error) -> &'static str {
         Error::LimitReached(_) => "limit-reached",
         Error::BudgetExhausted(_) => "budget-exhausted",
         Error::ChildFailed { .. } => "child-failed",
+        // A model error is spelt as the WIT's `model-error` case.
+        Error::Model(m) => m.kind(),
         // The SDK's error may grow with the contract.
         _ => "other",
     }
@@ -189,8 +204,80 @@ fn command(line: &str) -> Result<String, Error> {
             let output = ari_sdk::bindings::ainur::ari::host::await_child(handle)?;
             Ok(text(output))
         }
+        "models" => Ok(model::models().join(",")),
+        "model-chat" => {
+            let (name, text) = word(rest);
+            let answer = ChatRequest::new(name).user(text).send()?;
+            Ok(chat_line(&answer))
+        }
+        "model-tools" => {
+            // A tool loop of one round: the model calls `lookup`, gets `42`, and answers.
+            let (name, text) = word(rest);
+            let mut request = ChatRequest::new(name)
+                .user(text)
+                .tool(Tool::new("lookup", LOOKUP_PARAMETERS).description("looks a word up"))
+                .tool_choice(model::ToolChoice::Required);
+            let first = request.send()?;
+            let mut out = format!("finish:{}", first.finish_reason.as_str());
+            for call in first.tool_calls() {
+                out.push_str(&format!(
+                    " call:{}:{}:{}",
+                    call.id, call.name, call.arguments
+                ));
+            }
+            request.push(first.message.clone());
+            for call in first.tool_calls() {
+                request.push(Message::tool_result(&call.id, "42"));
+            }
+            let last = request.send()?;
+            out.push_str(&format!(
+                " then:{} text:{}",
+                last.finish_reason.as_str(),
+                last.text().unwrap_or_default()
+            ));
+            Ok(out)
+        }
+        "model-embed" => {
+            let (name, inputs) = word(rest);
+            let answer = EmbeddingRequest::new(name, inputs.split(" | ")).send()?;
+            let vector = |v: Option<&Vec<f32>>| {
+                v.map(|v| {
+                    v.iter()
+                        .map(|x| format!("{x:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default()
+            };
+            Ok(format!(
+                "vectors:{} dims:{} first:{} last:{} in:{} model:{}",
+                answer.embeddings.len(),
+                answer.embeddings.first().map_or(0, Vec::len),
+                vector(answer.embeddings.first()),
+                vector(answer.embeddings.last()),
+                answer.usage.input_tokens,
+                answer.model
+            ))
+        }
         other => Err(Error::Unsupported(format!("unknown command {other:?}"))),
     }
+}
+
+/// The arguments of the conformance tool `lookup`, a JSON Schema.
+const LOOKUP_PARAMETERS: &str =
+    r#"{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}"#;
+
+/// A chat answer as the protocol prints it (the text last: it may hold spaces).
+fn chat_line(answer: &ChatResponse) -> String {
+    format!(
+        "finish:{} in:{} out:{} cached:{} model:{} text:{}",
+        answer.finish_reason.as_str(),
+        answer.usage.input_tokens,
+        answer.usage.output_tokens,
+        answer.usage.cached_input_tokens,
+        answer.model,
+        answer.text().unwrap_or_default()
+    )
 }
 
 /// A child's output as text.
