@@ -251,7 +251,8 @@ fn main() -> Result<()> {
             "relay-module",
             args.executors as u32,
             &format!(
-                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 600\n  executor:\n    concurrency: {concurrency}\n"
+                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 600\n  executor:\n    replicas: {}\n    concurrency: {concurrency}\n",
+                args.executors
             ),
         ),
     )?;
