@@ -117,6 +117,7 @@ fn genuine() -> &'static (Attestation, SigningKey) {
                 storage_max_bytes: Some(4096),
                 allowed_hosts: vec!["https://example.com".into()],
                 delegation: None,
+                ..Default::default()
             },
             failure: Some(ari_runtime::FailureKind::Trap),
             output_sha256: "ef".repeat(32),
@@ -128,7 +129,9 @@ fn genuine() -> &'static (Attestation, SigningKey) {
                 network_bytes: 0,
                 wall_millis: 4,
                 children_fuel: 0,
+                ..Default::default()
             },
+            models: Vec::new(),
             trace_sha256: [2; 32],
             executor: "pod-\"a\"\\é".into(),
         };

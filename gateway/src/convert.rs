@@ -15,6 +15,8 @@ use crate::error::{Error, Result};
 pub mod meta {
     pub const ATTESTATION: &str = "ari.dev/attestation";
     pub const RESOURCES_USED: &str = "ari.dev/resourcesUsed";
+    /// Each model the task called: endpoint, model id, calls and tokens.
+    pub const MODELS: &str = "ari.dev/models";
     pub const REASON: &str = "ari.dev/reason";
     pub const MESSAGE: &str = "ari.dev/message";
     pub const EVENT: &str = "ari.dev/event";
@@ -106,6 +108,11 @@ pub fn task_metadata(task: &AriTask) -> Map<String, Value> {
         && let Ok(v) = serde_json::to_value(r)
     {
         m.insert(meta::RESOURCES_USED.into(), v);
+    }
+    if !s.models.is_empty()
+        && let Ok(v) = serde_json::to_value(&s.models)
+    {
+        m.insert(meta::MODELS.into(), v);
     }
     if let Some(r) = s.reason {
         m.insert(meta::REASON.into(), Value::String(r.as_str().into()));

@@ -43,9 +43,16 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         fuel: Option<u64>,
     },
-    /// What the task used, once it has ended.
+    /// What the task used, once it has ended: its resources (token totals included) and, for
+    /// each model it called, the endpoint and model id that answered with their calls and
+    /// tokens (what usage is billed by).
     #[serde(rename_all = "camelCase")]
-    Usage { task: String, resources_used: Value },
+    Usage {
+        task: String,
+        resources_used: Value,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        models: Vec<ari_crds::ModelCalls>,
+    },
     /// The task ended; the stream closes after this.
     #[serde(rename_all = "camelCase")]
     Done {
@@ -163,6 +170,7 @@ impl Follow {
                 out.push(Event::Usage {
                     task: name.clone(),
                     resources_used: used,
+                    models: status.map(|s| s.models.clone()).unwrap_or_default(),
                 });
             }
             out.push(Event::Done {
@@ -303,6 +311,35 @@ mod tests {
         assert!(end.last().is_some_and(Event::is_last));
         assert!(f.ended());
         assert!(f.task(&task(Some(TaskPhase::Succeeded), &[])).is_empty());
+    }
+
+    #[test]
+    fn the_usage_event_names_each_model_with_its_tokens() {
+        let mut f = Follow::default();
+        let mut done = task(Some(TaskPhase::Succeeded), &[]);
+        let calls = ari_crds::ModelCalls {
+            name: "small".into(),
+            endpoint: "http://llm.models.svc:8000/v1".into(),
+            model: "tiny".into(),
+            usage: ari_crds::TokenUsage {
+                calls: 2,
+                input_tokens: 120,
+                output_tokens: 30,
+                cached_input_tokens: 0,
+            },
+        };
+        if let Some(status) = done.status.as_mut() {
+            status.models = vec![calls.clone()];
+        }
+        let usage = f
+            .task(&done)
+            .into_iter()
+            .find(|e| e.name() == "usage")
+            .expect("a usage event");
+        let json = serde_json::to_value(&usage).expect("json");
+        assert_eq!(json["models"][0]["model"], "tiny");
+        assert_eq!(json["models"][0]["inputTokens"], 120);
+        assert_eq!(json["models"][0]["outputTokens"], 30);
     }
 
     #[test]

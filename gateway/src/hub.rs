@@ -276,6 +276,7 @@ pub fn trim(task: Task) -> Task {
         live_log: s.live_log,
         children: s.children,
         resources_used: s.resources_used,
+        models: s.models,
         output_sha256: s.output_sha256,
         start_time: s.start_time,
         completion_time: s.completion_time,
