@@ -68,33 +68,38 @@ def tool_input(call: model.ToolCall) -> str:
     return call.arguments.strip()
 
 
-class Assistant(ari.Agent):
-    def __init__(self) -> None:
-        self.model: Optional[str] = None
-        self.tools: List[Tuple[str, str]] = []
+# The configured model and tools, read by `initialize`. Module state, not attributes: the adapter
+# componentize-py generates makes a new object of the exported class for each call, so what
+# `initialize` kept on `self` is gone by `execute` (the Wasm instance, and this module, live for
+# one task).
+MODEL: Optional[str] = None
+TOOLS: List[Tuple[str, str]] = []
 
+
+class Assistant(ari.Agent):
     def initialize(self, config: bytes) -> None:
+        global MODEL, TOOLS
         try:
             text = config.decode("utf-8")
         except UnicodeDecodeError:
             raise ari.Invalid("config: UTF-8") from None
-        self.model, self.tools = settings(text)
+        MODEL, TOOLS = settings(text)
 
     def execute(self, task: ari.Task) -> str:
         try:
             question = task.input.decode("utf-8")
         except UnicodeDecodeError:
             raise ari.Invalid("the request must be UTF-8 text") from None
-        name = self.model
+        name = MODEL
         if name is None:
             granted = model.models()
             if not granted:
                 raise ari.Denied("no model is granted to this agent")
             name = granted[0]
         request = model.ChatRequest(name, max_tokens=256).system(SYSTEM).user(question)
-        for agent, what in self.tools:
+        for agent, what in TOOLS:
             request.tool(model.Tool(agent, PARAMETERS, what))
-        configured = {agent for agent, _ in self.tools}
+        configured = {agent for agent, _ in TOOLS}
         for _ in range(MAX_TURNS):
             answer = request.send()
             if not answer.tool_calls:
