@@ -113,7 +113,8 @@ class Assistant(ari.Agent):
                     except ari.AriError as e:
                         result = f"error: {e}"
                 else:
-                    result = f"error: there is no tool named {call.name!r}"
+                    # Quoted as JSON, as the Rust assistant quotes it.
+                    result = f"error: there is no tool named {json.dumps(call.name)}"
                 request.add(model.Message.tool_result(call.id, result))
         raise ari.Failed(f"no answer after {MAX_TURNS} model calls")
 
