@@ -71,18 +71,28 @@ struct ModelServer {
 }
 
 impl ModelServer {
-    fn start() -> ModelServer {
+    fn start(script: fn(&Request) -> Reply) -> ModelServer {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .expect("a runtime for the model server");
-        let server = runtime.block_on(Scripted::start(tool_using_answer));
+        let server = runtime.block_on(Scripted::start(script));
         ModelServer {
             server,
             _runtime: runtime,
         }
     }
+}
+
+/// A model that only ever calls a tool the agent was not given.
+fn unknown_tool_answer(_: &Request) -> Reply {
+    let answer = r#"{"id":"c","model":"scripted-1","choices":[{"index":0,
+        "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1",
+        "type":"function","function":{"name":"nosuch","arguments":"{}"}}]},
+        "finish_reason":"tool_calls"}],
+        "usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
+    Reply::new(200, answer).header("content-type", "application/json")
 }
 
 fn ari(cache: &Path, args: &[&str]) -> Output {
@@ -114,7 +124,7 @@ fn the_python_assistant_uses_another_agent_as_its_tool_and_the_tree_replays_with
     let dir = tempfile::tempdir().expect("tempdir");
     // Kept between runs: compiling the 18 MB component (CPython inside) takes most of the time.
     let cache = std::env::temp_dir().join("ari-python-assistant-cache");
-    let models = ModelServer::start();
+    let models = ModelServer::start(tool_using_answer);
     let endpoint = format!("tiny=http://{}/v1", models.server.host());
 
     let out = ari(
@@ -181,4 +191,52 @@ fn the_python_assistant_uses_another_agent_as_its_tool_and_the_tree_replays_with
         ],
     );
     succeeded("ari verify", &verified);
+}
+
+#[test]
+fn the_python_assistant_answers_an_unknown_tool_as_an_error_and_stops_after_six_model_calls() {
+    let Some(assistant) = python_assistant() else {
+        return;
+    };
+    let assistant = assistant.display().to_string();
+    let cache = std::env::temp_dir().join("ari-python-assistant-cache");
+    let models = ModelServer::start(unknown_tool_answer);
+    let endpoint = format!("tiny=http://{}/v1", models.server.host());
+    let out = ari(
+        &cache,
+        &[
+            "run",
+            &assistant,
+            "--input",
+            INPUT,
+            "--config",
+            CONFIG,
+            "--grant",
+            "models=tiny",
+            "--grant",
+            "delegation=wordcount",
+            "--model",
+            &endpoint,
+            "--json",
+        ],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_ne!(out.status.code(), Some(0), "{report}");
+    let message = report["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no answer after 6 model calls"),
+        "{report}"
+    );
+    let requests = models.server.requests();
+    assert_eq!(requests.len(), 6, "MAX_TURNS model calls, no more");
+    assert_eq!(report["resourcesUsed"]["modelCalls"], 6, "{report}");
+    assert!(
+        report.get("children").is_none(),
+        "nothing was delegated: {report}"
+    );
+    let last = String::from_utf8_lossy(&requests[5].body).into_owned();
+    assert!(
+        last.contains(r#"error: there is no tool named \"nosuch\""#),
+        "{last}"
+    );
 }
