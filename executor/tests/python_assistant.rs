@@ -1,16 +1,17 @@
 //! The Python tool-using agent (`examples/python/assistant`, built by
 //! `scripts/build-guests.sh python`) run for real through the `ari` binary: a model that uses
 //! another Agent (wordcount) as its tool, each tool call a delegation, and the whole tree replayed
-//! by `ari verify` with neither the model nor wordcount. The Python twin of the runtime's
-//! `a_model_uses_another_agent_as_its_tool_and_the_tree_replays_with_neither`.
+//! by `ari verify` with neither the model nor wordcount (the Python twin of the runtime's
+//! `a_model_uses_another_agent_as_its_tool_and_the_tree_replays_with_neither`); and a model that
+//! names a tool the agent was not given, until the agent stops.
 //!
-//! Not built (no Python toolchain), the test is reported as skipped on stderr, past the
+//! Not built (no Python toolchain), each test is reported as skipped on stderr, past the
 //! harness's capture; `ARI_CONFORMANCE_REQUIRE=python` (or `all`) turns the skip into a failure.
 //!
 //! The model is a scripted OpenAI-compatible server on 127.0.0.1 (the `scripted` feature of
-//! ari-testkit), not a real one: the test checks the agent's loop (a tool call, its delegation,
-//! the result handed back, the final answer), which needs fixed answers; a real tiny model's
-//! words are random, and whether it calls the tool at all is up to it.
+//! ari-testkit), not a real one: the tests check the agent's loop (a tool call, its delegation,
+//! the result handed back, the final answer, the turn limit), which needs fixed answers; a real
+//! tiny model's words are random, and whether it calls a tool at all is up to it.
 use ari_testkit::agents as common;
 use ari_testkit::conformance::{Language, built_or_skipped};
 use ari_testkit::scripted::{Reply, Request, Scripted};
