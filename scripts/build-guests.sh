@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the conformance agents written in other languages than Rust into Wasm components:
 #   python      componentize-py (PyPI)                         -> <target>/agents/python-conformance.wasm
+#                                                                 <target>/agents/python-assistant.wasm
 #   js          componentize-js (npm, SpiderMonkey)            -> <target>/agents/js-conformance.wasm
 #   c           Debian clang + wasi-libc, wit-bindgen c,
 #               wasm-tools component embed/new (crates.io)     -> <target>/agents/c-conformance.wasm
-# (the Rust one is built by scripts/build-agents.sh). Usage: scripts/build-guests.sh [python] [js] [c]
+# (the Rust one is built by scripts/build-agents.sh), and Python's tool-using example agent
+# (examples/python/assistant, the twin of examples/agents/assistant). Usage:
+# scripts/build-guests.sh [python] [js] [c]
 #
 # Toolchains are pinned below and installed on first use under ${ARI_TOOLCHAINS:-~/.cache/ari/toolchains}
 # (a Python venv, an npm prefix, a `cargo install --root`); clang comes from Debian (apt-get, as
@@ -78,9 +81,20 @@ install_clang() {
 
 build_python() {
   install_componentize_py || return 2
-  "$tc/venv/bin/componentize-py" -d "$repo/wit" -w ari-agent componentize \
-    -p "$repo/sdk/python" -p "$repo/examples/python/conformance" app \
-    -o "$work/python-conformance.wasm" >/dev/null
+  local agent
+  for agent in conformance assistant; do
+    "$tc/venv/bin/componentize-py" -d "$repo/wit" -w ari-agent componentize \
+      -p "$repo/sdk/python" -p "$repo/examples/python/$agent" app \
+      -o "$work/python-$agent.wasm" >/dev/null || return 1
+  done
+}
+
+# The components a language's build makes (the first is its conformance agent).
+components_of() {
+  case "$1" in
+    python) echo python-conformance python-assistant ;;
+    *) echo "$1-conformance" ;;
+  esac
 }
 
 build_js() {
@@ -120,19 +134,33 @@ for lang in "${langs[@]}"; do
     python | js | c) ;;
     *) echo "build-guests: unknown language $lang (python, js, c)" >&2; exit 2 ;;
   esac
-  say "building the $lang conformance agent"
+  say "building the $lang agents: $(components_of "$lang")"
   status=0
   "build_$lang" || status=$?
-  wasm="$work/$lang-conformance.wasm"
   if [ "$status" -eq 2 ]; then
     say "SKIPPED $lang: its toolchain could not be installed (see above)"
     skipped+=("$lang")
-  elif [ "$status" -ne 0 ] || [ ! -f "$wasm" ] || ! is_component "$wasm"; then
+    continue
+  fi
+  ok=1
+  for name in $(components_of "$lang"); do
+    wasm="$work/$name.wasm"
+    if [ "$status" -ne 0 ] || [ ! -f "$wasm" ] || ! is_component "$wasm"; then
+      ok=0
+    fi
+  done
+  for name in $(components_of "$lang"); do
+    wasm="$work/$name.wasm"
+    if [ "$ok" -eq 0 ]; then
+      rm -f "$out/$name.wasm" # never test a stale component
+    else
+      cmp -s "$wasm" "$out/$name.wasm" 2>/dev/null || cp "$wasm" "$out/$name.wasm"
+    fi
+  done
+  if [ "$ok" -eq 0 ]; then
     echo "build-guests: $lang: the build failed" >&2
-    rm -f "$out/$lang-conformance.wasm" # never test a stale component
     failed+=("$lang")
   else
-    cmp -s "$wasm" "$out/$lang-conformance.wasm" 2>/dev/null || cp "$wasm" "$out/$lang-conformance.wasm"
     built+=("$lang")
   fi
 done

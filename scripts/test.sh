@@ -84,8 +84,9 @@ export ARI_REGISTRY_BIN
 echo "registry: $ARI_REGISTRY_BIN"
 
 step "guest agents in Python, JavaScript and C (toolchains cached)"
-# The conformance suite (executor/tests/conformance.rs) runs each one that is built; a toolchain
-# that cannot be installed is reported and its language skipped, a guest that fails to build fails.
+# The conformance suite (executor/tests/conformance.rs) runs each one that is built, and
+# executor/tests/python_assistant.rs the Python assistant; a toolchain that cannot be installed is
+# reported and its language skipped, a guest that fails to build fails.
 scripts/build-guests.sh
 
 step "A2A Python SDK (a2a-sdk from PyPI, cached)"
