@@ -73,9 +73,20 @@ def export(agent_class: type) -> type:
         except Exception as exc:  # every agent error leaves as an error-code, never a trap
             raise Err(to_error_code(exc)) from None
 
+    # componentize-py makes a new `Exported` for each exported call, so the agent is kept here:
+    # one per component instance, which the executor makes fresh for each task. Without this,
+    # what `initialize` stored on `self` was gone by `execute`.
+    held: list = []
+
+    def the_agent():
+        if not held:
+            held.append(agent_class())
+        return held[0]
+
     class Exported:
-        def __init__(self) -> None:
-            self._agent = agent_class()
+        @property
+        def _agent(self):
+            return the_agent()
 
         def initialize(self, config: bytes) -> None:
             guarded(lambda: self._agent.initialize(bytes(config)))
