@@ -217,7 +217,7 @@ async fn measure(
             .map_err(|e| e.to_string())?
             .items
             .iter()
-            .filter(|t| !matches!(t.phase(), TaskPhase::Succeeded | TaskPhase::Failed))
+            .filter(|t| !t.is_finished())
             .count();
         (left == 0)
             .then_some(())
