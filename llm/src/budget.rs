@@ -40,6 +40,16 @@ impl Default for Estimator {
 /// (contents, tool calls and results, tool definitions, the response schema, stop strings) plus
 /// the template's overheads.
 pub fn estimate_prompt(request: &ChatRequest, estimator: Estimator) -> u64 {
+    let bytes = request_bytes(request) as u64;
+    let items = (request.messages.len() + request.tools.len()) as u64;
+    bytes.div_ceil(u64::from(estimator.bytes_per_token.max(1)))
+        + items * u64::from(estimator.tokens_per_item)
+        + u64::from(estimator.tokens_per_request)
+}
+
+/// Bytes of text a request carries: its messages, tool definitions, response schema and stop
+/// strings (what the budget estimates from, and what the runtime charges fuel for).
+pub fn request_bytes(request: &ChatRequest) -> usize {
     let message_bytes: usize = request.messages.iter().map(message_bytes).sum();
     let tool_bytes: usize = request
         .tools
@@ -51,14 +61,11 @@ pub fn estimate_prompt(request: &ChatRequest, estimator: Estimator) -> u64 {
         _ => 0,
     };
     let stop_bytes: usize = request.stop.iter().map(String::len).sum();
-    let bytes = (message_bytes + tool_bytes + schema_bytes + stop_bytes) as u64;
-    let items = (request.messages.len() + request.tools.len()) as u64;
-    bytes.div_ceil(u64::from(estimator.bytes_per_token.max(1)))
-        + items * u64::from(estimator.tokens_per_item)
-        + u64::from(estimator.tokens_per_request)
+    message_bytes + tool_bytes + schema_bytes + stop_bytes
 }
 
-fn message_bytes(m: &Message) -> usize {
+/// Bytes of text one message carries: content, tool calls and the call it answers.
+pub fn message_bytes(m: &Message) -> usize {
     m.content.as_ref().map_or(0, String::len)
         + m.tool_call_id.as_ref().map_or(0, String::len)
         + m.tool_calls

@@ -194,22 +194,14 @@ impl ModelCapability {
         request: ChatRequest,
         recorder: &mut Recorder,
     ) -> Result<Ending<ChatResponse>, CapError> {
-        let model = match self.model(name) {
-            Ok(model) => model,
-            Err(refused) => return Ok(Ending::Done(Err(refused))),
+        let model = match self.admitted(name, recorder, |s, m| s.admit_chat(m, request.clone())) {
+            Ok(Ok(model)) => model,
+            Ok(Err(refused)) => return Ok(refused),
+            Err(e) => return Err(e),
         };
-        if let Err(refused) = self.session.admit_chat(&model, request.clone()) {
-            return Ok(Ending::Done(Err(refused)));
-        }
-        if self.take_record(recorder)? {
-            return Ok(Ending::Deadline);
-        }
         let until = self.until();
-        let result = wait(
-            &self.cancel,
-            &self.cancelled,
-            self.session.chat(&model, request, until, None),
-        )?;
+        let call = self.session.chat(&model, request, until, None);
+        let result = wait(&self.cancel, &self.cancelled, call)?;
         self.finish(recorder, result)
     }
 
@@ -220,23 +212,36 @@ impl ModelCapability {
         request: EmbeddingRequest,
         recorder: &mut Recorder,
     ) -> Result<Ending<EmbeddingResponse>, CapError> {
+        let model = match self.admitted(name, recorder, |s, m| s.admit_embed(m, &request)) {
+            Ok(Ok(model)) => model,
+            Ok(Err(refused)) => return Ok(refused),
+            Err(e) => return Err(e),
+        };
+        let until = self.until();
+        let call = self.session.embed(&model, request, until);
+        let result = wait(&self.cancel, &self.cancelled, call)?;
+        self.finish(recorder, result)
+    }
+
+    /// The model a call may go to, once the grant and the budget (`admit`) let it, and (in
+    /// replay) the trace's record of it is handed over; else how the call ends without one.
+    fn admitted<T, A>(
+        &mut self,
+        name: &str,
+        recorder: &mut Recorder,
+        admit: impl FnOnce(&Session, &Model) -> Result<A, ModelError>,
+    ) -> Result<Result<Model, Ending<T>>, CapError> {
         let model = match self.model(name) {
             Ok(model) => model,
-            Err(refused) => return Ok(Ending::Done(Err(refused))),
+            Err(refused) => return Ok(Err(Ending::Done(Err(refused)))),
         };
-        if let Err(refused) = self.session.admit_embed(&model, &request) {
-            return Ok(Ending::Done(Err(refused)));
+        if let Err(refused) = admit(&self.session, &model) {
+            return Ok(Err(Ending::Done(Err(refused))));
         }
         if self.take_record(recorder)? {
-            return Ok(Ending::Deadline);
+            return Ok(Err(Ending::Deadline));
         }
-        let until = self.until();
-        let result = wait(
-            &self.cancel,
-            &self.cancelled,
-            self.session.embed(&model, request, until),
-        )?;
-        self.finish(recorder, result)
+        Ok(Ok(model))
     }
 
     /// In replay, hands the session the trace's next record for an admitted call; `true` when

@@ -2,6 +2,7 @@
 //! conversions to and from the provider-neutral types of `ari-llm`.
 
 use ari_llm::ModelError as CallFailure;
+use ari_llm::budget;
 use ari_llm::types as llm;
 use wasmtime::component::LinkerInstance;
 
@@ -32,18 +33,19 @@ pub(crate) const HOST: HostFunctions = HostFunctions {
 
 fn link(model: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     model.func_wrap("chat", |mut cx: Cx<'_>, (request,): (wit::ChatRequest,)| {
-        charge(&mut cx, CALL, chat_bytes(&request))?;
         let name = request.model.clone();
         let request = to_chat(request);
+        charge(&mut cx, CALL, name.len() + budget::request_bytes(&request))?;
         let ending = cx
             .data()
             .caps()
             .with(|m: &mut ModelCapability, rec| m.chat(&name, request, rec));
-        let result = settle(&mut cx, ending)?.map(from_chat);
+        let result = settle(&mut cx, ending)?;
         if let Ok(answer) = &result {
-            charge_bytes(&mut cx, CALL, answer_bytes(answer))?;
+            let bytes = budget::message_bytes(&answer.message) + answer.model.len();
+            charge_bytes(&mut cx, CALL, bytes)?;
         }
-        Ok((result,))
+        Ok((result.map(from_chat),))
     })?;
     model.func_wrap(
         "embed",
@@ -119,29 +121,6 @@ fn to_wit_error(error: CallFailure) -> wit::ModelError {
             wit::ModelError::ProviderError(wit::ProviderFailure { status, message })
         }
     }
-}
-
-fn chat_bytes(r: &wit::ChatRequest) -> usize {
-    let messages: usize = r.messages.iter().map(message_bytes).sum();
-    let tools: usize = r
-        .tools
-        .iter()
-        .map(|t| t.name.len() + t.description.as_ref().map_or(0, String::len) + t.parameters.len())
-        .sum();
-    r.model.len() + messages + tools + r.stop.iter().map(String::len).sum::<usize>()
-}
-
-fn answer_bytes(r: &wit::ChatResponse) -> usize {
-    message_bytes(&r.message) + r.model.len()
-}
-
-fn message_bytes(m: &wit::Message) -> usize {
-    m.content.as_ref().map_or(0, String::len)
-        + m.tool_call_id.as_ref().map_or(0, String::len)
-        + m.tool_calls
-            .iter()
-            .map(|c| c.id.len() + c.name.len() + c.arguments.len())
-            .sum::<usize>()
 }
 
 fn to_chat(r: wit::ChatRequest) -> llm::ChatRequest {
