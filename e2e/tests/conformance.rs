@@ -445,7 +445,14 @@ async fn judge(ctx: &Ctx, ns: &str, case: &Case, task: &Task, agent: &Agent) -> 
             (phase, None) => format!("{phase:?} without a reason"),
         },
         message: status.message.clone().unwrap_or_default(),
-        output: status.output.clone(),
+        // A Task that succeeded with no output has no `output` field at all (its digest is the
+        // empty string's): as `ari run` prints it, that is the empty output.
+        output: status.output.clone().or_else(|| {
+            (status.phase == Some(TaskPhase::Succeeded)
+                && status.output_base64.is_none()
+                && status.output_ref.is_none())
+            .then(String::new)
+        }),
         other_output: status
             .output_base64
             .clone()
