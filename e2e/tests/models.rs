@@ -356,7 +356,7 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
         let fs = frugal.status.clone().unwrap_or_default();
         ensure!(
             fs.phase == Some(TaskPhase::Failed)
-                && fs.message.as_deref().is_some_and(|m| m.contains("budget-exhausted")),
+                && fs.message.as_deref().is_some_and(|m| m.contains("token budget exhausted")),
             "a 10-token budget: {:?} {:?}",
             fs.phase,
             fs.message
