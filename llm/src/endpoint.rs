@@ -1,52 +1,11 @@
 //! Where a model is served and with which credentials.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-/// A provider's API key. It is sent only in the request's authentication header: `Debug` and
-/// `Display` print a placeholder, it is not `Serialize`, and errors built from provider
-/// messages have it cut out (see [`ApiKey::redact`]).
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-/// What an [`ApiKey`] prints as.
-pub const REDACTED: &str = "[redacted]";
-
-impl ApiKey {
-    /// The key, trimmed of surrounding whitespace (a Secret's value often ends in a newline).
-    pub fn new(key: impl Into<String>) -> ApiKey {
-        ApiKey(key.into().trim().to_string())
-    }
-
-    /// The secret itself, for the authentication header only.
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// `text` with every occurrence of the key replaced by [`REDACTED`]: a provider may echo
-    /// what it was sent in an error message.
-    pub fn redact(&self, text: &str) -> String {
-        if self.0.is_empty() {
-            text.to_string()
-        } else {
-            text.replace(&self.0, REDACTED)
-        }
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ApiKey({REDACTED})")
-    }
-}
-
-impl fmt::Display for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(REDACTED)
-    }
-}
+/// A provider's API key: the workspace's one credential type (`ari_model::Secret`), which never
+/// prints and is cut out of every message a provider sends back.
+pub use ari_model::secret::{REDACTED, Secret as ApiKey};
 
 /// The wire format a provider speaks: the model crate's, as ModelConfigs and attestations
 /// name it.

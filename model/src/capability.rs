@@ -42,6 +42,7 @@ capabilities! {
     TimeAccess = "timeAccess",
     Delegation = "delegation",
     Models = "models",
+    Tools = "tools",
 }
 
 impl fmt::Display for CapabilityName {
@@ -91,7 +92,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown capability \"teleport\" (known: storage, network, randomness, signing, \
-             timeAccess, delegation, models)"
+             timeAccess, delegation, models, tools)"
         );
     }
 

@@ -10,7 +10,7 @@ use crate::capability::CapabilityName;
 use crate::hosts::{AllowList, BadEntry};
 use crate::limits::{
     DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH, DelegationApplied, LimitsApplied, ModelApplied,
-    delegation_allows,
+    ToolServerApplied, delegation_allows,
 };
 
 /// No delegation grant can raise the depth past this: every level holds a waiting parent.
@@ -45,6 +45,10 @@ pub struct GrantSet {
     /// holds their credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<ModelsGrant>,
+    /// Tools of the namespace's remote MCP servers, called through the host, which holds their
+    /// credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsGrant>,
 }
 
 impl GrantSet {
@@ -58,6 +62,7 @@ impl GrantSet {
             CapabilityName::TimeAccess => self.time_access.is_some(),
             CapabilityName::Delegation => self.delegation.is_some(),
             CapabilityName::Models => self.models.is_some(),
+            CapabilityName::Tools => self.tools.is_some(),
         }
     }
 
@@ -94,6 +99,17 @@ impl GrantSet {
                 endpoint: None,
             })
             .collect();
+        // Servers and tools only: the URL each name resolved to is the host's to add.
+        applied.tools = self
+            .tools
+            .iter()
+            .flat_map(|g| &g.servers)
+            .map(|s| ToolServerApplied {
+                name: s.name.clone(),
+                tools: s.tools.clone(),
+                url: None,
+            })
+            .collect();
     }
 
     /// The grants a run was held to, read back from its signed `limitsApplied` (a replay runs
@@ -117,6 +133,16 @@ impl GrantSet {
                 .map(|d| DelegationGrant::new(d.agents.clone(), d.max_depth, d.max_children)),
             models: has(CapabilityName::Models).then(|| ModelsGrant {
                 allowed: applied.models.iter().map(|m| m.name.clone()).collect(),
+            }),
+            tools: has(CapabilityName::Tools).then(|| ToolsGrant {
+                servers: applied
+                    .tools
+                    .iter()
+                    .map(|s| ToolServerGrant {
+                        name: s.name.clone(),
+                        tools: s.tools.clone(),
+                    })
+                    .collect(),
             }),
         }
     }
@@ -205,6 +231,60 @@ impl ModelsGrant {
     }
 }
 
+/// Tools grant: which of the namespace's MCP servers a task may use, and which of their tools.
+/// Deny by default: a server not named, or a tool its entry does not name, is refused before
+/// anything is sent. The host resolves each server name to its URL and credentials; the guest
+/// only ever sees the names.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsGrant {
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 32)))]
+    pub servers: Vec<ToolServerGrant>,
+}
+
+/// One MCP server of a [`ToolsGrant`] and the tools allowed on it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolServerGrant {
+    /// The server's name in the Agent's namespace.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"))
+    )]
+    pub name: String,
+    /// Tool names as the server lists them; `*` (written deliberately) allows every tool it
+    /// offers. Empty allows none.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = 256), inner(length(min = 1, max = 128)))
+    )]
+    pub tools: Vec<String>,
+}
+
+/// The entry that allows every tool of a server.
+pub const ALL_TOOLS: &str = "*";
+
+impl ToolsGrant {
+    /// The grant's entry for server `name`.
+    pub fn server(&self, name: &str) -> Option<&ToolServerGrant> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Whether tool `tool` of server `server` is granted.
+    pub fn allows(&self, server: &str, tool: &str) -> bool {
+        self.server(server).is_some_and(|s| s.allows(tool))
+    }
+}
+
+impl ToolServerGrant {
+    /// Whether `tool` is named (or [`ALL_TOOLS`] was granted).
+    pub fn allows(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t == tool || t == ALL_TOOLS)
+    }
+}
+
 /// Delegation grant: which Agents a task may call, how deep and how many.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -279,6 +359,7 @@ mod tests {
             time_access: Some(EmptyGrant {}),
             delegation: Some(DelegationGrant::default()),
             models: Some(ModelsGrant::default()),
+            tools: Some(ToolsGrant::default()),
         };
         assert_eq!(all.names(), CapabilityName::ALL.into_iter().collect());
         // Every capability's grant is its field, spelled as its name.
@@ -314,6 +395,12 @@ mod tests {
             delegation: Some(DelegationGrant::new(vec!["a".into()], 2, 5)),
             models: Some(ModelsGrant {
                 allowed: vec!["tiny".into()],
+            }),
+            tools: Some(ToolsGrant {
+                servers: vec![ToolServerGrant {
+                    name: "search".into(),
+                    tools: vec!["lookup".into(), "fetch".into()],
+                }],
             }),
         };
         let mut applied = LimitsApplied {
@@ -354,5 +441,37 @@ mod tests {
             ..Default::default()
         };
         assert!(g.allows("a") && !g.allows("b"));
+    }
+
+    #[test]
+    fn tools_are_denied_unless_their_server_names_them_or_all() {
+        let grant = ToolsGrant {
+            servers: vec![
+                ToolServerGrant {
+                    name: "docs".into(),
+                    tools: vec!["search".into()],
+                },
+                ToolServerGrant {
+                    name: "any".into(),
+                    tools: vec![ALL_TOOLS.into()],
+                },
+                ToolServerGrant {
+                    name: "none".into(),
+                    tools: vec![],
+                },
+            ],
+        };
+        #[rustfmt::skip]
+        let cases = [
+            ("docs", "search", true),
+            ("docs", "delete", false),
+            ("any", "delete", true),
+            ("none", "search", false),
+            ("other", "search", false),
+            ("docs", "*", false),
+        ];
+        for (server, tool, want) in cases {
+            assert_eq!(grant.allows(server, tool), want, "{server}/{tool}");
+        }
     }
 }

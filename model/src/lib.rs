@@ -18,16 +18,20 @@ pub mod mode;
 pub mod names;
 pub mod outcome;
 pub mod requirements;
+pub mod secret;
 pub mod usage;
 
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
 pub use grant::{
     DelegationGrant, EmptyGrant, GrantSet, ModelsGrant, NetworkGrant, SecretKeyRef, SigningGrant,
-    StorageGrant,
+    StorageGrant, ToolServerGrant, ToolsGrant,
 };
-pub use limits::{DelegationApplied, LimitsApplied, ModelApplied, ModelEndpoint, ModelProvider};
+pub use limits::{
+    DelegationApplied, LimitsApplied, ModelApplied, ModelEndpoint, ModelProvider, ToolServerApplied,
+};
 pub use mode::{AgentMode, TaskOrigin};
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
 pub use requirements::{Denied, TaskRequirements};
+pub use secret::Secret;
 pub use usage::{Estimate, ModelCalls, ResourcesUsed, TokenUsage};

@@ -36,6 +36,26 @@ pub struct LimitsApplied {
     /// included), when `models` is granted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// The MCP servers granted, when `tools` is granted: each name, its tools, and the URL it
+    /// resolved to when the run started (a replay checks each record against it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolServerApplied>,
+}
+
+/// A granted MCP server as a run was held to it. Never its credentials.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolServerApplied {
+    /// The server's name in the namespace.
+    pub name: String,
+    /// The tools granted on it (`*`: all).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Its URL without user, password or query; absent when the namespace has no such server
+    /// (its calls were `unavailable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// A granted model as a run was held to it: the ModelConfig's name and, when it was found,
