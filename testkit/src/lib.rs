@@ -8,6 +8,8 @@ pub mod agents;
 pub mod conformance;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "mcp-server")]
+pub mod mcp_server;
 #[cfg(feature = "kube")]
 pub mod mock_api;
 #[cfg(feature = "model-server")]

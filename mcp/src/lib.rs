@@ -1,0 +1,25 @@
+//! The host side of ari's tools capability, with no Kubernetes and no Wasmtime in it.
+//!
+//! - [`ToolServer`]: a remote MCP server as a namespace declares it: its URL, the protocol
+//!   revision to speak and its credentials (a bearer token and header values, each a
+//!   [`Secret`] that never prints and is cut out of everything the server sends back).
+//! - [`Client`]: the MCP client over streamable HTTP (`rmcp`): tools listed and called with
+//!   every answer bounded in size, every call bounded in time, redirects never followed.
+//! - [`record`]: each exchange (the request as sent, without credentials, and its whole
+//!   outcome) as a [`record::CallRecord`], and the [`record::Replayer`] that serves them back
+//!   without the server and fails on the first request that differs.
+//! - [`Session`]: all of it for one task.
+
+mod client;
+mod error;
+pub mod record;
+mod server;
+mod session;
+mod types;
+
+pub use ari_model::secret::{REDACTED, Secret};
+pub use client::{Client, Limits};
+pub use error::{MAX_MESSAGE_CHARS, ToolError};
+pub use server::{BadServer, Credentials, Protocol, ServerId, ToolServer};
+pub use session::{CallError, Session, Source};
+pub use types::{Arguments, ToolHints, ToolInfo, ToolResult};
