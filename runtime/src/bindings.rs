@@ -11,6 +11,8 @@ wasmtime::component::bindgen!({
 pub use ainur::ari::host::{HttpHeader, IncomingResponse, LogLevel, OutgoingRequest};
 /// The `model` interface's records, which its capability converts.
 pub use ainur::ari::model;
+/// The `tools` interface's records, which its capability converts.
+pub use ainur::ari::tools;
 pub use ainur::ari::types::{
     ChildBudget, ChildFailure, DelegationError, ErrorCode, Estimation, HashAlgorithm, HttpError,
     StorageError,

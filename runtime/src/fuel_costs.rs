@@ -74,7 +74,10 @@ mod tests {
                 "send-message",
                 "chat",
                 "embed",
-                "models"
+                "models",
+                "servers",
+                "list-tools",
+                "call-tool"
             ]
         );
     }

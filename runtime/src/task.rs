@@ -15,6 +15,7 @@ use crate::capability::delegation::{ChildSummary, TaskDelegation};
 use crate::capability::log::LogCapability;
 use crate::capability::model::{self, ModelCapability};
 use crate::capability::storage::{MemoryBackend, StorageBackend, TaskStorage};
+use crate::capability::tools;
 use crate::capability::{
     CapError, CapUsage, DelegationContext, Grants, LogTap, Mode, TaskCapabilities, TaskSetup,
 };
@@ -406,6 +407,9 @@ impl LoadedAgent {
             for granted in &mut applied.models {
                 granted.endpoint = req.grants.models().get(&granted.name).map(model::applied);
             }
+        }
+        for granted in &mut applied.tools {
+            granted.url = req.grants.tools().get(&granted.name).map(tools::applied);
         }
         applied
     }

@@ -389,6 +389,7 @@ mod tests {
     use crate::capability::model::ModelEvent;
     use crate::capability::random::RandomEvent;
     use crate::capability::storage::StorageEvent;
+    use crate::capability::tools::ToolEvent;
 
     fn sample() -> Trace {
         Trace {
@@ -503,6 +504,41 @@ mod tests {
         assert_eq!(serde_json::from_str::<Trace>(&text).expect("parses"), trace);
     }
 
+    /// A tools exchange is tag 12 and its record's canonical JSON as one byte string; a
+    /// deadline is tag 13 alone.
+    #[test]
+    fn a_tools_exchange_is_encoded_as_its_records_canonical_json() {
+        use ari_mcp::record::{Call, CallRecord, Outcome};
+        let record = CallRecord {
+            server: ari_mcp::ServerId {
+                name: "docs".into(),
+                url: "http://127.0.0.1:1/mcp".into(),
+            },
+            call: Call::Tool {
+                tool: "echo".into(),
+                arguments: serde_json::Map::new(),
+                outcome: Outcome::Error(ari_mcp::ToolError::unavailable("closed")),
+            },
+        };
+        let json = record.canonical_bytes();
+        let event: TraceEvent = ToolEvent::call(record).into();
+        let mut out = Vec::new();
+        event.encode(&mut out);
+        let mut want = vec![12u8];
+        want.extend_from_slice(&(json.len() as u64).to_le_bytes());
+        want.extend_from_slice(&json);
+        assert_eq!(out, want);
+        let mut deadline = Vec::new();
+        TraceEvent::from(ToolEvent::Deadline).encode(&mut deadline);
+        assert_eq!(deadline, [13]);
+        let trace = Trace {
+            events: vec![event, ToolEvent::Deadline.into()],
+        };
+        let text = serde_json::to_string(&trace).expect("json");
+        assert!(text.contains(r#""kind":"toolCall""#), "{text}");
+        assert_eq!(serde_json::from_str::<Trace>(&text).expect("parses"), trace);
+    }
+
     #[test]
     fn an_unknown_kind_is_refused_when_a_trace_is_read() {
         let err = serde_json::from_str::<Trace>(r#"{"events":[{"kind":"teleport"}]}"#);
@@ -605,6 +641,7 @@ mod tests {
                 TraceEvent::Random(_) => r.replay_next::<RandomEvent>(&[kind]).map(|_| ()),
                 TraceEvent::Delegation(_) => r.replay_next::<DelegationEvent>(&[kind]).map(|_| ()),
                 TraceEvent::Model(_) => r.replay_next::<ModelEvent>(&[kind]).map(|_| ()),
+                TraceEvent::Tools(_) => r.replay_next::<ToolEvent>(&[kind]).map(|_| ()),
             }
             .unwrap();
         }

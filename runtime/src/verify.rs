@@ -7,7 +7,7 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
 use crate::capability::delegation::DelegationEvent;
-use crate::capability::{Grants, LoadedModels, LoadedSigningKey};
+use crate::capability::{Grants, LoadedModels, LoadedSigningKey, LoadedTools};
 use crate::limits::{Limits, LimitsApplied};
 use crate::report::RunReport;
 use crate::runtime::{Runtime, RuntimeError};
@@ -344,7 +344,13 @@ fn replay_grants(applied: &LimitsApplied, opts: &VerifyOptions) -> Result<Grants
     });
     Ok(Grants::load(GrantSet::replayed(applied), key)
         .map_err(|e| VerifyError::Malformed(format!("limitsApplied: {e}")))?
-        .with_models(LoadedModels::replayed(models)))
+        .with_models(LoadedModels::replayed(models))
+        .with_tools(LoadedTools::replayed(
+            applied
+                .tools
+                .iter()
+                .filter_map(crate::capability::tools::replayed),
+        )))
 }
 
 fn replay_limits(a: &LimitsApplied) -> Limits {

@@ -3,12 +3,14 @@
 
 use std::path::Path;
 
-use ari_model::grant::{EmptyGrant, GrantSet, ModelsGrant, NetworkGrant};
+use ari_model::grant::{
+    EmptyGrant, GrantSet, ModelsGrant, NetworkGrant, ToolServerGrant, ToolsGrant,
+};
 use ari_model::hosts::AllowList;
 use ari_model::{CapabilityName, UnknownCapability};
 
 use super::crypto::LoadedSigningKey;
-use super::{GrantError, LoadedModels, delegation, storage};
+use super::{GrantError, LoadedModels, LoadedTools, delegation, storage};
 
 /// The capabilities granted to one agent: its [`GrantSet`], the network entries parsed once
 /// and the signing key the host read (from the Secret the Agent's `SigningGrant` names; for the
@@ -19,6 +21,7 @@ pub struct Grants {
     hosts: Option<AllowList>,
     key: Option<LoadedSigningKey>,
     models: LoadedModels,
+    tools: LoadedTools,
 }
 
 /// Parses `1MiB`, `512KiB`, `1GiB`, `64Ki`, or plain bytes.
@@ -73,6 +76,7 @@ impl Grants {
             hosts,
             key,
             models: LoadedModels::default(),
+            tools: LoadedTools::default(),
         })
     }
 
@@ -88,10 +92,24 @@ impl Grants {
         &self.models
     }
 
+    /// These grants with the MCP servers the host loaded for them (URLs and credentials). A
+    /// granted server with none loaded stays granted: its calls are `unavailable`.
+    pub fn with_tools(mut self, tools: LoadedTools) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// The MCP servers the host loaded.
+    pub fn tools(&self) -> &LoadedTools {
+        &self.tools
+    }
+
     /// Parses `--grant` values: `storage=1MiB`, `network=https://host[:port]`
     /// (repeatable), `randomness`, `signing=KEYFILE`, `timeAccess` (or its alias `time`),
     /// `delegation=AGENT[,AGENT...][;maxDepth=N][;maxChildren=N]`, `models=NAME[,NAME...]`
-    /// (repeatable; each name's endpoint is the host's to load, see [`Grants::with_models`]).
+    /// (repeatable; each name's endpoint is the host's to load, see [`Grants::with_models`]),
+    /// `tools=SERVER:TOOL[,TOOL...]` (`*` for every tool; repeatable, one server each; each
+    /// server is the host's to load, see [`Grants::with_tools`]).
     pub fn parse_cli(args: &[String]) -> Result<Self, GrantError> {
         let mut spec = GrantSet::default();
         let mut key = None;
@@ -129,6 +147,10 @@ impl Grants {
                     grant
                         .allowed
                         .extend(names.filter(|n| !n.is_empty()).map(str::to_owned));
+                }
+                "tools" => {
+                    let grant = spec.tools.get_or_insert_with(ToolsGrant::default);
+                    grant.servers.push(tools_from_cli(need("tools")?)?);
                 }
                 other => return Err(GrantError::Unknown(other.to_owned())),
             }
@@ -172,6 +194,32 @@ impl Grants {
             other => self.spec.grants(other),
         }
     }
+}
+
+/// `SERVER:TOOL[,TOOL...]`, one server's entry of a tools grant.
+fn tools_from_cli(value: &str) -> Result<ToolServerGrant, GrantError> {
+    let invalid = |reason: &str| GrantError::Invalid {
+        grant: "tools",
+        reason: reason.to_owned(),
+    };
+    let (server, tools) = value
+        .split_once(':')
+        .ok_or_else(|| invalid("expected tools=SERVER:TOOL[,TOOL...] (`*` for every tool)"))?;
+    let tools: Vec<String> = tools
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if server.trim().is_empty() || tools.is_empty() {
+        return Err(invalid(
+            "a server and at least one tool (or `*`) are needed",
+        ));
+    }
+    Ok(ToolServerGrant {
+        name: server.trim().to_owned(),
+        tools,
+    })
 }
 
 #[cfg(test)]
@@ -226,6 +274,8 @@ mod tests {
             "delegation=summarize",
             "models=small,large",
             "models=extra",
+            "tools=docs:search,fetch",
+            "tools=any:*",
         ]))
         .unwrap();
         assert_eq!(
@@ -239,6 +289,12 @@ mod tests {
         assert_eq!(g.key().unwrap().key.to_bytes(), [7u8; 32]);
         let models = g.spec().models.as_ref().expect("models granted");
         assert_eq!(models.allowed, ["small", "large", "extra"]);
+        let tools = g.spec().tools.as_ref().expect("tools granted");
+        assert!(tools.allows("docs", "fetch") && !tools.allows("docs", "delete"));
+        assert!(tools.allows("any", "delete"));
+        for bad in ["tools=docs", "tools=docs:", "tools=:x"] {
+            assert!(Grants::parse_cli(&args(&[bad])).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -19,10 +19,12 @@ pub mod delegation;
 mod error;
 mod grants;
 pub mod http;
+mod io;
 pub mod log;
 pub mod model;
 pub mod random;
 pub mod storage;
+pub mod tools;
 
 pub use crypto::{HashAlgorithm, LoadedSigningKey};
 pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Settled};
@@ -32,6 +34,7 @@ pub use http::{HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
 pub use model::LoadedModels;
 pub use storage::StorageGrant;
+pub use tools::LoadedTools;
 
 use std::time::Instant;
 
@@ -203,6 +206,7 @@ capabilities! {
     clock: clock::ClockCapability => Clock(clock::ClockEvent),
     delegation: delegation::TaskDelegation => Delegation(delegation::DelegationEvent),
     model: model::ModelCapability => Model(model::ModelEvent),
+    tools: tools::ToolsCapability => Tools(tools::ToolEvent),
 }
 
 impl TaskCapabilities {

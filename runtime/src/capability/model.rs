@@ -14,7 +14,7 @@ pub use events::ModelEvent;
 pub use link::FUEL;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use ari_llm::record::{CallRecord, Replayer};
@@ -23,6 +23,7 @@ use ari_llm::{CallError, Client, Model, ModelError, Session, Source};
 use ari_model::grant::ModelsGrant;
 use ari_model::{CapabilityName, ModelCalls, ModelEndpoint};
 
+use super::io::wait;
 use super::{CapError, Capability, Grants, TaskSetup};
 use crate::cancel::CancelToken;
 use crate::host::HostFunctions;
@@ -79,24 +80,6 @@ impl LoadedModels {
     pub fn iter(&self) -> impl Iterator<Item = &Model> {
         self.models.values()
     }
-}
-
-/// The runtime model calls wait on. Host calls run on the guest's thread, which is not a
-/// Tokio thread; one small runtime per process drives the client's connections, so the
-/// connection pool outlives any one task.
-fn io_runtime() -> Result<&'static tokio::runtime::Runtime, CapError> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("ari-model-io")
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| CapError::Failed(format!("models: no I/O runtime: {e}")))
 }
 
 /// One task's model calls.
@@ -299,26 +282,6 @@ impl ModelCapability {
             recorder.record(ModelEvent::call(record.clone()));
         }
     }
-}
-
-/// Runs `call` to its end on the I/O runtime, or until the task is cancelled (then the call
-/// is dropped, which closes its connection).
-fn wait<T>(
-    cancel: &CancelToken,
-    cancelled: &tokio::sync::Notify,
-    call: impl std::future::Future<Output = T>,
-) -> Result<T, CapError> {
-    if cancel.is_cancelled() {
-        return Err(CapError::Cancelled);
-    }
-    io_runtime()?
-        .block_on(async {
-            tokio::select! {
-                result = call => Some(result),
-                () = cancelled.notified() => None,
-            }
-        })
-        .ok_or(CapError::Cancelled)
 }
 
 /// What a run's `limitsApplied` says of a loaded model: where it pointed and what decided its

@@ -2,6 +2,7 @@
 
 use crate::bindings::ainur::ari::types as wit;
 use crate::model::ModelError;
+use crate::tools::ToolError;
 
 /// Why an agent or an SDK call failed. The host's typed errors (`error-code`, `storage-error`,
 /// `http-error`, `delegation-error`; `model-error` as [`Error::Model`]) arrive as these cases,
@@ -47,6 +48,9 @@ pub enum Error {
     /// a provider's status), so `?` loses nothing.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// A tools call failed; the [`ToolError`] keeps its case.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
 }
 
 /// An agent's own error message: `Err(format!(..))?` and `Err("..".into())` just work.
@@ -128,6 +132,10 @@ impl From<Error> for wit::ErrorCode {
             Error::Model(ModelError::Denied(m)) => wit::ErrorCode::Denied(m),
             Error::Model(ModelError::InvalidRequest(m)) => wit::ErrorCode::InvalidInput(m),
             model @ Error::Model(_) => wit::ErrorCode::Failed(model.to_string()),
+            // Likewise for tools: a denial is a denial, refused arguments are invalid input.
+            Error::Tool(ToolError::Denied(m)) => wit::ErrorCode::Denied(m),
+            Error::Tool(ToolError::InvalidArguments(m)) => wit::ErrorCode::InvalidInput(m),
+            tool @ Error::Tool(_) => wit::ErrorCode::Failed(tool.to_string()),
         }
     }
 }

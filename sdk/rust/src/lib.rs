@@ -1,7 +1,7 @@
 //! Guest SDK for writing [ari](https://example.invalid/ari) agents in Rust.
 //!
 //! An ari agent is a WebAssembly component that exports the `ainur:ari/agent@2.0.0`
-//! interface and may import `ainur:ari/host@2.0.0` and `ainur:ari/model@2.0.0` (see `wit/`). This crate hides
+//! interface and may import `ainur:ari/host@2.0.0`, `ainur:ari/model@2.0.0` and `ainur:ari/tools@2.0.0` (see `wit/`). This crate hides
 //! the `wit-bindgen` glue: implement [`Agent`] (only [`Agent::execute`] is required) and
 //! call [`export_agent!`] once.
 //!
@@ -36,13 +36,14 @@
 //! | [`host::clock`] | `now` `now_system_time` | `timeAccess` |
 //! | [`host::delegation`] | `delegate` `start` / [`host::delegation::Child::wait`] `send_message` | `delegation` |
 //! | [`model`] | `chat` `embed` `models`, [`model::ChatRequest`] / [`model::ChatResponse`] | `models` |
+//! | [`tools`] | `servers` `list` `call`, [`tools::Tool`] / [`tools::ToolResult`] | `tools` |
 //!
 //! A capability the agent was not granted makes the call return [`Error::Denied`]; the host
 //! never traps for it. Every host error arrives as an [`Error`] case (denied, quota exceeded,
 //! invalid, failed), so `?` works inside [`Agent::execute`] and an agent can match on a
 //! refusal; a `String` converts into [`Error::Failed`]. Model calls fail with their own
 //! [`model::ModelError`] (a rate limit's wait, a provider's status), which `?` carries as
-//! [`Error::Model`].
+//! [`Error::Model`]; tools calls with their [`tools::ToolError`], carried as [`Error::Tool`].
 //!
 //! # Native builds
 //!
@@ -55,6 +56,7 @@ mod error;
 pub mod hex;
 pub mod host;
 pub mod model;
+pub mod tools;
 
 #[doc(hidden)]
 pub mod bindings;

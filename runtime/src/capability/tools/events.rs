@@ -1,0 +1,72 @@
+//! Each tools exchange as a trace event: its whole record (the request as sent, without
+//! credentials, and the answer or error), so a replay contacts no server.
+
+use ari_mcp::record::CallRecord;
+use serde::{Deserialize, Serialize};
+
+use crate::trace::{CapabilityEvent, put_bytes};
+
+/// One tools exchange the task made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all_fields = "camelCase")]
+pub enum ToolEvent {
+    /// A tool list or a tool call and what came of it (an answer, or a typed error the guest
+    /// was given).
+    #[serde(rename = "toolCall")]
+    Call { record: Recorded },
+    /// An exchange the task's deadline cut short: the task ended `DeadlineExceeded` there.
+    #[serde(rename = "toolDeadline")]
+    Deadline,
+}
+
+/// An exchange's record, compared by its canonical bytes (answers hold JSON values, which
+/// compare as maps but are signed as bytes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Recorded(pub Box<CallRecord>);
+
+impl PartialEq for Recorded {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.canonical_bytes() == other.0.canonical_bytes()
+    }
+}
+
+impl Eq for Recorded {}
+
+impl ToolEvent {
+    pub const CALL: &'static str = "toolCall";
+    pub const DEADLINE: &'static str = "toolDeadline";
+    /// The kinds a replay asks for at an exchange.
+    pub const ASKED: &'static [&'static str] = &[Self::CALL, Self::DEADLINE];
+
+    pub fn call(record: CallRecord) -> Self {
+        Self::Call {
+            record: Recorded(Box::new(record)),
+        }
+    }
+}
+
+impl CapabilityEvent for ToolEvent {
+    const KINDS: &'static [(u8, &'static str)] = &[(12, Self::CALL), (13, Self::DEADLINE)];
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Call { .. } => Self::CALL,
+            Self::Deadline => Self::DEADLINE,
+        }
+    }
+
+    fn encode_fields(&self, out: &mut Vec<u8>) {
+        if let Self::Call { record } = self {
+            put_bytes(out, &record.0.canonical_bytes());
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            // The record's JSON size stands for its heap size (strings and values dominate).
+            Self::Call { record } => record.0.canonical_bytes().len(),
+            Self::Deadline => 0,
+        }
+    }
+}
