@@ -94,6 +94,12 @@ step "A2A Python SDK (a2a-sdk from PyPI, cached)"
 ARI_A2A_PYTHON="$(scripts/a2a-sdk.sh | tail -n 1)"
 export ARI_A2A_PYTHON
 
+step "MCP Python SDK (mcp from PyPI, cached)"
+# The tools capability's tests (ari-mcp, runtime/tests/tools.rs, executor/tests/tools.rs) call a
+# real MCP server built with the official SDK (testkit/mcp/server.py); first run about a minute.
+ARI_MCP_PYTHON="$(scripts/mcp-server.sh | tail -n 1)"
+export ARI_MCP_PYTHON
+
 step "waiting for the model server install"
 wait_for "$ms_pid" "$ms_log" "model server install"
 ARI_MODEL_SERVER="$(tail -n 1 "$ms_log")"

@@ -71,11 +71,6 @@ fn every_hint_is_the_wits() {
         open_world: Some(true),
     };
     let json = serde_json::to_value(all).expect("json");
-    let fields: BTreeSet<String> = json
-        .as_object()
-        .expect("object")
-        .keys()
-        .cloned()
-        .collect();
+    let fields: BTreeSet<String> = json.as_object().expect("object").keys().cloned().collect();
     assert_eq!(fields, wit_names("tool-hints"));
 }

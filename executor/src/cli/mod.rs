@@ -5,6 +5,7 @@ mod models;
 mod plan;
 mod push;
 mod run;
+mod tools;
 mod verify;
 mod worker;
 

@@ -37,7 +37,13 @@ children may spend comes out of its parent's budget, as in a cluster.
 Models: declare one with --model NAME=URL (an OpenAI-compatible API root; --model-id,
 --model-provider, --model-key-file or --model-key-env for the rest) and grant it with
 --grant models=NAME. The key stays with ari: the agent only names the model. --tokens sets the
-task's token budget; every call is recorded, so `ari verify` replays the run without the model.";
+task's token budget; every call is recorded, so `ari verify` replays the run without the model.
+
+MCP tools: declare a server with --mcp NAME=URL (its streamable HTTP endpoint; --mcp-protocol,
+--mcp-token-file or --mcp-token-env, --mcp-header-env for the rest) and grant its tools with
+--grant tools=NAME:TOOL[,TOOL...] (`*` for all). The credentials stay with ari: the agent only
+names the server and the tool; every exchange is recorded, so `ari verify` replays the run
+without the server.";
 
 /// Run an agent component on one input, under limits, and print its output.
 #[derive(Args)]
@@ -52,7 +58,8 @@ pub struct RunArgs {
     #[arg(long)]
     input_file: Option<PathBuf>,
     /// Grant a capability: storage=1MiB, network=https://host, randomness, signing=KEYFILE,
-    /// timeAccess (alias: time), delegation=AGENT, models=NAME.
+    /// timeAccess (alias: time), delegation=AGENT, models=NAME,
+    /// tools=SERVER:TOOL[,TOOL...].
     #[arg(long = "grant", value_name = "CAP[=VALUE]")]
     grants: Vec<String>,
     /// Capabilities the task requires (fails CapabilityDenied unless granted).
@@ -99,6 +106,8 @@ pub struct RunArgs {
     agent_configs: Vec<String>,
     #[command(flatten)]
     models: super::models::ModelArgs,
+    #[command(flatten)]
+    tools: super::tools::ToolArgs,
     /// Print one JSON report instead of the output.
     #[arg(long)]
     json: bool,
@@ -112,7 +121,9 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .with_context(|| format!("cannot read input file {}", path.display()))?,
         (None, None) => Vec::new(),
     };
-    let grants = Grants::parse_cli(&args.grants)?.with_models(args.models.load()?);
+    let grants = Grants::parse_cli(&args.grants)?
+        .with_models(args.models.load()?)
+        .with_tools(args.tools.load()?);
     let limits = Limits {
         fuel: args.fuel,
         memory_bytes: size("--memory", &args.memory)?,

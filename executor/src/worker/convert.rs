@@ -298,6 +298,11 @@ mod tests {
                 endpoint: None,
             }],
             tokens: Some(70),
+            tools: vec![ari_runtime::model::ToolServerApplied {
+                name: "docs".into(),
+                tools: vec!["search".into()],
+                url: Some("https://tools.example/mcp".into()),
+            }],
         };
         let attestation = Attestation::sign(
             Claims {
