@@ -206,8 +206,9 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_input_bytes: Option<u64>,
-    /// Model tokens (input and output together) per task, when models are granted; a Task's
-    /// `spec.tokens` may only lower it. Checked before each call (see docs/models.md).
+    /// Model tokens (input and output together) per task, when models or delegation are
+    /// granted (children draw theirs from their parent's); a Task's `spec.tokens` may only
+    /// lower it. Checked before each call (see docs/models.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub tokens: Option<u64>,

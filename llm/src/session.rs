@@ -67,6 +67,16 @@ impl Session {
         self.budget
     }
 
+    /// Takes `tokens` out of the budget ahead: a child task's share, charged when it starts.
+    pub fn reserve(&mut self, tokens: u64) {
+        self.budget.charge(tokens);
+    }
+
+    /// Gives back what a child did not use of its share.
+    pub fn refund(&mut self, tokens: u64) {
+        self.budget.refund(tokens);
+    }
+
     pub fn recording(&self) -> &Recording {
         &self.recording
     }

@@ -33,7 +33,7 @@ pub struct LimitsApplied {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<ModelApplied>,
     /// The task's token budget (input and output tokens of every model call, its children's
-    /// included), when `models` is granted.
+    /// included), when `models` or `delegation` is granted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
 }

@@ -35,9 +35,21 @@ pub struct ResourcesUsed {
     /// The part of `inputTokens` served from a provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    /// Tokens the task's children took out of its budget: what awaited ones used (their own
+    /// children's included), a message's whole share. Absent when no child was given any.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub children_tokens: u64,
 }
 
 impl ResourcesUsed {
+    /// Tokens this task took out of its budget, its children's included: what a parent is
+    /// charged for it and what a Plan counts against its budget.
+    pub fn tokens_spent(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.children_tokens)
+    }
+
     /// Adds the token totals of `calls` (one entry per model) to these figures.
     pub fn add_tokens<'a>(&mut self, calls: impl IntoIterator<Item = &'a ModelCalls>) {
         for c in calls {

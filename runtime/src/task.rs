@@ -353,6 +353,7 @@ impl LoadedAgent {
             network_bytes: left.usage.network_bytes,
             wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             children_fuel: left.usage.children_fuel,
+            children_tokens: left.usage.children_tokens,
             ..ResourcesUsed::default()
         };
         let mut resources = resources;
@@ -401,8 +402,13 @@ impl LoadedAgent {
         };
         let depth = req.delegation.as_ref().map_or(0, |c| c.depth);
         req.grants.spec().record(&mut applied, depth);
-        if req.grants.grants(CapabilityName::Models) {
+        // A task that delegates has a token budget too: its children draw theirs from it.
+        if req.grants.grants(CapabilityName::Models)
+            || req.grants.grants(CapabilityName::Delegation)
+        {
             applied.tokens = Some(req.limits.tokens);
+        }
+        if req.grants.grants(CapabilityName::Models) {
             for granted in &mut applied.models {
                 granted.endpoint = req.grants.models().get(&granted.name).map(model::applied);
             }

@@ -354,3 +354,97 @@ fn a_model_uses_another_agent_as_its_tool_and_the_tree_replays_with_neither() {
     .expect("the tree verifies");
     assert_eq!(verified, 2);
 }
+
+/// `relay` (no model of its own) passes `question` to `ask`, which holds the model: the parent
+/// has `tokens`, the child's Agent allows 100,000.
+fn relayed_ask(
+    question: &str,
+    base: &str,
+    tokens: u64,
+) -> (ari_runtime::local::LocalDelegator, ari_runtime::TaskRequest) {
+    use ari_runtime::local::{LocalAgent, LocalDelegator};
+    let asker = LocalAgent {
+        agent: agent("ask"),
+        grants: grants(&["models=tiny"])
+            .with_models(LoadedModels::live(client(), [model("tiny", base)])),
+        limits: Limits::default(),
+        config: Vec::new(),
+    };
+    let others = LocalDelegator::new([("ask".to_owned(), asker)].into_iter().collect(), key());
+    let mut req = request(&format!("pass:{question}"), grants(&["delegation=ask"]));
+    req.config = b"ask".to_vec();
+    req.limits = Limits {
+        tokens,
+        ..Limits::default()
+    };
+    req.delegation = Some(others.root_context());
+    (others, req)
+}
+
+#[test]
+fn a_child_draws_its_tokens_from_its_parent_and_the_parent_gets_the_rest_back() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    let (others, req) = relayed_ask("Say hello.", &base, 1_000);
+    let outcome = agent("relay").run(req);
+    assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+    assert_eq!(output(&outcome), "got(Forty-two.)");
+    // The child was given half of the parent's 1,000 and used 33 (30 in, 3 out).
+    assert_eq!(outcome.children[0].tokens, 33);
+    assert_eq!(outcome.resources_used.children_tokens, 33);
+    assert_eq!(outcome.resources_used.tokens_spent(), 33);
+    assert_eq!(
+        outcome.resources_used.model_calls, 0,
+        "the parent called no model"
+    );
+    let runs = others.finish();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].outcome.limits_applied.tokens,
+        Some(500),
+        "its Agent allows 100,000"
+    );
+
+    // The parent's replay charges the child's tokens from the trace, with no child and no model.
+    drop(server);
+    let report = RunReport::tree(outcome, b"pass:Say hello.", &[], runs);
+    let modules = |name: &str| (name == "ask").then(|| (agent_bytes("ask"), Vec::new()));
+    let opts = VerifyOptions {
+        config: b"ask".to_vec(),
+        ..embedded()
+    };
+    let verified = ari_runtime::verify_tree(
+        common::runtime(),
+        &report,
+        &agent_bytes("relay"),
+        &modules,
+        &opts,
+    )
+    .expect("the tree verifies");
+    assert_eq!(verified, 2);
+}
+
+#[test]
+fn a_tree_never_spends_more_tokens_than_its_root_was_given() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    // 40 tokens at the root: the child gets 20, too few for any prompt of `ask`.
+    let (others, req) = relayed_ask("Say hello.", &base, 40);
+    let outcome = agent("relay").run(req);
+    assert!(
+        outcome.failure.is_some(),
+        "the child's refusal fails the relay"
+    );
+    let runs = others.finish();
+    assert_eq!(runs[0].outcome.limits_applied.tokens, Some(20));
+    let refusal = &runs[0]
+        .outcome
+        .failure
+        .as_ref()
+        .expect("the child fails")
+        .message;
+    assert!(refusal.contains("token budget"), "{refusal}");
+    assert!(server.requests().is_empty(), "no request left the host");
+}

@@ -62,6 +62,8 @@ pub struct CapUsage {
     pub log_bytes: u64,
     /// Fuel the task's children took out of its budget.
     pub children_fuel: u64,
+    /// Model tokens the task's children took out of its budget.
+    pub children_tokens: u64,
     /// Delegation calls refused by the grant or its limits.
     pub delegations_refused: u32,
 }

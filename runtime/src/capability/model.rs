@@ -167,6 +167,23 @@ impl ModelCapability {
         self.session.budget().remaining()
     }
 
+    /// The tokens a child would get now: half of what is left (as a child's fuel when the
+    /// guest asks none), or none when nothing can be spared; a child that calls no model
+    /// needs none, so this never refuses a child.
+    pub fn child_share(&self) -> u64 {
+        ari_llm::budget::child_tokens(None, self.tokens_left()).unwrap_or(0)
+    }
+
+    /// Takes a started child's share out of the budget.
+    pub fn reserve(&mut self, tokens: u64) {
+        self.session.reserve(tokens);
+    }
+
+    /// Gives back what an awaited child did not use of its share.
+    pub fn refund(&mut self, tokens: u64) {
+        self.session.refund(tokens);
+    }
+
     /// The granted, loaded model `name`, or the guest's error.
     fn model(&self, name: &str) -> Result<Model, ModelError> {
         let Some(grant) = &self.grant else {
