@@ -31,9 +31,7 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
 pub const DEFAULT_TIMEOUT_SECONDS: u32 = 30;
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1 << 20;
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 20;
-/// Model tokens (input and output together) a task may spend when the Agent sets no
-/// `limits.tokens` (the runtime's `ari_runtime::limits::DEFAULT_TOKENS`).
-pub const DEFAULT_TOKENS: u64 = 100_000;
+pub use ari_model::limits::DEFAULT_TOKENS;
 /// Upper bound on any token figure (Agent ceiling or Task budget).
 pub const MAX_TOKENS: u64 = 1_000_000_000_000;
 pub const DEFAULT_REPLICAS: i32 = 1;

@@ -4,6 +4,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::capability::CapabilityName;
 
+/// A task's model-token budget when nothing sets one (an Agent's `limits.tokens`, a Plan step's
+/// `tokens`): enough for a few turns of a small model, far from what a runaway loop could spend.
+pub const DEFAULT_TOKENS: u64 = 100_000;
+
 /// The limits and capabilities really enforced for a run: `Task.status.limitsApplied`, signed in
 /// the attestation, and everything a replay needs to run under the same bounds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,6 +20,13 @@ pub struct AgentView {
     pub memory_bytes: u64,
     /// Effective `limits.fuel`: a step's default budget and its ceiling.
     pub fuel_limit: u64,
+    /// Effective `limits.tokens`: a step's default token budget and its ceiling.
+    #[serde(default = "default_tokens")]
+    pub tokens_limit: u64,
+}
+
+fn default_tokens() -> u64 {
+    ari_model::limits::DEFAULT_TOKENS
 }
 
 /// Agents by name (one namespace).
@@ -49,6 +56,7 @@ pub(crate) mod tests {
             grants: GrantSet::default(),
             memory_bytes: 1 << 20,
             fuel_limit: 1_000,
+            tokens_limit: 1_000,
         }
     }
 
