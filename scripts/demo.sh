@@ -90,6 +90,19 @@ print("budget:", r["limitsApplied"]["tokens"], "tokens; model calls recorded:",
       sum(1 for e in r["trace"]["events"] if e["kind"] == "modelCall"))
 print("the key appears in the report:", "demo-key-that-stays-with-the-host" in open(sys.argv[1]).read())
 PY
+# Tokens down a delegation tree: relay (a test fixture that passes its input on) has 1,000
+# tokens and no model; its child, ask, is given half and the parent gets back what it left.
+"$ari" run "$agents/relay.wasm" --input "pass:What is WebAssembly?" --config ask --grant delegation=ask \
+  --agent "ask=$agents/ask.wasm" --agent-grant ask:models=tiny --tokens 1000 "${models[@]}" \
+  --json >"$work/tree-run.json"
+python3 - "$work/tree-run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+child = r["children"][0]
+print("parent budget:", r["limitsApplied"]["tokens"], "| child given:", child["limitsApplied"]["tokens"],
+      "| child spent:", child["resourcesUsed"].get("inputTokens", 0) + child["resourcesUsed"].get("outputTokens", 0),
+      "| charged to the parent:", r["resourcesUsed"].get("childrenTokens", 0))
+PY
 # The replay needs no model: stop the server first.
 kill "$server"; wait "$server" 2>/dev/null || true
 pub="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attestation"]["publicKey"])' "$work/model-run.json")"

@@ -33,6 +33,16 @@ fn default_tokens() -> u64 {
 pub type Agents = BTreeMap<String, AgentView>;
 
 impl AgentView {
+    /// The most model tokens one of its Tasks can spend: its `limits.tokens`, or none for an
+    /// Agent granted neither `models` nor `delegation` (nothing it runs can spend a token).
+    pub fn token_ceiling(&self) -> u64 {
+        if self.grants.models.is_some() || self.grants.delegation.is_some() {
+            self.tokens_limit
+        } else {
+            0
+        }
+    }
+
     /// Every way `req` exceeds this Agent's grants, as messages (empty when it fits): the
     /// rule and the words the operator and executor use for a Task.
     pub fn denials(&self, req: &TaskRequirements) -> Vec<String> {
@@ -58,6 +68,19 @@ pub(crate) mod tests {
             fuel_limit: 1_000,
             tokens_limit: 1_000,
         }
+    }
+
+    #[test]
+    fn only_an_agent_that_may_call_models_or_delegate_can_spend_tokens() {
+        let mut a = plain();
+        assert_eq!(a.token_ceiling(), 0);
+        a.grants.models = Some(ari_model::grant::ModelsGrant {
+            allowed: vec!["small".into()],
+        });
+        assert_eq!(a.token_ceiling(), 1_000);
+        a.grants.models = None;
+        a.grants.delegation = Some(Default::default());
+        assert_eq!(a.token_ceiling(), 1_000);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agents::{AgentMode, Agents};
+use crate::agents::{AgentMode, AgentView, Agents};
 use crate::bounds::{cut, first_breach};
 use crate::graph::Graph;
 use crate::model::{
@@ -622,13 +622,17 @@ fn total_fuel(steps: &[Step], ctx: &Context, limits: &Limits, out: &mut Out) {
     }
 }
 
-/// The model tokens all steps may spend (each at its budget, times its attempts) against the
-/// limit: a step's Task can spend no more than its `spec.tokens`, so the Plan cannot either.
+/// The model tokens all steps may spend (each at its budget, else its Agent's ceiling, times
+/// its attempts) against the limit: a step's Task can spend no more than its `spec.tokens`,
+/// so the Plan cannot either.
 fn total_tokens(steps: &[Step], ctx: &Context, limits: &Limits, out: &mut Out) {
     let Some(limit) = limits.tokens else { return };
     let total = worst_case(steps, |s| {
-        s.tokens
-            .or_else(|| ctx.agents.get(&s.agent_ref.name).map(|a| a.tokens_limit))
+        s.tokens.or_else(|| {
+            ctx.agents
+                .get(&s.agent_ref.name)
+                .map(AgentView::token_ceiling)
+        })
     });
     if total > limit {
         out.plan(

@@ -180,14 +180,14 @@ fn each_rule_alone_is_reported_with_its_step_and_message() {
             )],
         ),
         (
-            "total tokens over the limit, retries counted, agent ceilings as defaults",
+            "total tokens over the limit, retries counted, an agent without models at none",
             json!({"steps": [step("a", "echo"), {"name": "b", "agentRef": {"name": "echo"},
-                "tokens": 600, "retry": {"limit": 2}}]}),
+                "tokens": 900, "retry": {"limit": 2}}]}),
             Limits {
                 tokens: Some(2_500),
                 ..Default::default()
             },
-            &[(None, Rule::TokensOverLimit, "up to 2800 tokens")],
+            &[(None, Rule::TokensOverLimit, "up to 2700 tokens")],
         ),
         (
             "a step asking more tokens than its agent allows",

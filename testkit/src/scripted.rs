@@ -347,3 +347,43 @@ async fn write_reply(stream: &mut TcpStream, reply: &Reply, state: &State) -> st
     }
     stream.shutdown().await
 }
+
+/// A [`Scripted`] server on a runtime of its own, for tests that run the task (or the `ari`
+/// binary) on their own thread, as a worker does. Dropping it stops the server.
+pub struct Blocking {
+    pub server: Scripted,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Blocking {
+    pub fn start(script: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Blocking {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the scripted server");
+        let server = runtime.block_on(Scripted::start(script));
+        Blocking {
+            server,
+            _runtime: runtime,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: an OpenAI-compatible API root.
+    pub fn openai_base(&self) -> String {
+        format!("http://{}/v1", self.server.host())
+    }
+}
+
+/// An OpenAI chat-completions answer whose message is `content`, with the usage given.
+pub fn chat_answer(content: &str, prompt_tokens: u32, completion_tokens: u32) -> Reply {
+    let body = serde_json::json!({
+        "id": "c1",
+        "model": "scripted-1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    });
+    Reply::new(200, body.to_string()).header("content-type", "application/json")
+}
