@@ -63,7 +63,19 @@ echo "== an agent that thinks: a model behind the host, a key the agent never se
 # llama.cpp's OpenAI-compatible server with a tiny generated model (its words are random: what
 # matters is the path). The first run builds it from PyPI (about 25 minutes on 2 cores).
 echo "demo: installing llama.cpp's server (cached after the first run)" >&2
-ms="$(scripts/model-server.sh | tail -n 1)"
+ms_log="$work/model-server-install.log"
+scripts/model-server.sh >"$ms_log" 2>&1 &
+ms_pid=$!
+ticks=0
+while kill -0 "$ms_pid" 2>/dev/null; do
+  sleep 5
+  ticks=$((ticks + 1))
+  if [ $((ticks % 12)) -eq 0 ]; then
+    echo "demo: still installing llama.cpp's server ($(date -u +%H:%M:%S)): $(tail -n 1 "$ms_log" | cut -c1-120)" >&2
+  fi
+done
+wait "$ms_pid" || { cat "$ms_log" >&2; echo "demo: the model server install failed" >&2; exit 1; }
+ms="$(tail -n 1 "$ms_log")"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 "$ms/bin/python" -m llama_cpp.server --model "$ms/models/tiny.gguf" --model_alias tiny \
   --host 127.0.0.1 --port "$port" --n_ctx 2048 --n_threads 1 >"$work/model-server.log" 2>&1 &

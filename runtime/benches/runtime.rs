@@ -263,7 +263,9 @@ fn model_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
         (pct(&times, 0.50), pct(&times, 0.99))
     };
     let (ask50, ask99) = time(&ask, &|| asking(b"What is six times seven?"));
-    let (echo50, echo99) = time(&echo, &|| request(b"What is six times seven?", key, 10_000_000));
+    let (echo50, echo99) = time(&echo, &|| {
+        request(b"What is six times seven?", key, 10_000_000)
+    });
     println!(
         "ask (one model call, loopback server answering at once) per-task: p50 {ask50:?} p99 {ask99:?}; echo p50 {echo50:?} p99 {echo99:?}"
     );

@@ -19,7 +19,7 @@ use ari_runtime::{
 };
 use ari_testkit::model_server::ModelServer;
 use ari_testkit::runtime as common;
-use ari_testkit::scripted::{Reply, Scripted};
+use ari_testkit::scripted::{Reply, Scripted, tool_using_answer};
 use common::*;
 
 const SECRET: &str = "sk-live-never-in-a-trace-0123456789";
@@ -278,26 +278,6 @@ fn the_agent_asks_a_real_openai_compatible_server_and_replays_without_it() {
     );
     drop(server);
     verify(outcome, "Say hello.").expect("replays without the server");
-}
-
-/// The scripted model of the tool-using example: asked with no tool result yet, it calls
-/// `wordcount` on the request; given the result, it answers with it.
-fn tool_using_answer(request: &ari_testkit::scripted::Request) -> Reply {
-    let body = String::from_utf8_lossy(&request.body);
-    let answer = if body.contains(r#""role":"tool""#) {
-        r#"{"id":"c2","model":"scripted-1","choices":[{"index":0,
-            "message":{"role":"assistant","content":"The text has 4 words."},
-            "finish_reason":"stop"}],
-            "usage":{"prompt_tokens":60,"completion_tokens":6,"total_tokens":66}}"#
-    } else {
-        r#"{"id":"c1","model":"scripted-1","choices":[{"index":0,
-            "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1",
-            "type":"function","function":{"name":"wordcount",
-            "arguments":"{\"input\":\"one two three four\"}"}}]},
-            "finish_reason":"tool_calls"}],
-            "usage":{"prompt_tokens":50,"completion_tokens":9,"total_tokens":59}}"#
-    };
-    Reply::new(200, answer).header("content-type", "application/json")
 }
 
 #[test]

@@ -387,3 +387,24 @@ pub fn chat_answer(content: &str, prompt_tokens: u32, completion_tokens: u32) ->
     });
     Reply::new(200, body.to_string()).header("content-type", "application/json")
 }
+
+/// The model of the tool-using examples (`assistant` in Rust and Python): asked with no tool
+/// result yet, it calls `wordcount` on "one two three four"; given the result (a
+/// `"role":"tool"` message), it answers "The text has 4 words." (59 then 66 tokens).
+pub fn tool_using_answer(request: &Request) -> Reply {
+    let body = String::from_utf8_lossy(&request.body);
+    let answer = if body.contains(r#""role":"tool""#) {
+        r#"{"id":"c2","model":"scripted-1","choices":[{"index":0,
+            "message":{"role":"assistant","content":"The text has 4 words."},
+            "finish_reason":"stop"}],
+            "usage":{"prompt_tokens":60,"completion_tokens":6,"total_tokens":66}}"#
+    } else {
+        r#"{"id":"c1","model":"scripted-1","choices":[{"index":0,
+            "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1",
+            "type":"function","function":{"name":"wordcount",
+            "arguments":"{\"input\":\"one two three four\"}"}}]},
+            "finish_reason":"tool_calls"}],
+            "usage":{"prompt_tokens":50,"completion_tokens":9,"total_tokens":59}}"#
+    };
+    Reply::new(200, answer).header("content-type", "application/json")
+}
