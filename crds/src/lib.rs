@@ -38,9 +38,9 @@ pub use plan::{
     Planner, StepPhase, StepReason, StepStatus,
 };
 pub use task::{
-    AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,
-    KeyRef, LimitsApplied, ModelCalls, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase,
-    TaskReason, TaskSpec, TaskStatus, TokenUsage, format_duration_millis,
+    AgentRef, Attestation, Cost, DelegationApplied, Ending, Estimate, InputError, InputFrom,
+    InputSource, KeyRef, LimitsApplied, ModelCalls, OutputRef, ResourcesUsed, Task, TaskIdentity,
+    TaskPhase, TaskReason, TaskSpec, TaskStatus, TokenUsage, format_duration_millis,
 };
 
 use kube::CustomResourceExt;

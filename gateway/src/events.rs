@@ -314,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn the_usage_event_names_each_model_with_its_tokens() {
+    fn the_usage_event_names_each_model_with_its_tokens_and_cost() {
         let mut f = Follow::default();
         let mut done = task(Some(TaskPhase::Succeeded), &[]);
         let calls = ari_crds::ModelCalls {
@@ -327,6 +327,10 @@ mod tests {
                 output_tokens: 30,
                 cached_input_tokens: 0,
             },
+            estimated_cost: Some(ari_crds::Cost {
+                amount: "0.000036".into(),
+                currency: "USD".into(),
+            }),
         };
         if let Some(status) = done.status.as_mut() {
             status.models = vec![calls.clone()];
@@ -340,6 +344,10 @@ mod tests {
         assert_eq!(json["models"][0]["model"], "tiny");
         assert_eq!(json["models"][0]["inputTokens"], 120);
         assert_eq!(json["models"][0]["outputTokens"], 30);
+        assert_eq!(
+            json["models"][0]["estimatedCost"],
+            serde_json::json!({"amount": "0.000036", "currency": "USD"})
+        );
     }
 
     #[test]
