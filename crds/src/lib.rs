@@ -17,7 +17,7 @@ pub mod plan;
 pub mod plan_view;
 pub mod task;
 
-pub use a2a::{A2aSkill, A2aSpec, LiveLog, MediaType, ShortText};
+pub use a2a::{A2aSkill, A2aSpec, LiveLog, LiveText, MediaType, ShortText};
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
     Agent, AgentMode, AgentSpec, AgentStatus, ConfigMapModule, DelegationGrant, EffectiveLimits,

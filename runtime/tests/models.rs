@@ -446,3 +446,77 @@ fn a_rate_limited_call_is_refused_recorded_and_replayed_alike() {
     drop(server);
     verify(outcome, "hi").expect("the replay is refused alike");
 }
+
+/// Collects what a task's model tap is given, as a worker's live view would.
+struct Collect {
+    followed: bool,
+    pieces: std::sync::Mutex<Vec<String>>,
+}
+
+impl ari_runtime::capability::ModelTap for Collect {
+    fn followed(&self) -> bool {
+        self.followed
+    }
+
+    fn text(&self, piece: &str) {
+        self.pieces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(piece.to_owned());
+    }
+}
+
+/// An OpenAI-style streamed answer in three pieces (the scripted server plays a provider
+/// that streams; llama.cpp's server does too, but its random model's words cannot be
+/// asserted), or the whole answer when the request does not ask for a stream.
+fn streamed_or_whole(request: &ari_testkit::scripted::Request) -> Reply {
+    let body = String::from_utf8_lossy(&request.body);
+    if !body.contains(r#""stream":true"#) {
+        return answer();
+    }
+    let events = concat!(
+        "data: {\"model\":\"scripted-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Forty\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"-two\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\".\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":3}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    Reply::new(200, events).header("content-type", "text/event-stream")
+}
+
+/// While followed, a call is streamed and its text reaches the tap piece by piece; the guest
+/// receives the whole answer, the same as unfollowed, and the run replays without a model.
+/// Unfollowed, the provider is asked for the whole answer and the tap gets nothing.
+#[test]
+fn a_followed_tasks_model_text_reaches_its_tap_as_generated_and_the_guest_gets_it_whole() {
+    let io = io();
+    let server = io.block_on(Scripted::start(streamed_or_whole));
+    let base = format!("http://{}/v1", server.host());
+    let mut outputs = Vec::new();
+    for followed in [true, false] {
+        let tap = std::sync::Arc::new(Collect {
+            followed,
+            pieces: Default::default(),
+        });
+        let mut req = ask("hi", "tiny", vec![model("tiny", &base)], 10_000);
+        req.model_tap = Some(tap.clone());
+        let outcome = agent("ask").run(req);
+        assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+        let pieces = tap.pieces.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if followed {
+            assert_eq!(pieces, ["Forty", "-two", "."]);
+        } else {
+            assert!(pieces.is_empty(), "{pieces:?}");
+        }
+        assert_eq!(outcome.models[0].usage.output_tokens, 3);
+        outputs.push(output(&outcome));
+        verify(outcome, "hi").expect("replays without the model");
+    }
+    assert_eq!(outputs, ["Forty-two.", "Forty-two."]);
+    let streamed: Vec<bool> = server
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).contains(r#""stream":true"#))
+        .collect();
+    assert_eq!(streamed, [true, false]);
+}

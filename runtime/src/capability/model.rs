@@ -28,6 +28,17 @@ use crate::cancel::CancelToken;
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
 
+/// Sees the text a task's model calls generate, as they generate it (for A2A followers),
+/// while the guest still receives each answer whole. Its methods run on the model I/O thread
+/// in the middle of a call: they must not block (a slow follower must not slow the call).
+pub trait ModelTap: Send + Sync {
+    /// Whether anyone follows now: a chat call is streamed from the provider only then (a
+    /// streamed answer may come without usage, and is then charged its upper bound).
+    fn followed(&self) -> bool;
+    /// A piece of text, as the provider sent it.
+    fn text(&self, piece: &str);
+}
+
 /// Most bytes of model records one task keeps in its trace (the trace's own ceiling is larger:
 /// the rest is left to the other capabilities). A call whose record would not fit is refused
 /// before it is made.
@@ -108,6 +119,8 @@ pub struct ModelCapability {
     /// Woken by the task's cancellation (a call in flight returns at once).
     cancelled: Arc<tokio::sync::Notify>,
     deadline: Option<Instant>,
+    /// Where live text goes (a live run's host may give one; a replay never streams).
+    tap: Option<Arc<dyn ModelTap>>,
 }
 
 /// What a call came to, for the host function.
@@ -140,6 +153,11 @@ impl Capability for ModelCapability {
             cancel: task.cancel.clone(),
             cancelled,
             deadline: None,
+            tap: if task.replay {
+                None
+            } else {
+                task.model_tap.clone()
+            },
         }
     }
 
@@ -200,7 +218,19 @@ impl ModelCapability {
             Err(e) => return Err(e),
         };
         let until = self.until();
-        let call = self.session.chat(&model, request, until, None);
+        // Streamed only while someone follows: the guest's answer is the same either way.
+        let tap = self.tap.clone().filter(|t| t.followed());
+        let mut forward = |piece: &str| {
+            if let Some(tap) = &tap {
+                tap.text(piece);
+            }
+        };
+        let streamed = if tap.is_some() {
+            Some(&mut forward as &mut (dyn FnMut(&str) + Send))
+        } else {
+            None
+        };
+        let call = self.session.chat(&model, request, until, streamed);
         let result = wait(&self.cancel, &self.cancelled, call)?;
         self.finish(recorder, result)
     }
