@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::{
-    Attestation, DelegationApplied, Ending, Estimate, LimitsApplied, ModelCalls, ResourcesUsed,
-    TaskIdentity, TaskPhase, TaskReason, TokenUsage,
+    Attestation, Cost, DelegationApplied, Ending, Estimate, LimitsApplied, ModelCalls,
+    ResourcesUsed, TaskIdentity, TaskPhase, TaskReason, TokenUsage,
 };
 
 use crate::a2a::LiveLog;

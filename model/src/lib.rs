@@ -17,6 +17,7 @@ pub mod limits;
 pub mod mode;
 pub mod names;
 pub mod outcome;
+pub mod price;
 pub mod requirements;
 pub mod usage;
 
@@ -29,5 +30,6 @@ pub use grant::{
 pub use limits::{DelegationApplied, LimitsApplied, ModelApplied, ModelEndpoint, ModelProvider};
 pub use mode::{AgentMode, TaskOrigin};
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
+pub use price::{BadPrice, Cost, Price, Prices};
 pub use requirements::{Denied, TaskRequirements};
 pub use usage::{Estimate, ModelCalls, ResourcesUsed, TokenUsage};

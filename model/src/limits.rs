@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::capability::CapabilityName;
+use crate::price::Prices;
 
 /// A task's model-token budget when nothing sets one (an Agent's `limits.tokens`, a Plan step's
 /// `tokens`): enough for a few turns of a small model, far from what a runaway loop could spend.
@@ -78,6 +79,15 @@ pub struct ModelEndpoint {
     /// Prompt bytes counted as one token by the budget's estimate.
     #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
     pub bytes_per_token: u32,
+    /// The temperature sent when the guest sets none, as the decimal text of the 32-bit float
+    /// sent (Rust's shortest round-trip form, so a replay parses back the same bits; the
+    /// signed body holds no floating-point number). Absent when the ModelConfig sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32)))]
+    pub default_temperature: Option<String>,
+    /// The prices the usage's estimated cost was computed with; absent when none are set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
 }
 
 /// The wire format a model endpoint speaks.

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::price::Cost;
+
 /// Resources a run used; `Task.status.resourcesUsed` and part of the attestation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -96,6 +98,10 @@ pub struct ModelCalls {
     pub model: String,
     #[serde(flatten)]
     pub usage: TokenUsage,
+    /// What the usage costs at the ModelConfig's prices (exact decimal); absent when it sets
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_cost: Option<Cost>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -224,7 +224,6 @@ fn main() {
 /// Host overhead of a model call: `ask` (one chat call) against a loopback OpenAI-compatible
 /// server that answers at once, beside `echo`; and replaying such a run with no server.
 fn model_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
-    use ari_llm::budget::{Estimator, OutputLimits};
     use ari_llm::{Client, Endpoint, Model, ModelProvider, RetryPolicy};
     use ari_runtime::capability::LoadedModels;
     use ari_testkit::scripted::{Blocking, chat_answer};
@@ -232,12 +231,7 @@ fn model_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
     let server = Blocking::start(|_| chat_answer("Forty-two.", 30, 3));
     let client = Client::new(ari_llm::Limits::default(), RetryPolicy::default()).expect("client");
     let url = url::Url::parse(&server.openai_base()).expect("url");
-    let model = Model {
-        name: "tiny".into(),
-        endpoint: Endpoint::new(ModelProvider::OpenAI, url, "scripted-1"),
-        output: OutputLimits::default(),
-        estimator: Estimator::default(),
-    };
+    let model = Model::new("tiny", Endpoint::new(ModelProvider::OpenAI, url, "scripted-1"));
     let grants = Grants::parse_cli(&["models=tiny".to_owned()])
         .expect("grants")
         .with_models(LoadedModels::live(client, [model]));

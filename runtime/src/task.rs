@@ -71,6 +71,9 @@ pub struct TaskRequest {
     /// Sees each kept guest log line as it is written (live views); `None`: only the log
     /// kept in the outcome.
     pub log_tap: Option<LogTap>,
+    /// Sees the text of the task's model calls as the model produces it (A2A followers);
+    /// `None`: calls are never streamed.
+    pub model_tap: Option<Arc<dyn crate::capability::ModelTap>>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -99,6 +102,7 @@ impl TaskRequest {
             cancel: None,
             delegation: None,
             log_tap: None,
+            model_tap: None,
         }
     }
 }
@@ -239,6 +243,7 @@ impl TaskRequest {
             cancel: self.cancel.clone(),
             delegation: self.delegation.clone(),
             log_tap: self.log_tap.clone(),
+            model_tap: self.model_tap.clone(),
         })
     }
 }
@@ -502,6 +507,7 @@ fn capabilities(
         delegation: req.delegation.clone(),
         memory_bytes: applied.memory_bytes,
         log_tap: req.log_tap.clone(),
+        model_tap: req.model_tap.clone(),
         replay: matches!(mode, Mode::Replay(_)),
         tokens: applied.tokens.unwrap_or(0),
     };

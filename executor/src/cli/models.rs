@@ -8,7 +8,6 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::{ApiKey, Client, Endpoint, Model, ModelProvider, RetryPolicy, SchemaStyle};
 use ari_runtime::capability::LoadedModels;
 use ari_runtime::limits::DEFAULT_TOKENS;
@@ -68,12 +67,7 @@ impl ModelArgs {
             if let Some(key) = key(&name, key_files.get(&name), key_envs.get(&name))? {
                 endpoint = endpoint.with_key(key);
             }
-            models.push(Model {
-                name,
-                endpoint,
-                output: OutputLimits::default(),
-                estimator: Estimator::default(),
-            });
+            models.push(Model::new(name, endpoint));
         }
         for flag_names in [&ids, &providers, &key_files, &key_envs, &styles] {
             if let Some(name) = flag_names

@@ -30,9 +30,10 @@ pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
 pub use http::{HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
-pub use model::LoadedModels;
+pub use model::{LoadedModels, ModelTap};
 pub use storage::StorageGrant;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use ari_model::CapabilityName;
@@ -107,6 +108,8 @@ pub struct TaskSetup {
     pub memory_bytes: u64,
     /// Sees every kept guest log line as it is written (see [`log::LogTap`]).
     pub log_tap: Option<LogTap>,
+    /// Sees model text as it is generated (see [`model::ModelTap`]).
+    pub model_tap: Option<Arc<dyn model::ModelTap>>,
     /// Whether the task replays a trace (capabilities that serve records need to know before
     /// their first call).
     pub replay: bool,
@@ -126,6 +129,7 @@ impl TaskSetup {
             delegation: None,
             memory_bytes: 0,
             log_tap: None,
+            model_tap: None,
             replay: false,
             tokens: 0,
         }
