@@ -231,7 +231,10 @@ fn model_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
     let server = Blocking::start(|_| chat_answer("Forty-two.", 30, 3));
     let client = Client::new(ari_llm::Limits::default(), RetryPolicy::default()).expect("client");
     let url = url::Url::parse(&server.openai_base()).expect("url");
-    let model = Model::new("tiny", Endpoint::new(ModelProvider::OpenAI, url, "scripted-1"));
+    let model = Model::new(
+        "tiny",
+        Endpoint::new(ModelProvider::OpenAI, url, "scripted-1"),
+    );
     let grants = Grants::parse_cli(&["models=tiny".to_owned()])
         .expect("grants")
         .with_models(LoadedModels::live(client, [model]));
