@@ -30,6 +30,7 @@ fn agents() -> Agents {
         },
         memory_bytes: 1 << 20,
         fuel_limit: 1_000,
+        tokens_limit: 1_000,
     };
     BTreeMap::from([
         ("echo".to_owned(), view(true, AgentMode::All)),
@@ -73,6 +74,7 @@ fn recipe(data: &[u8]) -> Proposal {
                 },
                 requirements: None,
                 fuel: (flags & 64 == 64).then(|| u64::from(next()) * 10),
+                tokens: (flags & 64 == 64).then(|| u64::from(next()) * 5),
                 deadline_seconds: None,
                 retry: (flags & 128 == 128).then(|| ari_plan::RetryPolicy {
                     limit: u32::from(next() % 8),
@@ -97,6 +99,7 @@ pub fn plan_validate(data: &[u8]) {
         max_steps: Some(10),
         max_parallel: Some(4),
         fuel: Some(20_000),
+        tokens: Some(20_000),
         deadline_seconds: Some(600),
     };
     let ctx = Context {

@@ -63,7 +63,19 @@ echo "== an agent that thinks: a model behind the host, a key the agent never se
 # llama.cpp's OpenAI-compatible server with a tiny generated model (its words are random: what
 # matters is the path). The first run builds it from PyPI (about 25 minutes on 2 cores).
 echo "demo: installing llama.cpp's server (cached after the first run)" >&2
-ms="$(scripts/model-server.sh | tail -n 1)"
+ms_log="$work/model-server-install.log"
+scripts/model-server.sh >"$ms_log" 2>&1 &
+ms_pid=$!
+ticks=0
+while kill -0 "$ms_pid" 2>/dev/null; do
+  sleep 5
+  ticks=$((ticks + 1))
+  if [ $((ticks % 12)) -eq 0 ]; then
+    echo "demo: still installing llama.cpp's server ($(date -u +%H:%M:%S)): $(tail -n 1 "$ms_log" | cut -c1-120)" >&2
+  fi
+done
+wait "$ms_pid" || { cat "$ms_log" >&2; echo "demo: the model server install failed" >&2; exit 1; }
+ms="$(tail -n 1 "$ms_log")"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 "$ms/bin/python" -m llama_cpp.server --model "$ms/models/tiny.gguf" --model_alias tiny \
   --host 127.0.0.1 --port "$port" --n_ctx 2048 --n_threads 1 >"$work/model-server.log" 2>&1 &
@@ -89,6 +101,19 @@ print("usage:", json.dumps(r["models"]))
 print("budget:", r["limitsApplied"]["tokens"], "tokens; model calls recorded:",
       sum(1 for e in r["trace"]["events"] if e["kind"] == "modelCall"))
 print("the key appears in the report:", "demo-key-that-stays-with-the-host" in open(sys.argv[1]).read())
+PY
+# Tokens down a delegation tree: relay (a test fixture that passes its input on) has 1,000
+# tokens and no model; its child, ask, is given half and the parent gets back what it left.
+"$ari" run "$agents/relay.wasm" --input "pass:What is WebAssembly?" --config ask --grant delegation=ask \
+  --agent "ask=$agents/ask.wasm" --agent-grant ask:models=tiny --tokens 1000 "${models[@]}" \
+  --json >"$work/tree-run.json"
+python3 - "$work/tree-run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+child = r["children"][0]
+print("parent budget:", r["limitsApplied"]["tokens"], "| child given:", child["limitsApplied"]["tokens"],
+      "| child spent:", child["resourcesUsed"].get("inputTokens", 0) + child["resourcesUsed"].get("outputTokens", 0),
+      "| charged to the parent:", r["resourcesUsed"].get("childrenTokens", 0))
 PY
 # The replay needs no model: stop the server first.
 kill "$server"; wait "$server" 2>/dev/null || true

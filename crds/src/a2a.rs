@@ -10,6 +10,8 @@ pub const MAX_SKILLS: usize = 32;
 pub const LIVE_LOG_LINES: usize = 16;
 /// Longest line kept in [`LiveLog::lines`] (bytes, cut on a char boundary).
 pub const LIVE_LOG_LINE_BYTES: usize = 256;
+/// Bytes of model text kept in [`LiveText::tail`]: the newest, cut on a char boundary.
+pub const LIVE_TEXT_BYTES: usize = 2048;
 
 /// `spec.a2a`: whether the A2A gateway serves this Agent, and the card it shows.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
@@ -83,6 +85,61 @@ pub struct LiveLog {
     /// The newest lines, at most [`LIVE_LOG_LINES`], each `LEVEL message`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<String>,
+    /// The text the Task's model calls are generating, as they generate it (while a stream
+    /// follows; the guest still receives each answer whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_text: Option<LiveText>,
+}
+
+/// The newest model text of a running Task: what A2A followers see as the model produces
+/// it. Bounded: only the newest [`LIVE_TEXT_BYTES`] are kept, and `seq` counts every byte, so
+/// a reader knows what it missed.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveText {
+    /// Bytes of text produced so far (kept, dropped or missed by the executor alike).
+    pub seq: u64,
+    /// The newest text, at most [`LIVE_TEXT_BYTES`] bytes, starting on a char boundary.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 2048))]
+    pub tail: String,
+}
+
+impl LiveText {
+    /// Adds a piece of text, keeping the newest [`LIVE_TEXT_BYTES`].
+    pub fn push(&mut self, piece: &str) {
+        self.tail.push_str(piece);
+        self.seq = self.seq.saturating_add(piece.len() as u64);
+        if self.tail.len() > LIVE_TEXT_BYTES {
+            let mut cut = self.tail.len() - LIVE_TEXT_BYTES;
+            while !self.tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.tail.drain(..cut);
+        }
+    }
+
+    /// Counts `bytes` of text produced but never seen here (the executor dropped them rather
+    /// than wait): readers learn they missed them.
+    pub fn skip(&mut self, bytes: u64) {
+        self.seq = self.seq.saturating_add(bytes);
+        self.tail.clear();
+    }
+
+    /// The text a reader that had seen `seen` bytes has not seen (from a char boundary), and
+    /// how many bytes of it are no longer kept.
+    pub fn since(&self, seen: u64) -> (&str, u64) {
+        let new = self.seq.saturating_sub(seen);
+        let kept = usize::try_from(new)
+            .unwrap_or(usize::MAX)
+            .min(self.tail.len());
+        let mut start = self.tail.len() - kept;
+        while !self.tail.is_char_boundary(start) {
+            start += 1;
+        }
+        let text = &self.tail[start..];
+        (text, new - text.len() as u64)
+    }
 }
 
 impl LiveLog {
@@ -113,6 +170,28 @@ impl LiveLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_text_keeps_the_newest_bytes_on_char_boundaries_and_counts_all() {
+        let mut text = LiveText::default();
+        text.push("Hel");
+        text.push("lo");
+        assert_eq!(text.since(0), ("Hello", 0));
+        assert_eq!(text.since(3), ("lo", 0));
+        assert_eq!(text.since(5), ("", 0));
+        // Far more than is kept, in two-byte characters: the tail starts on a boundary.
+        for _ in 0..LIVE_TEXT_BYTES {
+            text.push("é");
+        }
+        assert!(text.tail.len() <= LIVE_TEXT_BYTES);
+        assert_eq!(text.seq, 5 + 2 * LIVE_TEXT_BYTES as u64);
+        let (seen, missed) = text.since(0);
+        assert_eq!(seen.len() as u64 + missed, text.seq);
+        assert!(seen.chars().all(|c| c == 'é'));
+        // Bytes the executor dropped count as missed.
+        text.skip(10);
+        assert_eq!(text.since(text.seq - 10), ("", 10));
+    }
 
     #[test]
     fn live_log_keeps_the_newest_lines_and_counts_all() {

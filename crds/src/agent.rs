@@ -31,9 +31,7 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
 pub const DEFAULT_TIMEOUT_SECONDS: u32 = 30;
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1 << 20;
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 20;
-/// Model tokens (input and output together) a task may spend when the Agent sets no
-/// `limits.tokens` (the runtime's `ari_runtime::limits::DEFAULT_TOKENS`).
-pub const DEFAULT_TOKENS: u64 = 100_000;
+pub use ari_model::limits::DEFAULT_TOKENS;
 /// Upper bound on any token figure (Agent ceiling or Task budget).
 pub const MAX_TOKENS: u64 = 1_000_000_000_000;
 pub const DEFAULT_REPLICAS: i32 = 1;
@@ -206,8 +204,9 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_input_bytes: Option<u64>,
-    /// Model tokens (input and output together) per task, when models are granted; a Task's
-    /// `spec.tokens` may only lower it. Checked before each call (see docs/models.md).
+    /// Model tokens (input and output together) per task, when models or delegation are
+    /// granted (children draw theirs from their parent's); a Task's `spec.tokens` may only
+    /// lower it. Checked before each call (see docs/models.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub tokens: Option<u64>,

@@ -17,7 +17,7 @@ pub mod plan;
 pub mod plan_view;
 pub mod task;
 
-pub use a2a::{A2aSkill, A2aSpec, LiveLog, MediaType, ShortText};
+pub use a2a::{A2aSkill, A2aSpec, LiveLog, LiveText, MediaType, ShortText};
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
     Agent, AgentMode, AgentSpec, AgentStatus, ConfigMapModule, DelegationGrant, EffectiveLimits,
@@ -38,9 +38,9 @@ pub use plan::{
     Planner, StepPhase, StepReason, StepStatus,
 };
 pub use task::{
-    AgentRef, Attestation, DelegationApplied, Ending, Estimate, InputError, InputFrom, InputSource,
-    KeyRef, LimitsApplied, ModelCalls, OutputRef, ResourcesUsed, Task, TaskIdentity, TaskPhase,
-    TaskReason, TaskSpec, TaskStatus, TokenUsage, format_duration_millis,
+    AgentRef, Attestation, Cost, DelegationApplied, Ending, Estimate, InputError, InputFrom,
+    InputSource, KeyRef, LimitsApplied, ModelCalls, OutputRef, ResourcesUsed, Task, TaskIdentity,
+    TaskPhase, TaskReason, TaskSpec, TaskStatus, TokenUsage, format_duration_millis,
 };
 
 use kube::CustomResourceExt;

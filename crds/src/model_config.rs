@@ -134,7 +134,8 @@ pub struct ModelDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10_000_000))]
     pub max_tokens: Option<u32>,
-    /// Sampling temperature.
+    /// Sampling temperature, sent (as a 32-bit float) with every call whose guest sets none;
+    /// part of the recorded request, so `ari verify` sends the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 2.0))]
     pub temperature: Option<f64>,
@@ -148,11 +149,15 @@ pub struct ModelLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10_000_000))]
     pub max_output_tokens: Option<u32>,
-    /// Calls per minute across the namespace's executors.
+    /// Calls (chat and embeddings) per minute, for each Agent granted this model: shared out
+    /// evenly among the Agent's executor pods (each enforces its share, rounded down, before
+    /// the call). A call that would wait past its task's deadline is refused `rate-limited`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000))]
     pub requests_per_minute: Option<u32>,
-    /// Input and output tokens per minute across the namespace's executors.
+    /// Input and output tokens per minute, for each Agent granted this model, shared out like
+    /// `requestsPerMinute`: a call reserves its prompt's estimate and is charged what the
+    /// provider reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub tokens_per_minute: Option<u64>,
@@ -164,7 +169,9 @@ pub struct ModelLimits {
     pub bytes_per_token: Option<u32>,
 }
 
-/// Prices per million tokens, as decimal strings (no floating point in money).
+/// Prices per million tokens, as decimal strings (no floating point in money): usage reports
+/// (the Task's `status.models`, the attestation, A2A usage events) then carry an exact
+/// estimated cost per model.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Prices {
@@ -172,12 +179,17 @@ pub struct Prices {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[A-Z]{3}$"))]
     pub currency: Option<String>,
+    /// Per million input tokens (those served from cache excepted when
+    /// `cachedInputPerMillion` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 20), regex(pattern = r"^[0-9]{1,9}(\.[0-9]{1,9})?$"))]
     pub input_per_million: Option<String>,
+    /// Per million input tokens served from the provider's prompt cache (default: the input
+    /// price).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 20), regex(pattern = r"^[0-9]{1,9}(\.[0-9]{1,9})?$"))]
     pub cached_input_per_million: Option<String>,
+    /// Per million output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 20), regex(pattern = r"^[0-9]{1,9}(\.[0-9]{1,9})?$"))]
     pub output_per_million: Option<String>,

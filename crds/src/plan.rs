@@ -88,6 +88,10 @@ pub struct Planner {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub fuel: Option<u64>,
+    /// Model-token budget of the planner Task; at most its Agent's `limits.tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1_000_000_000_000u64))]
+    pub tokens: Option<u64>,
 }
 
 /// Where a Plan is.
@@ -231,6 +235,9 @@ pub struct PlanStatus {
     /// Fuel the finished steps burned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuel_used: Option<u64>,
+    /// Model tokens the steps spent (their children's included); `limits.tokens` bounds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_used: Option<u64>,
     /// Every stage in order (bounded; see `historyDropped`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
@@ -268,6 +275,9 @@ pub struct StepStatus {
     pub attestation_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuel_used: Option<u64>,
+    /// Model tokens the Task spent, its children's included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_used: Option<u64>,
 }
 
 /// One stage of the run.

@@ -28,6 +28,7 @@ pub fn agent_view(agent: &Agent) -> AgentView {
         grants: spec.capabilities.clone(),
         memory_bytes: limits.memory_bytes,
         fuel_limit: limits.fuel,
+        tokens_limit: limits.tokens,
     }
 }
 

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::{
-    Attestation, DelegationApplied, Ending, Estimate, LimitsApplied, ModelCalls, ResourcesUsed,
-    TaskIdentity, TaskPhase, TaskReason, TokenUsage,
+    Attestation, Cost, DelegationApplied, Ending, Estimate, LimitsApplied, ModelCalls,
+    ResourcesUsed, TaskIdentity, TaskPhase, TaskReason, TokenUsage,
 };
 
 use crate::a2a::LiveLog;
@@ -104,8 +104,9 @@ pub struct TaskSpec {
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub fuel: Option<u64>,
     /// Model token budget (input and output together); at most the Agent's `limits.tokens`.
+    /// 0 allows no model call (a child whose parent had no tokens to spare gets 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    #[schemars(range(min = 0, max = 1_000_000_000_000u64))]
     pub tokens: Option<u64>,
     /// 32-byte PRNG seed as 64 hex digits; generated and recorded when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

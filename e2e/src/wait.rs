@@ -30,3 +30,43 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// What a condition must be: its type, status and, when given, reason.
+pub struct Wanted<'a> {
+    pub type_: &'a str,
+    pub status: &'a str,
+    pub reason: Option<&'a str>,
+}
+
+/// Waits until object `name` of `api` has the condition `wanted` among `conditions(object)`;
+/// returns the object and the condition's message.
+pub async fn condition<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    wanted: Wanted<'_>,
+    conditions: impl Fn(&K) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+) -> Result<(K, String)>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Wanted {
+        type_,
+        status,
+        reason,
+    } = wanted;
+    let what = format!(
+        "{name} {type_}={status} ({})",
+        reason.unwrap_or("any reason")
+    );
+    until(&what, DEFAULT, || async {
+        let object = api.get(name).await.map_err(|e| e.to_string())?;
+        let found = conditions(&object).into_iter().find(|c| c.type_ == type_);
+        match found {
+            Some(c) if c.status == status && reason.is_none_or(|r| c.reason == r) => {
+                Ok((object, c.message))
+            }
+            other => Err(format!("{type_}: {other:?}")),
+        }
+    })
+    .await
+}

@@ -122,22 +122,16 @@ async fn ready(
     reason: &str,
 ) -> Result<ModelConfig> {
     let api: Api<ModelConfig> = Api::namespaced(client.clone(), ns);
-    Ok(wait::until(
-        &format!("ModelConfig {name} Ready={status} ({reason})"),
-        wait::DEFAULT,
-        || async {
-            let mc = api.get(name).await.map_err(|e| e.to_string())?;
-            let c = mc
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
-            match c {
-                Some(c) if c.status == status && c.reason == reason => Ok(mc.clone()),
-                other => Err(format!("Ready: {other:?}")),
-            }
-        },
-    )
-    .await?)
+    let wanted = wait::Wanted {
+        type_: "Ready",
+        status,
+        reason: Some(reason),
+    };
+    let (mc, _) = wait::condition(&api, name, wanted, |mc: &ModelConfig| {
+        mc.status.clone().map(|s| s.conditions).unwrap_or_default()
+    })
+    .await?;
+    Ok(mc)
 }
 
 fn message(mc: &ModelConfig) -> String {
@@ -455,22 +449,17 @@ async fn agent_condition(
     status: &str,
 ) -> Result<String> {
     let api: Api<Agent> = Api::namespaced(client.clone(), ns);
-    Ok(wait::until(
-        &format!("Agent {name} {type_}={status}"),
-        wait::DEFAULT,
-        || async {
-            let a = api.get(name).await.map_err(|e| e.to_string())?;
-            let c = a
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
-            match c {
-                Some(c) if c.status == status => Ok(c.message.clone()),
-                other => Err(format!("{type_}: {other:?}")),
-            }
-        },
-    )
-    .await?)
+    let wanted = wait::Wanted {
+        type_,
+        status,
+        reason: None,
+    };
+    let (_, message) = wait::condition(&api, name, wanted, agent_conditions).await?;
+    Ok(message)
+}
+
+fn agent_conditions(a: &Agent) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    a.status.clone().map(|s| s.conditions).unwrap_or_default()
 }
 
 /// `/metrics` of the executor pod of `agent` (at its pod IP: the node agent runs pods as host

@@ -139,22 +139,16 @@ async fn module_resolved(
     reason: &str,
 ) -> Result<Agent> {
     let api: Api<Agent> = Api::namespaced(client.clone(), ns);
-    Ok(wait::until(
-        &format!("Agent {name} ModuleResolved={status} ({reason})"),
-        wait::DEFAULT,
-        || async {
-            let a = api.get(name).await.map_err(|e| e.to_string())?;
-            let c = a
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "ModuleResolved"));
-            match c {
-                Some(c) if c.status == status && c.reason == reason => Ok(a.clone()),
-                other => Err(format!("ModuleResolved: {other:?}")),
-            }
-        },
-    )
-    .await?)
+    let wanted = wait::Wanted {
+        type_: "ModuleResolved",
+        status,
+        reason: Some(reason),
+    };
+    let (agent, _) = wait::condition(&api, name, wanted, |a: &Agent| {
+        a.status.clone().map(|s| s.conditions).unwrap_or_default()
+    })
+    .await?;
+    Ok(agent)
 }
 
 /// An image Agent that cannot be resolved: `reason` on `ModuleResolved`, a Warning Event with

@@ -14,7 +14,7 @@
 //! tiny model's words are random, and whether it calls a tool at all is up to it.
 use ari_testkit::agents as common;
 use ari_testkit::conformance::{Language, built_or_skipped};
-use ari_testkit::scripted::{Reply, Request, Scripted};
+use ari_testkit::scripted::{Blocking, Reply, Request, tool_using_answer};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -43,47 +43,6 @@ fn python_assistant() -> Option<PathBuf> {
         "tool-using agent test",
     )
     .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The two answers of the runtime's test: asked with no tool result yet, the model calls
-/// `wordcount` on the request's words; given the result (a `"role":"tool"` message), it answers.
-fn tool_using_answer(request: &Request) -> Reply {
-    let body = String::from_utf8_lossy(&request.body);
-    let answer = if body.contains(r#""role":"tool""#) {
-        r#"{"id":"c2","model":"scripted-1","choices":[{"index":0,
-            "message":{"role":"assistant","content":"The text has 4 words."},
-            "finish_reason":"stop"}],
-            "usage":{"prompt_tokens":60,"completion_tokens":6,"total_tokens":66}}"#
-    } else {
-        r#"{"id":"c1","model":"scripted-1","choices":[{"index":0,
-            "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1",
-            "type":"function","function":{"name":"wordcount",
-            "arguments":"{\"input\":\"one two three four\"}"}}]},
-            "finish_reason":"tool_calls"}],
-            "usage":{"prompt_tokens":50,"completion_tokens":9,"total_tokens":59}}"#
-    };
-    Reply::new(200, answer).header("content-type", "application/json")
-}
-
-/// The scripted server and the runtime that serves it (dropped in that order: the server stops).
-struct ModelServer {
-    server: Scripted,
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl ModelServer {
-    fn start(script: fn(&Request) -> Reply) -> ModelServer {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime for the model server");
-        let server = runtime.block_on(Scripted::start(script));
-        ModelServer {
-            server,
-            _runtime: runtime,
-        }
-    }
 }
 
 /// A model that only ever calls a tool the agent was not given.
@@ -125,8 +84,8 @@ fn the_python_assistant_uses_another_agent_as_its_tool_and_the_tree_replays_with
     let dir = tempfile::tempdir().expect("tempdir");
     // Kept between runs: compiling the 18 MB component (CPython inside) takes most of the time.
     let cache = std::env::temp_dir().join("ari-python-assistant-cache");
-    let models = ModelServer::start(tool_using_answer);
-    let endpoint = format!("tiny=http://{}/v1", models.server.host());
+    let models = Blocking::start(tool_using_answer);
+    let endpoint = format!("tiny={}", models.openai_base());
 
     let out = ari(
         &cache,
@@ -201,8 +160,8 @@ fn the_python_assistant_answers_an_unknown_tool_as_an_error_and_stops_after_six_
     };
     let assistant = assistant.display().to_string();
     let cache = std::env::temp_dir().join("ari-python-assistant-cache");
-    let models = ModelServer::start(unknown_tool_answer);
-    let endpoint = format!("tiny=http://{}/v1", models.server.host());
+    let models = Blocking::start(unknown_tool_answer);
+    let endpoint = format!("tiny={}", models.openai_base());
     let out = ari(
         &cache,
         &[

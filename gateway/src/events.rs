@@ -33,6 +33,16 @@ pub enum Event {
         #[serde(skip_serializing_if = "is_zero")]
         missed: u64,
     },
+    /// Text the Task's model calls generated since the last event, as the model produced it
+    /// (`missed`: bytes produced meanwhile that are no longer kept). The guest receives each
+    /// answer whole; this is for followers to watch it come.
+    #[serde(rename_all = "camelCase")]
+    ModelText {
+        task: String,
+        text: String,
+        #[serde(skip_serializing_if = "is_zero")]
+        missed: u64,
+    },
     /// A child Task was started or has ended.
     #[serde(rename_all = "camelCase")]
     Delegation {
@@ -78,6 +88,7 @@ impl Event {
         match self {
             Self::Status { .. } => "status",
             Self::Log { .. } => "log",
+            Self::ModelText { .. } => "modelText",
             Self::Delegation { .. } => "delegation",
             Self::Usage { .. } => "usage",
             Self::Done { .. } => "done",
@@ -96,6 +107,8 @@ impl Event {
 pub struct Follow {
     state: Option<TaskState>,
     log_seen: u64,
+    /// Bytes of model text already told.
+    text_seen: u64,
     /// Child name → last state told.
     children: BTreeMap<String, TaskState>,
     ended: bool,
@@ -144,6 +157,17 @@ impl Follow {
                 });
             }
             self.log_seen = self.log_seen.max(live.seq);
+            if let Some(text) = &live.model_text {
+                let (new, missed) = text.since(self.text_seen);
+                if !new.is_empty() || missed > 0 {
+                    out.push(Event::ModelText {
+                        task: name.clone(),
+                        text: new.to_owned(),
+                        missed,
+                    });
+                }
+                self.text_seen = self.text_seen.max(text.seq);
+            }
         }
         // Children the status lists, for those the watch did not show (e.g. already gone).
         for child in status.map(|s| s.children.as_slice()).unwrap_or_default() {
@@ -278,6 +302,62 @@ mod tests {
         t
     }
 
+    fn with_text(mut t: Task, pieces: &[&str]) -> Task {
+        let mut text = ari_crds::LiveText::default();
+        for p in pieces {
+            text.push(p);
+        }
+        if let Some(s) = t.status.as_mut() {
+            s.live_log.get_or_insert_with(LiveLog::default).model_text = Some(text);
+        }
+        t
+    }
+
+    #[test]
+    fn model_text_streams_as_it_grows_and_says_what_was_missed() {
+        let mut f = Follow::default();
+        let running = || task(Some(TaskPhase::Running), &[]);
+        let first = f.task(&with_text(running(), &["Hel", "lo"]));
+        assert_eq!(
+            first[0],
+            Event::ModelText {
+                task: "t".into(),
+                text: "Hello".into(),
+                missed: 0
+            }
+        );
+        let more = f.task(&with_text(running(), &["Hel", "lo", ", world"]));
+        assert_eq!(
+            more,
+            [Event::ModelText {
+                task: "t".into(),
+                text: ", world".into(),
+                missed: 0
+            }]
+        );
+        assert!(
+            f.task(&with_text(running(), &["Hel", "lo", ", world"]))
+                .is_empty(),
+            "nothing new"
+        );
+        // The executor dropped 100 bytes rather than wait, then the model went on.
+        let mut skipped = with_text(running(), &["Hel", "lo", ", world"]);
+        if let Some(text) = skipped
+            .status
+            .as_mut()
+            .and_then(|s| s.live_log.as_mut())
+            .and_then(|l| l.model_text.as_mut())
+        {
+            text.skip(100);
+            text.push("!");
+        }
+        let json = serde_json::to_value(f.task(&skipped)).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!([{"type": "modelText", "task": "t", "text": "!", "missed": 100}])
+        );
+    }
+
     #[test]
     fn each_look_yields_only_what_changed() {
         let mut f = Follow::default();
@@ -314,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn the_usage_event_names_each_model_with_its_tokens() {
+    fn the_usage_event_names_each_model_with_its_tokens_and_cost() {
         let mut f = Follow::default();
         let mut done = task(Some(TaskPhase::Succeeded), &[]);
         let calls = ari_crds::ModelCalls {
@@ -327,6 +407,10 @@ mod tests {
                 output_tokens: 30,
                 cached_input_tokens: 0,
             },
+            estimated_cost: Some(ari_crds::Cost {
+                amount: "0.000036".into(),
+                currency: "USD".into(),
+            }),
         };
         if let Some(status) = done.status.as_mut() {
             status.models = vec![calls.clone()];
@@ -340,6 +424,10 @@ mod tests {
         assert_eq!(json["models"][0]["model"], "tiny");
         assert_eq!(json["models"][0]["inputTokens"], 120);
         assert_eq!(json["models"][0]["outputTokens"], 30);
+        assert_eq!(
+            json["models"][0]["estimatedCost"],
+            serde_json::json!({"amount": "0.000036", "currency": "USD"})
+        );
     }
 
     #[test]

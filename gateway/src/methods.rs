@@ -422,7 +422,8 @@ fn status_update(
 }
 
 /// The A2A items of one canonical event: a status change is a status update; a log line,
-/// delegation or usage rides on a status update (same state) as `ari.dev/event` metadata.
+/// model text, delegation or usage rides on a status update (same state) as `ari.dev/event`
+/// metadata.
 fn a2a_items(ev: &Event, state: &mut TaskState, name: &str, context: &str) -> Vec<StreamItem> {
     match ev {
         Event::Status { state: s, .. } => {
@@ -433,7 +434,10 @@ fn a2a_items(ev: &Event, state: &mut TaskState, name: &str, context: &str) -> Ve
                 vec![status_update(name, context, *s, None)]
             }
         }
-        Event::Log { .. } | Event::Delegation { .. } | Event::Usage { .. } => {
+        Event::Log { .. }
+        | Event::ModelText { .. }
+        | Event::Delegation { .. }
+        | Event::Usage { .. } => {
             if state.is_terminal() {
                 return Vec::new(); // usage of the end: in the final metadata
             }

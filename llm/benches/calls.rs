@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::record::{CallRecord, Replayer};
 use ari_llm::types::{ChatRequest, Message};
 use ari_llm::{Client, Endpoint, Limits, Model, ModelProvider, RetryPolicy, Session, Source};
@@ -60,16 +59,14 @@ async fn main() {
         .unwrap_or(1000);
     let body = answer();
     let server = Scripted::start(move |_| Reply::new(200, body.clone())).await;
-    let model = Model {
-        name: "bench".into(),
-        endpoint: Endpoint::new(
+    let model = Model::new(
+        "bench",
+        Endpoint::new(
             ModelProvider::OpenAI,
             url::Url::parse(&format!("http://{}/v1", server.host())).expect("url"),
             "bench",
         ),
-        output: OutputLimits::default(),
-        estimator: Estimator::default(),
-    };
+    );
     let client = Client::new(Limits::default(), RetryPolicy::default()).expect("client");
     let deadline = || tokio::time::Instant::now() + Duration::from_secs(30);
 

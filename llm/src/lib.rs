@@ -7,6 +7,7 @@
 //! - [`budget`]: the token budget as pure decisions: clip before, charge after.
 //! - [`record`]: each call's request and outcome as a bounded record, and the replayer that
 //!   serves them back without a model.
+//! - [`rate`]: a ModelConfig's requests and tokens per minute, per model per process.
 //! - [`Session`]: all of it for one task.
 //!
 //! Credentials are an [`ApiKey`], which never prints and is cut out of every message a
@@ -19,6 +20,7 @@ mod endpoint;
 mod error;
 pub mod openai;
 mod probe;
+pub mod rate;
 pub mod record;
 mod session;
 mod stream;

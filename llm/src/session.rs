@@ -2,8 +2,9 @@
 //! record, charged and recorded. The runtime holds one per task.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use ari_model::{ModelCalls, TokenUsage};
+use ari_model::{ModelCalls, Prices, TokenUsage};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -13,6 +14,7 @@ use crate::budget::{
 use crate::client::Client;
 use crate::endpoint::Endpoint;
 use crate::error::ModelError;
+use crate::rate::RateLimiter;
 use crate::record::{Call, CallRecord, Divergence, Outcome, Recording, Replayer};
 use crate::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, Usage};
 
@@ -24,6 +26,30 @@ pub struct Model {
     pub endpoint: Endpoint,
     pub output: OutputLimits,
     pub estimator: Estimator,
+    /// The temperature a chat call is sent with when the guest sets none (it is then part of
+    /// the request as recorded, so a replay that knows the default asks alike).
+    pub default_temperature: Option<f32>,
+    /// Prices per million tokens: the usage then carries an estimated cost.
+    pub prices: Option<Prices>,
+    /// The process's limiter of this model's requests and tokens per minute, shared by every
+    /// task (each clone of the model holds the same one). None in a replay: its refusals are
+    /// in the records.
+    pub rate: Option<Arc<RateLimiter>>,
+}
+
+impl Model {
+    /// A model with no defaults, prices or rate limits, and the default estimator.
+    pub fn new(name: impl Into<String>, endpoint: Endpoint) -> Model {
+        Model {
+            name: name.into(),
+            endpoint,
+            output: OutputLimits::default(),
+            estimator: Estimator::default(),
+            default_temperature: None,
+            prices: None,
+            rate: None,
+        }
+    }
 }
 
 /// Where answers come from.
@@ -67,6 +93,16 @@ impl Session {
         self.budget
     }
 
+    /// Takes `tokens` out of the budget ahead: a child task's share, charged when it starts.
+    pub fn reserve(&mut self, tokens: u64) {
+        self.budget.charge(tokens);
+    }
+
+    /// Gives back what a child did not use of its share.
+    pub fn refund(&mut self, tokens: u64) {
+        self.budget.refund(tokens);
+    }
+
     pub fn recording(&self) -> &Recording {
         &self.recording
     }
@@ -93,7 +129,8 @@ impl Session {
         model: &Model,
         request: ChatRequest,
     ) -> Result<(ChatRequest, u64), ModelError> {
-        if request.temperature.is_some_and(|t| !t.is_finite()) {
+        let temperature = request.temperature.or(model.default_temperature);
+        if temperature.is_some_and(|t| !t.is_finite()) {
             return Err(ModelError::invalid("the temperature is not a number"));
         }
         let estimate = estimate_prompt(&request, model.estimator);
@@ -106,6 +143,7 @@ impl Session {
         .map_err(refused)?;
         let sent = ChatRequest {
             max_tokens: Some(max_tokens),
+            temperature,
             ..request
         };
         self.room_for(&sent)?;
@@ -152,26 +190,37 @@ impl Session {
         let endpoint = model.endpoint.id();
         let outcome = match &mut self.source {
             Source::Replay(replayer) => replayer.chat(&endpoint, &sent)?,
-            Source::Live(client) => {
-                let answer = match on_text {
-                    Some(on_text) => {
-                        client
-                            .chat_streaming(&model.endpoint, &sent, max_tokens, deadline, on_text)
-                            .await
-                    }
-                    None => {
-                        client
-                            .chat(&model.endpoint, &sent, max_tokens, deadline)
-                            .await
-                    }
-                };
-                Outcome::from(answer.map(|(mut response, reported)| {
-                    if !reported {
-                        response.usage = upper_bound(estimate, max_tokens);
-                    }
-                    response
-                }))
-            }
+            Source::Live(client) => match pace(model, estimate, deadline).await {
+                Err(refused) => Outcome::Error(refused),
+                Ok(()) => {
+                    let answer = match on_text {
+                        Some(on_text) => {
+                            client
+                                .chat_streaming(
+                                    &model.endpoint,
+                                    &sent,
+                                    max_tokens,
+                                    deadline,
+                                    on_text,
+                                )
+                                .await
+                        }
+                        None => {
+                            client
+                                .chat(&model.endpoint, &sent, max_tokens, deadline)
+                                .await
+                        }
+                    };
+                    let answer = answer.map(|(mut response, reported)| {
+                        if !reported {
+                            response.usage = upper_bound(estimate, max_tokens);
+                        }
+                        response
+                    });
+                    settle(model, estimate, answer.as_ref().ok().map(|r| r.usage));
+                    Outcome::from(answer)
+                }
+            },
         };
         let kept = self.recording.push(CallRecord {
             endpoint,
@@ -200,16 +249,21 @@ impl Session {
         let endpoint = model.endpoint.id();
         let outcome = match &mut self.source {
             Source::Replay(replayer) => replayer.embed(&endpoint, &request)?,
-            Source::Live(client) => {
-                Outcome::from(client.embed(&model.endpoint, &request, deadline).await.map(
-                    |(mut response, reported)| {
-                        if !reported {
-                            response.usage = upper_bound(estimate, 0);
-                        }
-                        response
-                    },
-                ))
-            }
+            Source::Live(client) => match pace(model, estimate, deadline).await {
+                Err(refused) => Outcome::Error(refused),
+                Ok(()) => {
+                    let answer = client.embed(&model.endpoint, &request, deadline).await.map(
+                        |(mut response, reported)| {
+                            if !reported {
+                                response.usage = upper_bound(estimate, 0);
+                            }
+                            response
+                        },
+                    );
+                    settle(model, estimate, answer.as_ref().ok().map(|r| r.usage));
+                    Outcome::from(answer)
+                }
+            },
         };
         let kept = self.recording.push(CallRecord {
             endpoint,
@@ -249,12 +303,50 @@ impl Session {
                 endpoint: model.endpoint.id().base_url,
                 model: model.endpoint.model.clone(),
                 usage: TokenUsage::default(),
+                estimated_cost: None,
             });
         let totals = &mut entry.usage;
         totals.calls += 1;
         totals.input_tokens += u64::from(usage.input_tokens);
         totals.output_tokens += u64::from(usage.output_tokens);
         totals.cached_input_tokens += u64::from(usage.cached_input_tokens);
+        // Of the totals, not summed per call: the arithmetic is exact, so both are the same.
+        entry.estimated_cost = model.prices.as_ref().and_then(|p| p.cost(totals));
+    }
+}
+
+/// Waits until the model's rate limits let a call of `tokens` (the prompt's estimate) go, or
+/// refuses it `rate-limited` when that wait would not end before `deadline`. Dropping the
+/// future (a cancelled task) abandons the wait. The refusal becomes the call's record like a
+/// provider's 429, so a replay serves it without a limiter.
+async fn pace(model: &Model, tokens: u64, deadline: Instant) -> Result<(), ModelError> {
+    let Some(rate) = &model.rate else {
+        return Ok(());
+    };
+    let now = Instant::now();
+    match rate.reserve(now, tokens, deadline.saturating_duration_since(now)) {
+        Ok(wait) => {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            Ok(())
+        }
+        Err(wait) => Err(ModelError::rate_limited(
+            Some(wait),
+            format!(
+                "model `{}` is at its ModelConfig's rate limit, and the wait ends after the \
+                 task's deadline",
+                model.name
+            ),
+        )),
+    }
+}
+
+/// Tells the model's limiter what a call paced by [`pace`] used (`None`: it failed, and keeps
+/// the estimate it reserved, which the provider may have counted).
+fn settle(model: &Model, estimate: u64, usage: Option<Usage>) {
+    if let Some(rate) = &model.rate {
+        rate.settle(estimate, usage.map_or(estimate, |u| u.total()));
     }
 }
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::record::{Call, Outcome};
 use ari_llm::types::{ChatRequest, Message};
 use ari_llm::{
@@ -307,12 +306,7 @@ async fn dropping_a_call_closes_its_connection() {
 }
 
 fn model(server: &Scripted) -> Model {
-    Model {
-        name: "scripted".into(),
-        endpoint: endpoint(server, ModelProvider::OpenAI),
-        output: OutputLimits::default(),
-        estimator: Estimator::default(),
-    }
+    Model::new("scripted", endpoint(server, ModelProvider::OpenAI))
 }
 
 /// The budget refuses a prompt that cannot fit before anything is sent (the scripted server

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::record::Replayer;
 use ari_llm::types::{
     ChatRequest, FinishReason, JsonSchemaFormat, Message, ResponseFormat, ToolChoice,
@@ -31,12 +30,7 @@ fn endpoint(server: &ModelServer, model: &str) -> Endpoint {
 }
 
 fn model(server: &ModelServer) -> Model {
-    Model {
-        name: "tiny".into(),
-        endpoint: endpoint(server, CHAT_MODEL),
-        output: OutputLimits::default(),
-        estimator: Estimator::default(),
-    }
+    Model::new("tiny", endpoint(server, CHAT_MODEL))
 }
 
 /// Tokens llama-cpp-python (0.3.36) may generate past `max_tokens`: while the text ends in an

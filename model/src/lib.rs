@@ -17,6 +17,7 @@ pub mod limits;
 pub mod mode;
 pub mod names;
 pub mod outcome;
+pub mod price;
 pub mod requirements;
 pub mod secret;
 pub mod usage;
@@ -32,6 +33,7 @@ pub use limits::{
 };
 pub use mode::{AgentMode, TaskOrigin};
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
+pub use price::{BadPrice, Cost, Price, Prices};
 pub use requirements::{Denied, TaskRequirements};
 pub use secret::Secret;
 pub use usage::{Estimate, ModelCalls, ResourcesUsed, TokenUsage};

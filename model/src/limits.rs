@@ -3,6 +3,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::capability::CapabilityName;
+use crate::price::Prices;
+
+/// A task's model-token budget when nothing sets one (an Agent's `limits.tokens`, a Plan step's
+/// `tokens`): enough for a few turns of a small model, far from what a runaway loop could spend.
+pub const DEFAULT_TOKENS: u64 = 100_000;
 
 /// The limits and capabilities really enforced for a run: `Task.status.limitsApplied`, signed in
 /// the attestation, and everything a replay needs to run under the same bounds.
@@ -33,7 +38,7 @@ pub struct LimitsApplied {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<ModelApplied>,
     /// The task's token budget (input and output tokens of every model call, its children's
-    /// included), when `models` is granted.
+    /// included), when `models` or `delegation` is granted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
     /// The MCP servers granted, when `tools` is granted: each name, its tools, and the URL it
@@ -94,6 +99,15 @@ pub struct ModelEndpoint {
     /// Prompt bytes counted as one token by the budget's estimate.
     #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
     pub bytes_per_token: u32,
+    /// The temperature sent when the guest sets none, as the decimal text of the 32-bit float
+    /// sent (Rust's shortest round-trip form, so a replay parses back the same bits; the
+    /// signed body holds no floating-point number). Absent when the ModelConfig sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32)))]
+    pub default_temperature: Option<String>,
+    /// The prices the usage's estimated cost was computed with; absent when none are set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
 }
 
 /// The wire format a model endpoint speaks.

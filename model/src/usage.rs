@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::price::Cost;
+
 /// Resources a run used; `Task.status.resourcesUsed` and part of the attestation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -35,9 +37,21 @@ pub struct ResourcesUsed {
     /// The part of `inputTokens` served from a provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    /// Tokens the task's children took out of its budget: what awaited ones used (their own
+    /// children's included), a message's whole share. Absent when no child was given any.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub children_tokens: u64,
 }
 
 impl ResourcesUsed {
+    /// Tokens this task took out of its budget, its children's included: what a parent is
+    /// charged for it and what a Plan counts against its budget.
+    pub fn tokens_spent(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.children_tokens)
+    }
+
     /// Adds the token totals of `calls` (one entry per model) to these figures.
     pub fn add_tokens<'a>(&mut self, calls: impl IntoIterator<Item = &'a ModelCalls>) {
         for c in calls {
@@ -84,6 +98,10 @@ pub struct ModelCalls {
     pub model: String,
     #[serde(flatten)]
     pub usage: TokenUsage,
+    /// What the usage costs at the ModelConfig's prices (exact decimal); absent when it sets
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_cost: Option<Cost>,
 }
 
 fn is_zero(n: &u64) -> bool {

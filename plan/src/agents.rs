@@ -20,12 +20,29 @@ pub struct AgentView {
     pub memory_bytes: u64,
     /// Effective `limits.fuel`: a step's default budget and its ceiling.
     pub fuel_limit: u64,
+    /// Effective `limits.tokens`: a step's default token budget and its ceiling.
+    #[serde(default = "default_tokens")]
+    pub tokens_limit: u64,
+}
+
+fn default_tokens() -> u64 {
+    ari_model::limits::DEFAULT_TOKENS
 }
 
 /// Agents by name (one namespace).
 pub type Agents = BTreeMap<String, AgentView>;
 
 impl AgentView {
+    /// The most model tokens one of its Tasks can spend: its `limits.tokens`, or none for an
+    /// Agent granted neither `models` nor `delegation` (nothing it runs can spend a token).
+    pub fn token_ceiling(&self) -> u64 {
+        if self.grants.models.is_some() || self.grants.delegation.is_some() {
+            self.tokens_limit
+        } else {
+            0
+        }
+    }
+
     /// Every way `req` exceeds this Agent's grants, as messages (empty when it fits): the
     /// rule and the words the operator and executor use for a Task.
     pub fn denials(&self, req: &TaskRequirements) -> Vec<String> {
@@ -49,7 +66,21 @@ pub(crate) mod tests {
             grants: GrantSet::default(),
             memory_bytes: 1 << 20,
             fuel_limit: 1_000,
+            tokens_limit: 1_000,
         }
+    }
+
+    #[test]
+    fn only_an_agent_that_may_call_models_or_delegate_can_spend_tokens() {
+        let mut a = plain();
+        assert_eq!(a.token_ceiling(), 0);
+        a.grants.models = Some(ari_model::grant::ModelsGrant {
+            allowed: vec!["small".into()],
+        });
+        assert_eq!(a.token_ceiling(), 1_000);
+        a.grants.models = None;
+        a.grants.delegation = Some(Default::default());
+        assert_eq!(a.token_ceiling(), 1_000);
     }
 
     #[test]

@@ -86,6 +86,11 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub fuel: Option<u64>,
+    /// Model-token budget of the step's Task; at most its Agent's `limits.tokens`. Default:
+    /// that limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1_000_000_000_000u64))]
+    pub tokens: Option<u64>,
     /// Seconds the step's Task may take; at most the plan's deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 604_800))]
@@ -171,6 +176,11 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub fuel: Option<u64>,
+    /// Most model tokens all steps may spend together, retries included, counting each step at
+    /// its budget (its `tokens`, else its Agent's `limits.tokens`). Absent: no total bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub tokens: Option<u64>,
     /// Seconds from the Plan's creation by which every step must be done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 604_800))]
@@ -199,6 +209,7 @@ impl Limits {
             max_steps: min(self.max_steps, other.max_steps),
             max_parallel: min(self.max_parallel, other.max_parallel),
             fuel: min(self.fuel, other.fuel),
+            tokens: min(self.tokens, other.tokens),
             deadline_seconds: min(self.deadline_seconds, other.deadline_seconds),
         }
     }
@@ -263,12 +274,14 @@ mod tests {
             max_steps: Some(10),
             max_parallel: None,
             fuel: Some(100),
+            tokens: Some(1_000),
             deadline_seconds: Some(60),
         };
         let asked = Limits {
             max_steps: Some(20),
             max_parallel: Some(2),
             fuel: Some(50),
+            tokens: Some(5_000),
             deadline_seconds: None,
         };
         let t = plan.tightest(&asked);
@@ -276,6 +289,7 @@ mod tests {
             (t.max_steps, t.max_parallel, t.fuel, t.deadline_seconds),
             (Some(10), Some(2), Some(50), Some(60))
         );
+        assert_eq!(t.tokens, Some(1_000));
     }
 
     #[test]

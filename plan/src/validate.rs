@@ -10,7 +10,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agents::{AgentMode, Agents};
+use crate::agents::{AgentMode, AgentView, Agents};
 use crate::bounds::{cut, first_breach};
 use crate::graph::Graph;
 use crate::model::{
@@ -34,6 +34,9 @@ pub enum Rule {
     /// Total fuel of the steps (retries included) above `limits.fuel`, or a proposal asking
     /// for more fuel than the Plan allows.
     FuelOverLimit,
+    /// Total model tokens of the steps (retries included) above `limits.tokens`, or a proposal
+    /// asking for more tokens than the Plan allows.
+    TokensOverLimit,
     /// A deadline above the Plan's `limits.deadlineSeconds`.
     DeadlineOverLimit,
     /// Not a DNS label, too long for its Task name, or the reserved name `planner`.
@@ -52,6 +55,8 @@ pub enum Rule {
     NotGranted,
     /// A step's fuel budget above its Agent's `limits.fuel`.
     FuelOverAgentLimit,
+    /// A step's token budget above its Agent's `limits.tokens`.
+    TokensOverAgentLimit,
     /// More re-runs than 5.
     RetryOverLimit,
     /// Both `input` and `inputFrom`.
@@ -76,6 +81,7 @@ impl Rule {
             Rule::TooManySteps => "too-many-steps",
             Rule::ParallelOverLimit => "parallel-over-limit",
             Rule::FuelOverLimit => "fuel-over-limit",
+            Rule::TokensOverLimit => "tokens-over-limit",
             Rule::DeadlineOverLimit => "deadline-over-limit",
             Rule::InvalidName => "invalid-name",
             Rule::DuplicateStep => "duplicate-step",
@@ -85,6 +91,7 @@ impl Rule {
             Rule::ModeRefused => "mode-refused",
             Rule::NotGranted => "not-granted",
             Rule::FuelOverAgentLimit => "fuel-over-agent-limit",
+            Rule::TokensOverAgentLimit => "tokens-over-agent-limit",
             Rule::RetryOverLimit => "retry-over-limit",
             Rule::InputConflict => "input-conflict",
             Rule::UnknownStep => "unknown-step",
@@ -217,6 +224,7 @@ pub fn validate(proposal: &Proposal, ctx: &Context) -> Vec<Violation> {
         );
     }
     total_fuel(steps, ctx, &limits, &mut out);
+    total_tokens(steps, ctx, &limits, &mut out);
     out.done()
 }
 
@@ -300,6 +308,16 @@ fn plan_limits(proposal: &Proposal, ctx: &Context, out: &mut Out) -> Limits {
                 "the proposal asks for fuel {}, above the plan's {}",
                 asked.fuel.unwrap_or_default(),
                 plan.fuel.unwrap_or_default()
+            ),
+        );
+    }
+    if over(asked.tokens, plan.tokens) {
+        out.plan(
+            Rule::TokensOverLimit,
+            format!(
+                "the proposal asks for tokens {}, above the plan's {}",
+                asked.tokens.unwrap_or_default(),
+                plan.tokens.unwrap_or_default()
             ),
         );
     }
@@ -424,6 +442,26 @@ fn step_rules(
                 format!(
                     "fuel {fuel} exceeds agent {}'s limits.fuel {}",
                     s.agent_ref.name, a.fuel_limit
+                ),
+            );
+        }
+    }
+    if let Some(tokens) = s.tokens {
+        if tokens > MAX_FUEL {
+            out.step(
+                name,
+                Rule::OutOfRange,
+                format!("tokens {tokens} is outside 0..={MAX_FUEL}"),
+            );
+        } else if let Some(a) = agent
+            && tokens > a.tokens_limit
+        {
+            out.step(
+                name,
+                Rule::TokensOverAgentLimit,
+                format!(
+                    "tokens {tokens} exceeds agent {}'s limits.tokens {}",
+                    s.agent_ref.name, a.tokens_limit
                 ),
             );
         }
@@ -570,13 +608,9 @@ fn agent_rules<'a>(
 /// The fuel all steps may burn (each at its budget, times its attempts) against the limit.
 fn total_fuel(steps: &[Step], ctx: &Context, limits: &Limits, out: &mut Out) {
     let Some(limit) = limits.fuel else { return };
-    let total = steps.iter().fold(0u64, |sum, s| {
-        let budget = s
-            .fuel
+    let total = worst_case(steps, |s| {
+        s.fuel
             .or_else(|| ctx.agents.get(&s.agent_ref.name).map(|a| a.fuel_limit))
-            .unwrap_or(0);
-        let attempts = u64::from(s.retry_limit().min(MAX_RETRY)) + 1;
-        sum.saturating_add(budget.saturating_mul(attempts))
     });
     if total > limit {
         out.plan(
@@ -586,4 +620,35 @@ fn total_fuel(steps: &[Step], ctx: &Context, limits: &Limits, out: &mut Out) {
             ),
         );
     }
+}
+
+/// The model tokens all steps may spend (each at its budget, else its Agent's ceiling, times
+/// its attempts) against the limit: a step's Task can spend no more than its `spec.tokens`,
+/// so the Plan cannot either.
+fn total_tokens(steps: &[Step], ctx: &Context, limits: &Limits, out: &mut Out) {
+    let Some(limit) = limits.tokens else { return };
+    let total = worst_case(steps, |s| {
+        s.tokens.or_else(|| {
+            ctx.agents
+                .get(&s.agent_ref.name)
+                .map(AgentView::token_ceiling)
+        })
+    });
+    if total > limit {
+        out.plan(
+            Rule::TokensOverLimit,
+            format!(
+                "the steps may spend up to {total} tokens (each at its budget, retries included), above limits.tokens {limit}"
+            ),
+        );
+    }
+}
+
+/// The sum over steps of a budget (`budget`, 0 for a step whose Agent is unknown) times the
+/// step's attempts.
+fn worst_case(steps: &[Step], budget: impl Fn(&Step) -> Option<u64>) -> u64 {
+    steps.iter().fold(0u64, |sum, s| {
+        let attempts = u64::from(s.retry_limit().min(MAX_RETRY)) + 1;
+        sum.saturating_add(budget(s).unwrap_or(0).saturating_mul(attempts))
+    })
 }

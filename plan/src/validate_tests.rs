@@ -22,6 +22,7 @@ fn agent(ready: bool, mode: AgentMode) -> AgentView {
         },
         memory_bytes: 1 << 20,
         fuel_limit: 1_000,
+        tokens_limit: 1_000,
     }
 }
 
@@ -164,6 +165,39 @@ fn each_rule_alone_is_reported_with_its_step_and_message() {
                 ..Default::default()
             },
             &[(None, Rule::FuelOverLimit, "up to 2800 fuel")],
+        ),
+        (
+            "proposal asks for more tokens",
+            json!({"steps": [step("a", "echo")], "limits": {"tokens": 5000}}),
+            Limits {
+                tokens: Some(2_000),
+                ..Default::default()
+            },
+            &[(
+                None,
+                Rule::TokensOverLimit,
+                "tokens 5000, above the plan's 2000",
+            )],
+        ),
+        (
+            "total tokens over the limit, retries counted, an agent without models at none",
+            json!({"steps": [step("a", "echo"), {"name": "b", "agentRef": {"name": "echo"},
+                "tokens": 900, "retry": {"limit": 2}}]}),
+            Limits {
+                tokens: Some(2_500),
+                ..Default::default()
+            },
+            &[(None, Rule::TokensOverLimit, "up to 2700 tokens")],
+        ),
+        (
+            "a step asking more tokens than its agent allows",
+            json!({"steps": [{"name": "a", "agentRef": {"name": "echo"}, "tokens": 1001}]}),
+            Limits::default(),
+            &[(
+                Some("a"),
+                Rule::TokensOverAgentLimit,
+                "exceeds agent echo's limits.tokens 1000",
+            )],
         ),
         (
             "proposal asks for a later deadline",
@@ -351,7 +385,7 @@ fn each_rule_alone_is_reported_with_its_step_and_message() {
         rules_seen.extend(want.iter().map(|(_, r, _)| *r));
     }
     // `agent-not-allowed` has its own test (it needs the Plan's allow-list).
-    assert_eq!(rules_seen.len(), 19, "every rule has a row: {rules_seen:?}");
+    assert_eq!(rules_seen.len(), 21, "every rule has a row: {rules_seen:?}");
 }
 
 #[test]

@@ -217,4 +217,78 @@ fn main() {
         after.saturating_sub(before),
         after.saturating_sub(before) / slots as u64
     );
+
+    model_calls(&rt, &key, n.min(2_000));
+}
+
+/// Host overhead of a model call: `ask` (one chat call) against a loopback OpenAI-compatible
+/// server that answers at once, beside `echo`; and replaying such a run with no server.
+fn model_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
+    use ari_llm::{Client, Endpoint, Model, ModelProvider, RetryPolicy};
+    use ari_runtime::capability::LoadedModels;
+    use ari_testkit::scripted::{Blocking, chat_answer};
+
+    let server = Blocking::start(|_| chat_answer("Forty-two.", 30, 3));
+    let client = Client::new(ari_llm::Limits::default(), RetryPolicy::default()).expect("client");
+    let url = url::Url::parse(&server.openai_base()).expect("url");
+    let model = Model::new(
+        "tiny",
+        Endpoint::new(ModelProvider::OpenAI, url, "scripted-1"),
+    );
+    let grants = Grants::parse_cli(&["models=tiny".to_owned()])
+        .expect("grants")
+        .with_models(LoadedModels::live(client, [model]));
+    let ask = rt.load(&agent_bytes("ask")).expect("load ask");
+    let echo = rt.load(&agent_bytes("echo")).expect("load echo");
+    let asking = |input: &[u8]| {
+        let mut req = request(input, key, 10_000_000);
+        req.grants = grants.clone();
+        req
+    };
+    let time = |agent: &LoadedAgent, make: &dyn Fn() -> TaskRequest| {
+        for _ in 0..50 {
+            run_ok(agent, make());
+        }
+        let mut times: Vec<Duration> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                run_ok(agent, make());
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        (pct(&times, 0.50), pct(&times, 0.99))
+    };
+    let (ask50, ask99) = time(&ask, &|| asking(b"What is six times seven?"));
+    let (echo50, echo99) = time(&echo, &|| {
+        request(b"What is six times seven?", key, 10_000_000)
+    });
+    println!(
+        "ask (one model call, loopback server answering at once) per-task: p50 {ask50:?} p99 {ask99:?}; echo p50 {echo50:?} p99 {echo99:?}"
+    );
+    println!(
+        "  model call overhead (ask - echo, p50, server and guest's request building included): {:?}",
+        ask50.saturating_sub(echo50)
+    );
+
+    let outcome = run_ok(&ask, asking(b"What is six times seven?"));
+    let report = ari_runtime::RunReport::new(outcome, b"What is six times seven?", &[]);
+    let opts = ari_runtime::VerifyOptions {
+        accept_embedded_key: true,
+        ..Default::default()
+    };
+    let module = agent_bytes("ask");
+    let mut times: Vec<Duration> = (0..200)
+        .map(|_| {
+            let t = Instant::now();
+            ari_runtime::verify_report(rt, &report, &module, &opts).expect("replays");
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "replay of the ask run (no server; module from the cache): p50 {:?} p99 {:?}",
+        pct(&times, 0.50),
+        pct(&times, 0.99)
+    );
 }

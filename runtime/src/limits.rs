@@ -22,9 +22,7 @@ pub struct Limits {
     pub tokens: u64,
 }
 
-/// A task's token budget when nothing sets one: enough for a few turns of a small model, far
-/// from what a runaway loop could spend.
-pub const DEFAULT_TOKENS: u64 = 100_000;
+pub use ari_model::limits::DEFAULT_TOKENS;
 
 impl Default for Limits {
     fn default() -> Self {

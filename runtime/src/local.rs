@@ -125,6 +125,7 @@ impl RunningChild for LocalChild {
                 message: "the child's thread ended without an outcome".into(),
             }),
             fuel: 0,
+            tokens: 0,
             attestation_sha256: String::new(),
         })
     }
@@ -146,6 +147,7 @@ impl Delegator for LocalDelegator {
         req.config = target.config.clone();
         req.limits = Limits {
             fuel: target.limits.fuel.min(request.fuel),
+            tokens: target.limits.tokens.min(request.tokens),
             memory_bytes: target.limits.memory_bytes.min(request.memory_bytes),
             timeout: target.limits.timeout.min(request.timeout),
             ..target.limits.clone()
@@ -190,6 +192,7 @@ pub fn child_outcome(outcome: &TaskOutcome) -> ChildOutcome {
             }),
         },
         fuel: outcome.resources_used.fuel,
+        tokens: outcome.resources_used.tokens_spent(),
         attestation_sha256: outcome.attestation.sha256(),
     }
 }

@@ -72,6 +72,9 @@ pub struct TaskRequest {
     /// Sees each kept guest log line as it is written (live views); `None`: only the log
     /// kept in the outcome.
     pub log_tap: Option<LogTap>,
+    /// Sees the text of the task's model calls as the model produces it (A2A followers);
+    /// `None`: calls are never streamed.
+    pub model_tap: Option<Arc<dyn crate::capability::ModelTap>>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -100,6 +103,7 @@ impl TaskRequest {
             cancel: None,
             delegation: None,
             log_tap: None,
+            model_tap: None,
         }
     }
 }
@@ -240,6 +244,7 @@ impl TaskRequest {
             cancel: self.cancel.clone(),
             delegation: self.delegation.clone(),
             log_tap: self.log_tap.clone(),
+            model_tap: self.model_tap.clone(),
         })
     }
 }
@@ -354,6 +359,7 @@ impl LoadedAgent {
             network_bytes: left.usage.network_bytes,
             wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             children_fuel: left.usage.children_fuel,
+            children_tokens: left.usage.children_tokens,
             ..ResourcesUsed::default()
         };
         let mut resources = resources;
@@ -402,8 +408,13 @@ impl LoadedAgent {
         };
         let depth = req.delegation.as_ref().map_or(0, |c| c.depth);
         req.grants.spec().record(&mut applied, depth);
-        if req.grants.grants(CapabilityName::Models) {
+        // A task that delegates has a token budget too: its children draw theirs from it.
+        if req.grants.grants(CapabilityName::Models)
+            || req.grants.grants(CapabilityName::Delegation)
+        {
             applied.tokens = Some(req.limits.tokens);
+        }
+        if req.grants.grants(CapabilityName::Models) {
             for granted in &mut applied.models {
                 granted.endpoint = req.grants.models().get(&granted.name).map(model::applied);
             }
@@ -500,6 +511,7 @@ fn capabilities(
         delegation: req.delegation.clone(),
         memory_bytes: applied.memory_bytes,
         log_tap: req.log_tap.clone(),
+        model_tap: req.model_tap.clone(),
         replay: matches!(mode, Mode::Replay(_)),
         tokens: applied.tokens.unwrap_or(0),
     };

@@ -241,14 +241,30 @@ fn verify_node(
     verify_one(runtime, report, module, config, opts)?;
     let mut finished = std::collections::BTreeMap::new();
     let mut started = Vec::new();
+    // Child index → task name, and task name → (tokens given, tokens the parent was charged).
+    let mut task_of = std::collections::BTreeMap::new();
+    let mut tokens = std::collections::BTreeMap::new();
     for event in &report.trace.events {
         match event {
             TraceEvent::Delegation(DelegationEvent::Finished {
+                child,
                 task,
                 attestation_sha256,
                 ..
-            }) if !attestation_sha256.is_empty() => {
-                finished.insert(task.clone(), attestation_sha256.clone());
+            }) => {
+                task_of.insert(*child, task.clone());
+                if !attestation_sha256.is_empty() {
+                    finished.insert(task.clone(), attestation_sha256.clone());
+                }
+            }
+            TraceEvent::Delegation(DelegationEvent::Tokens {
+                child,
+                reserved,
+                used,
+            }) => {
+                if let Some(task) = task_of.get(child) {
+                    tokens.insert(task.clone(), (*reserved, *used));
+                }
             }
             TraceEvent::Delegation(DelegationEvent::Started {
                 agent,
@@ -275,6 +291,12 @@ fn verify_node(
                 )));
             }
         }
+        if let Some(&(reserved, used)) = tokens.get(&child.task_id) {
+            let attested = &child.attestation;
+            let spent = attested.resources_used.tokens_spent();
+            let given = attested.limits_applied.tokens.unwrap_or(0);
+            child_tokens(&child.task_id, (reserved, used), (given, spent))?;
+        }
         let (child_module, child_config) = agent_of(agent).ok_or_else(|| {
             VerifyError::Malformed(format!(
                 "no module for Agent `{agent}` of child {} (pass --agent {agent}=FILE)",
@@ -290,6 +312,23 @@ fn verify_node(
         )));
     }
     Ok(verified)
+}
+
+/// The parent's trace (`reserved`, `used`) and the child's signed attestation (`given`,
+/// `spent`) agree on the child's tokens: it had no more than it was given and the parent was
+/// charged what it spent (a parent host that under-charged itself is caught here).
+fn child_tokens(
+    task: &str,
+    (reserved, used): (u64, u64),
+    (given, spent): (u64, u64),
+) -> Result<(), VerifyError> {
+    if spent.min(reserved) != used || given > reserved {
+        return Err(VerifyError::Replay(format!(
+            "child {task}: the parent's trace gave it {reserved} tokens and was charged {used}; \
+             its attestation says it had {given} and spent {spent}"
+        )));
+    }
+    Ok(())
 }
 
 /// Why a config digest differs: none given (the usual mistake), or another one.
@@ -361,5 +400,29 @@ fn replay_limits(a: &LimitsApplied) -> Limits {
         max_output_bytes: a.max_output_bytes,
         max_input_bytes: a.max_input_bytes,
         tokens: a.tokens.unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::child_tokens;
+
+    #[test]
+    fn a_parent_charged_other_than_its_child_spent_fails_verification() {
+        // (given to the child, charged to the parent) against (its budget, what it spent).
+        let cases = [
+            ((500, 33), (500, 33), true),
+            ((500, 500), (500, 900), true),
+            ((500, 0), (500, 33), false),
+            ((500, 33), (600, 33), false),
+            ((500, 33), (0, 0), false),
+        ];
+        for (parent, child, ok) in cases {
+            assert_eq!(
+                child_tokens("t", parent, child).is_ok(),
+                ok,
+                "{parent:?} {child:?}"
+            );
+        }
     }
 }

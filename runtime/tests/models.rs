@@ -9,7 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::{
     ApiKey, Client, Endpoint, Limits as ClientLimits, Model, ModelProvider, RetryPolicy,
 };
@@ -19,7 +18,7 @@ use ari_runtime::{
 };
 use ari_testkit::model_server::ModelServer;
 use ari_testkit::runtime as common;
-use ari_testkit::scripted::{Reply, Scripted};
+use ari_testkit::scripted::{Reply, Scripted, tool_using_answer};
 use common::*;
 
 const SECRET: &str = "sk-live-never-in-a-trace-0123456789";
@@ -55,17 +54,15 @@ fn client() -> Client {
 }
 
 fn model(name: &str, base_url: &str) -> Model {
-    Model {
-        name: name.into(),
-        endpoint: Endpoint::new(
+    Model::new(
+        name,
+        Endpoint::new(
             ModelProvider::OpenAI,
             url::Url::parse(base_url).expect("url"),
             "scripted-1",
         )
         .with_key(ApiKey::new(SECRET)),
-        output: OutputLimits::default(),
-        estimator: Estimator::default(),
-    }
+    )
 }
 
 /// The `ask` agent granted `granted`, with `loaded` models behind the names.
@@ -251,16 +248,14 @@ fn the_agent_asks_a_real_openai_compatible_server_and_replays_without_it() {
     let Some(server) = ModelServer::start_or_skip("models::real_server") else {
         return;
     };
-    let tiny = Model {
-        name: "tiny".into(),
-        endpoint: Endpoint::new(
+    let tiny = Model::new(
+        "tiny",
+        Endpoint::new(
             ModelProvider::OpenAI,
             url::Url::parse(&server.base_url()).expect("url"),
             ari_testkit::model_server::CHAT_MODEL,
         ),
-        output: OutputLimits::default(),
-        estimator: Estimator::default(),
-    };
+    );
     let grants: Grants = grants(&["models=tiny"]).with_models(LoadedModels::live(client(), [tiny]));
     let outcome = agent("ask").run(request("Say hello.", grants));
     assert_eq!(
@@ -278,26 +273,6 @@ fn the_agent_asks_a_real_openai_compatible_server_and_replays_without_it() {
     );
     drop(server);
     verify(outcome, "Say hello.").expect("replays without the server");
-}
-
-/// The scripted model of the tool-using example: asked with no tool result yet, it calls
-/// `wordcount` on the request; given the result, it answers with it.
-fn tool_using_answer(request: &ari_testkit::scripted::Request) -> Reply {
-    let body = String::from_utf8_lossy(&request.body);
-    let answer = if body.contains(r#""role":"tool""#) {
-        r#"{"id":"c2","model":"scripted-1","choices":[{"index":0,
-            "message":{"role":"assistant","content":"The text has 4 words."},
-            "finish_reason":"stop"}],
-            "usage":{"prompt_tokens":60,"completion_tokens":6,"total_tokens":66}}"#
-    } else {
-        r#"{"id":"c1","model":"scripted-1","choices":[{"index":0,
-            "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1",
-            "type":"function","function":{"name":"wordcount",
-            "arguments":"{\"input\":\"one two three four\"}"}}]},
-            "finish_reason":"tool_calls"}],
-            "usage":{"prompt_tokens":50,"completion_tokens":9,"total_tokens":59}}"#
-    };
-    Reply::new(200, answer).header("content-type", "application/json")
 }
 
 #[test]
@@ -353,4 +328,269 @@ fn a_model_uses_another_agent_as_its_tool_and_the_tree_replays_with_neither() {
     )
     .expect("the tree verifies");
     assert_eq!(verified, 2);
+}
+
+/// `relay` (no model of its own) passes `question` to `ask`, which holds the model: the parent
+/// has `tokens`, the child's Agent allows 100,000.
+fn relayed_ask(
+    question: &str,
+    base: &str,
+    tokens: u64,
+) -> (ari_runtime::local::LocalDelegator, ari_runtime::TaskRequest) {
+    use ari_runtime::local::{LocalAgent, LocalDelegator};
+    let asker = LocalAgent {
+        agent: agent("ask"),
+        grants: grants(&["models=tiny"])
+            .with_models(LoadedModels::live(client(), [model("tiny", base)])),
+        limits: Limits::default(),
+        config: Vec::new(),
+    };
+    let others = LocalDelegator::new([("ask".to_owned(), asker)].into_iter().collect(), key());
+    let mut req = request(&format!("pass:{question}"), grants(&["delegation=ask"]));
+    req.config = b"ask".to_vec();
+    req.limits = Limits {
+        tokens,
+        ..Limits::default()
+    };
+    req.delegation = Some(others.root_context());
+    (others, req)
+}
+
+#[test]
+fn a_child_draws_its_tokens_from_its_parent_and_the_parent_gets_the_rest_back() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    let (others, req) = relayed_ask("Say hello.", &base, 1_000);
+    let outcome = agent("relay").run(req);
+    assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+    assert_eq!(output(&outcome), "got(Forty-two.)");
+    // The child was given half of the parent's 1,000 and used 33 (30 in, 3 out).
+    assert_eq!(outcome.children[0].tokens, 33);
+    assert_eq!(outcome.resources_used.children_tokens, 33);
+    assert_eq!(outcome.resources_used.tokens_spent(), 33);
+    assert_eq!(
+        outcome.resources_used.model_calls, 0,
+        "the parent called no model"
+    );
+    let runs = others.finish();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].outcome.limits_applied.tokens,
+        Some(500),
+        "its Agent allows 100,000"
+    );
+
+    // The parent's replay charges the child's tokens from the trace, with no child and no model.
+    drop(server);
+    let report = RunReport::tree(outcome, b"pass:Say hello.", &[], runs);
+    let modules = |name: &str| (name == "ask").then(|| (agent_bytes("ask"), Vec::new()));
+    let opts = VerifyOptions {
+        config: b"ask".to_vec(),
+        ..embedded()
+    };
+    let verified = ari_runtime::verify_tree(
+        common::runtime(),
+        &report,
+        &agent_bytes("relay"),
+        &modules,
+        &opts,
+    )
+    .expect("the tree verifies");
+    assert_eq!(verified, 2);
+}
+
+#[test]
+fn a_tree_never_spends_more_tokens_than_its_root_was_given() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    // 40 tokens at the root: the child gets 20, too few for any prompt of `ask`.
+    let (others, req) = relayed_ask("Say hello.", &base, 40);
+    let outcome = agent("relay").run(req);
+    assert!(
+        outcome.failure.is_some(),
+        "the child's refusal fails the relay"
+    );
+    let runs = others.finish();
+    assert_eq!(runs[0].outcome.limits_applied.tokens, Some(20));
+    let refusal = &runs[0]
+        .outcome
+        .failure
+        .as_ref()
+        .expect("the child fails")
+        .message;
+    assert!(refusal.contains("token budget"), "{refusal}");
+    assert!(server.requests().is_empty(), "no request left the host");
+}
+
+/// The ModelConfig's default temperature goes into the request the guest left without one
+/// (`assistant` sets none), its prices give the usage an exact cost; both are signed in
+/// `limitsApplied` and the attestation, and `ari verify` rebuilds the same requests and cost.
+#[test]
+fn a_default_temperature_and_prices_are_applied_signed_and_replayed() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    let tiny = Model {
+        default_temperature: Some(0.7),
+        prices: Some(ari_model::Prices {
+            currency: "USD".into(),
+            input_per_million: Some("2.5".into()),
+            cached_input_per_million: None,
+            output_per_million: Some("10".into()),
+        }),
+        ..model("tiny", &base)
+    };
+    let grants: Grants = grants(&["models=tiny"]).with_models(LoadedModels::live(client(), [tiny]));
+    let input = "What is six times seven?";
+    let mut req = request(input, grants);
+    req.config = b"model=tiny\n".to_vec();
+    let outcome = agent("assistant").run(req);
+    assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+    assert_eq!(output(&outcome), "Forty-two.");
+
+    let sent: serde_json::Value = serde_json::from_slice(&server.requests()[0].body).expect("json");
+    assert_eq!(sent["temperature"], serde_json::json!(0.7f32));
+    // 30 input tokens at 2.5 and 3 output at 10 per million.
+    let cost = outcome.models[0].estimated_cost.as_ref().expect("priced");
+    assert_eq!(
+        (cost.amount.as_str(), cost.currency.as_str()),
+        ("0.000105", "USD")
+    );
+    assert_eq!(outcome.attestation.models, outcome.models, "signed");
+    let applied = outcome.limits_applied.models[0]
+        .endpoint
+        .as_ref()
+        .expect("resolved");
+    assert_eq!(applied.default_temperature.as_deref(), Some("0.7"));
+    assert_eq!(
+        applied
+            .prices
+            .as_ref()
+            .and_then(|p| p.output_per_million.as_deref()),
+        Some("10")
+    );
+
+    drop(server);
+    let report = RunReport::new(outcome, input.as_bytes(), &[]);
+    let report = serde_json::to_vec(&report).expect("report json");
+    let report: RunReport = serde_json::from_slice(&report).expect("report parses");
+    let opts = VerifyOptions {
+        config: b"model=tiny\n".to_vec(),
+        ..embedded()
+    };
+    verify_report(common::runtime(), &report, &agent_bytes("assistant"), &opts)
+        .expect("the replay sends the same temperature and reaches the same cost");
+}
+
+/// A call the model's rate limit would hold past the task's deadline is refused
+/// `rate-limited` with the wait, without contacting the provider; the refusal is recorded, so
+/// `ari verify` (which has no limiter) fails the call the same way.
+#[test]
+fn a_rate_limited_call_is_refused_recorded_and_replayed_alike() {
+    let io = io();
+    let server = scripted(&io, answer);
+    let base = format!("http://{}/v1", server.host());
+    let limits = ari_llm::rate::RateLimits {
+        requests_per_minute: Some(1),
+        tokens_per_minute: None,
+    };
+    let rate = std::sync::Arc::new(ari_llm::rate::RateLimiter::new(limits).expect("limited"));
+    // Another task of the process took this minute's request.
+    rate.reserve(tokio::time::Instant::now(), 0, Duration::from_secs(3600))
+        .expect("the minute's request");
+    let tiny = Model {
+        rate: Some(rate),
+        ..model("tiny", &base)
+    };
+    let mut req = ask("hi", "tiny", vec![tiny], 10_000);
+    req.limits.timeout = Duration::from_secs(10);
+    let outcome = agent("ask").run(req);
+    let failure = outcome.failure.clone().expect("refused");
+    assert_eq!(failure.kind, FailureKind::AgentError, "{}", failure.message);
+    assert!(
+        failure.message.contains("rate limited"),
+        "{}",
+        failure.message
+    );
+    assert!(server.requests().is_empty(), "the provider was contacted");
+    let trace = serde_json::to_string(&outcome.trace).expect("json");
+    assert!(trace.contains("modelCall"), "the refusal is recorded");
+    drop(server);
+    verify(outcome, "hi").expect("the replay is refused alike");
+}
+
+/// Collects what a task's model tap is given, as a worker's live view would.
+struct Collect {
+    followed: bool,
+    pieces: std::sync::Mutex<Vec<String>>,
+}
+
+impl ari_runtime::capability::ModelTap for Collect {
+    fn followed(&self) -> bool {
+        self.followed
+    }
+
+    fn text(&self, piece: &str) {
+        self.pieces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(piece.to_owned());
+    }
+}
+
+/// An OpenAI-style streamed answer in three pieces (the scripted server plays a provider
+/// that streams; llama.cpp's server does too, but its random model's words cannot be
+/// asserted), or the whole answer when the request does not ask for a stream.
+fn streamed_or_whole(request: &ari_testkit::scripted::Request) -> Reply {
+    let body = String::from_utf8_lossy(&request.body);
+    if !body.contains(r#""stream":true"#) {
+        return answer();
+    }
+    let events = concat!(
+        "data: {\"model\":\"scripted-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Forty\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"-two\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\".\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":3}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    Reply::new(200, events).header("content-type", "text/event-stream")
+}
+
+/// While followed, a call is streamed and its text reaches the tap piece by piece; the guest
+/// receives the whole answer, the same as unfollowed, and the run replays without a model.
+/// Unfollowed, the provider is asked for the whole answer and the tap gets nothing.
+#[test]
+fn a_followed_tasks_model_text_reaches_its_tap_as_generated_and_the_guest_gets_it_whole() {
+    let io = io();
+    let server = io.block_on(Scripted::start(streamed_or_whole));
+    let base = format!("http://{}/v1", server.host());
+    let mut outputs = Vec::new();
+    for followed in [true, false] {
+        let tap = std::sync::Arc::new(Collect {
+            followed,
+            pieces: Default::default(),
+        });
+        let mut req = ask("hi", "tiny", vec![model("tiny", &base)], 10_000);
+        req.model_tap = Some(tap.clone());
+        let outcome = agent("ask").run(req);
+        assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+        let pieces = tap.pieces.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if followed {
+            assert_eq!(pieces, ["Forty", "-two", "."]);
+        } else {
+            assert!(pieces.is_empty(), "{pieces:?}");
+        }
+        assert_eq!(outcome.models[0].usage.output_tokens, 3);
+        outputs.push(output(&outcome));
+        verify(outcome, "hi").expect("replays without the model");
+    }
+    assert_eq!(outputs, ["Forty-two.", "Forty-two."]);
+    let streamed: Vec<bool> = server
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).contains(r#""stream":true"#))
+        .collect();
+    assert_eq!(streamed, [true, false]);
 }

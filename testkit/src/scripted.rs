@@ -347,3 +347,64 @@ async fn write_reply(stream: &mut TcpStream, reply: &Reply, state: &State) -> st
     }
     stream.shutdown().await
 }
+
+/// A [`Scripted`] server on a runtime of its own, for tests that run the task (or the `ari`
+/// binary) on their own thread, as a worker does. Dropping it stops the server.
+pub struct Blocking {
+    pub server: Scripted,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Blocking {
+    pub fn start(script: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Blocking {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the scripted server");
+        let server = runtime.block_on(Scripted::start(script));
+        Blocking {
+            server,
+            _runtime: runtime,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: an OpenAI-compatible API root.
+    pub fn openai_base(&self) -> String {
+        format!("http://{}/v1", self.server.host())
+    }
+}
+
+/// An OpenAI chat-completions answer whose message is `content`, with the usage given.
+pub fn chat_answer(content: &str, prompt_tokens: u32, completion_tokens: u32) -> Reply {
+    let body = serde_json::json!({
+        "id": "c1",
+        "model": "scripted-1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    });
+    Reply::new(200, body.to_string()).header("content-type", "application/json")
+}
+
+/// The model of the tool-using examples (`assistant` in Rust and Python): asked with no tool
+/// result yet, it calls `wordcount` on "one two three four"; given the result (a
+/// `"role":"tool"` message), it answers "The text has 4 words." (59 then 66 tokens).
+pub fn tool_using_answer(request: &Request) -> Reply {
+    let body = String::from_utf8_lossy(&request.body);
+    let answer = if body.contains(r#""role":"tool""#) {
+        r#"{"id":"c2","model":"scripted-1","choices":[{"index":0,
+            "message":{"role":"assistant","content":"The text has 4 words."},
+            "finish_reason":"stop"}],
+            "usage":{"prompt_tokens":60,"completion_tokens":6,"total_tokens":66}}"#
+    } else {
+        r#"{"id":"c1","model":"scripted-1","choices":[{"index":0,
+            "message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1",
+            "type":"function","function":{"name":"wordcount",
+            "arguments":"{\"input\":\"one two three four\"}"}}]},
+            "finish_reason":"tool_calls"}],
+            "usage":{"prompt_tokens":50,"completion_tokens":9,"total_tokens":59}}"#
+    };
+    Reply::new(200, answer).header("content-type", "application/json")
+}

@@ -84,20 +84,16 @@ pub(crate) async fn agent_condition(
     reason: &str,
 ) -> Result<String> {
     let agents = Api::<Agent>::namespaced(client.clone(), ns);
-    let msg = wait::until(
-        &format!("Agent {name} {ty}={status} {reason}"),
-        wait::DEFAULT,
-        || async {
-            let a = agents.get(name).await.map_err(|e| e.to_string())?;
-            let conds = a.status.map(|s| s.conditions).unwrap_or_default();
-            match conds.iter().find(|c| c.type_ == ty) {
-                Some(c) if c.status == status && c.reason == reason => Ok(c.message.clone()),
-                other => Err(format!("{ty} is {other:?}")),
-            }
-        },
-    )
+    let wanted = wait::Wanted {
+        type_: ty,
+        status,
+        reason: Some(reason),
+    };
+    let (_, message) = wait::condition(&agents, name, wanted, |a: &Agent| {
+        a.status.clone().map(|s| s.conditions).unwrap_or_default()
+    })
     .await?;
-    Ok(msg)
+    Ok(message)
 }
 
 /// The operator still serves: a fresh namespace's echo Task succeeds.

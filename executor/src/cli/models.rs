@@ -8,8 +8,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use ari_llm::budget::{Estimator, OutputLimits};
-use ari_llm::{ApiKey, Client, Endpoint, Model, ModelProvider, RetryPolicy};
+use ari_llm::{ApiKey, Client, Endpoint, Model, ModelProvider, RetryPolicy, SchemaStyle};
 use ari_runtime::capability::LoadedModels;
 use ari_runtime::limits::DEFAULT_TOKENS;
 
@@ -25,6 +24,10 @@ pub struct ModelArgs {
     /// The wire format NAME speaks: openai (default) or anthropic.
     #[arg(long = "model-provider", value_name = "NAME=PROVIDER")]
     providers: Vec<String>,
+    /// How NAME is sent a JSON-schema response format: json-schema (OpenAI's, the default) or
+    /// json-object-schema (llama-cpp-python's server).
+    #[arg(long = "model-schema-style", value_name = "NAME=STYLE")]
+    schema_styles: Vec<String>,
     /// NAME's API key, read from this file.
     #[arg(long = "model-key-file", value_name = "NAME=PATH")]
     key_files: Vec<String>,
@@ -43,6 +46,7 @@ impl ModelArgs {
         let providers = pairs("--model-provider", &self.providers)?;
         let key_files = pairs("--model-key-file", &self.key_files)?;
         let key_envs = pairs("--model-key-env", &self.key_envs)?;
+        let styles = pairs("--model-schema-style", &self.schema_styles)?;
         let mut models = Vec::new();
         for (name, url) in pairs("--model", &self.models)? {
             let url = url::Url::parse(&url).with_context(|| format!("--model {name}: bad URL"))?;
@@ -53,17 +57,19 @@ impl ModelArgs {
             };
             let id = ids.get(&name).cloned().unwrap_or_else(|| name.clone());
             let mut endpoint = Endpoint::new(provider, url, id);
+            match styles.get(&name).map(String::as_str) {
+                None | Some("json-schema") => {}
+                Some("json-object-schema") => {
+                    endpoint = endpoint.with_schema_style(SchemaStyle::JsonObjectSchema);
+                }
+                Some(other) => bail!("--model-schema-style {name}: unknown style {other:?}"),
+            }
             if let Some(key) = key(&name, key_files.get(&name), key_envs.get(&name))? {
                 endpoint = endpoint.with_key(key);
             }
-            models.push(Model {
-                name,
-                endpoint,
-                output: OutputLimits::default(),
-                estimator: Estimator::default(),
-            });
+            models.push(Model::new(name, endpoint));
         }
-        for flag_names in [&ids, &providers, &key_files, &key_envs] {
+        for flag_names in [&ids, &providers, &key_files, &key_envs, &styles] {
             if let Some(name) = flag_names
                 .keys()
                 .find(|n| !models.iter().any(|m| &m.name == *n))

@@ -32,7 +32,8 @@ enum PlanCommand {
 /// every violation is listed with its step and rule. Exits 0 when the plan may run, 3 when not.
 #[derive(Args)]
 pub struct ValidateArgs {
-    /// A Plan manifest (YAML or JSON), or a proposal (a planner's output, JSON).
+    /// A Plan manifest (YAML or JSON; the first Plan of a file of several documents), or a
+    /// proposal (a planner's output, JSON).
     file: PathBuf,
     /// Agent manifests: files or directories of YAML or JSON, several documents each, or a
     /// List such as `kubectl get agents -o yaml` prints; other kinds are skipped. An Agent with a status counts as Ready only when its `Ready`
@@ -95,14 +96,12 @@ fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
             }
         };
     }
+    // The file's Plan: a manifest may hold the Agents and Secrets it needs beside it.
     let doc = documents(&bytes, &args.file)?
         .into_iter()
-        .next()
-        .with_context(|| format!("{} is empty", args.file.display()))?;
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("Plan"))
+        .with_context(|| format!("{} is neither a Plan nor a proposal", args.file.display()))?;
     drop(bytes);
-    if doc.get("kind").and_then(Value::as_str) != Some("Plan") {
-        bail!("{} is neither a Plan nor a proposal", args.file.display());
-    }
     let plan: Plan = serde_json::from_value(doc)
         .with_context(|| format!("{} is not a valid Plan", args.file.display()))?;
     let limits = plan.spec.limits.clone().unwrap_or_default();

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use ari_runtime::capability::storage::{MemoryBackend, RedbBackend, StorageBackend};
-use ari_runtime::capability::{Grants, parse_cli_name, parse_size};
+use ari_runtime::capability::{Grants, LoadedModels, LoadedTools, parse_cli_name, parse_size};
 use ari_runtime::local::{LocalAgent, LocalDelegator};
 use ari_runtime::{Limits, RunReport, Runtime, RuntimeConfig, TaskRequest};
 
@@ -121,9 +121,11 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .with_context(|| format!("cannot read input file {}", path.display()))?,
         (None, None) => Vec::new(),
     };
+    let models = args.models.load()?;
+    let tools = args.tools.load()?;
     let grants = Grants::parse_cli(&args.grants)?
-        .with_models(args.models.load()?)
-        .with_tools(args.tools.load()?);
+        .with_models(models.clone())
+        .with_tools(tools.clone());
     let limits = Limits {
         fuel: args.fuel,
         memory_bytes: size("--memory", &args.memory)?,
@@ -154,7 +156,7 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
         .collect::<Result<Vec<_>, _>>()?;
     let runtime = Runtime::new(config)?;
     let key = Arc::new(key);
-    let delegator = local_agents(&runtime, &args, key.clone())?;
+    let delegator = local_agents(&runtime, &args, key.clone(), (&models, &tools))?;
     let mut req = TaskRequest::new(args.id.clone(), input.clone(), key);
     req.config = args.config.clone().unwrap_or_default().into_bytes();
     req.delegation = delegator.as_ref().map(LocalDelegator::root_context);
@@ -210,11 +212,14 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
 }
 
 /// The Agents of `--agent`, with their `--agent-grant`s and `--agent-config`s; `None` when
-/// there are none.
+/// there are none. The `--model`s and `--mcp` servers are the namespace's: an Agent granted
+/// one of them (with `--agent-grant NAME:models=...` or `NAME:tools=...`) calls it as the root
+/// task would.
 fn local_agents(
     runtime: &Runtime,
     args: &RunArgs,
     key: Arc<ed25519_dalek::SigningKey>,
+    (models, tools): (&LoadedModels, &LoadedTools),
 ) -> anyhow::Result<Option<LocalDelegator>> {
     let mut grants: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for g in &args.agent_grants {
@@ -240,7 +245,9 @@ fn local_agents(
             .load(&bytes)
             .map_err(|e| anyhow::anyhow!("--agent {name}: {}: {e}", e.kind()))?;
         let granted = Grants::parse_cli(grants.remove(name).as_deref().unwrap_or_default())
-            .with_context(|| format!("--agent-grant for {name}"))?;
+            .with_context(|| format!("--agent-grant for {name}"))?
+            .with_models(models.clone())
+            .with_tools(tools.clone());
         let config = configs.remove(name).unwrap_or_default();
         agents.insert(
             name.to_owned(),

@@ -237,7 +237,7 @@ impl KubeDelegator {
                 requirements: None,
                 deadline_seconds: Some(deadline),
                 fuel: Some(request.fuel.min(limits.fuel).max(1)),
-                tokens: None,
+                tokens: Some(request.tokens.min(limits.tokens)),
                 seed: None,
                 retries: self.parent.retries,
                 ttl_seconds_after_finished: None,
@@ -380,7 +380,10 @@ impl KubeChild {
 
     async fn outcome_of(&self, task: &Task) -> ChildOutcome {
         let status = task.status.clone().unwrap_or_default();
-        let fuel = status.resources_used.map_or(0, |u| u.fuel);
+        let (fuel, tokens) = status
+            .resources_used
+            .as_ref()
+            .map_or((0, 0), |u| (u.fuel, u.tokens_spent()));
         let attestation_sha256 = status
             .attestation
             .as_ref()
@@ -397,6 +400,7 @@ impl KubeChild {
             task: self.name.clone(),
             result,
             fuel,
+            tokens,
             attestation_sha256,
         }
     }
@@ -439,7 +443,7 @@ impl KubeChild {
     }
 
     /// A child given up on: it may have run, so its whole budget counts as spent (the parent
-    /// never gets back fuel a child may have used).
+    /// never gets back fuel or tokens a child may have used).
     fn failed(&self, reason: &str, message: &str) -> ChildOutcome {
         ChildOutcome {
             task: self.name.clone(),
@@ -448,6 +452,7 @@ impl KubeChild {
                 message: message.to_owned(),
             }),
             fuel: u64::MAX,
+            tokens: u64::MAX,
             attestation_sha256: String::new(),
         }
     }
@@ -477,6 +482,7 @@ mod tests {
             agent: "wordcount".into(),
             input: Vec::new(),
             fuel: 1,
+            tokens: 0,
             timeout: Duration::from_secs(1),
             memory_bytes: 0,
             depth: 1,

@@ -277,6 +277,10 @@ mod tests {
                 output_tokens: 5,
                 cached_input_tokens: 0,
             },
+            estimated_cost: Some(ari_crds::Cost {
+                amount: "0.0000042".into(),
+                currency: "EUR".into(),
+            }),
         };
         let limits = ari_runtime::LimitsApplied {
             fuel: 10,

@@ -5,10 +5,14 @@
 //! loser simply moves on — the next watch event brings the task back if it is still claimable.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ari_crds::{InputSource, LiveLog, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
+use ari_crds::a2a::LIVE_TEXT_BYTES;
+use ari_crds::{
+    InputSource, LiveLog, LiveText, OutputRef, Task, TaskPhase, TaskReason, TaskStatus,
+};
+use ari_runtime::capability::ModelTap;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
@@ -44,6 +48,74 @@ fn live_log_tap(req: &mut TaskRequest) -> tokio::sync::mpsc::Receiver<String> {
         let _ = tx.try_send(line.to_owned());
     }));
     rx
+}
+
+/// Pieces of model text buffered between two looks; past it pieces are dropped and counted,
+/// so followers learn how much they missed.
+const LIVE_TEXT_BUFFER: usize = 256;
+
+/// Model text on its way to `status.liveLog.modelText`, while a stream follows the Task. It
+/// never blocks the call: a full buffer drops the piece (counting its bytes), and a piece is
+/// kept to its last [`LIVE_TEXT_BYTES`], all that `modelText` holds anyway. Memory is thus
+/// bounded by [`LIVE_TEXT_BUFFER`] × [`LIVE_TEXT_BYTES`] per running Task.
+struct TextTap {
+    tx: tokio::sync::mpsc::Sender<String>,
+    dropped: Arc<AtomicU64>,
+    live: Arc<super::livelog::LiveLogs>,
+    uid: String,
+}
+
+impl ModelTap for TextTap {
+    fn followed(&self) -> bool {
+        self.live.followed(&self.uid)
+    }
+
+    fn text(&self, piece: &str) {
+        let mut start = piece.len().saturating_sub(LIVE_TEXT_BYTES);
+        while !piece.is_char_boundary(start) {
+            start += 1;
+        }
+        let mut lost = start as u64;
+        if self.tx.try_send(piece[start..].to_owned()).is_err() {
+            lost = piece.len() as u64;
+        }
+        if lost > 0 {
+            self.dropped.fetch_add(lost, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Taps `req`'s model calls: their text as the model produces it (streamed from the provider
+/// only while a stream follows), with the count of bytes dropped on the way.
+fn live_text_tap(
+    req: &mut TaskRequest,
+    live: Arc<super::livelog::LiveLogs>,
+    uid: &str,
+) -> (tokio::sync::mpsc::Receiver<String>, Arc<AtomicU64>) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(LIVE_TEXT_BUFFER);
+    let dropped = Arc::new(AtomicU64::new(0));
+    req.model_tap = Some(Arc::new(TextTap {
+        tx,
+        dropped: dropped.clone(),
+        live,
+        uid: uid.to_owned(),
+    }));
+    (rx, dropped)
+}
+
+/// Adds model text to the live view, after counting what was dropped before it.
+fn push_text(live: &mut LiveLog, dropped: &AtomicU64, piece: Option<&str>) {
+    let skipped = dropped.swap(0, Ordering::Relaxed);
+    if skipped == 0 && piece.is_none() {
+        return;
+    }
+    let text = live.model_text.get_or_insert_with(LiveText::default);
+    if skipped > 0 {
+        text.skip(skipped);
+    }
+    if let Some(piece) = piece {
+        text.push(piece);
+    }
 }
 
 /// The next tapped line, or never once the run closed the tap (so `select!` never picks it).
@@ -352,6 +424,7 @@ impl Worker {
             attempt = attempt.number
         );
         let mut tap = live_log_tap(&mut req);
+        let (mut text_tap, dropped) = live_text_tap(&mut req, self.live.clone(), &attempt.uid);
         let mut live = LiveLog::default();
         let mut unpublished = false;
         // Whether a stream followed this run at some point: only then does the final status
@@ -366,6 +439,10 @@ impl Worker {
                 done = &mut run => break done,
                 Some(line) = next_line(&mut tap) => {
                     live.push(&line);
+                    unpublished = true;
+                }
+                Some(piece) = next_line(&mut text_tap) => {
+                    push_text(&mut live, &dropped, Some(&piece));
                     unpublished = true;
                 }
                 _ = publish.tick(), if unpublished && !lost.load(Ordering::Acquire) => {
@@ -404,6 +481,10 @@ impl Worker {
             while let Ok(line) = tap.try_recv() {
                 live.push(&line);
             }
+            while let Ok(piece) = text_tap.try_recv() {
+                push_text(&mut live, &dropped, Some(&piece));
+            }
+            push_text(&mut live, &dropped, None);
             status.live_log = Some(live);
         }
         self.metrics.active.dec();
@@ -568,6 +649,44 @@ fn input_from_configmap(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tap never waits: with its buffer full, pieces are dropped and counted, and the
+    /// live view tells followers how many bytes they missed; an oversized piece keeps its end.
+    #[test]
+    fn the_model_text_tap_drops_and_counts_rather_than_block() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let tap = TextTap {
+            tx,
+            dropped: dropped.clone(),
+            live: Arc::new(super::super::livelog::LiveLogs::new(Default::default())),
+            uid: "uid-1".into(),
+        };
+        assert!(!tap.followed(), "no lease: not followed, so not streamed");
+        for piece in ["He", "llo", " lost", " lost too"] {
+            tap.text(piece);
+        }
+        assert_eq!(dropped.load(Ordering::Relaxed), 14, "two pieces dropped");
+        let mut live = LiveLog::default();
+        while let Ok(piece) = rx.try_recv() {
+            push_text(&mut live, &dropped, Some(&piece));
+        }
+        let text = live.model_text.clone().expect("text");
+        assert_eq!(text.seq, 5 + 14);
+        // The drops are counted when the next piece is taken in: followers learn they missed
+        // 14 bytes (where exactly is not kept).
+        assert_eq!(text.since(0), ("Hello", 14));
+
+        let big = "x".repeat(LIVE_TEXT_BYTES + 10);
+        tap.text(&big);
+        let kept = rx.try_recv().expect("kept");
+        assert_eq!(kept.len(), LIVE_TEXT_BYTES);
+        assert_eq!(
+            dropped.load(Ordering::Relaxed),
+            10,
+            "the cut start is counted"
+        );
+    }
 
     fn cm(labels: &[(&str, &str)]) -> ConfigMap {
         serde_json::from_value(serde_json::json!({

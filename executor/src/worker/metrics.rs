@@ -195,6 +195,7 @@ mod tests {
                 output_tokens: 7,
                 cached_input_tokens: 4,
             },
+            estimated_cost: None,
         };
         m.record_models("team-a", "ask", std::slice::from_ref(&calls));
         m.record_models("team-a", "ask", &[calls]);

@@ -173,7 +173,7 @@ async fn prepare(
     let grants =
         Grants::load(agent.spec.capabilities.clone(), signing_key).map_err(ConfigError::Grants)?;
     let grants = match &agent.spec.capabilities.models {
-        Some(_) => grants.with_models(loaded_models(&config)?),
+        Some(_) => grants.with_models(loaded_models(&config, executor_pods(&agent, &config))?),
         None => grants,
     };
     // Keyed by the Agent's uid: a re-created Agent of the same name starts empty.
@@ -251,14 +251,26 @@ async fn load_module(
 /// The granted models the operator handed over, behind one model client for the process. A
 /// granted name not among them (no ModelConfig, an unmarked Secret, a key the Secret lacks)
 /// is answered `unavailable` by the runtime.
-fn loaded_models(config: &WorkerConfig) -> Result<LoadedModels, WorkerError> {
+fn loaded_models(config: &WorkerConfig, pods: u32) -> Result<LoadedModels, WorkerError> {
     for name in &config.models.keyless {
         warn!(model = %name, "the model's credentials Secret lacks the key it names; its calls are unavailable");
     }
     let client = ari_llm::Client::new(ari_llm::Limits::default(), ari_llm::RetryPolicy::default())
         .map_err(|e| ConfigError::ModelClient(e.to_string()))?;
-    info!(models = ?config.models, "models loaded");
-    Ok(LoadedModels::live(client, config.models.models.clone()))
+    info!(models = ?config.models, pods, "models loaded");
+    Ok(LoadedModels::live(client, config.models.limited(pods)))
+}
+
+/// The Agent's executor pods, among which its models' rate limits are shared out: its
+/// `replicas`, or one when storage without Redis holds it to a single writer (the operator's
+/// rule). A change of replicas changes the pod template's spec hash, so every pod starts again
+/// with the new count.
+fn executor_pods(agent: &ari_crds::Agent, config: &WorkerConfig) -> u32 {
+    let storage = agent.spec.capabilities.storage.is_some();
+    if storage && config.redis_url.is_none() {
+        return 1;
+    }
+    u32::try_from(agent.spec.replicas()).unwrap_or(1).max(1)
 }
 
 /// The signing grant's key, which the Deployment passes in `ARI_SIGNING_KEY` from the

@@ -3,10 +3,15 @@
 //! marked Secret (see docs/models.md, "How the executor gets a model"). The executor reads no
 //! ModelConfig and no Secret through the API.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use ari_crds::Provider;
 use ari_crds::model_config::{ExecutorModel, MODELS_ENV, SchemaStyle};
 use ari_llm::budget::{Estimator, OutputLimits};
+use ari_llm::rate::{RateLimiter, RateLimits};
 use ari_llm::{ApiKey, Endpoint, Model, ModelProvider};
+use ari_runtime::model::price::DEFAULT_CURRENCY;
 
 use super::ConfigError;
 
@@ -17,6 +22,9 @@ pub struct GrantedModels {
     /// Models handed over whose key variable was empty or absent (the Secret lacks the key):
     /// not loaded, so their calls are `unavailable` rather than sent without a key.
     pub keyless: Vec<String>,
+    /// Each model's `requestsPerMinute` and `tokensPerMinute` as declared, by name: the
+    /// limiters are built once the Agent's replicas are known ([`GrantedModels::limited`]).
+    pub rate_limits: BTreeMap<String, RateLimits>,
 }
 
 impl std::fmt::Debug for GrantedModels {
@@ -47,9 +55,45 @@ impl GrantedModels {
                 out.keyless.push(m.name.clone());
                 continue;
             }
+            let limits = m.spec.limits.clone().unwrap_or_default();
+            out.rate_limits.insert(
+                m.name.clone(),
+                RateLimits {
+                    requests_per_minute: limits.requests_per_minute.map(u64::from),
+                    tokens_per_minute: limits.tokens_per_minute,
+                },
+            );
             out.models.push(model(&m, key)?);
         }
         Ok(out)
+    }
+
+    /// The models, each with this process's rate limiter: its ModelConfig's limits shared
+    /// out among the Agent's `replicas` executor pods ([`pod_share`]). Called once per
+    /// process: every task's calls go through the same limiters.
+    pub fn limited(&self, replicas: u32) -> Vec<Model> {
+        self.models
+            .iter()
+            .map(|m| {
+                let declared = self.rate_limits.get(&m.name).copied().unwrap_or_default();
+                Model {
+                    rate: RateLimiter::new(pod_share(declared, replicas)).map(Arc::new),
+                    ..m.clone()
+                }
+            })
+            .collect()
+    }
+}
+
+/// One executor pod's part of a ModelConfig's per-minute limits: each divided evenly among
+/// the Agent's `replicas` pods, rounded down but at least 1, so that the Agent's pods together
+/// stay within the limit. Exact coordination across pods would need a shared store; this
+/// needs none (see docs/models.md, "Rate limits").
+pub fn pod_share(limits: RateLimits, replicas: u32) -> RateLimits {
+    let share = |n: u64| (n / u64::from(replicas.max(1))).max(1);
+    RateLimits {
+        requests_per_minute: limits.requests_per_minute.map(share),
+        tokens_per_minute: limits.tokens_per_minute.map(share),
     }
 }
 
@@ -79,14 +123,33 @@ fn model(m: &ExecutorModel, key: Option<ApiKey>) -> Result<Model, ConfigError> {
     if let Some(b) = limits.bytes_per_token {
         estimator.bytes_per_token = b.max(1);
     }
+    let prices = m.spec.prices.as_ref().map(|p| ari_runtime::model::Prices {
+        currency: p
+            .currency
+            .clone()
+            .unwrap_or_else(|| DEFAULT_CURRENCY.to_owned()),
+        input_per_million: p.input_per_million.clone(),
+        cached_input_per_million: p.cached_input_per_million.clone(),
+        output_per_million: p.output_per_million.clone(),
+    });
+    if let Some(p) = &prices {
+        p.check().map_err(|e| ConfigError::Invalid {
+            var: MODELS_ENV,
+            value: format!("model {}: {e}", m.name),
+            want: "prices as decimal strings",
+        })?;
+    }
+    let defaults = m.spec.defaults.clone().unwrap_or_default();
     Ok(Model {
-        name: m.name.clone(),
-        endpoint,
         output: OutputLimits {
-            default_max_tokens: m.spec.defaults.as_ref().and_then(|d| d.max_tokens),
+            default_max_tokens: defaults.max_tokens,
             max_output_tokens: limits.max_output_tokens,
         },
         estimator,
+        // The WIT's temperature is a 32-bit float: the default is sent as one.
+        default_temperature: defaults.temperature.map(|t| t as f32),
+        prices,
+        ..Model::new(m.name.clone(), endpoint)
     })
 }
 
@@ -112,8 +175,11 @@ mod tests {
                 "provider": "OpenAI", "endpoint": "http://m:8000/v1", "model": "tiny",
                 "credentials": {"name": "k", "key": "apiKey"},
                 "schemaStyle": "JsonObjectSchema",
-                "defaults": {"maxTokens": 64},
-                "limits": {"maxOutputTokens": 128, "bytesPerToken": 3}
+                "defaults": {"maxTokens": 64, "temperature": 0.7},
+                "limits": {"maxOutputTokens": 128, "bytesPerToken": 3,
+                           "requestsPerMinute": 100, "tokensPerMinute": 90000},
+                "prices": {"currency": "EUR", "inputPerMillion": "0.15",
+                           "outputPerMillion": "0.6"}
             }},
             {"name": "open", "spec": {
                 "provider": "Anthropic", "endpoint": "https://a.example", "model": "claude"
@@ -139,12 +205,69 @@ mod tests {
         assert_eq!(small.output.default_max_tokens, Some(64));
         assert_eq!(small.output.max_output_tokens, Some(128));
         assert_eq!(small.estimator.bytes_per_token, 3);
+        assert_eq!(small.default_temperature, Some(0.7));
+        let prices = small.prices.as_ref().expect("prices");
+        assert_eq!(prices.currency, "EUR");
+        assert_eq!(prices.input_per_million.as_deref(), Some("0.15"));
+        assert_eq!(
+            got.rate_limits.get("small"),
+            Some(&RateLimits {
+                requests_per_minute: Some(100),
+                tokens_per_minute: Some(90_000),
+            })
+        );
+        let limited = got.limited(3);
+        assert!(limited[0].rate.is_some(), "limited");
+        assert!(limited[1].rate.is_none(), "no limits, no limiter");
+        assert_eq!(got.models[1].default_temperature, None);
+        assert_eq!(got.models[1].prices, None);
         assert_eq!(got.models[1].endpoint.kind, ModelProvider::Anthropic);
         assert!(got.models[1].endpoint.key.is_none());
         assert!(got.keyless.is_empty());
         let shown = format!("{got:?}");
         assert!(!shown.contains(KEY), "{shown}");
         assert_eq!(shown, r#"["small", "open"]"#);
+    }
+
+    #[test]
+    fn each_pod_gets_an_even_share_of_the_limits_rounded_down_and_at_least_one() {
+        let declared = RateLimits {
+            requests_per_minute: Some(100),
+            tokens_per_minute: Some(90_001),
+        };
+        #[rustfmt::skip]
+        let cases = [
+            (1, Some(100), Some(90_001)),
+            (3, Some(33), Some(30_000)),
+            (0, Some(100), Some(90_001)), // no replicas is taken as one
+            (1000, Some(1), Some(90)),
+        ];
+        for (replicas, rpm, tpm) in cases {
+            let share = pod_share(declared, replicas);
+            assert_eq!(
+                (share.requests_per_minute, share.tokens_per_minute),
+                (rpm, tpm),
+                "{replicas} replicas"
+            );
+        }
+        assert_eq!(
+            pod_share(RateLimits::default(), 4),
+            RateLimits::default(),
+            "no limits stay none"
+        );
+    }
+
+    #[test]
+    fn a_malformed_price_is_a_config_error_naming_the_model() {
+        let list = serde_json::json!([{"name": "m", "spec": {
+            "provider": "OpenAI", "endpoint": "http://m:8000/v1", "model": "tiny",
+            "prices": {"inputPerMillion": "1e3"}
+        }}])
+        .to_string();
+        let Err(err) = GrantedModels::from_lookup(&env(&[("ARI_MODELS", &list)])) else {
+            panic!("accepted");
+        };
+        assert!(err.to_string().contains("model m"), "{err}");
     }
 
     #[test]

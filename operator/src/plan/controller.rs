@@ -507,6 +507,9 @@ fn task_object(plan: &Plan, ns: &str, new: &NewTask, input: Vec<u8>) -> Result<T
     if let Some(f) = new.fuel {
         spec["fuel"] = json!(f);
     }
+    if let Some(t) = new.tokens {
+        spec["tokens"] = json!(t);
+    }
     if let Some(d) = new.deadline_seconds {
         spec["deadlineSeconds"] = json!(d);
     }

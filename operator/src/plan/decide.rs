@@ -76,6 +76,7 @@ pub struct NewTask {
     pub input: Input,
     pub requirements: Option<ari_plan::TaskRequirements>,
     pub fuel: Option<u64>,
+    pub tokens: Option<u64>,
     pub deadline_seconds: Option<u32>,
     /// The longest deadline this step's Task can have been given (an earlier pass gave more
     /// of the Plan's time): a Task found with a longer one is not the operator's.
@@ -409,6 +410,7 @@ fn start_planner(
         input: Input::Bytes(planner.input.clone().unwrap_or_default().into_bytes()),
         requirements: None,
         fuel: planner.fuel,
+        tokens: planner.tokens,
         deadline_seconds: remaining_seconds(plan, limits, o.now),
         deadline_cap: limits.deadline_seconds,
         retries: None,
@@ -527,6 +529,8 @@ fn run_steps(out: &mut Outcome, o: &Observed, steps: &[Step], limits: &Limits, n
         .count();
     out.status.progress = Some(format!("{succeeded}/{total}"));
     out.status.fuel_used = Some(states.iter().filter_map(|s| s.fuel_used).sum());
+    let tokens: u64 = states.iter().filter_map(|s| s.tokens_used).sum();
+    out.status.tokens_used = (tokens > 0).then_some(tokens);
     out.status.steps = states;
     out.requeue = deadline_wake(plan, limits, o.now);
     if out.status.steps.iter().all(|s| s.phase.is_finished()) {
@@ -628,6 +632,7 @@ impl Pass<'_> {
             return task_gone(st, c, prev);
         };
         st.fuel_used = t.fuel_used;
+        st.tokens_used = t.tokens_used.filter(|t| *t > 0);
         // A digest read once stays: the cache keeps no attestation.
         let kept = prev.filter(|p| p.task.as_deref() == Some(c.task.as_str()));
         let attestation = t
@@ -927,6 +932,7 @@ fn spawn(
         input,
         requirements: s.requirements.clone(),
         fuel: s.fuel,
+        tokens: s.tokens,
         deadline_seconds: deadline,
         deadline_cap: s.deadline_seconds.or(limits.deadline_seconds),
         retries: (s.retry_limit() > 0).then(|| s.retry_limit()),

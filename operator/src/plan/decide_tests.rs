@@ -29,6 +29,7 @@ fn agents() -> Agents {
         grants: Default::default(),
         memory_bytes: 1 << 20,
         fuel_limit: 1_000,
+        tokens_limit: 1_000,
     };
     BTreeMap::from([
         ("echo".into(), view(true, AgentMode::All)),
@@ -70,6 +71,7 @@ fn task(phase: TaskPhase, reason: Option<TaskReason>, output: Option<&str>) -> T
         output_sha256: output.map(|o| ari_model::sha256_hex(o.as_bytes())),
         attestation_sha256: output.map(|_| "att".into()),
         fuel_used: Some(10),
+        tokens_used: Some(7),
         ..Default::default()
     }
 }
@@ -244,6 +246,11 @@ fn outputs_flow_into_dependants_which_start_together_within_max_parallel() {
     );
     assert_eq!(out.status.progress.as_deref(), Some("4/4"));
     assert_eq!(out.status.fuel_used, Some(40));
+    assert_eq!(
+        out.status.tokens_used,
+        Some(28),
+        "the steps' tokens, summed"
+    );
     assert!(
         out.status
             .steps
@@ -659,4 +666,23 @@ fn a_planner_whose_task_was_deleted_is_not_run_again() {
     let out = step(&mut p, &Tasks::new(), 1_002);
     assert!(out.create.is_empty());
     assert_eq!(out.status.reason, Some(PlanReason::PlannerFailed));
+}
+
+#[test]
+fn a_steps_token_budget_becomes_its_tasks_and_a_plan_over_its_token_limit_never_runs() {
+    let spec = json!({"limits": {"tokens": 900}, "steps": [
+        {"name": "ask", "agentRef": {"name": "echo"}, "input": "q", "tokens": 500}]});
+    let out = run(&plan(spec), &Tasks::new(), 1_001);
+    assert_eq!(out.create.len(), 1, "{:?}", out.status);
+    assert_eq!(out.create[0].tokens, Some(500));
+
+    // Two steps at 500 each: 1,000 may be spent, above the 900 allowed.
+    let spec = json!({"limits": {"tokens": 900}, "steps": [
+        {"name": "a", "agentRef": {"name": "echo"}, "input": "q", "tokens": 500},
+        {"name": "b", "agentRef": {"name": "echo"}, "input": "q", "tokens": 500}]});
+    let out = run(&plan(spec), &Tasks::new(), 1_001);
+    assert!(out.create.is_empty());
+    assert_eq!(out.status.phase, Some(PlanPhase::Failed));
+    let violations = format!("{:?}", out.status.violations);
+    assert!(violations.contains("TokensOverLimit"), "{violations}");
 }

@@ -74,6 +74,8 @@ pub struct TaskObs {
     pub output_sha256: Option<String>,
     pub attestation_sha256: Option<String>,
     pub fuel_used: Option<u64>,
+    /// Model tokens it spent, its children's included.
+    pub tokens_used: Option<u64>,
     pub completion_time: Option<Timestamp>,
 }
 
@@ -99,6 +101,7 @@ impl TaskObs {
             output_sha256: s.output_sha256.clone(),
             attestation_sha256,
             fuel_used: s.resources_used.as_ref().map(|r| r.fuel),
+            tokens_used: s.resources_used.as_ref().map(|r| r.tokens_spent()),
             completion_time: s.completion_time.as_ref().map(|t| t.0),
         };
         (task.name_any(), obs)

@@ -76,24 +76,42 @@ pub struct ChildSummary {
     pub reason: Option<String>,
     /// Fuel it took out of the parent (for a message: its whole budget).
     pub fuel: u64,
+    /// Model tokens it took out of the parent, as `fuel`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tokens: u64,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub attestation_sha256: String,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What a child is given out of its parent's budgets when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub fuel: u64,
+    /// Model tokens (0: the child may call no model).
+    pub tokens: u64,
+    pub timeout: Duration,
+}
+
 /// A started child not collected yet.
 struct Pending {
-    reserved: u64,
+    reserved: Share,
     /// The child's own token: cancelled if the parent ends without awaiting it.
     token: CancelToken,
     /// `None` in a replay: the result comes from the trace.
     running: Option<Box<dyn RunningChild>>,
 }
 
-/// What a child cost once awaited: the parent gets `reserved - used` back.
+/// What a child cost once awaited: the parent gets `reserved - used` of each budget back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settled {
     pub reserved: u64,
     pub used: u64,
+    pub reserved_tokens: u64,
+    pub used_tokens: u64,
 }
 
 pub struct TaskDelegation {
@@ -161,6 +179,11 @@ impl TaskDelegation {
         self.children.iter().map(|c| c.fuel).sum()
     }
 
+    /// Model tokens the children took out of this task, as [`TaskDelegation::children_fuel`].
+    pub fn children_tokens(&self) -> u64 {
+        self.children.iter().map(|c| c.tokens).sum()
+    }
+
     fn refuse(&mut self, failure: DelegationFailure) -> DelegationFailure {
         self.refused = self.refused.saturating_add(1);
         failure
@@ -205,18 +228,21 @@ impl TaskDelegation {
         Ok(())
     }
 
-    /// Starts a child with `fuel` (already taken from the parent) and `timeout`; returns its
+    /// Starts a child with `share` (taken from the parent once it started); returns its
     /// handle. The caller has run [`TaskDelegation::check`].
-    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
         agent: &str,
         input: &[u8],
-        fuel: u64,
-        timeout: Duration,
+        share: Share,
         message: bool,
         rec: &mut Recorder,
     ) -> Result<u32, DelegationFailure> {
+        let Share {
+            fuel,
+            tokens,
+            timeout,
+        } = share;
         let index = self.started;
         self.started += 1;
         let input_sha256 = sha256_hex(input);
@@ -255,6 +281,7 @@ impl TaskDelegation {
                 agent: agent.to_owned(),
                 input: input.to_vec(),
                 fuel,
+                tokens,
                 timeout,
                 memory_bytes: self.memory_bytes,
                 depth: context.depth.saturating_add(1),
@@ -282,6 +309,7 @@ impl TaskDelegation {
                 message,
                 reason: Some("Unavailable".into()),
                 fuel: 0,
+                tokens: 0,
                 attestation_sha256: String::new(),
             });
             return Err(DelegationFailure::Unavailable(why));
@@ -293,13 +321,14 @@ impl TaskDelegation {
             message,
             reason: None,
             fuel,
+            tokens,
             attestation_sha256: String::new(),
         });
         if !message {
             self.pending.insert(
                 index,
                 Pending {
-                    reserved: fuel,
+                    reserved: share,
                     token,
                     running,
                 },
@@ -320,30 +349,27 @@ impl TaskDelegation {
                 "no child #{index} to await (never started, a message, or already collected)"
             )));
         };
+        let reserved = pending.reserved;
         let outcome = match pending.running {
             Some(running) => {
-                let outcome = running.wait();
-                let (output, reason, message) = match &outcome.result {
-                    Ok(output) => (Some(output.clone()), None, String::new()),
-                    Err(f) => (None, Some(f.reason.clone()), f.message.clone()),
-                };
-                rec.record(DelegationEvent::Finished {
-                    child: index,
-                    task: outcome.task.clone(),
-                    output,
-                    reason,
-                    message,
-                    fuel: outcome.fuel,
-                    attestation_sha256: outcome.attestation_sha256.clone(),
-                });
+                let mut outcome = running.wait();
+                outcome.tokens = outcome.tokens.min(reserved.tokens);
+                record_finished(index, &outcome, reserved.tokens, rec);
                 outcome
             }
-            None => replayed_outcome(index, rec)?,
+            None => {
+                let mut outcome = replayed_outcome(index, rec)?;
+                if reserved.tokens > 0 {
+                    outcome.tokens = replayed_tokens(index, reserved.tokens, rec)?;
+                }
+                outcome
+            }
         };
-        let used = outcome.fuel.min(pending.reserved);
+        let used = outcome.fuel.min(reserved.fuel);
         if let Some(summary) = self.children.get_mut(index as usize) {
             summary.task = outcome.task.clone();
             summary.fuel = used;
+            summary.tokens = outcome.tokens;
             summary.reason = Some(match &outcome.result {
                 Ok(_) => "Completed".into(),
                 Err(f) => f.reason.clone(),
@@ -353,8 +379,10 @@ impl TaskDelegation {
         Ok((
             outcome.result,
             Settled {
-                reserved: pending.reserved,
+                reserved: reserved.fuel,
                 used,
+                reserved_tokens: reserved.tokens,
+                used_tokens: outcome.tokens,
             },
         ))
     }
@@ -372,6 +400,57 @@ impl Drop for TaskDelegation {
     fn drop(&mut self) {
         self.abandon_pending();
     }
+}
+
+/// Records how an awaited child ended and, when it was given tokens, what it used of them.
+fn record_finished(index: u32, outcome: &ChildOutcome, reserved_tokens: u64, rec: &mut Recorder) {
+    let (output, reason, message) = match &outcome.result {
+        Ok(output) => (Some(output.clone()), None, String::new()),
+        Err(f) => (None, Some(f.reason.clone()), f.message.clone()),
+    };
+    rec.record(DelegationEvent::Finished {
+        child: index,
+        task: outcome.task.clone(),
+        output,
+        reason,
+        message,
+        fuel: outcome.fuel,
+        attestation_sha256: outcome.attestation_sha256.clone(),
+    });
+    if reserved_tokens > 0 {
+        rec.record(DelegationEvent::Tokens {
+            child: index,
+            reserved: reserved_tokens,
+            used: outcome.tokens,
+        });
+    }
+}
+
+/// The tokens the trace says child `index` used of the `reserved` it was given.
+fn replayed_tokens(
+    index: u32,
+    reserved: u64,
+    rec: &mut Recorder,
+) -> Result<u64, DelegationFailure> {
+    let event: DelegationEvent = rec
+        .replay_next(&[DelegationEvent::TOKENS])
+        .map_err(DelegationFailure::Host)?;
+    let DelegationEvent::Tokens {
+        child,
+        reserved: recorded,
+        used,
+    } = event
+    else {
+        return Err(DelegationFailure::Host(internal_kind_mismatch()));
+    };
+    if child != index || recorded != reserved {
+        return Err(DelegationFailure::Host(mismatch(
+            "child's tokens",
+            &format!("#{child} given {recorded}"),
+            &format!("#{index} given {reserved}"),
+        )));
+    }
+    Ok(used.min(reserved))
 }
 
 fn replayed_outcome(index: u32, rec: &mut Recorder) -> Result<ChildOutcome, DelegationFailure> {
@@ -408,6 +487,7 @@ fn replayed_outcome(index: u32, rec: &mut Recorder) -> Result<ChildOutcome, Dele
         task,
         result,
         fuel,
+        tokens: 0,
         attestation_sha256,
     })
 }
@@ -433,6 +513,7 @@ impl Capability for TaskDelegation {
 
     fn add_usage(&self, usage: &mut CapUsage) {
         usage.children_fuel = self.children_fuel();
+        usage.children_tokens = self.children_tokens();
         usage.delegations_refused = self.refused();
     }
 }

@@ -32,10 +32,11 @@ pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
 pub use http::{HttpLimits, HttpRequest, HttpResponse, allowlist};
 pub use log::{LogLevel, LogTap};
-pub use model::LoadedModels;
+pub use model::{LoadedModels, ModelTap};
 pub use storage::StorageGrant;
 pub use tools::LoadedTools;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use ari_model::CapabilityName;
@@ -65,6 +66,8 @@ pub struct CapUsage {
     pub log_bytes: u64,
     /// Fuel the task's children took out of its budget.
     pub children_fuel: u64,
+    /// Model tokens the task's children took out of its budget.
+    pub children_tokens: u64,
     /// Delegation calls refused by the grant or its limits.
     pub delegations_refused: u32,
 }
@@ -108,6 +111,8 @@ pub struct TaskSetup {
     pub memory_bytes: u64,
     /// Sees every kept guest log line as it is written (see [`log::LogTap`]).
     pub log_tap: Option<LogTap>,
+    /// Sees model text as it is generated (see [`model::ModelTap`]).
+    pub model_tap: Option<Arc<dyn model::ModelTap>>,
     /// Whether the task replays a trace (capabilities that serve records need to know before
     /// their first call).
     pub replay: bool,
@@ -127,6 +132,7 @@ impl TaskSetup {
             delegation: None,
             memory_bytes: 0,
             log_tap: None,
+            model_tap: None,
             replay: false,
             tokens: 0,
         }

@@ -29,6 +29,17 @@ use crate::cancel::CancelToken;
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
 
+/// Sees the text a task's model calls generate, as they generate it (for A2A followers),
+/// while the guest still receives each answer whole. Its methods run on the model I/O thread
+/// in the middle of a call: they must not block (a slow follower must not slow the call).
+pub trait ModelTap: Send + Sync {
+    /// Whether anyone follows now: a chat call is streamed from the provider only then (a
+    /// streamed answer may come without usage, and is then charged its upper bound).
+    fn followed(&self) -> bool;
+    /// A piece of text, as the provider sent it.
+    fn text(&self, piece: &str);
+}
+
 /// Most bytes of model records one task keeps in its trace (the trace's own ceiling is larger:
 /// the rest is left to the other capabilities). A call whose record would not fit is refused
 /// before it is made.
@@ -91,6 +102,8 @@ pub struct ModelCapability {
     /// Woken by the task's cancellation (a call in flight returns at once).
     cancelled: Arc<tokio::sync::Notify>,
     deadline: Option<Instant>,
+    /// Where live text goes (a live run's host may give one; a replay never streams).
+    tap: Option<Arc<dyn ModelTap>>,
 }
 
 /// What a call came to, for the host function.
@@ -123,6 +136,11 @@ impl Capability for ModelCapability {
             cancel: task.cancel.clone(),
             cancelled,
             deadline: None,
+            tap: if task.replay {
+                None
+            } else {
+                task.model_tap.clone()
+            },
         }
     }
 
@@ -148,6 +166,23 @@ impl ModelCapability {
     /// Tokens left in the task's budget.
     pub fn tokens_left(&self) -> u64 {
         self.session.budget().remaining()
+    }
+
+    /// The tokens a child would get now: half of what is left (as a child's fuel when the
+    /// guest asks none), or none when nothing can be spared; a child that calls no model
+    /// needs none, so this never refuses a child.
+    pub fn child_share(&self) -> u64 {
+        ari_llm::budget::child_tokens(None, self.tokens_left()).unwrap_or(0)
+    }
+
+    /// Takes a started child's share out of the budget.
+    pub fn reserve(&mut self, tokens: u64) {
+        self.session.reserve(tokens);
+    }
+
+    /// Gives back what an awaited child did not use of its share.
+    pub fn refund(&mut self, tokens: u64) {
+        self.session.refund(tokens);
     }
 
     /// The granted, loaded model `name`, or the guest's error.
@@ -183,7 +218,19 @@ impl ModelCapability {
             Err(e) => return Err(e),
         };
         let until = self.until();
-        let call = self.session.chat(&model, request, until, None);
+        // Streamed only while someone follows: the guest's answer is the same either way.
+        let tap = self.tap.clone().filter(|t| t.followed());
+        let mut forward = |piece: &str| {
+            if let Some(tap) = &tap {
+                tap.text(piece);
+            }
+        };
+        let streamed = if tap.is_some() {
+            Some(&mut forward as &mut (dyn FnMut(&str) + Send))
+        } else {
+            None
+        };
+        let call = self.session.chat(&model, request, until, streamed);
         let result = wait(&self.cancel, &self.cancelled, call)?;
         self.finish(recorder, result)
     }
@@ -294,16 +341,22 @@ pub fn applied(model: &Model) -> ModelEndpoint {
         default_max_tokens: model.output.default_max_tokens,
         max_output_tokens: model.output.max_output_tokens,
         bytes_per_token: model.estimator.bytes_per_token,
+        default_temperature: model.default_temperature.map(|t| t.to_string()),
+        prices: model.prices.clone(),
     }
 }
 
 /// The model a replay names, from what the run's `limitsApplied` says of it (no key: a replay
-/// contacts no model). `None` for a URL that does not parse.
+/// contacts no model; no rate limiter: its refusals are in the records). `None` for a URL or a
+/// default temperature that does not parse.
 pub fn replayed(name: &str, applied: &ModelEndpoint) -> Option<Model> {
     let url = url::Url::parse(&applied.url).ok()?;
+    // The decimal text of the f32 sent parses back to the same bits.
+    let default_temperature = match &applied.default_temperature {
+        Some(t) => Some(t.parse::<f32>().ok()?),
+        None => None,
+    };
     Some(Model {
-        name: name.to_owned(),
-        endpoint: ari_llm::Endpoint::new(applied.provider, url, applied.model.clone()),
         output: ari_llm::budget::OutputLimits {
             default_max_tokens: applied.default_max_tokens,
             max_output_tokens: applied.max_output_tokens,
@@ -312,6 +365,12 @@ pub fn replayed(name: &str, applied: &ModelEndpoint) -> Option<Model> {
             bytes_per_token: applied.bytes_per_token,
             ..Default::default()
         },
+        default_temperature,
+        prices: applied.prices.clone(),
+        ..Model::new(
+            name,
+            ari_llm::Endpoint::new(applied.provider, url, applied.model.clone()),
+        )
     })
 }
 
@@ -331,4 +390,56 @@ pub fn records_of(trace: &crate::trace::Trace) -> Vec<CallRecord> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `limitsApplied` says of a model rebuilds the model a replay needs: the default
+    /// temperature's exact bits (its decimal text is Rust's shortest round-trip form) and
+    /// the prices; never a key or a limiter.
+    #[test]
+    fn a_models_applied_settings_rebuild_it_for_a_replay_bit_for_bit() {
+        let url = url::Url::parse("http://m:8000/v1").expect("url");
+        let endpoint = ari_llm::Endpoint::new(ari_model::ModelProvider::OpenAI, url, "tiny")
+            .with_key(ari_llm::ApiKey::new("sk-not-in-limits"));
+        for t in [
+            0.0f32,
+            0.1,
+            0.7,
+            1.0,
+            1.9999999,
+            2.0,
+            f32::MIN_POSITIVE,
+            1e-7,
+        ] {
+            let live = Model {
+                default_temperature: Some(t),
+                prices: Some(ari_model::Prices {
+                    currency: "USD".into(),
+                    input_per_million: Some("0.15".into()),
+                    ..Default::default()
+                }),
+                ..Model::new("small", endpoint.clone())
+            };
+            let signed = applied(&live);
+            let json = serde_json::to_string(&signed).expect("json");
+            assert!(!json.contains("sk-not-in-limits"), "{json}");
+            let back = replayed("small", &signed).expect("rebuilt");
+            assert_eq!(
+                back.default_temperature.map(f32::to_bits),
+                Some(t.to_bits()),
+                "{t}"
+            );
+            assert_eq!(back.prices, live.prices);
+            assert!(back.rate.is_none() && back.endpoint.key.is_none());
+        }
+        let plain = applied(&Model::new("small", endpoint));
+        let json = serde_json::to_value(&plain).expect("json");
+        assert!(
+            json.get("defaultTemperature").is_none() && json.get("prices").is_none(),
+            "absent settings leave the signed bytes as before: {json}"
+        );
+    }
 }

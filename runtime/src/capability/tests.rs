@@ -511,6 +511,7 @@ fn denials_and_usage_are_collected() {
             network_bytes: 0,
             log_bytes: 5,
             children_fuel: 0,
+            children_tokens: 0,
             delegations_refused: 0,
         }
     );

@@ -19,6 +19,8 @@ pub struct ChildRequest {
     pub input: Vec<u8>,
     /// Fuel taken out of the parent's for the child; the child's Agent may allow less.
     pub fuel: u64,
+    /// Model tokens taken out of the parent's budget for the child; its Agent may allow less.
+    pub tokens: u64,
     /// Wall time the child has: at most what the parent has left.
     pub timeout: Duration,
     /// The parent's memory limit; a child never gets more.
@@ -40,6 +42,9 @@ pub struct ChildOutcome {
     pub result: Result<Vec<u8>, ChildFailure>,
     /// Fuel it used (at most what it was given).
     pub fuel: u64,
+    /// Model tokens it took out of its budget, its own children's included
+    /// ([`ari_model::ResourcesUsed::tokens_spent`]).
+    pub tokens: u64,
     /// Digest of its signed attestation ([`crate::attestation::Attestation::sha256`]); empty
     /// when it never ran.
     pub attestation_sha256: String,

@@ -35,11 +35,22 @@ pub enum DelegationEvent {
         fuel: u64,
         attestation_sha256: String,
     },
+    /// What an awaited child took out of the model tokens it was given (`reserved`, taken
+    /// out of the parent's budget when it started): the parent gets the rest back. Recorded
+    /// after `childFinished` when the child was given tokens, so a replay charges the parent
+    /// alike without the child.
+    #[serde(rename = "childTokens")]
+    Tokens {
+        child: u32,
+        reserved: u64,
+        used: u64,
+    },
 }
 
 impl DelegationEvent {
     pub const STARTED: &'static str = "childStarted";
     pub const FINISHED: &'static str = "childFinished";
+    pub const TOKENS: &'static str = "childTokens";
 }
 
 fn put_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
@@ -53,12 +64,14 @@ fn put_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
 }
 
 impl CapabilityEvent for DelegationEvent {
-    const KINDS: &'static [(u8, &'static str)] = &[(8, Self::STARTED), (9, Self::FINISHED)];
+    const KINDS: &'static [(u8, &'static str)] =
+        &[(8, Self::STARTED), (9, Self::FINISHED), (12, Self::TOKENS)];
 
     fn kind(&self) -> &'static str {
         match self {
             Self::Started { .. } => Self::STARTED,
             Self::Finished { .. } => Self::FINISHED,
+            Self::Tokens { .. } => Self::TOKENS,
         }
     }
 
@@ -100,6 +113,15 @@ impl CapabilityEvent for DelegationEvent {
                 out.extend_from_slice(&fuel.to_le_bytes());
                 put_bytes(out, attestation_sha256.as_bytes());
             }
+            Self::Tokens {
+                child,
+                reserved,
+                used,
+            } => {
+                out.extend_from_slice(&child.to_le_bytes());
+                out.extend_from_slice(&reserved.to_le_bytes());
+                out.extend_from_slice(&used.to_le_bytes());
+            }
         }
     }
 
@@ -125,6 +147,7 @@ impl CapabilityEvent for DelegationEvent {
                     + message.len()
                     + attestation_sha256.len()
             }
+            Self::Tokens { .. } => 0,
         }
     }
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use wasmtime::component::LinkerInstance;
 
-use super::{ChildFailure, DelegationFailure, TaskDelegation};
+use super::{ChildFailure, DelegationFailure, Share, TaskDelegation};
 use crate::bindings::{self, ChildBudget, DelegationError};
+use crate::capability::model::ModelCapability;
 use crate::fuel_costs::FuelCost;
 use crate::host::{Cx, HostFunctions, charge, check_trace, guest_result};
 use crate::state::TaskState;
@@ -102,10 +103,21 @@ fn start(
         let why = "this task has no time left to fund a child".to_owned();
         return to_guest(cx, Err(DelegationFailure::BudgetExhausted(why)));
     }
-    let started = cx
-        .data()
-        .caps()
-        .with(|d: &mut TaskDelegation, rec| d.start(agent, input, fuel, timeout, message, rec));
+    let started = {
+        let mut caps = cx.data().caps();
+        let tokens = caps.get::<ModelCapability>().child_share();
+        let share = Share {
+            fuel,
+            tokens,
+            timeout,
+        };
+        let started =
+            caps.with(|d: &mut TaskDelegation, rec| d.start(agent, input, share, message, rec));
+        if started.is_ok() {
+            caps.get::<ModelCapability>().reserve(tokens);
+        }
+        started
+    };
     if started.is_ok()
         && let Some(left) = left
     {
@@ -145,6 +157,10 @@ fn await_child(cx: &mut Cx<'_>, child: u32) -> wasmtime::Result<Result<Vec<u8>, 
             if let Ok(left) = cx.get_fuel() {
                 cx.set_fuel(left.saturating_add(settled.reserved - settled.used))?;
             }
+            cx.data()
+                .caps()
+                .get::<ModelCapability>()
+                .refund(settled.reserved_tokens - settled.used_tokens);
             result.map_err(DelegationFailure::Failed)
         }
         Err(failure) => Err(failure),
