@@ -504,8 +504,8 @@ mod tests {
         assert_eq!(serde_json::from_str::<Trace>(&text).expect("parses"), trace);
     }
 
-    /// A tools exchange is tag 12 and its record's canonical JSON as one byte string; a
-    /// deadline is tag 13 alone.
+    /// A tools exchange is tag 13 and its record's canonical JSON as one byte string; a
+    /// deadline is tag 14 alone.
     #[test]
     fn a_tools_exchange_is_encoded_as_its_records_canonical_json() {
         use ari_mcp::record::{Call, CallRecord, Outcome};
@@ -524,7 +524,7 @@ mod tests {
         let event: TraceEvent = ToolEvent::call(record).into();
         let mut out = Vec::new();
         event.encode(&mut out);
-        let mut want = vec![12u8];
+        let mut want = vec![13u8];
         want.extend_from_slice(&(json.len() as u64).to_le_bytes());
         want.extend_from_slice(&json);
         assert_eq!(out, want);

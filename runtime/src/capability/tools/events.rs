@@ -47,7 +47,7 @@ impl ToolEvent {
 }
 
 impl CapabilityEvent for ToolEvent {
-    const KINDS: &'static [(u8, &'static str)] = &[(12, Self::CALL), (13, Self::DEADLINE)];
+    const KINDS: &'static [(u8, &'static str)] = &[(13, Self::CALL), (14, Self::DEADLINE)];
 
     fn kind(&self) -> &'static str {
         match self {
