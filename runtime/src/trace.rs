@@ -530,7 +530,7 @@ mod tests {
         assert_eq!(out, want);
         let mut deadline = Vec::new();
         TraceEvent::from(ToolEvent::Deadline).encode(&mut deadline);
-        assert_eq!(deadline, [13]);
+        assert_eq!(deadline, [14]);
         let trace = Trace {
             events: vec![event, ToolEvent::Deadline.into()],
         };
