@@ -121,5 +121,31 @@ pub="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attestat
 show verify "$work/model-run.json" --module "$agents/ask.wasm" --public-key "$pub"
 
 echo
+echo "== an agent that uses tools: an MCP server built with the official Python SDK"
+# testkit/mcp/server.py (echo, add, slow, big, delete_everything, auth_echo); the token is the
+# host's: the agent names a server and a tool, never a URL or a credential.
+mcp_py="$(scripts/mcp-server.sh | tail -n 1)"
+ARI_MCP_TOKEN=demo-token-that-stays-with-the-host "$mcp_py" testkit/mcp/server.py >"$work/mcp.log" 2>&1 &
+mcp=$!
+trap 'kill "$mcp" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 1 100); do
+  grep -q '^listening ' "$work/mcp.log" 2>/dev/null && break
+  sleep 0.2
+done
+mcp_port="$(sed -n 's/^listening //p' "$work/mcp.log" | head -n 1)"
+export DEMO_MCP_TOKEN=demo-token-that-stays-with-the-host
+tools=(--mcp "demo=http://127.0.0.1:$mcp_port/mcp" --mcp-token-env demo=DEMO_MCP_TOKEN)
+show run "$agents/toolbox.wasm" --input $'list demo\ncall demo echo {"text":"hello from a tool"}\ncall demo add {"a":2,"b":40}' \
+  --grant tools=demo:echo,add "${tools[@]}"
+# Deny by default: a destructive tool the grant does not name is refused before anything is sent.
+show run "$agents/toolbox.wasm" --input $'call demo delete_everything {"confirm":true}' \
+  --grant tools=demo:echo "${tools[@]}"
+"$ari" run "$agents/toolbox.wasm" --input $'call demo echo {"text":"recorded"}' --grant tools=demo:echo \
+  "${tools[@]}" --json >"$work/tools-run.json"
+kill "$mcp"; wait "$mcp" 2>/dev/null || true
+# The replay needs no server.
+show verify "$work/tools-run.json" --module "$agents/toolbox.wasm" --accept-embedded-key
+
+echo
 echo "== what a component imports and exports"
 show inspect "$agents/fetch.wasm"
