@@ -29,6 +29,7 @@ COPY sdk sdk
 COPY e2e e2e
 COPY testkit testkit
 COPY llm llm
+COPY mcp mcp
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --locked --release --bin ari-operator --bin ari --bin ari-gateway \
