@@ -1,5 +1,6 @@
 //! Command-line interface: one module per subcommand.
 
+mod flags;
 mod inspect;
 mod models;
 mod plan;

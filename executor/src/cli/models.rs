@@ -2,13 +2,11 @@
 //! `--grant models=NAME` grants it, and the key comes from a file or the environment, never
 //! from the command line (where `ps` and shell history would show it).
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
 use anyhow::{Context, bail};
 use clap::Args;
 
-use ari_llm::{ApiKey, Client, Endpoint, Model, ModelProvider, RetryPolicy, SchemaStyle};
+use super::flags::{CredentialFlags, credential, pairs};
+use ari_llm::{Client, Endpoint, Model, ModelProvider, RetryPolicy, SchemaStyle};
 use ari_runtime::capability::LoadedModels;
 use ari_runtime::limits::DEFAULT_TOKENS;
 
@@ -64,7 +62,9 @@ impl ModelArgs {
                 }
                 Some(other) => bail!("--model-schema-style {name}: unknown style {other:?}"),
             }
-            if let Some(key) = key(&name, key_files.get(&name), key_envs.get(&name))? {
+            if let Some(key) =
+                credential(&KEY_FLAGS, &name, key_files.get(&name), key_envs.get(&name))?
+            {
                 endpoint = endpoint.with_key(key);
             }
             models.push(Model::new(name, endpoint));
@@ -83,43 +83,12 @@ impl ModelArgs {
     }
 }
 
-fn key(name: &str, file: Option<&String>, env: Option<&String>) -> anyhow::Result<Option<ApiKey>> {
-    match (file, env) {
-        (Some(_), Some(_)) => {
-            bail!("model {name:?}: give its key by file or by variable, not both")
-        }
-        (Some(path), None) => {
-            let text = std::fs::read_to_string(Path::new(path))
-                .with_context(|| format!("--model-key-file {name}: cannot read {path}"))?;
-            Ok(Some(ApiKey::new(text)))
-        }
-        (None, Some(var)) => {
-            let text = std::env::var(var)
-                .with_context(|| format!("--model-key-env {name}: ${var} is not set"))?;
-            Ok(Some(ApiKey::new(text)))
-        }
-        (None, None) => Ok(None),
-    }
-}
-
-/// `NAME=VALUE` flags as a map; a name given twice is an error.
-fn pairs(flag: &str, values: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    for value in values {
-        let Some((name, rest)) = value.split_once('=') else {
-            bail!("{flag} expects NAME=VALUE, got {value:?}");
-        };
-        let name = name.trim();
-        if name.is_empty()
-            || out
-                .insert(name.to_owned(), rest.trim().to_owned())
-                .is_some()
-        {
-            bail!("{flag}: {name:?} is empty or given twice");
-        }
-    }
-    Ok(out)
-}
+/// How `--model-key-file` and `--model-key-env` name a model's key.
+const KEY_FLAGS: CredentialFlags<'static> = CredentialFlags {
+    owner: "model",
+    noun: "key",
+    flag: "--model-key",
+};
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, bail};
 use clap::Args;
 
+use super::flags::{CredentialFlags, credential, pairs};
 use ari_mcp::{Client, Credentials, Limits, Protocol, Secret, ToolServer};
 use ari_runtime::capability::LoadedTools;
 
@@ -64,7 +65,12 @@ impl ToolArgs {
                 Some(other) => bail!("--mcp-protocol {name}: unknown protocol {other:?}"),
             };
             let mut credentials = Credentials::default();
-            if let Some(token) = token(&name, token_files.get(&name), token_envs.get(&name))? {
+            if let Some(token) = credential(
+                &TOKEN_FLAGS,
+                &name,
+                token_files.get(&name),
+                token_envs.get(&name),
+            )? {
                 credentials = credentials.with_bearer(token);
             }
             for (header, var) in headers.get(&name).into_iter().flatten() {
@@ -103,47 +109,12 @@ impl ToolArgs {
     }
 }
 
-fn token(
-    name: &str,
-    file: Option<&String>,
-    env: Option<&String>,
-) -> anyhow::Result<Option<Secret>> {
-    match (file, env) {
-        (Some(_), Some(_)) => {
-            bail!("MCP server {name:?}: give its token by file or by variable, not both")
-        }
-        (Some(path), None) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--mcp-token-file {name}: cannot read {path}"))?;
-            Ok(Some(Secret::new(text)))
-        }
-        (None, Some(var)) => {
-            let text = std::env::var(var)
-                .with_context(|| format!("--mcp-token-env {name}: ${var} is not set"))?;
-            Ok(Some(Secret::new(text)))
-        }
-        (None, None) => Ok(None),
-    }
-}
-
-/// `NAME=VALUE` flags as a map; a name given twice is an error.
-fn pairs(flag: &str, values: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    for value in values {
-        let Some((name, rest)) = value.split_once('=') else {
-            bail!("{flag} expects NAME=VALUE, got {value:?}");
-        };
-        let name = name.trim();
-        if name.is_empty()
-            || out
-                .insert(name.to_owned(), rest.trim().to_owned())
-                .is_some()
-        {
-            bail!("{flag}: {name:?} is empty or given twice");
-        }
-    }
-    Ok(out)
-}
+/// How `--mcp-token-file` and `--mcp-token-env` name a server's token.
+const TOKEN_FLAGS: CredentialFlags<'static> = CredentialFlags {
+    owner: "MCP server",
+    noun: "token",
+    flag: "--mcp-token",
+};
 
 #[cfg(test)]
 mod tests {
