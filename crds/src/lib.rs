@@ -31,7 +31,7 @@ pub use capability::{
 pub use delegation::{ChildStatus, ParentRef, admit_child};
 pub use model_config::{
     ModelConfig, ModelConfigReason, ModelConfigSpec, ModelConfigStatus, ModelDefaults, ModelLimits,
-    Prices, Provider,
+    Prices,
 };
 pub use plan::{
     HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, PlanStepReason,

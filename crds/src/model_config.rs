@@ -16,6 +16,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The model crate's enums, so the CRD, the client and the attestation name a provider and a
+/// schema style with one type each.
+pub use ari_model::{ModelProvider, SchemaStyle};
+
 use crate::SecretKeyRef;
 
 /// The label a Secret must carry (value `"true"`) before an executor reads it as a model's
@@ -81,7 +85,7 @@ impl ExecutorModel {
 #[serde(rename_all = "camelCase")]
 pub struct ModelConfigSpec {
     /// The wire format the endpoint speaks.
-    pub provider: Provider,
+    pub provider: ModelProvider,
     /// The API root: `https://api.openai.com/v1`, `http://vllm.models.svc:8000/v1`,
     /// `https://api.anthropic.com`. The executor's network policy must let it reach it. No
     /// user or password in it: credentials go in `credentials`, which only the executor reads.
@@ -107,23 +111,6 @@ pub struct ModelConfigSpec {
     /// Prices, for the estimated cost in usage reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prices: Option<Prices>,
-}
-
-/// The wire format of a model endpoint.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Provider {
-    /// OpenAI chat completions, also spoken by Azure OpenAI, vLLM, Ollama, llama.cpp's server
-    /// and LiteLLM.
-    OpenAI,
-    /// Anthropic messages.
-    Anthropic,
-}
-
-/// How a JSON-schema response format is sent to an OpenAI-wire endpoint.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SchemaStyle {
-    JsonSchema,
-    JsonObjectSchema,
 }
 
 /// Values a call gets when the guest sets none.

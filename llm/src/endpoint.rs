@@ -11,18 +11,9 @@ pub use ari_model::secret::{REDACTED, Secret as ApiKey};
 /// name it.
 pub use ari_model::ModelProvider;
 
-/// How a JSON-schema response format is asked for: servers of the OpenAI wire format differ.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum SchemaStyle {
-    /// OpenAI's `{"type": "json_schema", "json_schema": {name, schema, strict}}`: OpenAI,
-    /// Azure OpenAI, vLLM, Ollama, llama.cpp's own server, LiteLLM.
-    #[default]
-    JsonSchema,
-    /// `{"type": "json_object", "schema": ...}`: llama-cpp-python's server, which refuses the
-    /// other (0.3.36 answers HTTP 500) but constrains its answer to this schema.
-    JsonObjectSchema,
-}
+/// How a response schema is sent over the OpenAI wire format: the model crate's, as
+/// ModelConfigs name it.
+pub use ari_model::SchemaStyle;
 
 /// One model at one endpoint: what a ModelConfig resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]

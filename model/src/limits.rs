@@ -121,6 +121,20 @@ pub enum ModelProvider {
     Anthropic,
 }
 
+/// How a JSON-schema response format is sent (OpenAI wire format only): `JsonSchema`
+/// (OpenAI's, the default) or `JsonObjectSchema` (llama-cpp-python's server).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum SchemaStyle {
+    /// OpenAI's `{"type": "json_schema", "json_schema": {name, schema, strict}}`: OpenAI,
+    /// Azure OpenAI, vLLM, Ollama, llama.cpp's own server, LiteLLM.
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}`: llama-cpp-python's server, which refuses the
+    /// other (0.3.36 answers HTTP 500) but constrains its answer to this schema.
+    JsonObjectSchema,
+}
+
 /// The delegation grant a run was held to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

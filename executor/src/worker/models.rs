@@ -6,11 +6,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ari_crds::Provider;
-use ari_crds::model_config::{ExecutorModel, MODELS_ENV, SchemaStyle};
+use ari_crds::model_config::{ExecutorModel, MODELS_ENV};
 use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::rate::{RateLimiter, RateLimits};
-use ari_llm::{ApiKey, Endpoint, Model, ModelProvider};
+use ari_llm::{ApiKey, Endpoint, Model};
 use ari_runtime::model::price::DEFAULT_CURRENCY;
 
 use super::ConfigError;
@@ -104,16 +103,9 @@ fn model(m: &ExecutorModel, key: Option<ApiKey>) -> Result<Model, ConfigError> {
         value: format!("model {}: endpoint {:?}", m.name, m.spec.endpoint),
         want: "an http(s) URL",
     })?;
-    let provider = match m.spec.provider {
-        Provider::OpenAI => ModelProvider::OpenAI,
-        Provider::Anthropic => ModelProvider::Anthropic,
-    };
-    let mut endpoint = Endpoint::new(provider, url, m.spec.model.clone());
+    let mut endpoint = Endpoint::new(m.spec.provider, url, m.spec.model.clone());
     if let Some(style) = m.spec.schema_style {
-        endpoint = endpoint.with_schema_style(match style {
-            SchemaStyle::JsonSchema => ari_llm::SchemaStyle::JsonSchema,
-            SchemaStyle::JsonObjectSchema => ari_llm::SchemaStyle::JsonObjectSchema,
-        });
+        endpoint = endpoint.with_schema_style(style);
     }
     if let Some(key) = key {
         endpoint = endpoint.with_key(key);
@@ -158,6 +150,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use ari_llm::ModelProvider;
 
     const KEY: &str = "sk-worker-test-0b7e";
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ari_crds::conditions::{self, ConditionStatus};
-use ari_crds::{ModelConfig, ModelConfigStatus, Provider};
-use ari_llm::{Client, Endpoint, Limits, ModelProvider, RetryPolicy};
+use ari_crds::{ModelConfig, ModelConfigStatus};
+use ari_llm::{Client, Endpoint, Limits, RetryPolicy};
 use ari_oci::NetworkPolicy;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -71,11 +71,7 @@ impl Prober {
             Target::Unresolved => return Probe::Failed(ari_llm::ListError::Unreachable),
             Target::Allowed => {}
         }
-        let kind = match mc.spec.provider {
-            Provider::OpenAI => ModelProvider::OpenAI,
-            Provider::Anthropic => ModelProvider::Anthropic,
-        };
-        let endpoint = Endpoint::new(kind, url, mc.spec.model.clone());
+        let endpoint = Endpoint::new(mc.spec.provider, url, mc.spec.model.clone());
         match self
             .client
             .list_models(

@@ -11,8 +11,9 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use ari_crds::conditions::ConditionStatus;
-use ari_crds::{ModelConfigReason, Provider, SecretKeyRef};
+use ari_crds::{ModelConfigReason, SecretKeyRef};
 use ari_llm::{ListError, ModelList};
+use ari_model::ModelProvider as Provider;
 use ari_oci::{Endpoint, is_internal};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use url::Url;
