@@ -11,6 +11,7 @@ pub mod conditions;
 pub mod decode;
 pub mod delegation;
 pub mod lifecycle;
+pub mod mcp_server;
 pub mod model_config;
 pub mod names;
 pub mod plan;
@@ -29,6 +30,9 @@ pub use capability::{
     requirements_within_grants, tokens_within_limit,
 };
 pub use delegation::{ChildStatus, ParentRef, admit_child};
+pub use mcp_server::{
+    DiscoveredTool, MCPServer, MCPServerReason, MCPServerSpec, MCPServerStatus, SecretHeader,
+};
 pub use model_config::{
     ModelConfig, ModelConfigReason, ModelConfigSpec, ModelConfigStatus, ModelDefaults, ModelLimits,
     Prices,
@@ -63,4 +67,9 @@ pub fn plan_crd_yaml() -> Result<String, serde_yaml::Error> {
 /// The CRD YAML for `ModelConfig`, as checked in at `crds/ari.dev_modelconfigs.yaml`.
 pub fn model_config_crd_yaml() -> Result<String, serde_yaml::Error> {
     serde_yaml::to_string(&ModelConfig::crd())
+}
+
+/// The CRD YAML for `MCPServer`, as checked in at `crds/ari.dev_mcpservers.yaml`.
+pub fn mcp_server_crd_yaml() -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&MCPServer::crd())
 }

@@ -98,14 +98,18 @@ fn a_task_may_require_every_capability_there_is() {
     );
 }
 
+/// Every CRD file crdgen writes.
+const CRD_FILES: [&str; 5] = [
+    "ari.dev_agents.yaml",
+    "ari.dev_tasks.yaml",
+    "ari.dev_plans.yaml",
+    "ari.dev_modelconfigs.yaml",
+    "ari.dev_mcpservers.yaml",
+];
+
 #[test]
 fn chart_carries_the_same_crds() {
-    for name in [
-        "ari.dev_agents.yaml",
-        "ari.dev_tasks.yaml",
-        "ari.dev_plans.yaml",
-        "ari.dev_modelconfigs.yaml",
-    ] {
+    for name in CRD_FILES {
         let chart = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../charts/ari/crds")
             .join(name);
@@ -149,12 +153,7 @@ fn integers(v: &serde_json::Value, path: &str, out: &mut Vec<(String, String, f6
 /// contains the object fail to decode (issue 13, item 3): the schema must refuse it instead.
 #[test]
 fn every_integer_field_is_bounded_to_what_its_rust_type_holds() {
-    for name in [
-        "ari.dev_agents.yaml",
-        "ari.dev_tasks.yaml",
-        "ari.dev_plans.yaml",
-        "ari.dev_modelconfigs.yaml",
-    ] {
+    for name in CRD_FILES {
         let crd: serde_json::Value = serde_yaml::from_str(&checked_in(name)).expect("parse CRD");
         let mut found = Vec::new();
         integers(&crd["spec"]["versions"][0]["schema"], "", &mut found);

@@ -79,13 +79,33 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     pub fn new(limits: Limits) -> Result<Client, ToolError> {
+        Client::build(limits, None)
+    }
+
+    /// A client whose every connection goes to the addresses `resolver` lets through: the
+    /// operator's, whose discovery requests go to URLs a namespace user wrote.
+    pub fn with_resolver(
+        limits: Limits,
+        resolver: Arc<dyn reqwest::dns::Resolve>,
+    ) -> Result<Client, ToolError> {
+        Client::build(limits, Some(resolver))
+    }
+
+    fn build(
+        limits: Limits,
+        resolver: Option<Arc<dyn reqwest::dns::Resolve>>,
+    ) -> Result<Client, ToolError> {
         // rustls needs a process-wide crypto provider; ring is the one this workspace builds.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(limits.connect_timeout)
-            .user_agent(concat!("ari/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("ari/", env!("CARGO_PKG_VERSION")));
+        if let Some(resolver) = resolver {
+            builder = builder.dns_resolver(resolver);
+        }
+        let http = builder
             .build()
             .map_err(|e| ToolError::unavailable(format!("building the HTTP client: {e}")))?;
         Ok(Client { http, limits })
@@ -93,6 +113,17 @@ impl Client {
 
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// Every tool `server` lists, by `deadline`: a discovery outside any task (nothing is
+    /// recorded), for the operator's view of a declared server.
+    pub async fn list_tools(
+        &self,
+        server: &ToolServer,
+        deadline: Instant,
+    ) -> Result<Vec<ToolInfo>, ToolError> {
+        let connection = self.connect(server, deadline).await?;
+        connection.list(server, deadline).await
     }
 
     /// Opens a client session with `server` (a discover or an `initialize`, as its

@@ -6,19 +6,9 @@ use ari_model::secret::Secret;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-/// Which revision of MCP's streamable HTTP transport to speak.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Protocol {
-    /// Ask with `server/discover` (2026-07-28, stateless); a server that does not know it is
-    /// spoken to with the 2025-11-25 `initialize` handshake and its session.
-    #[default]
-    Auto,
-    /// 2026-07-28 only: no handshake, no session, every request self-contained.
-    Stateless,
-    /// 2025-11-25 only: `initialize`, then requests within its `Mcp-Session-Id`.
-    Session,
-}
+/// Which revision of MCP's streamable HTTP transport to speak: the model crate's, as
+/// `MCPServer` resources and `ari run --mcp-protocol` name it.
+pub use ari_model::McpProtocol as Protocol;
 
 /// Headers the transport owns: a credential header of these names would be ignored or break
 /// the protocol.

@@ -29,8 +29,8 @@ pub use grant::{
     StorageGrant, ToolServerGrant, ToolsGrant,
 };
 pub use limits::{
-    DelegationApplied, LimitsApplied, ModelApplied, ModelEndpoint, ModelProvider, SchemaStyle,
-    ToolServerApplied,
+    DelegationApplied, LimitsApplied, McpProtocol, ModelApplied, ModelEndpoint, ModelProvider,
+    SchemaStyle, ToolServerApplied,
 };
 pub use mode::{AgentMode, TaskOrigin};
 pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};

@@ -47,6 +47,23 @@ pub struct LimitsApplied {
     pub tools: Vec<ToolServerApplied>,
 }
 
+/// Which revision of MCP's streamable HTTP transport to speak: `auto` (the default:
+/// 2026-07-28's stateless form, else 2025-11-25), `stateless` (2026-07-28 only) or `session`
+/// (2025-11-25 only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum McpProtocol {
+    /// Ask with `server/discover` (2026-07-28, stateless); a server that does not know it is
+    /// spoken to with the 2025-11-25 `initialize` handshake and its session.
+    #[default]
+    Auto,
+    /// 2026-07-28 only: no handshake, no session, every request self-contained.
+    Stateless,
+    /// 2025-11-25 only: `initialize`, then requests within its `Mcp-Session-Id`.
+    Session,
+}
+
 /// A granted MCP server as a run was held to it. Never its credentials.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

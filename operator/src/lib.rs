@@ -13,6 +13,7 @@ mod marked;
 mod metrics;
 pub mod model_config;
 pub mod plan;
+mod probe;
 mod run;
 pub mod task;
 

@@ -3,7 +3,7 @@
 //! asking whether the object's author may read it, so only a Secret someone who may write
 //! Secrets labelled `<label>: "true"` is used, and never the namespace's attestation key.
 
-use ari_crds::names;
+use ari_crds::{SecretKeyRef, names};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Whether the Secret's metadata carries `label: "true"`.
@@ -18,6 +18,39 @@ pub fn is_marked(meta: &ObjectMeta, label: &str) -> bool {
 /// object name (it would go into the request path as it is).
 pub fn is_forbidden_name(name: &str) -> bool {
     name == names::ATTESTATION_SECRET || !names::is_object_name(name)
+}
+
+/// What a credentials Secret's metadata says of it, under the marked-Secret rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credentials {
+    /// No Secret is named.
+    None,
+    /// Named and marked for the purpose (whether the key is in it is checked at first use).
+    Marked,
+    /// The attestation key, or no Secret name: never read.
+    Forbidden,
+    Missing,
+    NotMarked,
+}
+
+/// The credentials `reference` names, as the Secret's metadata (`None`: not found) shows
+/// them against `label`.
+pub fn credentials(
+    reference: Option<&SecretKeyRef>,
+    secret: Option<&ObjectMeta>,
+    label: &str,
+) -> Credentials {
+    let Some(reference) = reference else {
+        return Credentials::None;
+    };
+    if is_forbidden_name(&reference.name) {
+        return Credentials::Forbidden;
+    }
+    match secret {
+        None => Credentials::Missing,
+        Some(meta) if is_marked(meta, label) => Credentials::Marked,
+        Some(_) => Credentials::NotMarked,
+    }
 }
 
 #[cfg(test)]
@@ -49,5 +82,42 @@ mod tests {
         assert!(is_forbidden_name("other-ns/x"));
         assert!(is_forbidden_name(""));
         assert!(!is_forbidden_name("openai-key"));
+    }
+
+    #[test]
+    fn credentials_from_the_secrets_labels() {
+        let reference = |name: &str| SecretKeyRef {
+            name: name.into(),
+            key: "key".into(),
+        };
+        let meta = |label: Option<&str>| ObjectMeta {
+            labels: label.map(|v| {
+                BTreeMap::from([(
+                    ari_crds::model_config::CREDENTIALS_LABEL.to_owned(),
+                    v.to_owned(),
+                )])
+            }),
+            ..ObjectMeta::default()
+        };
+        let marked = meta(Some("true"));
+        let unmarked = meta(None);
+        let other = meta(Some("yes"));
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Option<SecretKeyRef>, Option<&ObjectMeta>, Credentials)> = vec![
+            ("none named",          None,                                    None,            Credentials::None),
+            ("marked",              Some(reference("openai")),               Some(&marked),   Credentials::Marked),
+            ("unmarked",            Some(reference("openai")),               Some(&unmarked), Credentials::NotMarked),
+            ("other value",         Some(reference("openai")),               Some(&other),    Credentials::NotMarked),
+            ("missing",             Some(reference("openai")),               None,            Credentials::Missing),
+            ("attestation key, even marked", Some(reference(ari_crds::names::ATTESTATION_SECRET)), Some(&marked), Credentials::Forbidden),
+            ("not a name",          Some(reference("ns/x")),                 None,            Credentials::Forbidden),
+        ];
+        for (what, r, m, want) in cases {
+            assert_eq!(
+                credentials(r.as_ref(), m, ari_crds::model_config::CREDENTIALS_LABEL),
+                want,
+                "{what}"
+            );
+        }
     }
 }

@@ -9,14 +9,14 @@
 //! namespace only, and a `secretKeyRef` names a Secret of the pod's namespace: a namespace user
 //! cannot reach another namespace's model or key.
 
-use ari_crds::model_config::ExecutorModel;
+use ari_crds::model_config::{CREDENTIALS_LABEL, ExecutorModel};
 use ari_crds::{Agent, ModelConfig};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::model_config::decide::{self, Credentials};
+use crate::marked::{self, Credentials};
 
 /// Why a granted model is not handed to the executors (its calls then fail `unavailable`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub fn resolve<'a>(
         let meta = reference
             .filter(|r| !crate::marked::is_forbidden_name(&r.name))
             .and_then(|r| secret_meta(&r.name));
-        let key_env = match decide::credentials(reference, meta) {
+        let key_env = match marked::credentials(reference, meta, CREDENTIALS_LABEL) {
             Credentials::None => None,
             Credentials::Marked => Some(ExecutorModel::key_env_name(out.usable.len())),
             Credentials::Forbidden => {

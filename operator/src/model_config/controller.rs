@@ -4,7 +4,6 @@
 //! mark) and probes without a key: only the executor holds model keys. A 401 to the keyless
 //! probe still proves the endpoint answers; the key is checked at the first call.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,9 +20,10 @@ use kube::runtime::controller::Action;
 use tokio::time::Instant;
 use tracing::info;
 
-use super::decide::{self, Credentials, Probe, Target};
+use super::decide::{self, Credentials, Probe};
 use crate::context::Context;
 use crate::error::Error;
+use crate::probe::{self, Target, resolve};
 
 /// Most bytes of a model list read (a few hundred models fit).
 pub const MAX_LIST_BYTES: usize = 256 << 10;
@@ -61,12 +61,12 @@ impl Prober {
 
     /// The probe of `mc`'s endpoint, within [`PROBE_TIMEOUT`].
     async fn probe(&self, mc: &ModelConfig) -> Probe {
-        let Some(url) = decide::endpoint_url(&mc.spec.endpoint) else {
+        let Some(url) = probe::endpoint_url(&mc.spec.endpoint) else {
             return Probe::InvalidEndpoint;
         };
         let deadline = Instant::now() + PROBE_TIMEOUT;
         let addresses = resolve(&url, deadline).await;
-        match decide::target(&url, &self.listed, &addresses) {
+        match probe::target(&url, &self.listed, &addresses) {
             Target::NotAllowed => return Probe::NotAllowed,
             Target::Unresolved => return Probe::Failed(ari_llm::ListError::Unreachable),
             Target::Allowed => {}
@@ -86,24 +86,6 @@ impl Prober {
             Ok(list) => Probe::Listed(list),
             Err(e) => Probe::Failed(e),
         }
-    }
-}
-
-/// The addresses of `url`'s host (none when it does not resolve in time). The client's
-/// resolver checks them again when it connects, so a name that changes in between gains
-/// nothing.
-async fn resolve(url: &url::Url, deadline: Instant) -> Vec<IpAddr> {
-    let Some(host) = url.host_str() else {
-        return Vec::new();
-    };
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let port = url.port_or_known_default().unwrap_or(0);
-    match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host.as_str(), port))).await {
-        Ok(Ok(found)) => found.map(|a| a.ip()).collect(),
-        _ => Vec::new(),
     }
 }
 
@@ -176,10 +158,7 @@ pub async fn reconcile(mc: Arc<ModelConfig>, ctx: Arc<ModelContext>) -> Result<A
         .map(|c| now.0.duration_since(c.last_transition_time.0))
         .and_then(|d| Duration::try_from(d).ok())
         .unwrap_or_default();
-    Ok(Action::requeue(decide::requeue(
-        verdict.status,
-        failing_for,
-    )))
+    Ok(Action::requeue(probe::requeue(verdict.status, failing_for)))
 }
 
 /// The credentials Secret as its metadata shows it; its data is never fetched.
@@ -198,7 +177,11 @@ async fn credentials(
         }
         _ => None,
     };
-    Ok(decide::credentials(reference, meta.as_ref()))
+    Ok(crate::marked::credentials(
+        reference,
+        meta.as_ref(),
+        ari_crds::model_config::CREDENTIALS_LABEL,
+    ))
 }
 
 /// Backoff on errors (the API server's, never the endpoint's: those are status).

@@ -7,92 +7,12 @@
 //! status code, never the answer's body. It carries no key: only the executor reads the
 //! credentials Secret.
 
-use std::net::IpAddr;
-use std::time::Duration;
-
+use ari_crds::ModelConfigReason;
 use ari_crds::conditions::ConditionStatus;
-use ari_crds::{ModelConfigReason, SecretKeyRef};
 use ari_llm::{ListError, ModelList};
 use ari_model::ModelProvider as Provider;
-use ari_oci::{Endpoint, is_internal};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use url::Url;
 
-use crate::marked;
-
-/// What the credentials Secret's metadata says: the operator reads labels, never the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Credentials {
-    /// `spec.credentials` names none.
-    None,
-    /// Named, marked for model use (whether the key is in it is checked at first use).
-    Marked,
-    /// The attestation key, or no Secret name: never read.
-    Forbidden,
-    Missing,
-    NotMarked,
-}
-
-/// The credentials as the Secret's metadata (`None`: not found) shows them.
-pub fn credentials(reference: Option<&SecretKeyRef>, secret: Option<&ObjectMeta>) -> Credentials {
-    let Some(reference) = reference else {
-        return Credentials::None;
-    };
-    if marked::is_forbidden_name(&reference.name) {
-        return Credentials::Forbidden;
-    }
-    match secret {
-        None => Credentials::Missing,
-        Some(meta) if marked::is_marked(meta, ari_crds::model_config::CREDENTIALS_LABEL) => {
-            Credentials::Marked
-        }
-        Some(_) => Credentials::NotMarked,
-    }
-}
-
-/// Whether the probe may go to the endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// Listed by the admin, or with at least one public address (the resolver connects to
-    /// those only).
-    Allowed,
-    /// Only internal addresses, or a listed host on a port the admin did not list.
-    NotAllowed,
-    /// The name resolved to nothing.
-    Unresolved,
-}
-
-/// Where `url` may be probed: `listed` are the admin's `host:port` entries allowed at internal
-/// addresses, `addresses` what its host resolved to.
-pub fn target(url: &Url, listed: &[Endpoint], addresses: &[IpAddr]) -> Target {
-    let Some(endpoint) = Endpoint::of(url) else {
-        return Target::NotAllowed;
-    };
-    if listed.contains(&endpoint) {
-        return Target::Allowed;
-    }
-    if listed.iter().any(|e| e.host == endpoint.host) {
-        return Target::NotAllowed;
-    }
-    if addresses.is_empty() {
-        return Target::Unresolved;
-    }
-    if addresses.iter().all(|ip| is_internal(*ip)) {
-        Target::NotAllowed
-    } else {
-        Target::Allowed
-    }
-}
-
-/// `spec.endpoint` as a URL the probe can request: http(s), a host, no user or password.
-pub fn endpoint_url(endpoint: &str) -> Option<Url> {
-    let url = Url::parse(endpoint).ok()?;
-    let ok = matches!(url.scheme(), "http" | "https")
-        && url.host_str().is_some_and(|h| !h.is_empty())
-        && url.username().is_empty()
-        && url.password().is_none();
-    ok.then_some(url)
-}
+pub use crate::marked::Credentials;
 
 /// What happened to the probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +21,7 @@ pub enum Probe {
     Skipped,
     /// Not sent: `spec.endpoint` is no URL the probe can request.
     InvalidEndpoint,
-    /// Not sent: see [`Target::NotAllowed`].
+    /// Not sent: see [`crate::probe::Target::NotAllowed`].
     NotAllowed,
     Listed(ModelList),
     Failed(ListError),
@@ -211,99 +131,9 @@ pub fn readiness(creds: Credentials, probe: &Probe, model: &str, provider: Provi
     }
 }
 
-/// The next probe: every 5 minutes while Ready, else spaced by how long it has not been
-/// (5 s, doubling, at most 5 min), as an unresolved module is.
-pub fn requeue(status: ConditionStatus, failing_for: Duration) -> Duration {
-    match status {
-        ConditionStatus::True => Duration::from_secs(300),
-        _ => crate::agent::image::retry_after(failing_for),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-
-    fn url(s: &str) -> Url {
-        Url::parse(s).expect("url")
-    }
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().expect("ip")
-    }
-
-    #[test]
-    fn where_the_probe_may_go() {
-        let listed = vec![
-            Endpoint::parse("127.0.0.1:8000", "http").expect("entry"),
-            Endpoint::parse("vllm.models.svc:8000", "http").expect("entry"),
-        ];
-        #[rustfmt::skip]
-        let cases: &[(&str, &str, &[&str], Target)] = &[
-            ("listed loopback",              "http://127.0.0.1:8000/v1",         &["127.0.0.1"], Target::Allowed),
-            ("listed in-cluster name",       "http://vllm.models.svc:8000/v1",   &["10.0.0.9"],  Target::Allowed),
-            ("listed host, other port",      "http://127.0.0.1:22/v1",           &["127.0.0.1"], Target::NotAllowed),
-            ("unlisted loopback",            "http://localhost:9000/v1",         &["127.0.0.1", "::1"], Target::NotAllowed),
-            ("cloud metadata",               "http://169.254.169.254/latest",    &["169.254.169.254"], Target::NotAllowed),
-            ("cluster service",              "http://kube-dns.kube-system:53",   &["10.96.0.10"], Target::NotAllowed),
-            ("public",                       "https://api.openai.com/v1",        &["104.18.6.192"], Target::Allowed),
-            ("public and internal: resolver keeps the public one", "https://mixed.example/v1", &["10.0.0.1", "104.18.6.192"], Target::Allowed),
-            ("does not resolve",             "https://nowhere.example/v1",       &[], Target::Unresolved),
-        ];
-        for (what, u, addresses, want) in cases {
-            let addresses: Vec<IpAddr> = addresses.iter().map(|a| ip(a)).collect();
-            assert_eq!(target(&url(u), &listed, &addresses), *want, "{what}");
-        }
-    }
-
-    #[test]
-    fn endpoints_the_probe_can_request() {
-        for (e, ok) in [
-            ("https://api.openai.com/v1", true),
-            ("http://127.0.0.1:8000/v1", true),
-            ("file:///etc/passwd", false),
-            ("ftp://h/v1", false),
-            ("https://user:pw@h/v1", false),
-            ("not a url", false),
-        ] {
-            assert_eq!(endpoint_url(e).is_some(), ok, "{e}");
-        }
-    }
-
-    #[test]
-    fn credentials_from_the_secrets_labels() {
-        let reference = |name: &str| SecretKeyRef {
-            name: name.into(),
-            key: "key".into(),
-        };
-        let meta = |label: Option<&str>| ObjectMeta {
-            labels: label.map(|v| {
-                BTreeMap::from([(
-                    ari_crds::model_config::CREDENTIALS_LABEL.to_owned(),
-                    v.to_owned(),
-                )])
-            }),
-            ..ObjectMeta::default()
-        };
-        let marked = meta(Some("true"));
-        let unmarked = meta(None);
-        let other = meta(Some("yes"));
-        #[rustfmt::skip]
-        let cases: Vec<(&str, Option<SecretKeyRef>, Option<&ObjectMeta>, Credentials)> = vec![
-            ("none named",          None,                                    None,            Credentials::None),
-            ("marked",              Some(reference("openai")),               Some(&marked),   Credentials::Marked),
-            ("unmarked",            Some(reference("openai")),               Some(&unmarked), Credentials::NotMarked),
-            ("other value",         Some(reference("openai")),               Some(&other),    Credentials::NotMarked),
-            ("missing",             Some(reference("openai")),               None,            Credentials::Missing),
-            ("attestation key, even marked", Some(reference(ari_crds::names::ATTESTATION_SECRET)), Some(&marked), Credentials::Forbidden),
-            ("not a name",          Some(reference("ns/x")),                 None,            Credentials::Forbidden),
-        ];
-        for (what, r, m, want) in cases {
-            assert_eq!(credentials(r.as_ref(), m), want, "{what}");
-        }
-    }
 
     #[test]
     fn readiness_from_credentials_and_probe() {
@@ -353,26 +183,6 @@ mod tests {
             anthropic.message.contains("GET v1/models"),
             "{}",
             anthropic.message
-        );
-    }
-
-    #[test]
-    fn probes_space_out_while_failing() {
-        assert_eq!(
-            requeue(ConditionStatus::True, Duration::ZERO),
-            Duration::from_secs(300)
-        );
-        assert_eq!(
-            requeue(ConditionStatus::False, Duration::ZERO),
-            Duration::from_secs(5)
-        );
-        assert_eq!(
-            requeue(ConditionStatus::Unknown, Duration::from_secs(60)),
-            Duration::from_secs(60)
-        );
-        assert_eq!(
-            requeue(ConditionStatus::False, Duration::from_secs(9999)),
-            Duration::from_secs(300)
         );
     }
 }
