@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::{
-    Agent, AgentStatus, ModelConfig, ModelConfigStatus, Plan, PlanPhase, PlanReason, PlanStatus,
-    Task, TaskPhase, TaskReason, TaskStatus,
+    Agent, AgentStatus, MCPServer, MCPServerStatus, ModelConfig, ModelConfigStatus, Plan,
+    PlanPhase, PlanReason, PlanStatus, Task, TaskPhase, TaskReason, TaskStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -376,7 +376,7 @@ fn model_config_health_follows_generation_and_readiness() {
     let mut unobserved = model_config(1, 1, None);
     unobserved["status"] = serde_json::Value::Null;
     expect_health(
-        &script("modelconfig-health.lua"),
+        &script("probed-health.lua"),
         &[
             (unobserved, "Progressing", "Waiting for the ari operator"),
             (
@@ -409,6 +409,58 @@ fn model_config_health_follows_generation_and_readiness() {
     );
 }
 
+fn mcp_server(ready: Option<(ConditionStatus, &str)>) -> serde_json::Value {
+    let mut server: MCPServer = serde_json::from_value(json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "MCPServer",
+        "metadata": {"name": "docs", "namespace": "n", "generation": 1},
+        "spec": {"url": "http://127.0.0.1:8000/mcp"}
+    }))
+    .expect("MCP server");
+    let mut status = MCPServerStatus {
+        observed_generation: Some(1),
+        ..Default::default()
+    };
+    if let Some((st, reason)) = ready {
+        conditions::set(
+            &mut status.conditions,
+            conditions::READY,
+            st,
+            reason,
+            "text",
+            Some(1),
+            Time(Timestamp::now()),
+        );
+    }
+    server.status = Some(status);
+    serde_json::to_value(&server).expect("MCP server JSON")
+}
+
+/// The same script judges an MCPServer, whose reasons are its own.
+#[test]
+fn mcp_server_health_follows_readiness() {
+    expect_health(
+        &script("probed-health.lua"),
+        &[
+            (mcp_server(None), "Progressing", "first probe"),
+            (
+                mcp_server(Some((ConditionStatus::True, "ToolsListed"))),
+                "Healthy",
+                "ToolsListed: text",
+            ),
+            (
+                mcp_server(Some((ConditionStatus::Unknown, "ProbeNotAllowed"))),
+                "Healthy",
+                "ProbeNotAllowed",
+            ),
+            (
+                mcp_server(Some((ConditionStatus::False, "CredentialsNotMarked"))),
+                "Degraded",
+                "CredentialsNotMarked: text",
+            ),
+        ],
+    );
+}
+
 /// The ConfigMap users merge into `argocd-cm` carries the scripts byte for byte.
 #[test]
 fn argocd_cm_embeds_the_scripts_verbatim() {
@@ -425,7 +477,11 @@ fn argocd_cm_embeds_the_scripts_verbatim() {
         ),
         (
             "resource.customizations.health.ari.dev_ModelConfig",
-            "modelconfig-health.lua",
+            "probed-health.lua",
+        ),
+        (
+            "resource.customizations.health.ari.dev_MCPServer",
+            "probed-health.lua",
         ),
         (
             "resource.customizations.health.ari.dev_Plan",
@@ -439,7 +495,7 @@ fn argocd_cm_embeds_the_scripts_verbatim() {
             "argocd-cm.yaml {key} differs from {file}"
         );
     }
-    for kind in ["Agent", "Task", "Plan", "ModelConfig"] {
+    for kind in ["Agent", "Task", "Plan", "ModelConfig", "MCPServer"] {
         let key = format!("resource.customizations.ignoreDifferences.ari.dev_{kind}");
         let v = cm["data"][key.as_str()].as_str().unwrap_or_default();
         assert!(v.contains("/status"), "{key} does not ignore /status");

@@ -562,3 +562,49 @@ fn pod_ready(pod: &Pod) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
+
+/// Waits for the Agent's condition `type_` to have `status`; its message.
+pub async fn agent_condition(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+) -> Result<String> {
+    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
+    let wanted = wait::Wanted {
+        type_,
+        status,
+        reason: None,
+    };
+    let (_, message) = wait::condition(&api, name, wanted, agent_conditions).await?;
+    Ok(message)
+}
+
+pub fn agent_conditions(
+    a: &Agent,
+) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    a.status.clone().map(|s| s.conditions).unwrap_or_default()
+}
+
+/// The whole logs of every executor pod in `ns`.
+pub async fn executor_log(ctx: &Ctx, client: &Client, ns: &str) -> Result<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    Ok(pods
+        .iter()
+        .map(|p| ctx.node.logs(ns, &p.name_any(), "executor"))
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// The whole log of the operator pod.
+pub async fn operator_log(ctx: &Ctx, client: &Client) -> Result<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NS)
+        .list(&ListParams::default().labels("app.kubernetes.io/name=ari-operator"))
+        .await?;
+    let pod = pods.items.first().context("no operator pod")?;
+    Ok(ctx.node.logs(OPERATOR_NS, &pod.name_any(), "operator"))
+}

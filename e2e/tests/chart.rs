@@ -1401,6 +1401,9 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 // ModelConfigs: watched, and only their status written.
                 ("watch", "ari.dev", "modelconfigs", ""),
                 ("patch", "ari.dev", "modelconfigs/status", any),
+                // MCPServers likewise.
+                ("watch", "ari.dev", "mcpservers", ""),
+                ("patch", "ari.dev", "mcpservers/status", any),
                 ("create", "apps", "deployments", any),
                 ("patch", "apps", "deployments", any),
                 // The executors of an Agent that became invalid (issue 13, item 1).
@@ -1430,6 +1433,8 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("get", "ari.dev", "modelconfigs", any),
                 ("patch", "ari.dev", "modelconfigs", any),
                 ("create", "ari.dev", "modelconfigs", any),
+                ("get", "ari.dev", "mcpservers", any),
+                ("patch", "ari.dev", "mcpservers", any),
                 ("patch", "ari.dev", "agents", any),
                 ("delete", "ari.dev", "agents", any),
                 ("escalate", rbac, "roles", any),

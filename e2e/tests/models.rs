@@ -17,7 +17,7 @@ use ari_testkit::model_server::{CHAT_MODEL, ModelServer};
 use ari_testkit::scripted::{Reply, Scripted};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::ListParams;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 
 /// In the scripted server's error page: must appear in no status, Event or log.
 const PAGE_SECRET: &str = "internal-admin-token-5b9e1c";
@@ -440,28 +440,6 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
     })
 }
 
-/// Waits for the Agent's condition `type_` to have `status`; its message.
-async fn agent_condition(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    type_: &str,
-    status: &str,
-) -> Result<String> {
-    let api: Api<Agent> = Api::namespaced(client.clone(), ns);
-    let wanted = wait::Wanted {
-        type_,
-        status,
-        reason: None,
-    };
-    let (_, message) = wait::condition(&api, name, wanted, agent_conditions).await?;
-    Ok(message)
-}
-
-fn agent_conditions(a: &Agent) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    a.status.clone().map(|s| s.conditions).unwrap_or_default()
-}
-
 /// `/metrics` of the executor pod of `agent` (at its pod IP: the node agent runs pods as host
 /// processes).
 async fn executor_metrics(client: &Client, ns: &str, agent: &str) -> Result<String> {
@@ -488,26 +466,4 @@ async fn executor_metrics(client: &Client, ns: &str, agent: &str) -> Result<Stri
     .await
     .context("GET /metrics: no answer in 10 s")??;
     Ok(String::from_utf8_lossy(&buf).into_owned())
-}
-
-/// The whole logs of every executor pod in `ns`.
-async fn executor_log(ctx: &Ctx, client: &Client, ns: &str) -> Result<String> {
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    Ok(pods
-        .iter()
-        .map(|p| ctx.node.logs(ns, &p.name_any(), "executor"))
-        .collect::<Vec<_>>()
-        .join("\n"))
-}
-
-/// The whole log of the operator pod.
-async fn operator_log(ctx: &Ctx, client: &Client) -> Result<String> {
-    let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NS)
-        .list(&ListParams::default().labels("app.kubernetes.io/name=ari-operator"))
-        .await?;
-    let pod = pods.items.first().context("no operator pod")?;
-    Ok(ctx.node.logs(OPERATOR_NS, &pod.name_any(), "operator"))
 }

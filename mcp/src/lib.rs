@@ -18,6 +18,12 @@ mod session;
 mod types;
 
 pub use ari_model::secret::{REDACTED, Secret};
+
+/// The log directive every binary that links this crate adds to its filter, whatever else the
+/// filter says: `rmcp` logs what a server sent (an error response's body, the server's own
+/// description of itself), and a server is chosen by a namespace user and may echo the token it
+/// was sent. ari's own logs and statuses say what happened in fixed texts instead.
+pub const SILENCE_SDK_LOGS: &str = "rmcp=off";
 pub use client::{Client, Limits};
 pub use error::{MAX_MESSAGE_CHARS, ToolError};
 pub use server::{BadServer, Credentials, Protocol, ServerId, ToolServer};

@@ -100,6 +100,15 @@ pub struct Config {
         value_delimiter = ','
     )]
     pub model_probe_internal_endpoints: Vec<String>,
+    /// MCP servers (`host:port`) the MCPServer controller may list tools of at internal
+    /// addresses (in-cluster servers such as `tools.mcp.svc:8000`), comma-separated. Any other
+    /// server at an internal address is not contacted (`Ready=Unknown`).
+    #[arg(
+        long = "tool-probe-internal-endpoint",
+        env = "ARI_TOOL_PROBE_INTERNAL_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub tool_probe_internal_endpoints: Vec<String>,
     /// Most module pulls at once; each holds one module (up to 64 MiB) in memory while it is
     /// checked.
     #[arg(long, env = "ARI_MAX_CONCURRENT_PULLS", default_value_t = ari_oci::DEFAULT_MAX_CONCURRENT_PULLS)]
@@ -148,10 +157,20 @@ impl Config {
             .unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned())
     }
 
+    /// [`Config::log_filter`] as a filter, with the MCP SDK silenced whatever it says
+    /// ([`ari_mcp::SILENCE_SDK_LOGS`]).
+    pub fn filter(
+        &self,
+        rust_log: Option<String>,
+    ) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
+        Ok(EnvFilter::try_new(self.log_filter(rust_log))?
+            .add_directive(ari_mcp::SILENCE_SDK_LOGS.parse()?))
+    }
+
     /// Installs the global subscriber; a filter that does not parse is an error, so a typo
     /// in the chart's log level fails the pod visibly instead of silently logging nothing.
     pub fn init_tracing(&self) -> Result<(), tracing_subscriber::filter::ParseError> {
-        let filter = EnvFilter::try_new(self.log_filter(std::env::var("RUST_LOG").ok()))?;
+        let filter = self.filter(std::env::var("RUST_LOG").ok())?;
         let fmt = tracing_subscriber::fmt().with_env_filter(filter);
         match self.log_format {
             LogFormat::Json => fmt.json().init(),
@@ -227,6 +246,49 @@ mod tests {
         assert_eq!(c.log_filter(Some("warn".into())), "warn");
         assert_eq!(c.log_filter(None), DEFAULT_LOG_FILTER);
         assert_eq!(c.log_filter(Some(" ".into())), DEFAULT_LOG_FILTER);
+    }
+
+    /// A server's 401 body reached the operator's log through rmcp's own error log before.
+    #[test]
+    fn the_mcp_sdk_never_logs_whatever_the_admin_sets() {
+        use std::io::Write;
+        use std::sync::{Arc, Mutex};
+
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl Write for Captured {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        for level in [None, Some("trace"), Some("rmcp=trace,info")] {
+            let c = parse(&[]);
+            let captured = Captured::default();
+            let out = captured.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_env_filter(
+                    c.filter(level.map(String::from))
+                        .unwrap_or_else(|e| panic!("{e}")),
+                )
+                .with_writer(move || out.clone())
+                .finish();
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::error!(target: "rmcp::transport::worker", "HTTP 401: server-sent-secret");
+                tracing::error!(target: "ari_operator::mcp_server", "ours");
+            });
+            let text =
+                String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(|e| e.into_inner()))
+                    .into_owned();
+            assert!(!text.contains("server-sent-secret"), "{level:?}: {text}");
+            assert!(text.contains("ours"), "{level:?}: {text}");
+        }
     }
 
     #[test]

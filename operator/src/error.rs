@@ -25,6 +25,9 @@ pub enum Error {
     /// The model probe's HTTP client could not be built (its TLS set-up), at start-up.
     #[error("model probe client: {0}")]
     ModelProbe(ari_llm::ModelError),
+    /// The MCP server probe's HTTP client could not be built (its TLS set-up), at start-up.
+    #[error("tool server probe client: {0}")]
+    ToolProbe(ari_mcp::ToolError),
     /// Another replica took the Lease: this one exits so it restarts as a fresh candidate.
     #[error("lost leadership")]
     LostLeadership,
@@ -40,6 +43,7 @@ impl Error {
             Error::Metrics(_) => "metrics",
             Error::Registry(_) => "registry",
             Error::ModelProbe(_) => "model_probe",
+            Error::ToolProbe(_) => "tool_probe",
             Error::LostLeadership => "lost_leadership",
         }
     }
@@ -65,6 +69,7 @@ mod tests {
             Error::ModelProbe(ari_llm::ModelError::Unavailable {
                 message: "m".into(),
             }),
+            Error::ToolProbe(ari_mcp::ToolError::unavailable("m")),
             Error::LostLeadership,
         ];
         let labels: HashSet<&str> = all.iter().map(Error::metric_label).collect();

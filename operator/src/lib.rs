@@ -10,6 +10,7 @@ pub mod error;
 mod health;
 mod leader;
 mod marked;
+pub mod mcp_server;
 mod metrics;
 pub mod model_config;
 pub mod plan;

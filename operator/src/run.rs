@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ari_crds::names;
 use ari_crds::plan_view::LABEL_PLAN_UID;
-use ari_crds::{Agent, ModelConfig, Plan, Task};
+use ari_crds::{Agent, MCPServer, ModelConfig, Plan, Task};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -174,10 +174,11 @@ async fn lead(
         agents,
         &ctl_stop,
     );
-    let model_ctl = model_config_controller(cfg, client, ctx, ctl_stop)?;
+    let model_ctl = model_config_controller(cfg, client.clone(), ctx.clone(), ctl_stop.clone())?;
+    let tool_ctl = mcp_server_controller(cfg, client, ctx, ctl_stop)?;
     let gauges = tokio::spawn(task_gauges(tasks, metrics));
 
-    tokio::join!(agent_ctl, task_ctl, plan_ctl, model_ctl);
+    tokio::join!(agent_ctl, task_ctl, plan_ctl, model_ctl, tool_ctl);
     gauges.abort();
     pod_cache.abort();
     Ok(lost_leadership.await.unwrap_or(false))
@@ -221,6 +222,7 @@ fn agent_controller(
     // grants list/watch on it alone).
     let agents_of_ns = agent_store.clone();
     let agents_granting = agent_store.clone();
+    let agents_granting_tools = agent_store.clone();
     let controller = Controller::for_stream(agent_events, agent_store.clone())
         .watches(
             scoped::<Secret>(cfg, client),
@@ -254,6 +256,28 @@ fn agent_controller(
                                 .models
                                 .as_ref()
                                 .is_some_and(|m| m.allowed.contains(&name))
+                    })
+                    .map(|a| ObjectRef::from_obj(a.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        // An MCPServer's change reaches the executors of the Agents granting it likewise.
+        .watches(
+            scoped::<MCPServer>(cfg, client),
+            watcher::Config::default(),
+            move |server: MCPServer| {
+                let ns = server.metadata.namespace.unwrap_or_default();
+                let name = server.metadata.name.unwrap_or_default();
+                agents_granting_tools
+                    .state()
+                    .into_iter()
+                    .filter(|a| {
+                        a.metadata.namespace.as_deref() == Some(ns.as_str())
+                            && a.spec
+                                .capabilities
+                                .tools
+                                .as_ref()
+                                .is_some_and(|t| t.servers.iter().any(|s| s.name == name))
                     })
                     .map(|a| ObjectRef::from_obj(a.as_ref()))
                     .collect::<Vec<_>>()
@@ -423,6 +447,34 @@ fn model_config_controller(
         .with_config(controller::Config::default().concurrency(mc::MAX_CONCURRENT_PROBES))
         .graceful_shutdown_on(wait_true(stop))
         .run(mc::reconcile, mc::error_policy, model_ctx)
+        .for_each(|_| async {}))
+}
+
+/// The MCPServer controller, listing at most a few servers' tools at once.
+fn mcp_server_controller(
+    cfg: &Config,
+    client: Client,
+    ctx: Arc<Context>,
+    stop: watch::Receiver<bool>,
+) -> Result<impl Future<Output = ()> + Send + use<>, Error> {
+    use crate::mcp_server::controller::{self as ms, Prober, ToolServerContext};
+    let (store, writer) = reflector::store();
+    let events = decode::watch::<MCPServer>(
+        client,
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        ctx.metrics.count_skipped(),
+    )
+    .reflect(writer)
+    .applied_objects();
+    let tool_ctx = Arc::new(ToolServerContext {
+        base: ctx,
+        prober: Prober::new(&cfg.tool_probe_internal_endpoints)?,
+    });
+    Ok(Controller::for_stream(events, store)
+        .with_config(controller::Config::default().concurrency(ms::MAX_CONCURRENT_PROBES))
+        .graceful_shutdown_on(wait_true(stop))
+        .run(ms::reconcile, ms::error_policy, tool_ctx)
         .for_each(|_| async {}))
 }
 

@@ -81,8 +81,12 @@ pub fn main() -> ExitCode {
 /// Plain warnings for people at a terminal; JSON at info level for the in-cluster worker.
 fn init_logging(worker: bool) {
     let default = if worker { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ARI_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("ARI_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Whatever ARI_LOG says: rmcp logs what MCP servers send (see ari_mcp::SILENCE_SDK_LOGS).
+    if let Ok(silenced) = ari_mcp::SILENCE_SDK_LOGS.parse() {
+        filter = filter.add_directive(silenced);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -9,6 +9,7 @@ use ed25519_dalek::SigningKey;
 
 use super::livelog::WriteRate;
 use super::models::GrantedModels;
+use super::tools::GrantedTools;
 use super::{ConfigError, KeyMismatch, WorkerError};
 
 /// What one executor pod needs to know about itself.
@@ -54,6 +55,9 @@ pub struct WorkerConfig {
     /// `ARI_MODELS` and the `ARI_MODEL_KEY_<n>` variables it names: the granted models the
     /// operator handed over, with their keys (see [`super::models`]).
     pub models: GrantedModels,
+    /// `ARI_TOOL_SERVERS` and the `ARI_TOOL_TOKEN_<n>` / `ARI_TOOL_HEADER_<n>_<h>` variables it
+    /// names: the granted MCP servers the operator handed over (see [`super::tools`]).
+    pub tools: GrantedTools,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -75,6 +79,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("registry", &self.registry)
             .field("live_log_rate", &self.live_log_rate)
             .field("models", &self.models)
+            .field("tools", &self.tools)
             .finish_non_exhaustive()
     }
 }
@@ -184,6 +189,7 @@ impl WorkerConfig {
             live_log_rate,
             parked_memory_bytes,
             models: GrantedModels::from_lookup(&get)?,
+            tools: GrantedTools::from_lookup(&get)?,
         })
     }
 }

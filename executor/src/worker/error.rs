@@ -69,6 +69,9 @@ pub enum ConfigError {
     /// The model client could not be built (its TLS setup).
     #[error("model client: {0}")]
     ModelClient(String),
+    /// The MCP client could not be built (its TLS setup).
+    #[error("tool client: {0}")]
+    ToolClient(String),
 }
 
 /// The Agent's module could not be fetched, or is not the one the operator validated.

@@ -26,6 +26,7 @@ mod serve;
 mod slots;
 mod status;
 mod storage;
+mod tools;
 #[cfg(test)]
 use ari_testkit::mock_api as testutil;
 
@@ -41,7 +42,7 @@ use tracing::{error, info, warn};
 pub use config::WorkerConfig;
 pub use error::{ConfigError, KeyMismatch, ModuleError, WorkerError};
 
-use ari_runtime::capability::{Grants, LoadedModels, LoadedSigningKey};
+use ari_runtime::capability::{Grants, LoadedModels, LoadedSigningKey, LoadedTools};
 use ari_runtime::{Runtime, RuntimeConfig};
 use backlog::Backlog;
 use metrics::Metrics;
@@ -176,6 +177,10 @@ async fn prepare(
         Some(_) => grants.with_models(loaded_models(&config, executor_pods(&agent, &config))?),
         None => grants,
     };
+    let grants = match &agent.spec.capabilities.tools {
+        Some(_) => grants.with_tools(loaded_tools(&config)?),
+        None => grants,
+    };
     // Keyed by the Agent's uid: a re-created Agent of the same name starts empty.
     let agent_uid = agent.uid().ok_or(ConfigError::AgentWithoutUid)?;
     let storage = AgentStorage::open(
@@ -259,6 +264,17 @@ fn loaded_models(config: &WorkerConfig, pods: u32) -> Result<LoadedModels, Worke
         .map_err(|e| ConfigError::ModelClient(e.to_string()))?;
     info!(models = ?config.models, pods, "models loaded");
     Ok(LoadedModels::live(client, config.models.limited(pods)))
+}
+
+/// The granted MCP servers the operator handed over, behind one MCP client for the process. A
+/// granted name not among them (no MCPServer, an unmarked Secret, a key the Secret lacks) is
+/// answered `unavailable` by the runtime.
+fn loaded_tools(config: &WorkerConfig) -> Result<LoadedTools, WorkerError> {
+    for name in &config.tools.without_credentials {
+        warn!(server = %name, "the MCP server's credentials Secret lacks a key it names; its calls are unavailable");
+    }
+    info!(servers = ?config.tools, "tool servers loaded");
+    Ok(config.tools.loaded()?)
 }
 
 /// The Agent's executor pods, among which its models' rate limits are shared out: its

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use super::image::{self, ResolvedImage};
-use super::{deployment, key, models, module, rbac, signing};
+use super::{deployment, key, models, module, rbac, signing, tools};
 use crate::context::Context;
 use crate::error::Error;
 
@@ -62,6 +62,9 @@ fn is_label_key(s: &str) -> bool {
 /// Condition type, set when models are granted: whether every granted model reaches the
 /// executors (a model that does not answers the guest's calls `unavailable`).
 pub const MODELS_AVAILABLE: &str = "ModelsAvailable";
+/// Condition type, set when tools are granted: whether every granted MCP server reaches the
+/// executors (a server that does not answers the guest's calls `unavailable`).
+pub const TOOLS_AVAILABLE: &str = "ToolsAvailable";
 
 /// `Valid=False` reason: the signing grant's Secret may not be used.
 pub const SIGNING_REJECTED: &str = "SigningSecretRejected";
@@ -299,27 +302,31 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         }
         _ => None,
     };
-    match &granted_models {
-        Some(r) => {
-            let (st, reason, message) = if r.unusable.is_empty() {
-                (ConditionStatus::True, "Resolved", String::new())
-            } else {
-                let mut m = r.message();
-                crate::cache::clip(&mut m, MESSAGE_MAX);
-                (ConditionStatus::False, "ModelsUnavailable", m)
-            };
-            conditions::set(
-                &mut status.conditions,
-                MODELS_AVAILABLE,
-                st,
-                reason,
-                message,
-                gen_,
-                now.clone(),
-            );
+    availability(
+        &mut status,
+        (MODELS_AVAILABLE, "ModelsUnavailable"),
+        granted_models.as_ref().map(|r| r.message(&models::KIND)),
+        gen_,
+        &now,
+    );
+    // The granted MCP servers, by the same rule.
+    let granted_tools = match &agent.spec.capabilities.tools {
+        Some(g) if !g.servers.is_empty() && valid.is_ok() => {
+            Some(tools::fetch(&agent, &client, &ns).await?)
         }
-        None => status.conditions.retain(|c| c.type_ != MODELS_AVAILABLE),
-    }
+        _ => None,
+    };
+    availability(
+        &mut status,
+        (TOOLS_AVAILABLE, "ToolsUnavailable"),
+        granted_tools.as_ref().map(|r| r.message(&tools::KIND)),
+        gen_,
+        &now,
+    );
+    let tool_list = granted_tools
+        .as_ref()
+        .map(|r| r.usable.as_slice())
+        .unwrap_or_default();
     let model_list = granted_models
         .as_ref()
         .map(|r| r.usable.as_slice())
@@ -347,6 +354,7 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
             &ctx.settings,
             &key.public_key,
             model_list,
+            tool_list,
         );
         match apply(&deps, &dep_name, &dep).await {
             Ok(applied) => {
@@ -396,10 +404,13 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     // that is down) with backoff; Deployment changes wake us through `owns`. Secrets are not
     // watched: re-check a refused signing Secret, or a model's unmarked or missing Secret, now
     // and then. A tag is resolved again on every pass, so a moved tag rolls the executors
-    // within 5 minutes. ModelConfig changes wake us through a watch.
+    // within 5 minutes. ModelConfig and MCPServer changes wake us through watches.
     let models_waiting = granted_models
         .as_ref()
-        .is_some_and(|r| !r.unusable.is_empty());
+        .is_some_and(|r| !r.unusable.is_empty())
+        || granted_tools
+            .as_ref()
+            .is_some_and(|r| !r.unusable.is_empty());
     Ok(match (&valid, &module) {
         (Err((SIGNING_REJECTED, _)), _) => Action::requeue(Duration::from_secs(30)),
         (Ok(()), Ok(_)) if models_waiting => Action::requeue(Duration::from_secs(30)),
@@ -408,6 +419,37 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         (Ok(()), Ok(_)) => Action::requeue(Duration::from_secs(300)),
         (Ok(()), Err(_)) => Action::requeue(module_retry(&status, &now)),
     })
+}
+
+/// Sets condition `type_` from what a grant resolved to: `True` when `message` is empty,
+/// `False` with `reason` and the message otherwise; removes it when nothing of the kind is
+/// granted (`None`).
+fn availability(
+    status: &mut AgentStatus,
+    (type_, reason): (&str, &str),
+    message: Option<String>,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let Some(mut message) = message else {
+        status.conditions.retain(|c| c.type_ != type_);
+        return;
+    };
+    let (st, reason) = if message.is_empty() {
+        (ConditionStatus::True, "Resolved")
+    } else {
+        crate::cache::clip(&mut message, MESSAGE_MAX);
+        (ConditionStatus::False, reason)
+    };
+    conditions::set(
+        &mut status.conditions,
+        type_,
+        st,
+        reason,
+        message,
+        generation,
+        now.clone(),
+    );
 }
 
 /// The module's digest, and for `module.image` what the image resolved to.

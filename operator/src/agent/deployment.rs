@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use ari_crds::Agent;
 use ari_crds::capability::CapabilityName;
+use ari_crds::mcp_server::{ExecutorToolServer, TOOL_SERVERS_ENV};
 use ari_crds::model_config::{ExecutorModel, MODELS_ENV};
 use ari_crds::names;
 use k8s_openapi::api::apps::v1::{
@@ -103,7 +104,8 @@ fn field_env(name: &str, path: &str) -> EnvVar {
 /// `attestation_public_key` is the namespace key's public half from the operator's source of
 /// truth; the executor refuses to sign with a key that does not match it. `module_image` is what
 /// `module.image` resolved to: executors pull only that pinned reference. `models` are the
-/// granted models whose credentials passed the marked-Secret rule ([`super::models`]).
+/// granted models whose credentials passed the marked-Secret rule ([`super::models`]), `tools`
+/// the granted MCP servers that did ([`super::tools`]).
 pub fn build(
     agent: &Agent,
     module_digest: &str,
@@ -111,6 +113,7 @@ pub fn build(
     settings: &Settings,
     attestation_public_key: &str,
     models: &[ExecutorModel],
+    tools: &[ExecutorToolServer],
 ) -> Deployment {
     let name = agent.name_any();
     let labels = selector_labels(&name);
@@ -175,6 +178,7 @@ pub fn build(
         env_vars.extend(image_env(resolved, settings));
     }
     env_vars.extend(model_env(models));
+    env_vars.extend(tool_env(tools));
     let container = Container {
         name: "executor".to_owned(),
         image: Some(image),
@@ -314,18 +318,47 @@ fn model_env(models: &[ExecutorModel]) -> Vec<EnvVar> {
     let mut vars = vec![env(MODELS_ENV, list)];
     for m in models {
         if let (Some(var), Some(secret)) = (&m.key_env, &m.spec.credentials) {
-            vars.push(EnvVar {
-                name: var.clone(),
-                value_from: Some(EnvVarSource {
-                    secret_key_ref: Some(SecretKeySelector {
-                        name: secret.name.clone(),
-                        key: secret.key.clone(),
-                        optional: Some(true),
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
+            vars.push(secret_env(var, secret));
+        }
+    }
+    vars
+}
+
+/// Variable `var` filled by the kubelet from `secret`, optional (a missing key is the
+/// capability's `unavailable`, not a pod that cannot start).
+fn secret_env(var: &str, secret: &ari_crds::SecretKeyRef) -> EnvVar {
+    EnvVar {
+        name: var.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.name.clone(),
+                key: secret.key.clone(),
+                optional: Some(true),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The granted MCP servers for the executor: their specs in `ARI_TOOL_SERVERS` (no credential
+/// in them) and each token and header value by reference, resolved by the kubelet. `optional`:
+/// a key missing from its Secret makes that server's calls fail, not the pod fail to start.
+fn tool_env(servers: &[ExecutorToolServer]) -> Vec<EnvVar> {
+    if servers.is_empty() {
+        return Vec::new();
+    }
+    // Serialising plain data cannot fail; an empty list would leave the servers unavailable.
+    let list = serde_json::to_string(servers).unwrap_or_else(|_| "[]".to_owned());
+    let mut vars = vec![env(TOOL_SERVERS_ENV, list)];
+    for s in servers {
+        let token = s.token_env.iter().zip(&s.spec.token);
+        let headers = s
+            .header_envs
+            .iter()
+            .zip(s.spec.headers.iter().map(|h| &h.value_from));
+        for (var, secret) in token.chain(headers) {
+            vars.push(secret_env(var, secret));
         }
     }
     vars
@@ -388,6 +421,7 @@ mod tests {
             &settings,
             "pk",
             &[],
+            &[],
         );
         assert_eq!(container(&d).image, Some(settings.executor_image));
     }
@@ -400,6 +434,7 @@ mod tests {
             None,
             &Settings::default(),
             "pk",
+            &[],
             &[],
         );
         let c = container(&d);
@@ -440,6 +475,7 @@ mod tests {
             &settings,
             "pk",
             &[],
+            &[],
         );
         let env = container(&d).env.unwrap_or_default();
         let by = |n: &str| env.iter().find(|e| e.name == n).cloned();
@@ -470,6 +506,7 @@ mod tests {
             &settings,
             "pk",
             &[],
+            &[],
         );
         let plain_env = container(&plain).env.unwrap_or_default();
         assert!(
@@ -499,6 +536,7 @@ mod tests {
             &Settings::default(),
             "pk",
             &models,
+            &[],
         );
         let env = container(&d).env.unwrap_or_default();
         let by = |n: &str| env.iter().find(|e| e.name == n).cloned();
@@ -520,8 +558,54 @@ mod tests {
             &Settings::default(),
             "pk",
             &[],
+            &[],
         );
         let plain_env = container(&plain).env.unwrap_or_default();
         assert!(!plain_env.iter().any(|e| e.name.starts_with("ARI_MODEL")));
+    }
+
+    #[test]
+    fn tool_credentials_reach_the_executor_by_reference_and_the_spec_list_holds_none() {
+        let spec: ari_crds::MCPServerSpec = serde_json::from_value(serde_json::json!({
+            "url": "http://tools:8000/mcp",
+            "token": {"name": "docs-token", "key": "token"},
+            "headers": [{"name": "X-Tenant", "valueFrom": {"name": "docs-token", "key": "tenant"}}]
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let servers = [ExecutorToolServer {
+            name: "docs".into(),
+            spec,
+            token_env: Some(ExecutorToolServer::token_env_name(0)),
+            header_envs: vec![ExecutorToolServer::header_env_name(0, 0)],
+        }];
+        let d = build(
+            &agent(serde_json::json!({})),
+            "sha256:x",
+            None,
+            &Settings::default(),
+            "pk",
+            &[],
+            &servers,
+        );
+        let env = container(&d).env.unwrap_or_default();
+        let by = |n: &str| env.iter().find(|e| e.name == n).cloned();
+        let list = by(TOOL_SERVERS_ENV)
+            .and_then(|e| e.value)
+            .unwrap_or_default();
+        let back: Vec<ExecutorToolServer> =
+            serde_json::from_str(&list).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, servers);
+        for (var, key) in [
+            ("ARI_TOOL_TOKEN_0", "token"),
+            ("ARI_TOOL_HEADER_0_0", "tenant"),
+        ] {
+            let v = by(var).unwrap_or_else(|| panic!("no {var}"));
+            assert_eq!(v.value, None);
+            let r = v.value_from.and_then(|v| v.secret_key_ref);
+            assert_eq!(
+                r.map(|s| (s.name, s.key)),
+                Some(("docs-token".to_owned(), key.to_owned()))
+            );
+        }
     }
 }

@@ -2,9 +2,11 @@
 
 pub mod controller;
 pub mod deployment;
+pub mod granted;
 pub mod image;
 pub mod key;
 pub mod models;
 pub mod module;
 pub mod rbac;
 pub mod signing;
+pub mod tools;

@@ -16,51 +16,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::marked::{self, Credentials};
+use super::granted::{self, Kind, Unusable};
+use crate::marked;
 
-/// Why a granted model is not handed to the executors (its calls then fail `unavailable`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unusable {
-    /// No ModelConfig of that name in the Agent's namespace.
-    NotFound,
-    /// The credentials name the attestation key or no Secret name.
-    CredentialsForbidden,
-    /// The credentials Secret does not exist.
-    CredentialsMissing,
-    /// The credentials Secret lacks the `ari.dev/model-credentials: "true"` label.
-    CredentialsNotMarked,
-}
+/// The models an Agent is granted, resolved.
+pub type Resolved = granted::Resolved<ExecutorModel>;
 
-impl Unusable {
-    fn describe(&self) -> &'static str {
-        match self {
-            Unusable::NotFound => "no ModelConfig of that name in the Agent's namespace",
-            Unusable::CredentialsForbidden => "its credentials name a Secret an Agent may not use",
-            Unusable::CredentialsMissing => "its credentials Secret does not exist",
-            Unusable::CredentialsNotMarked => {
-                "its credentials Secret is not labelled ari.dev/model-credentials=true"
-            }
-        }
-    }
-}
-
-/// The granted models: those the executors get, in grant order, and those they do not.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Resolved {
-    pub usable: Vec<ExecutorModel>,
-    pub unusable: Vec<(String, Unusable)>,
-}
-
-impl Resolved {
-    /// One line for the Agent's `ModelsAvailable` condition (empty when all are usable).
-    pub fn message(&self) -> String {
-        self.unusable
-            .iter()
-            .map(|(name, why)| format!("model {name}: {}", why.describe()))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-}
+/// How condition messages name models.
+pub const KIND: Kind = Kind {
+    noun: "model",
+    kind: "ModelConfig",
+    label: CREDENTIALS_LABEL,
+};
 
 /// The pure decision: `granted` names against the namespace's ModelConfigs, with
 /// `secret_meta` answering for a credentials Secret's metadata (`None`: not found).
@@ -82,25 +49,12 @@ pub fn resolve<'a>(
         let meta = reference
             .filter(|r| !crate::marked::is_forbidden_name(&r.name))
             .and_then(|r| secret_meta(&r.name));
-        let key_env = match marked::credentials(reference, meta, CREDENTIALS_LABEL) {
-            Credentials::None => None,
-            Credentials::Marked => Some(ExecutorModel::key_env_name(out.usable.len())),
-            Credentials::Forbidden => {
-                out.unusable
-                    .push((name.clone(), Unusable::CredentialsForbidden));
-                continue;
-            }
-            Credentials::Missing => {
-                out.unusable
-                    .push((name.clone(), Unusable::CredentialsMissing));
-                continue;
-            }
-            Credentials::NotMarked => {
-                out.unusable
-                    .push((name.clone(), Unusable::CredentialsNotMarked));
-                continue;
-            }
-        };
+        let creds = marked::credentials(reference, meta, CREDENTIALS_LABEL);
+        if let Some(why) = Unusable::of(creds) {
+            out.unusable.push((name.clone(), why));
+            continue;
+        }
+        let key_env = reference.map(|_| ExecutorModel::key_env_name(out.usable.len()));
         out.usable.push(ExecutorModel {
             name: name.clone(),
             spec: mc.spec.clone(),
@@ -213,7 +167,7 @@ mod tests {
             ]
         );
         assert!(
-            r.message()
+            r.message(&KIND)
                 .contains("model stolen: its credentials Secret is not labelled")
         );
     }

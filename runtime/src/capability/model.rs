@@ -23,9 +23,8 @@ use ari_llm::{CallError, Client, Model, ModelError, Session, Source};
 use ari_model::grant::ModelsGrant;
 use ari_model::{CapabilityName, ModelCalls, ModelEndpoint};
 
-use super::io::wait;
+use super::io::CallCancel;
 use super::{CapError, Capability, Grants, TaskSetup};
-use crate::cancel::CancelToken;
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
 
@@ -98,9 +97,8 @@ pub struct ModelCapability {
     grant: Option<ModelsGrant>,
     models: LoadedModels,
     session: Session,
-    cancel: CancelToken,
-    /// Woken by the task's cancellation (a call in flight returns at once).
-    cancelled: Arc<tokio::sync::Notify>,
+    /// The task's cancellation: a call in flight returns at once.
+    cancel: CallCancel,
     deadline: Option<Instant>,
     /// Where live text goes (a live run's host may give one; a replay never streams).
     tap: Option<Arc<dyn ModelTap>>,
@@ -126,15 +124,11 @@ impl Capability for ModelCapability {
             // host loaded no client (every call then fails: no record to serve).
             _ => Source::Replay(Replayer::new([])),
         };
-        let cancelled = Arc::new(tokio::sync::Notify::new());
-        let notify = cancelled.clone();
-        task.cancel.on_cancel(move || notify.notify_one());
         Self {
             grant: grants.spec().models.clone(),
             models,
             session: Session::new(source, task.tokens, MAX_RECORD_BYTES),
-            cancel: task.cancel.clone(),
-            cancelled,
+            cancel: CallCancel::new(task.cancel.clone()),
             deadline: None,
             tap: if task.replay {
                 None
@@ -231,7 +225,7 @@ impl ModelCapability {
             None
         };
         let call = self.session.chat(&model, request, until, streamed);
-        let result = wait(&self.cancel, &self.cancelled, call)?;
+        let result = self.cancel.wait(call)?;
         self.finish(recorder, result)
     }
 
@@ -249,7 +243,7 @@ impl ModelCapability {
         };
         let until = self.until();
         let call = self.session.embed(&model, request, until);
-        let result = wait(&self.cancel, &self.cancelled, call)?;
+        let result = self.cancel.wait(call)?;
         self.finish(recorder, result)
     }
 

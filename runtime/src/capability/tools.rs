@@ -16,7 +16,6 @@ pub use events::ToolEvent;
 pub use link::FUEL;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use ari_mcp::record::{CallRecord, Replayer};
@@ -26,9 +25,8 @@ use ari_mcp::{
 use ari_model::grant::ToolsGrant;
 use ari_model::{CapabilityName, ToolServerApplied};
 
-use super::io::wait;
+use super::io::CallCancel;
 use super::{CapError, Capability, Grants, TaskSetup};
-use crate::cancel::CancelToken;
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
 
@@ -84,9 +82,8 @@ pub struct ToolsCapability {
     grant: Option<ToolsGrant>,
     tools: LoadedTools,
     session: Session,
-    cancel: CancelToken,
-    /// Woken by the task's cancellation (an exchange in flight returns at once).
-    cancelled: Arc<tokio::sync::Notify>,
+    /// The task's cancellation: an exchange in flight returns at once.
+    cancel: CallCancel,
     deadline: Option<Instant>,
 }
 
@@ -114,15 +111,11 @@ impl Capability for ToolsCapability {
             // host loaded no client (every call then fails: no record to serve).
             _ => Source::Replay(Replayer::default()),
         };
-        let cancelled = Arc::new(tokio::sync::Notify::new());
-        let notify = cancelled.clone();
-        task.cancel.on_cancel(move || notify.notify_one());
         Self {
             grant: grants.spec().tools.clone(),
             tools,
             session: Session::new(source, MAX_RECORD_BYTES, limits.max_arguments_bytes),
-            cancel: task.cancel.clone(),
-            cancelled,
+            cancel: CallCancel::new(task.cancel.clone()),
             deadline: None,
         }
     }
@@ -224,7 +217,7 @@ impl ToolsCapability {
         }
         let until = self.until();
         let exchange = self.session.call(&server, tool, arguments, until);
-        let result = wait(&self.cancel, &self.cancelled, exchange)?;
+        let result = self.cancel.wait(exchange)?;
         self.finish(recorder, result)
     }
 
@@ -242,7 +235,7 @@ impl ToolsCapability {
         }
         let until = self.until();
         let exchange = self.session.list(server, until);
-        let result = wait(&self.cancel, &self.cancelled, exchange)?;
+        let result = self.cancel.wait(exchange)?;
         self.finish(recorder, result)
     }
 

@@ -1,10 +1,10 @@
--- Argo CD health of an ari.dev/ModelConfig (Lua 5.1, as Argo CD runs it).
--- Healthy once the operator observed the current spec and the endpoint answered its probe
--- (Ready=True), or when the operator may not probe it (Ready=Unknown, ProbeNotAllowed: an
--- internal endpoint its admin did not list; executors may still reach it); Degraded when
--- Ready is False (Unreachable, EndpointError, CredentialsNotMarked, ...); Progressing otherwise.
--- Fields: status.observedGeneration, status.conditions[] (type, status, reason, message),
--- status.models.
+-- Argo CD health of an ari.dev/ModelConfig or ari.dev/MCPServer (Lua 5.1, as Argo CD runs
+-- it): both are probed by the operator. Healthy once the operator observed the current spec
+-- and the endpoint answered its probe (Ready=True: a model list, a tool list), or when the
+-- operator may not probe it (Ready=Unknown, ProbeNotAllowed: an internal endpoint its admin did
+-- not list; executors may still reach it); Degraded when Ready is False (Unreachable,
+-- EndpointError, CredentialsNotMarked, ...); Progressing otherwise.
+-- Fields: status.observedGeneration, status.conditions[] (type, status, reason, message).
 local hs = {}
 local function ready(status)
   if status.conditions == nil then

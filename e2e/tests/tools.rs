@@ -1,0 +1,360 @@
+//! MCPServers and tool-using Agents on a real control plane, with the operator from
+//! `deploy/operator.yaml`: a real MCP server built with the official Python SDK
+//! (`testkit/mcp/server.py`, `scripts/mcp-server.sh`, found through `ARI_MCP_PYTHON`) on
+//! loopback, which the operator's admin lists for tool listing, requiring a bearer token from a
+//! marked Secret. The operator lists its tools into status; the `toolbox` example Agent, granted
+//! some of them, calls them from the cluster; a tool not granted is denied; an unmarked Secret,
+//! another namespace's server and an unlisted internal server get nowhere; and the token is in
+//! no status, Event or log. The operator and executors run as host processes of the node agent,
+//! so 127.0.0.1 is the test's own loopback.
+//! Run: `cargo build --bins && scripts/build-agents.sh && ARI_MCP_PYTHON="$(scripts/mcp-server.sh
+//! | tail -n 1)" cargo test -p ari-e2e --test tools`.
+
+use anyhow::{Result, ensure};
+use ari_crds::{Agent, MCPServer, Task, TaskPhase, TaskReason};
+use ari_e2e::registry;
+use ari_e2e::scenario::*;
+use ari_e2e::{trials, wait};
+use ari_testkit::mcp_server::{McpServer, Mode};
+use ari_testkit::scripted::{Reply, Scripted};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client};
+
+/// The MCP server's bearer token, in a marked Secret: in no status, Event or log.
+const TOKEN: &str = "mcp-e2e-token-6c1f0a";
+/// A value in an unmarked Secret an MCPServer names: never read, never handed over.
+const UNMARKED: &str = "mcp-e2e-unmarked-93d2be";
+
+fn main() -> std::process::ExitCode {
+    trials::run_phases(
+        ToolsCtx::start,
+        vec![vec![
+            ("mcp_server_trials", mcp_server_trials),
+            ("tool_using_agent_trials", tool_using_agent_trials),
+        ]],
+    )
+}
+
+struct ToolsCtx {
+    ctx: Ctx,
+    server: McpServer,
+    /// A loopback server the admin did not list: it must never be contacted.
+    unlisted: Scripted,
+    /// A loopback port nothing listens on (listed).
+    closed_port: u16,
+}
+
+impl trials::Shared for ToolsCtx {
+    fn failure_context(&self) -> String {
+        self.ctx.operator_logs()
+    }
+}
+
+impl ToolsCtx {
+    fn start() -> Result<ToolsCtx> {
+        let python = McpServer::installed().map_err(anyhow::Error::msg)?;
+        let server = McpServer::start(&python, Mode::Sessions, Some(TOKEN));
+        let ctx = Ctx::start()?;
+        ctx.kubectl_ok([
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/mcpservers.ari.dev",
+        ])?;
+        let unlisted = ctx.rt.block_on(Scripted::start(|_| Reply::new(200, "{}")));
+        let closed_port = registry::free_port()?;
+        let listed = format!("127.0.0.1:{},127.0.0.1:{closed_port}", server.port());
+        registry::install_operator_with(&ctx, "ARI_TOOL_PROBE_INTERNAL_ENDPOINTS", &listed)?;
+        Ok(ToolsCtx {
+            ctx,
+            server,
+            unlisted,
+            closed_port,
+        })
+    }
+}
+
+fn secret_yaml(name: &str, value: &str, marked: bool) -> String {
+    let labels = if marked {
+        "  labels:\n    ari.dev/tool-credentials: \"true\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n{labels}stringData:\n  token: {value}\n"
+    )
+}
+
+fn server_yaml(name: &str, url: &str, secret: Option<&str>) -> String {
+    let token = secret
+        .map(|s| format!("  token:\n    name: {s}\n    key: token\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: ari.dev/v1alpha1\nkind: MCPServer\nmetadata:\n  name: {name}\nspec:\n  url: {url:?}\n{token}"
+    )
+}
+
+/// Waits for the MCPServer's `Ready` condition to have `status` and `reason`.
+async fn ready(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> Result<MCPServer> {
+    let api: Api<MCPServer> = Api::namespaced(client.clone(), ns);
+    let wanted = wait::Wanted {
+        type_: "Ready",
+        status,
+        reason: Some(reason),
+    };
+    let (server, _) = wait::condition(&api, name, wanted, |s: &MCPServer| {
+        s.status.clone().map(|s| s.conditions).unwrap_or_default()
+    })
+    .await?;
+    Ok(server)
+}
+
+/// Every object and log a namespace user or an admin reads, as text.
+async fn readable(ctx: &Ctx, client: &Client, ns: &str) -> Result<Vec<(&'static str, String)>> {
+    let json = |v: serde_json::Result<String>| v.unwrap_or_default();
+    Ok(vec![
+        (
+            "MCPServers",
+            json(serde_json::to_string(
+                &Api::<MCPServer>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await?
+                    .items,
+            )),
+        ),
+        (
+            "Tasks",
+            json(serde_json::to_string(
+                &Api::<Task>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await?
+                    .items,
+            )),
+        ),
+        (
+            "Agents",
+            json(serde_json::to_string(
+                &Api::<Agent>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await?
+                    .items,
+            )),
+        ),
+        (
+            "Events",
+            json(serde_json::to_string(
+                &Api::<Event>::namespaced(client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await?
+                    .items,
+            )),
+        ),
+        ("operator logs", operator_log(ctx, client).await?),
+        ("executor logs", executor_log(ctx, client, ns).await?),
+    ])
+}
+
+/// The operator lists the real server's tools with the marked token (annotations included);
+/// an unmarked Secret, a closed port and an unlisted internal server get fixed reasons, the
+/// last never contacted.
+fn mcp_server_trials(t: &ToolsCtx) -> Result<()> {
+    let ctx = &t.ctx;
+    ctx.in_namespace("mcp", |client, ns| async move {
+        let closed = format!("http://127.0.0.1:{}/mcp", t.closed_port);
+        let yaml = [
+            secret_yaml("demo-token", TOKEN, true),
+            secret_yaml("plain-token", UNMARKED, false),
+            server_yaml("demo", &t.server.url(), Some("demo-token")),
+            server_yaml("anonymous", &t.server.url(), None),
+            server_yaml("plain", &t.server.url(), Some("plain-token")),
+            server_yaml("closed", &closed, None),
+            server_yaml(
+                "unlisted",
+                &format!("http://127.0.0.1:{}/mcp", t.unlisted.port()),
+                None,
+            ),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+
+        let demo = ready(&client, &ns, "demo", "True", "ToolsListed").await?;
+        let status = demo.status.clone().unwrap_or_default();
+        let names: Vec<&str> = status.tools.iter().map(|t| t.name.as_str()).collect();
+        ensure!(
+            names.contains(&"echo") && names.contains(&"delete_everything"),
+            "status.tools of the real server: {names:?}"
+        );
+        ensure!(
+            status.tool_count == Some(u32::try_from(names.len())?),
+            "toolCount {:?} for {} tools",
+            status.tool_count,
+            names.len()
+        );
+        let destructive = status
+            .tools
+            .iter()
+            .find(|t| t.name == "delete_everything")
+            .and_then(|t| t.destructive);
+        ensure!(
+            destructive == Some(true),
+            "delete_everything's hint: {destructive:?}"
+        );
+        let read_only = status
+            .tools
+            .iter()
+            .find(|t| t.name == "echo")
+            .and_then(|t| t.read_only);
+        ensure!(read_only == Some(true), "echo's hint: {read_only:?}");
+
+        // Without the token the real server refuses the listing (401).
+        ready(&client, &ns, "anonymous", "False", "Unreachable").await?;
+        ready(&client, &ns, "plain", "False", "CredentialsNotMarked").await?;
+        ready(&client, &ns, "closed", "False", "Unreachable").await?;
+        ready(&client, &ns, "unlisted", "Unknown", "ProbeNotAllowed").await?;
+        event_with_reason(&client, &ns, "plain", "CredentialsNotMarked").await?;
+        ensure!(
+            t.unlisted.hits().is_empty(),
+            "the operator contacted an unlisted internal server: {:?}",
+            t.unlisted.hits()
+        );
+        for (what, text) in readable(ctx, &client, &ns).await? {
+            for secret in [TOKEN, UNMARKED] {
+                ensure!(!text.contains(secret), "{what} hold {secret}");
+            }
+            // The SDK's own logs carry what servers send (a 401's body): silenced.
+            ensure!(
+                !text.contains("\"target\":\"rmcp"),
+                "{what} hold rmcp's logs"
+            );
+        }
+        let kubectl = ctx.kubectl_ok(["get", "mcpservers", "-n", &ns])?;
+        ensure!(
+            kubectl.contains("TOOLS") && kubectl.contains("demo"),
+            "kubectl get mcpservers:\n{kubectl}"
+        );
+        Ok(())
+    })
+}
+
+/// The `toolbox` example Agent, granted `echo` and `add` of the namespace's server, calls them
+/// from the cluster with the token the kubelet handed its executor; a tool not granted ends
+/// the Task `CapabilityDenied` without reaching the server; an Agent of another namespace
+/// naming the same server gets nothing (no such MCPServer there: its calls are unavailable);
+/// the token is in no status, attestation, Event, log or pod spec.
+fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
+    let ctx = &t.ctx;
+    let owner = ctx.in_namespace("tools", |client, ns| async move {
+        // The example a user copies is accepted as written.
+        let example = repo().join("examples/manifests/tools/toolbox.yaml");
+        ctx.kubectl_ok([
+            "apply",
+            "--dry-run=server",
+            "-n",
+            &ns,
+            "-f",
+            &example.display().to_string(),
+        ])?;
+        ctx.module_configmap(&ns, "toolbox-module", "toolbox")?;
+        let grant = "  capabilities:\n    tools:\n      servers:\n        - name: demo\n          tools: [echo, add]\n";
+        let yaml = [
+            secret_yaml("demo-token", TOKEN, true),
+            server_yaml("demo", &t.server.url(), Some("demo-token")),
+            agent_yaml("toolbox", "toolbox-module", 1, grant),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        ready(&client, &ns, "demo", "True", "ToolsListed").await?;
+        let agent = agent_ready(&client, &ns, "toolbox").await?;
+        agent_condition(&client, &ns, "toolbox", "ToolsAvailable", "True").await?;
+
+        let calls = "servers\nlist demo\ncall demo echo {\"text\":\"hello from the cluster\"}\ncall demo add {\"a\":2,\"b\":40}";
+        let tasks = [
+            task_yaml("calls", "toolbox", calls, ""),
+            task_yaml("destroy", "toolbox", "call demo delete_everything {\"confirm\":true}", ""),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &tasks)?;
+        let timeout = std::time::Duration::from_secs(180);
+        let done = task_finished(&client, &ns, "calls", timeout).await?;
+        expect_reason(&done, TaskPhase::Succeeded, TaskReason::Completed)?;
+        verify_attestation(&done, &agent)?;
+        let status = done.status.clone().unwrap_or_default();
+        let output = status.output.clone().unwrap_or_default();
+        for want in ["demo", "echo [read-only]", "hello from the cluster", "42"] {
+            ensure!(output.contains(want), "toolbox output lacks {want:?}:\n{output}");
+        }
+        ensure!(
+            !output.contains("delete_everything"),
+            "a tool not granted was listed to the guest:\n{output}"
+        );
+        let applied = status.limits_applied.clone().unwrap_or_default();
+        let url = applied.tools.first().and_then(|s| s.url.clone());
+        ensure!(
+            url.as_deref() == Some(t.server.url().as_str()),
+            "limitsApplied.tools: {:?}",
+            applied.tools
+        );
+
+        let destroy = task_finished(&client, &ns, "destroy", timeout).await?;
+        expect_reason(&destroy, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+
+        for (what, text) in readable(ctx, &client, &ns).await? {
+            ensure!(!text.contains(TOKEN), "{what} hold the token");
+        }
+        // The executor pod carries the token by reference only.
+        let pods = serde_json::to_string(
+            &Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        ensure!(
+            pods.contains("ARI_TOOL_TOKEN_0") && !pods.contains(TOKEN),
+            "the executor pod's token variable"
+        );
+        Ok(())
+    });
+    owner?;
+    // Another namespace names `demo`: there is none there, so nothing is handed over.
+    ctx.in_namespace("tools-other", |client, ns| async move {
+        ctx.module_configmap(&ns, "toolbox-module", "toolbox")?;
+        let grant = "  capabilities:\n    tools:\n      servers:\n        - name: demo\n          tools: [\"*\"]\n";
+        ctx.apply_ok(&ns, &agent_yaml("thief", "toolbox-module", 1, grant))?;
+        agent_ready(&client, &ns, "thief").await?;
+        let why = agent_condition(&client, &ns, "thief", "ToolsAvailable", "False").await?;
+        ensure!(
+            why.contains("tool server demo: no MCPServer of that name"),
+            "ToolsAvailable of the other namespace's Agent: {why}"
+        );
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("steal", "thief", "call demo echo {\"text\":\"x\"}", ""),
+        )?;
+        let done =
+            task_finished(&client, &ns, "steal", std::time::Duration::from_secs(180)).await?;
+        let output = done.status.clone().unwrap_or_default().output.unwrap_or_default();
+        ensure!(
+            output.starts_with("error unavailable"),
+            "a call to another namespace's server: {:?} {output:?}",
+            done.status.and_then(|s| s.phase)
+        );
+        let pods = serde_json::to_string(
+            &Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?
+                .items,
+        )?;
+        ensure!(
+            !pods.contains("ARI_TOOL_SERVERS"),
+            "an executor pod got another namespace's server"
+        );
+        Ok(())
+    })
+}
