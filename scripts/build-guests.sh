@@ -118,7 +118,7 @@ build_c() {
   # module imports only ainur:ari/host and becomes a component without the preview1 adapter.
   clang --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Wno-unused-function \
     -I "$gen" -I "$repo/sdk/c" -o "$work/c-conformance.core.wasm" \
-    "$src/conformance.c" "$repo/sdk/c/ari_defaults.c" "$repo/sdk/c/ari_delegation.c" "$repo/sdk/c/ari_model.c" \
+    "$src/conformance.c" "$repo/sdk/c/ari_defaults.c" "$repo/sdk/c/ari_delegation.c" "$repo/sdk/c/ari_model.c" "$repo/sdk/c/ari_tools.c" \
     "$gen/ari_agent.c" "$gen/ari_agent_component_type.o"
   "$tc/cargo/bin/wasm-tools" component embed "$repo/wit" --world ari-agent \
     "$work/c-conformance.core.wasm" -o "$work/c-conformance.embedded.wasm"

@@ -99,8 +99,9 @@ const LOGS_SETTLED: Duration = Duration::from_secs(20);
 /// What cases may need (their `needs`) that this runner cannot provide yet; such cases are
 /// left out of every language's run, and each trial says how many. `delegation-cluster` is
 /// met: the executor creates child Tasks. `models-cluster` is not yet: the model cases need
-/// ModelConfigs pointing at the scripted model server, which only `ari run`'s runner starts.
-const UNMET_NEEDS: &[&str] = &["models-cluster"];
+/// ModelConfigs pointing at the scripted model server, which only `ari run`'s runner starts;
+/// `tools-cluster` neither: the tools cases need MCPServers at the runner's MCP server.
+const UNMET_NEEDS: &[&str] = &["models-cluster", "tools-cluster"];
 
 /// The cluster, the operator allowed plain HTTP to the registry, the registry, the HTTP server
 /// of the cases, and the table (without the cases of [`UNMET_NEEDS`]).

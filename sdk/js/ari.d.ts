@@ -209,6 +209,58 @@ export function toHex(data: Uint8Array): string;
 export function fromHex(text: string): Uint8Array;
 export function fromWit(value: { tag: string; val: string }): AriError;
 export function fromModelError(value: { tag: string; val: unknown }): ModelError;
+export function fromToolError(value: { tag: string; val: unknown }): ToolError;
+
+/** The case of the WIT's tool-error, as it spells it. */
+export type ToolErrorCode =
+  | "denied"
+  | "not-found"
+  | "invalid-arguments"
+  | "unavailable"
+  | "timeout"
+  | "too-large"
+  | "server-error";
+
+/** A tools call failed; `code` says how. */
+export class ToolError extends AriError {
+  constructor(code: ToolErrorCode, message?: string);
+  readonly code: ToolErrorCode;
+}
+
+/** What a server says a tool does: hints, not guarantees. */
+export interface ToolHints {
+  readOnly?: boolean;
+  destructive?: boolean;
+  idempotent?: boolean;
+  openWorld?: boolean;
+}
+
+/** A tool this Agent may call. */
+export interface Tool {
+  name: string;
+  title?: string;
+  description?: string;
+  /** JSON Schema of the arguments object, as JSON text. */
+  inputSchema: string;
+  hints: ToolHints;
+}
+
+/** What a tool call returned; `isError`: the tool failed in its own terms. */
+export interface ToolResult {
+  text: string;
+  /** Every content block, as a JSON array (text). */
+  content: string;
+  /** The structured output, as JSON text. */
+  structured?: string;
+  isError: boolean;
+}
+
+/** MCP tools (capability `tools`); failures throw a `ToolError`. */
+export const tools: {
+  servers(): string[];
+  list(server: string): Tool[];
+  call(server: string, tool: string, args?: string | Record<string, unknown>): ToolResult;
+};
 export function toErrorCode(err: unknown): { tag: string; val: string };
 export function exportAgent(agent: new () => Agent): {
   initialize(config: Uint8Array): void;

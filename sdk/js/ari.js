@@ -7,12 +7,13 @@
 //   }
 //   export const agent = exportAgent(Echo);
 //
-// Host functions are in `host`, language models in `model`. Every typed error of the contract
-// (error-code, storage-error, http-error, delegation-error) arrives as one of the error classes
-// below, a model-error as a `ModelError` with its `code`, and an error thrown from `execute`
-// leaves as the matching error-code.
+// Host functions are in `host`, language models in `model`, MCP tools in `tools`. Every typed
+// error of the contract (error-code, storage-error, http-error, delegation-error) arrives as one
+// of the error classes below, a model-error as a `ModelError` and a tool-error as a `ToolError`,
+// each with its `code`, and an error thrown from `execute` leaves as the matching error-code.
 import * as wit from "ainur:ari/host@2.0.0";
 import * as witModel from "ainur:ari/model@2.0.0";
+import * as witTools from "ainur:ari/tools@2.0.0";
 
 export class AriError extends Error {
   constructor(message = "") {
@@ -82,6 +83,23 @@ export function fromModelError(value) {
   return new ModelError(tag, String(value?.val ?? value));
 }
 
+/**
+ * A tools call failed. `code` is the case of the WIT's tool-error: "denied", "not-found",
+ * "invalid-arguments", "unavailable", "timeout", "too-large" or "server-error".
+ */
+export class ToolError extends AriError {
+  constructor(code, message = "") {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The ToolError for a WIT tool-error value `{tag, val}`. */
+export function fromToolError(value) {
+  // A case added to the contract after this SDK: still a tools error, never success.
+  return new ToolError(String(value?.tag ?? "server-error"), String(value?.val ?? value));
+}
+
 const FROM_TAG = {
   denied: Denied,
   "quota-exceeded": QuotaExceeded,
@@ -112,6 +130,9 @@ export function toErrorCode(err) {
   // A model denial is a denial, a request the provider refused as malformed invalid input.
   if (err instanceof ModelError && err.code === "denied") return { tag: "denied", val: err.message };
   if (err instanceof ModelError && err.code === "invalid-request") return { tag: "invalid-input", val: err.message };
+  // Likewise a tools denial, and arguments the host or the server refused.
+  if (err instanceof ToolError && err.code === "denied") return { tag: "denied", val: err.message };
+  if (err instanceof ToolError && err.code === "invalid-arguments") return { tag: "invalid-input", val: err.message };
   if (err instanceof Denied || err instanceof QuotaExceeded) return { tag: "denied", val: err.message };
   if (err instanceof Invalid) return { tag: "invalid-input", val: err.message };
   if (err instanceof Unsupported) return { tag: "unsupported", val: err.message };
@@ -393,6 +414,49 @@ export const model = {
 };
 
 /** Hex of a byte array, for digests and signatures. */
+function callTools(fn, ...args) {
+  try {
+    return fn(...args);
+  } catch (e) {
+    throw e && typeof e === "object" && "payload" in e ? fromToolError(e.payload) : e;
+  }
+}
+
+// MCP tools (capability `tools`): the host is the MCP client and holds the servers'
+// credentials; the agent names a server and a tool. Failures throw a `ToolError`.
+export const tools = {
+  /** The servers this Agent is granted (empty without a `tools` grant). */
+  servers: () => [...witTools.servers()],
+  /**
+   * The tools of `server` this Agent may call: `{name, title, description, inputSchema (JSON
+   * text), hints: {readOnly, destructive, idempotent, openWorld}}`; a hint the server does not
+   * give is undefined.
+   */
+  list(server) {
+    return callTools(witTools.listTools, String(server)).map((t) => ({
+      name: t.name,
+      title: t.title ?? undefined,
+      description: t.description ?? undefined,
+      inputSchema: t.inputSchema,
+      hints: {
+        readOnly: t.hints.readOnly ?? undefined,
+        destructive: t.hints.destructive ?? undefined,
+        idempotent: t.hints.idempotent ?? undefined,
+        openWorld: t.hints.openWorld ?? undefined,
+      },
+    }));
+  },
+  /**
+   * Calls `tool` of `server` with `args`, an object or a JSON object as text (none: no
+   * arguments): `{text, content (JSON text), structured (JSON text or undefined), isError}`.
+   */
+  call(server, tool, args) {
+    const text = args === undefined || args === null ? "" : typeof args === "string" ? args : JSON.stringify(args);
+    const r = callTools(witTools.callTool, String(server), String(tool), text);
+    return { text: r.text, content: r.content, structured: r.structured ?? undefined, isError: Boolean(r.isError) };
+  },
+};
+
 export const toHex = (data) => Array.from(data, (b) => b.toString(16).padStart(2, "0")).join("");
 
 /** Bytes of a hex string (`Invalid` when it is not hex). */

@@ -69,7 +69,8 @@ pub struct Case {
     pub agents: BTreeMap<String, Vec<String>>,
     /// What a runner must provide beyond `ari run` for this case (`delegation-cluster`: a
     /// cluster that runs delegated Tasks; `models-cluster`: ModelConfigs at the scripted model
-    /// server); a runner that lacks one skips the case and says so.
+    /// server; `tools-cluster`: MCPServers at the runner's MCP server); a runner that lacks one
+    /// skips the case and says so.
     #[serde(default)]
     pub needs: Vec<String>,
     /// The models the task may reach, by ModelConfig name: an OpenAI-compatible API root each
@@ -80,6 +81,11 @@ pub struct Case {
     /// The task's token budget (`ari run --tokens`).
     #[serde(default)]
     pub tokens: Option<u64>,
+    /// The MCP servers the task may reach, by name: a streamable HTTP URL each (`ari run --mcp
+    /// NAME=URL`), where `{mcp}` is the runner's MCP server (the official Python SDK's,
+    /// `testkit/mcp/server.py`).
+    #[serde(default)]
+    pub mcp: BTreeMap<String, String>,
 }
 
 fn succeeded() -> String {

@@ -12,6 +12,7 @@
 #include "ari_agent.h"
 #include "ari_delegation.h"
 #include "ari_model.h"
+#include "ari_tools.h"
 
 // The SDK-level error kinds of the protocol.
 enum kind {
@@ -29,11 +30,18 @@ enum kind {
   RATE_LIMITED,
   INVALID_REQUEST,
   PROVIDER_ERROR,
+  // The tool-error cases the kinds above do not name.
+  NOT_FOUND,
+  INVALID_ARGUMENTS,
+  TIMEOUT,
+  TOO_LARGE,
+  SERVER_ERROR,
 };
 static const char *KIND_NAMES[] = {"ok",           "denied",          "quota-exceeded", "invalid",
                                    "unsupported",  "failed",          "unavailable",    "limit-reached",
                                    "budget-exhausted", "child-failed", "rate-limited",   "invalid-request",
-                                   "provider-error"};
+                                   "provider-error", "not-found", "invalid-arguments", "timeout",
+                                   "too-large", "server-error"};
 
 // What a command produced: its output, or its error kind and message (and a failed child's
 // reason).
@@ -649,6 +657,59 @@ static enum kind cmd_model_embed(struct result *r, char *rest) {
   return OK;
 }
 
+// A tools error to its kind, freeing its message.
+static enum kind from_tools_error(struct result *r, ari_tools_error_t *err) {
+  static const enum kind BY_STATUS[] = {
+      [ARI_TOOLS_DENIED] = DENIED,       [ARI_TOOLS_NOT_FOUND] = NOT_FOUND,
+      [ARI_TOOLS_INVALID_ARGUMENTS] = INVALID_ARGUMENTS, [ARI_TOOLS_UNAVAILABLE] = UNAVAILABLE,
+      [ARI_TOOLS_TIMEOUT] = TIMEOUT,     [ARI_TOOLS_TOO_LARGE] = TOO_LARGE,
+      [ARI_TOOLS_SERVER_ERROR] = SERVER_ERROR,
+  };
+  enum kind k = (unsigned)err->status < sizeof BY_STATUS / sizeof *BY_STATUS ? BY_STATUS[err->status] : SERVER_ERROR;
+  failf(r, k, err->message ? err->message : "");
+  ari_tools_error_free(err);
+  return k;
+}
+
+static enum kind cmd_tools(struct result *r) {
+  ari_agent_list_string_t servers;
+  ainur_ari_tools_servers(&servers);
+  for (size_t i = 0; i < servers.len; i++) {
+    if (i) put(r, ",");
+    put_string(r, &servers.ptr[i]);
+  }
+  ari_agent_list_string_free(&servers);
+  return OK;
+}
+
+static enum kind cmd_tool_list(struct result *r, char *server) {
+  ainur_ari_tools_list_tool_info_t tools;
+  ari_tools_error_t err;
+  if (ari_tools_list(server, &tools, &err) != ARI_TOOLS_OK) return from_tools_error(r, &err);
+  for (size_t i = 0; i < tools.len; i++) {
+    const ainur_ari_tools_tool_hints_t *h = &tools.ptr[i].hints;
+    if (i) put(r, ",");
+    put_string(r, &tools.ptr[i].name);
+    if (h->read_only.is_some && h->read_only.val) put(r, ":read-only");
+    if (h->destructive.is_some && h->destructive.val) put(r, ":destructive");
+  }
+  ainur_ari_tools_list_tool_info_free(&tools);
+  return OK;
+}
+
+static enum kind cmd_tool_call(struct result *r, char *rest) {
+  char *more, *arguments;
+  char *server = word(rest, &more);
+  char *tool = word(more, &arguments);
+  ainur_ari_tools_tool_result_t result;
+  ari_tools_error_t err;
+  if (ari_tools_call(server, tool, arguments, &result, &err) != ARI_TOOLS_OK) return from_tools_error(r, &err);
+  put(r, result.is_error ? "error:true text:" : "error:false text:");
+  put_string(r, &result.text);
+  ainur_ari_tools_tool_result_free(&result);
+  return OK;
+}
+
 static enum kind command(struct result *r, char *line) {
   char *rest;
   char *op = word(line, &rest);
@@ -675,11 +736,15 @@ static enum kind command(struct result *r, char *line) {
   if (strcmp(op, "model-chat") == 0) return cmd_model_chat(r, rest);
   if (strcmp(op, "model-tools") == 0) return cmd_model_tools(r, rest);
   if (strcmp(op, "model-embed") == 0) return cmd_model_embed(r, rest);
+  if (strcmp(op, "tools") == 0) return cmd_tools(r);
+  if (strcmp(op, "tool-list") == 0) return cmd_tool_list(r, rest);
+  if (strcmp(op, "tool-call") == 0) return cmd_tool_call(r, rest);
   return failf(r, UNSUPPORTED, "unknown command");
 }
 
 // The error-code an error of kind `k` leaves as (a quota refusal as `denied`, a refused model
-// request as `invalid-input`, the delegation and model kinds other than these as `failed`).
+// request and refused tool arguments as `invalid-input`, the delegation, model and tools kinds
+// other than these as `failed`).
 static bool leave(exports_ainur_ari_agent_error_code_t *err, enum kind k, const char *message) {
   static const uint8_t TAGS[] = {
       [DENIED] = AINUR_ARI_TYPES_ERROR_CODE_DENIED,
@@ -694,6 +759,11 @@ static bool leave(exports_ainur_ari_agent_error_code_t *err, enum kind k, const 
       [RATE_LIMITED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
       [INVALID_REQUEST] = AINUR_ARI_TYPES_ERROR_CODE_INVALID_INPUT,
       [PROVIDER_ERROR] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [NOT_FOUND] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [INVALID_ARGUMENTS] = AINUR_ARI_TYPES_ERROR_CODE_INVALID_INPUT,
+      [TIMEOUT] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [TOO_LARGE] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [SERVER_ERROR] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
   };
   err->tag = TAGS[k];
   ari_agent_string_dup(&err->val.failed, message);

@@ -1,7 +1,8 @@
 // The conformance agent in JavaScript: one command per task (conformance/README.md).
 import {
   Agent, AriError, BudgetExhausted, ChatRequest, Child, ChildFailed, Denied, Failed, Invalid, LimitReached,
-  Message, ModelError, QuotaExceeded, Unavailable, Unsupported, exportAgent, fromHex, host, model, toHex,
+  Message, ModelError, QuotaExceeded, ToolError, Unavailable, Unsupported, exportAgent, fromHex, host, model,
+  toHex, tools,
 } from "../../../sdk/js/ari.js";
 
 // The arguments of the conformance tool `lookup`, a JSON Schema (as JSON text, so every
@@ -149,6 +150,19 @@ function command(line) {
       return `vectors:${vectors.length} dims:${vectors[0]?.length ?? 0} first:${vector(vectors[0])} ` +
         `last:${vector(vectors[vectors.length - 1])} in:${answer.usage.inputTokens} model:${answer.model}`;
     }
+    case "tools":
+      return tools.servers().join(",");
+    case "tool-list":
+      return tools
+        .list(rest)
+        .map((t) => t.name + (t.hints.readOnly ? ":read-only" : "") + (t.hints.destructive ? ":destructive" : ""))
+        .join(",");
+    case "tool-call": {
+      const [server, more] = word(rest);
+      const [tool, args] = word(more);
+      const r = tools.call(server, tool, args);
+      return `error:${r.isError} text:${r.text}`;
+    }
     default:
       throw new Unsupported(`unknown command ${JSON.stringify(op)}`);
   }
@@ -169,8 +183,10 @@ class Conformance extends Agent {
       if (strict || e instanceof Unsupported || !(e instanceof AriError)) throw e;
       // Logged too: a task whose host call was denied ends CapabilityDenied even when the
       // agent carries on, and then only the log shows what the agent saw.
-      // A model error is spelt as the WIT's model-error case.
-      let seen = "err:" + (e instanceof ModelError ? e.code : KINDS.find(([Class]) => e instanceof Class)[1]);
+      // A model or tools error is spelt as the WIT's model-error or tool-error case.
+      let seen = "err:" + (e instanceof ModelError || e instanceof ToolError
+        ? e.code
+        : KINDS.find(([Class]) => e instanceof Class)[1]);
       // The table checks each SDK keeps a child's reason, a rate limit's wait and a provider's status.
       if (e instanceof ChildFailed) seen += `:${e.reason}`;
       if (e instanceof ModelError && e.code === "rate-limited") seen += `:${e.retryAfterMillis ?? "-"}`;

@@ -1,7 +1,7 @@
 """The conformance agent in Python: one command per task (conformance/README.md)."""
 
 import ari
-from ari import host, model
+from ari import host, model, tools
 
 # The arguments of the conformance tool `lookup`, a JSON Schema (as JSON text, so every
 # language sends the same bytes).
@@ -157,6 +157,21 @@ def command(line: str) -> str:
             f"last:{vector(vectors[-1]) if vectors else ''} "
             f"in:{answer.usage.input_tokens} model:{answer.model}"
         )
+    if op == "tools":
+        return ",".join(tools.servers())
+    if op == "tool-list":
+        shown = []
+        for t in tools.list_tools(rest):
+            flags = (":read-only" if t.hints.read_only else "") + (
+                ":destructive" if t.hints.destructive else ""
+            )
+            shown.append(t.name + flags)
+        return ",".join(shown)
+    if op == "tool-call":
+        server, rest2 = word(rest)
+        tool, arguments = word(rest2)
+        r = tools.call(server, tool, arguments)
+        return f"error:{'true' if r.is_error else 'false'} text:{r.text}"
     raise ari.Unsupported(f"unknown command {op!r}")
 
 
@@ -178,7 +193,7 @@ class Conformance(ari.Agent):
                 raise
             # Logged too: a task whose host call was denied ends CapabilityDenied even when
             # the agent carries on, and then only the log shows what the agent saw.
-            if isinstance(e, ari.ModelError):  # spelt as the WIT's model-error case
+            if isinstance(e, (ari.ModelError, ari.ToolError)):  # spelt as the WIT's case
                 seen = "err:" + e.kind
             else:
                 seen = "err:" + next(name for cls, name in KINDS if isinstance(e, cls))

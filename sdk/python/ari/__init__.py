@@ -11,9 +11,10 @@ An agent subclasses :class:`Agent`, implements :meth:`Agent.execute`, and names 
 
     Agent = ari.export(Echo)
 
-Host functions live in :mod:`ari.host`, language models in :mod:`ari.model`. Every typed error
+Host functions live in :mod:`ari.host`, language models in :mod:`ari.model`, MCP tools in
+:mod:`ari.tools`. Every typed error
 of the contract (``error-code``, ``storage-error``, ``http-error``, ``delegation-error``, and
-``model-error`` as a :class:`ModelError`) arrives as one of the exceptions below, and an
+``model-error`` as a :class:`ModelError`, ``tool-error`` as a :class:`ToolError`) arrives as one of the exceptions below, and an
 exception raised from ``execute`` leaves as the matching ``error-code``.
 """
 
@@ -34,6 +35,14 @@ from ._errors import (
     QuotaExceeded,
     RateLimited,
     TokenBudgetExhausted,
+    ToolDenied,
+    ToolError,
+    ToolNotFound,
+    ToolServerError,
+    ToolTimeout,
+    ToolTooLarge,
+    ToolUnavailable,
+    InvalidArguments,
     Unavailable,
     Unsupported,
 )
@@ -57,6 +66,14 @@ __all__ = [
     "RateLimited",
     "Task",
     "TokenBudgetExhausted",
+    "ToolDenied",
+    "ToolError",
+    "ToolNotFound",
+    "ToolServerError",
+    "ToolTimeout",
+    "ToolTooLarge",
+    "ToolUnavailable",
+    "InvalidArguments",
     "Unavailable",
     "Unsupported",
     "export",

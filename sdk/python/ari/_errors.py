@@ -129,6 +129,75 @@ def from_model_error(err: object) -> ModelError:
     return simple.get(case, ProviderError)(str(value if value is not None else err))
 
 
+class ToolError(AriError):
+    """Base of every tools call's failure, one subclass per case of the WIT's ``tool-error``;
+    ``kind`` is the case as the WIT spells it. Like model errors, each also derives from the
+    general class of its meaning (a tools denial is a :class:`Denied`, refused arguments an
+    :class:`Invalid`), so it leaves ``execute`` as that class does."""
+
+    kind = "tool-error"
+
+
+class ToolDenied(ToolError, Denied):
+    """The server or the tool is not granted; the task ends ``CapabilityDenied``."""
+
+    kind = "denied"
+
+
+class ToolNotFound(ToolError):
+    """The server offers no such tool."""
+
+    kind = "not-found"
+
+
+class InvalidArguments(ToolError, Invalid):
+    """The arguments are not a JSON object, too large, or the server refused them."""
+
+    kind = "invalid-arguments"
+
+
+class ToolUnavailable(ToolError, Unavailable):
+    """The server is not configured, not reachable, or refused the host's credentials."""
+
+    kind = "unavailable"
+
+
+class ToolTimeout(ToolError):
+    """No answer within the call's time limit."""
+
+    kind = "timeout"
+
+
+class ToolTooLarge(ToolError):
+    """The answer is over the host's size bound."""
+
+    kind = "too-large"
+
+
+class ToolServerError(ToolError):
+    """The server answered with an error."""
+
+    kind = "server-error"
+
+
+_TOOL_ERRORS = {
+    "ToolError_Denied": ToolDenied,
+    "ToolError_NotFound": ToolNotFound,
+    "ToolError_InvalidArguments": InvalidArguments,
+    "ToolError_Unavailable": ToolUnavailable,
+    "ToolError_Timeout": ToolTimeout,
+    "ToolError_TooLarge": ToolTooLarge,
+    "ToolError_ServerError": ToolServerError,
+}
+
+
+def from_tool_error(err: object) -> ToolError:
+    """The exception for a WIT ``tool-error`` value (``ToolError_NotFound("...")``, ...)."""
+    value = getattr(err, "value", err)
+    # A case added to the contract after this SDK: still a tools error, never success.
+    return _TOOL_ERRORS.get(type(err).__name__, ToolServerError)(str(value))
+
+
 # Case names of the WIT's error variants, to the exception each becomes (a delegation
 # `invalid-handle` is an `Invalid` argument, as in the Rust SDK).
 _FROM_CASE = {

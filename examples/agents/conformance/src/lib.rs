@@ -8,7 +8,7 @@ use ari_sdk::host::{clock, crypto, http, log, random, storage};
 use ari_sdk::model::{
     self, ChatRequest, ChatResponse, EmbeddingRequest, Message, ModelError, Tool,
 };
-use ari_sdk::{Agent, Error, Output, Task, hex};
+use ari_sdk::{Agent, Error, Output, Task, hex, tools};
 
 struct Conformance;
 
@@ -65,8 +65,10 @@ fn kind(e: &Error) -> &'static str {
         Error::LimitReached(_) => "limit-reached",
         Error::BudgetExhausted(_) => "budget-exhausted",
         Error::ChildFailed { .. } => "child-failed",
-        // A model error is spelt as the WIT's `model-error` case.
+        // A model error is spelt as the WIT's `model-error` case, a tools error as its
+        // `tool-error` case.
         Error::Model(m) => m.kind(),
+        Error::Tool(t) => t.kind(),
         // The SDK's error may grow with the contract.
         _ => "other",
     }
@@ -258,6 +260,27 @@ fn command(line: &str) -> Result<String, Error> {
                 answer.usage.input_tokens,
                 answer.model
             ))
+        }
+        "tools" => Ok(tools::servers().join(",")),
+        "tool-list" => Ok(tools::list(rest)?
+            .iter()
+            .map(|t| {
+                let mut shown = t.name.clone();
+                if t.hints.read_only == Some(true) {
+                    shown.push_str(":read-only");
+                }
+                if t.hints.destructive == Some(true) {
+                    shown.push_str(":destructive");
+                }
+                shown
+            })
+            .collect::<Vec<_>>()
+            .join(",")),
+        "tool-call" => {
+            let (server, rest) = word(rest);
+            let (tool, arguments) = word(rest);
+            let r = tools::call(server, tool, arguments)?;
+            Ok(format!("error:{} text:{}", r.is_error, r.text))
         }
         other => Err(Error::Unsupported(format!("unknown command {other:?}"))),
     }
