@@ -70,3 +70,22 @@ where
     })
     .await
 }
+
+/// Waits until object `name` of `api` has its `Ready` condition at `status` with `reason`
+/// (a probed resource: a ModelConfig, an MCPServer); returns the object.
+pub async fn ready<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    (status, reason): (&str, &str),
+    conditions: impl Fn(&K) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+) -> Result<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let wanted = Wanted {
+        type_: "Ready",
+        status,
+        reason: Some(reason),
+    };
+    Ok(condition(api, name, wanted, conditions).await?.0)
+}

@@ -122,16 +122,12 @@ async fn ready(
     reason: &str,
 ) -> Result<ModelConfig> {
     let api: Api<ModelConfig> = Api::namespaced(client.clone(), ns);
-    let wanted = wait::Wanted {
-        type_: "Ready",
-        status,
-        reason: Some(reason),
-    };
-    let (mc, _) = wait::condition(&api, name, wanted, |mc: &ModelConfig| {
-        mc.status.clone().map(|s| s.conditions).unwrap_or_default()
-    })
-    .await?;
-    Ok(mc)
+    Ok(
+        wait::ready(&api, name, (status, reason), |mc: &ModelConfig| {
+            mc.status.clone().map(|s| s.conditions).unwrap_or_default()
+        })
+        .await?,
+    )
 }
 
 fn message(mc: &ModelConfig) -> String {

@@ -104,16 +104,10 @@ async fn ready(
     reason: &str,
 ) -> Result<MCPServer> {
     let api: Api<MCPServer> = Api::namespaced(client.clone(), ns);
-    let wanted = wait::Wanted {
-        type_: "Ready",
-        status,
-        reason: Some(reason),
-    };
-    let (server, _) = wait::condition(&api, name, wanted, |s: &MCPServer| {
+    Ok(wait::ready(&api, name, (status, reason), |s: &MCPServer| {
         s.status.clone().map(|s| s.conditions).unwrap_or_default()
     })
-    .await?;
-    Ok(server)
+    .await?)
 }
 
 /// Every object and log a namespace user or an admin reads, as text.

@@ -1,6 +1,7 @@
 //! What the operator's probes of user-written URLs share (ModelConfig endpoints, MCPServer
 //! URLs): where a probe may go, as a pure function of the admin's list and the addresses the
-//! name resolves to, and when the next probe runs.
+//! name resolves to, how its verdict reaches the resource's status and Events, and when the
+//! next probe runs.
 //!
 //! A probe is a request the operator makes to a URL a namespace user wrote, so it must not
 //! become a port scanner or a reader of internal pages: it goes to internal addresses only when
@@ -10,10 +11,22 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use ari_crds::conditions::ConditionStatus;
+use ari_crds::conditions::{self, ConditionStatus};
 use ari_oci::{Endpoint, is_internal};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::time::Instant;
+use tracing::info;
 use url::Url;
+
+use crate::context::Context;
+use crate::error::Error;
 
 /// Whether the probe may go to the endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +97,102 @@ pub fn requeue(status: ConditionStatus, failing_for: Duration) -> Duration {
         ConditionStatus::True => Duration::from_secs(300),
         _ => crate::agent::image::retry_after(failing_for),
     }
+}
+
+/// A probed resource's status (a ModelConfig's, an MCPServer's): what [`publish`] needs of it.
+pub trait ProbedStatus: Clone + PartialEq + Serialize {
+    fn conditions(&self) -> &[Condition];
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+}
+
+impl ProbedStatus for ari_crds::ModelConfigStatus {
+    fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+impl ProbedStatus for ari_crds::MCPServerStatus {
+    fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+/// What a probe concluded, for the resource's `Ready` condition.
+pub struct Verdict<'a> {
+    pub status: ConditionStatus,
+    pub reason: &'static str,
+    pub message: &'a str,
+}
+
+/// How a kind's status updates are announced: the Event's action and the log line.
+pub struct Announce {
+    pub action: &'static str,
+    pub log: &'static str,
+}
+
+/// Sets `Ready` on `status` from `verdict`; writes the status when it differs from `old`, with
+/// an Event when the condition's status or reason moved; and says when to probe again.
+pub async fn publish<K, S>(
+    ctx: &Context,
+    obj: &K,
+    old: &S,
+    mut status: S,
+    verdict: Verdict<'_>,
+    announce: Announce,
+) -> Result<Action, Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    S: ProbedStatus,
+{
+    let ns = obj.namespace().ok_or(Error::NoNamespace)?;
+    let name = obj.name_any();
+    let generation = obj.meta().generation;
+    let now = Time(Timestamp::now());
+    conditions::set(
+        status.conditions_mut(),
+        conditions::READY,
+        verdict.status,
+        verdict.reason,
+        verdict.message.to_owned(),
+        generation,
+        now.clone(),
+    );
+    if &status != old {
+        Api::<K>::namespaced(ctx.client.clone(), &ns)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "status": status })),
+            )
+            .await?;
+        let before = conditions::find(old.conditions(), conditions::READY);
+        if before.is_none_or(|b| b.status != verdict.status.as_str() || b.reason != verdict.reason)
+        {
+            ctx.event(
+                obj,
+                verdict.status != ConditionStatus::True,
+                verdict.reason,
+                announce.action,
+                format!("Ready={}: {}", verdict.status.as_str(), verdict.message),
+            )
+            .await;
+        }
+        info!(name = %name, namespace = %ns, reason = verdict.reason, "{}", announce.log);
+    }
+    let failing_for = conditions::find(status.conditions(), conditions::READY)
+        .map(|c| now.0.duration_since(c.last_transition_time.0))
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default();
+    Ok(Action::requeue(requeue(verdict.status, failing_for)))
 }
 
 #[cfg(test)]

@@ -9,19 +9,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ari_crds::conditions::{self, ConditionStatus};
+use ari_crds::conditions::ConditionStatus;
 use ari_crds::mcp_server::CREDENTIALS_LABEL;
 use ari_crds::{MCPServer, MCPServerStatus, SecretKeyRef};
 use ari_mcp::{Client, Credentials as McpCredentials, Limits, Secret as McpSecret, ToolServer};
 use ari_oci::NetworkPolicy;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use tokio::time::Instant;
-use tracing::info;
 
 use super::decide::{self, Probe};
 use crate::context::Context;
@@ -105,7 +102,6 @@ pub async fn reconcile(
         .with_label_values(&["mcpserver"])
         .start_timer();
     let ns = server.namespace().ok_or(Error::NoNamespace)?;
-    let name = server.name_any();
     let client = ctx.base.client.clone();
 
     let (creds, credentials) = read_credentials(&server, &client, &ns).await?;
@@ -114,54 +110,30 @@ pub async fn reconcile(
         _ => Probe::Skipped,
     };
     let verdict = decide::readiness(creds, &probe);
-
-    let now = Time(Timestamp::now());
     let old = server.status.clone().unwrap_or_default();
-    let mut status = MCPServerStatus {
+    let status = MCPServerStatus {
         observed_generation: server.metadata.generation,
         tool_count: (verdict.status == ConditionStatus::True)
             .then(|| u32::try_from(verdict.tools.len()).unwrap_or(u32::MAX)),
         tools: verdict.tools.clone(),
         ..old.clone()
     };
-    conditions::set(
-        &mut status.conditions,
-        conditions::READY,
-        verdict.status,
-        verdict.reason.as_str(),
-        verdict.message.clone(),
-        server.metadata.generation,
-        now.clone(),
-    );
-    if status != old {
-        Api::<MCPServer>::namespaced(client, &ns)
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "status": status })),
-            )
-            .await?;
-        let before = conditions::find(&old.conditions, conditions::READY);
-        if before.is_none_or(|b| {
-            b.status != verdict.status.as_str() || b.reason != verdict.reason.as_str()
-        }) {
-            ctx.base
-                .event(
-                    server.as_ref(),
-                    verdict.status != ConditionStatus::True,
-                    verdict.reason.as_str(),
-                    "ListTools",
-                    format!("Ready={}: {}", verdict.status.as_str(), verdict.message),
-                )
-                .await;
-        }
-        info!(mcpserver = %name, namespace = %ns, reason = verdict.reason.as_str(), "MCP server status updated");
-    }
-    let failing_for = conditions::find(&status.conditions, conditions::READY)
-        .map(|c| now.0.duration_since(c.last_transition_time.0))
-        .and_then(|d| Duration::try_from(d).ok())
-        .unwrap_or_default();
-    Ok(Action::requeue(probe::requeue(verdict.status, failing_for)))
+    probe::publish(
+        &ctx.base,
+        server.as_ref(),
+        &old,
+        status,
+        probe::Verdict {
+            status: verdict.status,
+            reason: verdict.reason.as_str(),
+            message: &verdict.message,
+        },
+        probe::Announce {
+            action: "ListTools",
+            log: "MCP server status updated",
+        },
+    )
+    .await
 }
 
 /// The server's credentials under the marked rule, and their values when all are usable.

@@ -7,18 +7,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::{ModelConfig, ModelConfigStatus};
 use ari_llm::{Client, Endpoint, Limits, RetryPolicy};
 use ari_oci::NetworkPolicy;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use tokio::time::Instant;
-use tracing::info;
 
 use super::decide::{self, Credentials, Probe};
 use crate::context::Context;
@@ -104,7 +100,6 @@ pub async fn reconcile(mc: Arc<ModelConfig>, ctx: Arc<ModelContext>) -> Result<A
         .with_label_values(&["modelconfig"])
         .start_timer();
     let ns = mc.namespace().ok_or(Error::NoNamespace)?;
-    let name = mc.name_any();
     let client = ctx.base.client.clone();
 
     let creds = credentials(&mc, &client, &ns).await?;
@@ -113,52 +108,28 @@ pub async fn reconcile(mc: Arc<ModelConfig>, ctx: Arc<ModelContext>) -> Result<A
         _ => Probe::Skipped,
     };
     let verdict = decide::readiness(creds, &probe, &mc.spec.model, mc.spec.provider);
-
-    let now = Time(Timestamp::now());
     let old = mc.status.clone().unwrap_or_default();
-    let mut status = ModelConfigStatus {
+    let status = ModelConfigStatus {
         observed_generation: mc.metadata.generation,
         models: verdict.models.clone(),
         ..old.clone()
     };
-    conditions::set(
-        &mut status.conditions,
-        conditions::READY,
-        verdict.status,
-        verdict.reason.as_str(),
-        verdict.message.clone(),
-        mc.metadata.generation,
-        now.clone(),
-    );
-    if status != old {
-        Api::<ModelConfig>::namespaced(client, &ns)
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "status": status })),
-            )
-            .await?;
-        let before = conditions::find(&old.conditions, conditions::READY);
-        if before.is_none_or(|b| {
-            b.status != verdict.status.as_str() || b.reason != verdict.reason.as_str()
-        }) {
-            ctx.base
-                .event(
-                    mc.as_ref(),
-                    verdict.status != ConditionStatus::True,
-                    verdict.reason.as_str(),
-                    "Probe",
-                    format!("Ready={}: {}", verdict.status.as_str(), verdict.message),
-                )
-                .await;
-        }
-        info!(modelconfig = %name, namespace = %ns, reason = verdict.reason.as_str(), "model config status updated");
-    }
-    let failing_for = conditions::find(&status.conditions, conditions::READY)
-        .map(|c| now.0.duration_since(c.last_transition_time.0))
-        .and_then(|d| Duration::try_from(d).ok())
-        .unwrap_or_default();
-    Ok(Action::requeue(probe::requeue(verdict.status, failing_for)))
+    probe::publish(
+        &ctx.base,
+        mc.as_ref(),
+        &old,
+        status,
+        probe::Verdict {
+            status: verdict.status,
+            reason: verdict.reason.as_str(),
+            message: &verdict.message,
+        },
+        probe::Announce {
+            action: "Probe",
+            log: "model config status updated",
+        },
+    )
+    .await
 }
 
 /// The credentials Secret as its metadata shows it; its data is never fetched.
