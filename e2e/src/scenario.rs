@@ -608,3 +608,19 @@ pub async fn operator_log(ctx: &Ctx, client: &Client) -> Result<String> {
     let pod = pods.items.first().context("no operator pod")?;
     Ok(ctx.node.logs(OPERATOR_NS, &pod.name_any(), "operator"))
 }
+
+/// Every `K` of `ns` as JSON text: what a test searches for a secret that must not be there.
+pub async fn list_json<K>(client: &Client, ns: &str) -> Result<String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let items = Api::<K>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    Ok(serde_json::to_string(&items)?)
+}

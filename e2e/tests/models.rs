@@ -203,18 +203,8 @@ stringData:
         );
 
         // Neither the error page's secret nor the unread key is anywhere a user or admin reads.
-        let statuses = serde_json::to_string(
-            &Api::<ModelConfig>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
-        let events = serde_json::to_string(
-            &Api::<Event>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
+        let statuses = list_json::<ModelConfig>(&client, &ns).await?;
+        let events = list_json::<Event>(&client, &ns).await?;
         let logs = operator_log(ctx, &client).await?;
         for (what, text) in [
             ("ModelConfigs", &statuses),
@@ -367,24 +357,9 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
         );
 
         // The keys are in no object or log a user or admin reads.
-        let tasks_json = serde_json::to_string(
-            &Api::<Task>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
-        let agents_json = serde_json::to_string(
-            &Api::<Agent>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
-        let events = serde_json::to_string(
-            &Api::<Event>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
+        let tasks_json = list_json::<Task>(&client, &ns).await?;
+        let agents_json = list_json::<Agent>(&client, &ns).await?;
+        let events = list_json::<Event>(&client, &ns).await?;
         let operator = operator_log(ctx, &client).await?;
         let executors = executor_log(ctx, &client, &ns).await?;
         ensure!(
@@ -403,12 +378,7 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
             }
         }
         // The unmarked key is not even in the executor pods' specs.
-        let pods = serde_json::to_string(
-            &Api::<Pod>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
+        let pods = list_json::<Pod>(&client, &ns).await?;
         ensure!(!pods.contains("plain-key"), "an executor pod names the unmarked Secret");
 
         // The executor counts the tokens by namespace, Agent and model; its page holds no key.

@@ -18,7 +18,6 @@ use ari_e2e::{trials, wait};
 use ari_testkit::mcp_server::{McpServer, Mode};
 use ari_testkit::scripted::{Reply, Scripted};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::ListParams;
 use kube::{Api, Client};
 
 /// The MCP server's bearer token, in a marked Secret: in no status, Event or log.
@@ -112,44 +111,11 @@ async fn ready(
 
 /// Every object and log a namespace user or an admin reads, as text.
 async fn readable(ctx: &Ctx, client: &Client, ns: &str) -> Result<Vec<(&'static str, String)>> {
-    let json = |v: serde_json::Result<String>| v.unwrap_or_default();
     Ok(vec![
-        (
-            "MCPServers",
-            json(serde_json::to_string(
-                &Api::<MCPServer>::namespaced(client.clone(), ns)
-                    .list(&ListParams::default())
-                    .await?
-                    .items,
-            )),
-        ),
-        (
-            "Tasks",
-            json(serde_json::to_string(
-                &Api::<Task>::namespaced(client.clone(), ns)
-                    .list(&ListParams::default())
-                    .await?
-                    .items,
-            )),
-        ),
-        (
-            "Agents",
-            json(serde_json::to_string(
-                &Api::<Agent>::namespaced(client.clone(), ns)
-                    .list(&ListParams::default())
-                    .await?
-                    .items,
-            )),
-        ),
-        (
-            "Events",
-            json(serde_json::to_string(
-                &Api::<Event>::namespaced(client.clone(), ns)
-                    .list(&ListParams::default())
-                    .await?
-                    .items,
-            )),
-        ),
+        ("MCPServers", list_json::<MCPServer>(client, ns).await?),
+        ("Tasks", list_json::<Task>(client, ns).await?),
+        ("Agents", list_json::<Agent>(client, ns).await?),
+        ("Events", list_json::<Event>(client, ns).await?),
         ("operator logs", operator_log(ctx, client).await?),
         ("executor logs", executor_log(ctx, client, ns).await?),
     ])
@@ -303,12 +269,7 @@ fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
             ensure!(!text.contains(TOKEN), "{what} hold the token");
         }
         // The executor pod carries the token by reference only.
-        let pods = serde_json::to_string(
-            &Api::<Pod>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
+        let pods = list_json::<Pod>(&client, &ns).await?;
         ensure!(
             pods.contains("ARI_TOOL_TOKEN_0") && !pods.contains(TOKEN),
             "the executor pod's token variable"
@@ -339,12 +300,7 @@ fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
             "a call to another namespace's server: {:?} {output:?}",
             done.status.and_then(|s| s.phase)
         );
-        let pods = serde_json::to_string(
-            &Api::<Pod>::namespaced(client.clone(), &ns)
-                .list(&ListParams::default())
-                .await?
-                .items,
-        )?;
+        let pods = list_json::<Pod>(&client, &ns).await?;
         ensure!(
             !pods.contains("ARI_TOOL_SERVERS"),
             "an executor pod got another namespace's server"
