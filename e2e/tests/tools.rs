@@ -254,6 +254,10 @@ fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
             !output.contains("delete_everything"),
             "a tool not granted was listed to the guest:\n{output}"
         );
+        let used = status.resources_used.unwrap_or_default();
+        ensure!(used.tool_calls == 2, "resourcesUsed.toolCalls: {used:?}");
+        let attested = status.attestation.clone().map(|a| a.resources_used.tool_calls);
+        ensure!(attested == Some(2), "the attestation's toolCalls: {attested:?}");
         let applied = status.limits_applied.clone().unwrap_or_default();
         let url = applied.tools.first().and_then(|s| s.url.clone());
         ensure!(

@@ -41,6 +41,10 @@ pub struct ResourcesUsed {
     /// children's included), a message's whole share. Absent when no child was given any.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub children_tokens: u64,
+    /// MCP tool calls sent to a server (`call-tool` exchanges, answered or failed; tool lists
+    /// and calls refused before sending are not counted), children's excluded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: u64,
 }
 
 impl ResourcesUsed {

@@ -360,6 +360,7 @@ impl LoadedAgent {
             wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             children_fuel: left.usage.children_fuel,
             children_tokens: left.usage.children_tokens,
+            tool_calls: left.usage.tool_calls,
             ..ResourcesUsed::default()
         };
         let mut resources = resources;

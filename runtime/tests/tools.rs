@@ -90,6 +90,8 @@ fn granted_tools_are_listed_and_called_with_a_token_the_guest_never_sees_and_rep
     let json = serde_json::to_string(&outcome).expect("outcome json");
     assert!(!json.contains(TOKEN), "the token leaked into the outcome");
     assert!(json.contains("toolCall"), "the exchanges are in the trace");
+    // Three calls sent; the listing is not a call.
+    assert_eq!(outcome.resources_used.tool_calls, 3);
     assert!(
         outcome.limits_applied.tools[0]
             .url
@@ -135,6 +137,10 @@ fn a_tool_or_server_not_granted_is_denied_with_nothing_sent() {
         failure.message
     );
     assert!(server.requests().is_empty(), "the server was contacted");
+    assert_eq!(
+        outcome.resources_used.tool_calls, 0,
+        "a denied call is not a call"
+    );
     verify(outcome, input).expect("denials replay as denials");
 
     // No grant at all: denied too.

@@ -70,6 +70,8 @@ pub struct CapUsage {
     pub children_tokens: u64,
     /// Delegation calls refused by the grant or its limits.
     pub delegations_refused: u32,
+    /// Tool calls sent to a server.
+    pub tool_calls: u64,
 }
 
 /// One capability as a task holds it. Its module owns the rest: its host functions (`HOST`,

@@ -513,6 +513,7 @@ fn denials_and_usage_are_collected() {
             children_fuel: 0,
             children_tokens: 0,
             delegations_refused: 0,
+            tool_calls: 0,
         }
     );
     assert!(t.take_trace().events.is_empty());

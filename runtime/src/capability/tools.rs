@@ -18,7 +18,7 @@ pub use link::FUEL;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use ari_mcp::record::{CallRecord, Replayer};
+use ari_mcp::record::{Call, CallRecord, Replayer};
 use ari_mcp::{
     CallError, Client, Limits, Session, Source, ToolError, ToolInfo, ToolResult, ToolServer,
 };
@@ -26,7 +26,7 @@ use ari_model::grant::ToolsGrant;
 use ari_model::{CapabilityName, ToolServerApplied};
 
 use super::io::CallCancel;
-use super::{CapError, Capability, Grants, TaskSetup};
+use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
 
@@ -122,6 +122,17 @@ impl Capability for ToolsCapability {
 
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = Some(deadline);
+    }
+
+    fn add_usage(&self, usage: &mut CapUsage) {
+        let calls = self
+            .session
+            .recording()
+            .records()
+            .iter()
+            .filter(|r| matches!(r.call, Call::Tool { .. }))
+            .count();
+        usage.tool_calls = u64::try_from(calls).unwrap_or(u64::MAX);
     }
 }
 
