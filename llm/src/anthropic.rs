@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::ModelError;
 use crate::openai::{malformed, parse_json};
+use crate::stream::{self, Assemble, Lines};
 use crate::types::{
     ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role, ToolCall, ToolChoice,
     Usage,
@@ -171,14 +172,7 @@ pub fn parse_chat(body: &[u8]) -> Result<(ChatResponse, bool), ModelError> {
             WireBlock::Other => {}
         }
     }
-    let usage = wire.usage.as_ref().map(|u| Usage {
-        input_tokens: u
-            .input_tokens
-            .saturating_add(u.cache_read_input_tokens)
-            .saturating_add(u.cache_creation_input_tokens),
-        output_tokens: u.output_tokens,
-        cached_input_tokens: u.cache_read_input_tokens,
-    });
+    let usage = wire.usage.as_ref().map(WireUsage::usage);
     let response = ChatResponse {
         message: Message {
             role: Role::Assistant,
@@ -186,17 +180,298 @@ pub fn parse_chat(body: &[u8]) -> Result<(ChatResponse, bool), ModelError> {
             tool_calls,
             tool_call_id: None,
         },
-        finish_reason: match wire.stop_reason.as_deref() {
-            Some("end_turn" | "stop_sequence") => FinishReason::Stop,
-            Some("max_tokens") => FinishReason::Length,
-            Some("tool_use") => FinishReason::ToolCalls,
-            Some("refusal") => FinishReason::ContentFilter,
-            _ => FinishReason::Other,
-        },
+        finish_reason: finish_reason(wire.stop_reason.as_deref()),
         usage: usage.unwrap_or_default(),
         model: wire.model,
     };
     Ok((response, usage.is_some()))
+}
+
+fn finish_reason(stop_reason: Option<&str>) -> FinishReason {
+    match stop_reason {
+        Some("end_turn" | "stop_sequence") => FinishReason::Stop,
+        Some("max_tokens") => FinishReason::Length,
+        Some("tool_use") => FinishReason::ToolCalls,
+        Some("refusal") => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
+    }
+}
+
+impl WireUsage {
+    /// Anthropic's `input_tokens` leaves out cached tokens; here input counts them all, as the
+    /// WIT's `usage` says.
+    fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self
+                .input_tokens
+                .saturating_add(self.cache_read_input_tokens)
+                .saturating_add(self.cache_creation_input_tokens),
+            output_tokens: self.output_tokens,
+            cached_input_tokens: self.cache_read_input_tokens,
+        }
+    }
+}
+
+/// A streamed messages answer's events (`"stream": true`), as far as assembling it needs.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireEvent {
+    MessageStart {
+        message: WireStart,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: WireBlock,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: WireDelta,
+    },
+    MessageDelta {
+        #[serde(default)]
+        delta: WireStop,
+        usage: Option<WireOutput>,
+    },
+    MessageStop,
+    Error {
+        error: Value,
+    },
+    /// `ping`, `content_block_stop` and any event added after this client.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct WireStart {
+    #[serde(default)]
+    model: String,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+struct WireStop {
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireOutput {
+    #[serde(default)]
+    output_tokens: u32,
+}
+
+/// One content block being assembled.
+enum Block {
+    Text(String),
+    /// A tool call: its id, its name and its input's JSON as streamed so far.
+    Tool(String, String, String),
+    Other,
+}
+
+/// A streamed messages answer being assembled from its events, to the same answer a plain one
+/// parses to ([`parse_chat`]): text blocks joined, each tool call's input the JSON its pieces
+/// make, written compactly as a parsed `input` is.
+pub(crate) struct Assembly {
+    max_bytes: usize,
+    lines: Lines,
+    /// Text and input JSON gathered so far, for the bound.
+    gathered: usize,
+    model: String,
+    blocks: Vec<Block>,
+    usage: Option<Usage>,
+    stop_reason: Option<String>,
+    done: bool,
+}
+
+/// Most content blocks one answer may have.
+const MAX_BLOCKS: usize = 128;
+
+impl Assembly {
+    pub(crate) fn new(max_bytes: usize) -> Assembly {
+        Assembly {
+            max_bytes,
+            lines: Lines::new(max_bytes),
+            gathered: 0,
+            model: String::new(),
+            blocks: Vec::new(),
+            usage: None,
+            stop_reason: None,
+            done: false,
+        }
+    }
+
+    /// Whether `message_stop` has been seen.
+    pub(crate) fn done(&self) -> bool {
+        self.done
+    }
+
+    /// Takes in the next bytes of the stream; `on_text` gets each piece of text.
+    pub(crate) fn feed(
+        &mut self,
+        bytes: &[u8],
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<(), ModelError> {
+        let mut lines = std::mem::replace(&mut self.lines, Lines::new(0));
+        let fed = lines.feed(bytes, |line| self.event(line, on_text));
+        self.lines = lines;
+        fed
+    }
+
+    fn event(&mut self, line: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
+        let Some(data) = stream::data(line) else {
+            return Ok(());
+        };
+        let event: WireEvent = serde_json::from_slice(data).map_err(|e| {
+            ModelError::provider(200, format!("a streamed event is malformed: {e}"))
+        })?;
+        match event {
+            WireEvent::MessageStart { message } => {
+                self.model = message.model;
+                self.usage = message.usage.as_ref().map(WireUsage::usage);
+            }
+            WireEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                if index != self.blocks.len() || index >= MAX_BLOCKS {
+                    return Err(ModelError::provider(
+                        200,
+                        "a streamed content block skips an index",
+                    ));
+                }
+                self.blocks.push(match content_block {
+                    WireBlock::Text { text } => Block::Text(text),
+                    WireBlock::ToolUse { id, name, .. } => {
+                        self.count(id.len() + name.len())?;
+                        Block::Tool(id, name, String::new())
+                    }
+                    WireBlock::Other => Block::Other,
+                });
+            }
+            WireEvent::ContentBlockDelta { index, delta } => {
+                let piece = match &delta {
+                    WireDelta::TextDelta { text } => text.len(),
+                    WireDelta::InputJsonDelta { partial_json } => partial_json.len(),
+                    WireDelta::Other => 0,
+                };
+                self.count(piece)?;
+                match (self.blocks.get_mut(index), delta) {
+                    (Some(Block::Text(t)), WireDelta::TextDelta { text }) => {
+                        on_text(&text);
+                        t.push_str(&text);
+                    }
+                    (Some(Block::Tool(_, _, json)), WireDelta::InputJsonDelta { partial_json }) => {
+                        json.push_str(&partial_json);
+                    }
+                    (None, _) => {
+                        return Err(ModelError::provider(
+                            200,
+                            "a streamed delta names no content block",
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            WireEvent::MessageDelta { delta, usage } => {
+                if delta.stop_reason.is_some() {
+                    self.stop_reason = delta.stop_reason;
+                }
+                if let (Some(out), Some(usage)) = (usage, self.usage.as_mut()) {
+                    usage.output_tokens = out.output_tokens;
+                }
+            }
+            WireEvent::MessageStop => self.done = true,
+            WireEvent::Error { error } => {
+                let text = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("an error event");
+                return Err(ModelError::provider(200, text.to_string()));
+            }
+            WireEvent::Other => {}
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, bytes: usize) -> Result<(), ModelError> {
+        self.gathered += bytes;
+        if self.gathered > self.max_bytes {
+            return Err(stream::too_large(self.max_bytes));
+        }
+        Ok(())
+    }
+
+    /// The whole answer, and whether usage was reported. A stream that ended before
+    /// `message_stop` was cut off.
+    pub(crate) fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
+        if !self.done {
+            return Err(ModelError::unavailable(
+                "the stream ended before the answer did",
+            ));
+        }
+        let mut text = Vec::new();
+        let mut tool_calls = Vec::new();
+        for block in self.blocks {
+            match block {
+                Block::Text(t) => text.push(t),
+                Block::Tool(id, name, json) => {
+                    let input: Value = if json.trim().is_empty() {
+                        json!({})
+                    } else {
+                        serde_json::from_str(&json).map_err(|e| {
+                            ModelError::provider(
+                                200,
+                                format!("a streamed tool call's input is not JSON: {e}"),
+                            )
+                        })?
+                    };
+                    tool_calls.push(ToolCall {
+                        id,
+                        name,
+                        arguments: input.to_string(),
+                    });
+                }
+                Block::Other => {}
+            }
+        }
+        let reported = self.usage.is_some();
+        let response = ChatResponse {
+            message: Message {
+                role: Role::Assistant,
+                content: (!text.is_empty()).then(|| text.concat()),
+                tool_calls,
+                tool_call_id: None,
+            },
+            finish_reason: finish_reason(self.stop_reason.as_deref()),
+            usage: self.usage.unwrap_or_default(),
+            model: self.model,
+        };
+        Ok((response, reported))
+    }
+}
+
+impl Assemble for Assembly {
+    fn done(&self) -> bool {
+        Assembly::done(self)
+    }
+    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
+        Assembly::feed(self, bytes, on_text)
+    }
+    fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
+        Assembly::finish(self)
+    }
 }
 
 #[cfg(test)]
@@ -289,5 +564,84 @@ mod tests {
                 cached_input_tokens: 90
             }
         );
+    }
+
+    /// A messages stream as Anthropic documents it: text, a tool call whose input arrives in
+    /// pieces, pings, usage at the start and the end.
+    const EVENTS: &str = concat!(
+        "event: message_start\n",
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":20,\"cache_read_input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\n",
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: ping\ndata: {\"type\":\"ping\"}\n\n",
+        "event: content_block_delta\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Let me \"}}\r\n\r\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"look.\"}}\n\n",
+        "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"lookup\",\"input\":{}}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\": \\\"a\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"ri\\\", \\\"n\\\": 2}\"}}\n\n",
+        "data: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":17}}\n\n",
+        "data: {\"type\":\"message_stop\"}\n\n",
+    );
+
+    /// The same answer, unstreamed.
+    const WHOLE: &str = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x",
+        "content":[{"type":"text","text":"Let me look."},
+                   {"type":"tool_use","id":"toolu_1","name":"lookup","input":{"q":"ari","n":2}}],
+        "stop_reason":"tool_use","usage":{"input_tokens":20,"cache_read_input_tokens":5,"output_tokens":17}}"#;
+
+    #[test]
+    fn a_streamed_answer_split_anywhere_is_the_answer_a_whole_one_parses_to() {
+        let whole = parse_chat(WHOLE.as_bytes()).expect("whole answer");
+        for split in [1, 5, 64, EVENTS.len()] {
+            let mut assembly = Assembly::new(1 << 20);
+            let mut seen = String::new();
+            for piece in EVENTS.as_bytes().chunks(split) {
+                assembly
+                    .feed(piece, &mut |t| seen.push_str(t))
+                    .expect("feeds");
+            }
+            assert!(assembly.done());
+            assert_eq!(seen, "Let me look.", "split {split}");
+            let streamed = assembly.finish().expect("whole");
+            assert_eq!(streamed, whole, "split {split}");
+        }
+        assert_eq!(whole.0.usage.input_tokens, 25);
+        assert_eq!(whole.0.message.tool_calls[0].arguments, r#"{"n":2,"q":"ari"}"#);
+    }
+
+    #[test]
+    fn a_streamed_answer_is_bounded_and_a_cut_or_failed_stream_is_an_error() {
+        let mut small = Assembly::new(64);
+        let err = small
+            .feed(EVENTS.as_bytes(), &mut |_| {})
+            .expect_err("a line longer than the bound");
+        assert!(matches!(err, ModelError::Provider { .. }), "{err}");
+
+        let mut cut = Assembly::new(1 << 20);
+        cut.feed(&EVENTS.as_bytes()[..EVENTS.len() / 2], &mut |_| {})
+            .expect("feeds");
+        let err = cut.finish().expect_err("no message_stop");
+        assert!(matches!(err, ModelError::Unavailable { .. }), "{err}");
+
+        let mut failed = Assembly::new(1 << 20);
+        let err = failed
+            .feed(
+                b"data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n",
+                &mut |_| {},
+            )
+            .expect_err("an error event");
+        assert!(err.to_string().contains("Overloaded"), "{err}");
+
+        let mut skip = Assembly::new(1 << 20);
+        let err = skip
+            .feed(
+                b"data: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n",
+                &mut |_| {},
+            )
+            .expect_err("index skipped");
+        assert!(matches!(err, ModelError::Provider { .. }), "{err}");
     }
 }

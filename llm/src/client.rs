@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::endpoint::{Endpoint, ModelProvider};
 use crate::error::ModelError;
-use crate::stream::Assembly;
+use crate::stream::{Assemble, Assembly};
 use crate::transport::{Limits, RetryPolicy, Transport};
 use crate::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse};
 use crate::{anthropic, openai};
@@ -84,8 +84,7 @@ impl Client {
     }
 
     /// A chat completion streamed: `on_text` gets the text as the model produces it (for
-    /// followers), the caller still gets the whole answer. OpenAI wire format only; other
-    /// providers are asked for the whole answer, which `on_text` then gets at once.
+    /// followers), the caller still gets the whole answer, the same as [`Client::chat`]'s.
     pub async fn chat_streaming(
         &self,
         endpoint: &Endpoint,
@@ -94,32 +93,49 @@ impl Client {
         deadline: Instant,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Answer<ChatResponse>, ModelError> {
-        if endpoint.kind != ModelProvider::OpenAI {
-            let answer = self.chat(endpoint, request, max_tokens, deadline).await?;
-            if let Some(text) = &answer.0.message.content {
-                on_text(text);
-            }
-            return Ok(answer);
-        }
-        let body = openai::chat_body(
-            &endpoint.model,
-            request,
-            max_tokens,
-            true,
-            endpoint.schema_style,
-        )?;
-        let mut response = self
-            .transport
-            .post(
-                endpoint,
+        let (path, body) = match endpoint.kind {
+            ModelProvider::OpenAI => (
                 openai::CHAT_PATH,
-                &auth(endpoint)?,
-                to_bytes(&body)?,
-                deadline,
-            )
+                openai::chat_body(
+                    &endpoint.model,
+                    request,
+                    max_tokens,
+                    true,
+                    endpoint.schema_style,
+                )?,
+            ),
+            ModelProvider::Anthropic => {
+                let mut body = anthropic::chat_body(&endpoint.model, request, max_tokens)?;
+                body["stream"] = Value::Bool(true);
+                (anthropic::MESSAGES_PATH, body)
+            }
+        };
+        let response = self
+            .transport
+            .post(endpoint, path, &auth(endpoint)?, to_bytes(&body)?, deadline)
             .await?
             .response;
-        let mut assembly = Assembly::new(self.transport.limits.max_response_bytes);
+        let max = self.transport.limits.max_response_bytes;
+        match endpoint.kind {
+            ModelProvider::OpenAI => {
+                self.assemble(response, Assembly::new(max), deadline, on_text)
+                    .await
+            }
+            ModelProvider::Anthropic => {
+                self.assemble(response, anthropic::Assembly::new(max), deadline, on_text)
+                    .await
+            }
+        }
+    }
+
+    /// Reads a streamed answer into `assembly` until it is whole or the stream ends.
+    async fn assemble(
+        &self,
+        mut response: reqwest::Response,
+        mut assembly: impl Assemble,
+        deadline: Instant,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Answer<ChatResponse>, ModelError> {
         while !assembly.done() {
             match self.transport.next_chunk(&mut response, deadline).await? {
                 Some(bytes) => assembly.feed(&bytes, on_text)?,

@@ -1,5 +1,7 @@
-//! OpenAI-style streamed answers (server-sent events): text handed on as it arrives, the
-//! whole answer assembled under the same size bound as a plain one.
+//! Streamed answers (server-sent events): text handed on as it arrives, the whole answer
+//! assembled under the same size bound as a plain one. The event lines are read one way for
+//! both wire formats ([`Lines`], [`data`]); this module assembles OpenAI's chunks, and
+//! `anthropic::Assembly` Anthropic's events.
 
 use serde::Deserialize;
 
@@ -45,11 +47,73 @@ struct WireFunctionDelta {
     arguments: Option<String>,
 }
 
-/// An answer being assembled from its events.
-pub(crate) struct Assembly {
+/// Server-sent event lines from the bytes of a stream, each bounded; both wire formats' streams
+/// are read through one.
+pub(crate) struct Lines {
     max_bytes: usize,
     /// Bytes of the current, unfinished line.
     line: Vec<u8>,
+}
+
+impl Lines {
+    pub(crate) fn new(max_bytes: usize) -> Lines {
+        Lines {
+            max_bytes,
+            line: Vec::new(),
+        }
+    }
+
+    /// Hands `each` every line `bytes` completes; a line over the bound is `too-large`. An
+    /// unfinished last line waits for the next bytes (server-sent events count whole lines).
+    pub(crate) fn feed(
+        &mut self,
+        bytes: &[u8],
+        mut each: impl FnMut(&[u8]) -> Result<(), ModelError>,
+    ) -> Result<(), ModelError> {
+        for &b in bytes {
+            if b != b'\n' {
+                if self.line.len() >= self.max_bytes {
+                    return Err(too_large(self.max_bytes));
+                }
+                self.line.push(b);
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            each(&line)?;
+        }
+        Ok(())
+    }
+}
+
+/// The data of an event's `data:` line; `None` for comments, `event:` and `id:` lines and the
+/// blank separators.
+pub(crate) fn data(line: &[u8]) -> Option<&[u8]> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.strip_prefix(b"data:").map(<[u8]>::trim_ascii)
+}
+
+/// The error of a streamed answer over `max_bytes`.
+pub(crate) fn too_large(max_bytes: usize) -> ModelError {
+    ModelError::provider(
+        200,
+        format!("the streamed answer is larger than {max_bytes} bytes"),
+    )
+}
+
+/// A streamed chat answer being assembled, whichever wire format it comes in.
+pub(crate) trait Assemble {
+    /// Whether the stream said the answer is complete.
+    fn done(&self) -> bool;
+    /// Takes in the next bytes of the stream; `on_text` gets each piece of text.
+    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError>;
+    /// The whole answer, and whether usage was reported; a stream cut short is `unavailable`.
+    fn finish(self) -> Result<(ChatResponse, bool), ModelError>;
+}
+
+/// An answer being assembled from its events.
+pub(crate) struct Assembly {
+    max_bytes: usize,
+    lines: Lines,
     /// Text and arguments gathered so far, for the bound.
     gathered: usize,
     model: String,
@@ -64,7 +128,7 @@ impl Assembly {
     pub(crate) fn new(max_bytes: usize) -> Assembly {
         Assembly {
             max_bytes,
-            line: Vec::new(),
+            lines: Lines::new(max_bytes),
             gathered: 0,
             model: String::new(),
             content: None,
@@ -86,26 +150,16 @@ impl Assembly {
         bytes: &[u8],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<(), ModelError> {
-        for &b in bytes {
-            if b != b'\n' {
-                if self.line.len() >= self.max_bytes {
-                    return Err(self.too_large());
-                }
-                self.line.push(b);
-                continue;
-            }
-            let line = std::mem::take(&mut self.line);
-            self.event_line(&line, on_text)?;
-        }
-        Ok(())
+        let mut lines = std::mem::replace(&mut self.lines, Lines::new(0));
+        let fed = lines.feed(bytes, |line| self.event_line(line, on_text));
+        self.lines = lines;
+        fed
     }
 
     fn event_line(&mut self, line: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(data) = line.strip_prefix(b"data:") else {
-            return Ok(()); // comments, `event:` and `id:` lines, blank separators
+        let Some(data) = data(line) else {
+            return Ok(());
         };
-        let data = data.trim_ascii();
         if data == b"[DONE]" {
             self.done = true;
             return Ok(());
@@ -179,13 +233,7 @@ impl Assembly {
     }
 
     fn too_large(&self) -> ModelError {
-        ModelError::provider(
-            200,
-            format!(
-                "the streamed answer is larger than {} bytes",
-                self.max_bytes
-            ),
-        )
+        too_large(self.max_bytes)
     }
 
     /// The whole answer, and whether usage was reported. A stream that ended without
@@ -214,6 +262,18 @@ impl Assembly {
             model: self.model,
         };
         Ok((response, reported))
+    }
+}
+
+impl Assemble for Assembly {
+    fn done(&self) -> bool {
+        Assembly::done(self)
+    }
+    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
+        Assembly::feed(self, bytes, on_text)
+    }
+    fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
+        Assembly::finish(self)
     }
 }
 
