@@ -351,14 +351,15 @@ impl Assembly {
                         "a streamed content block skips an index",
                     ));
                 }
-                self.blocks.push(match content_block {
+                let block = match content_block {
                     WireBlock::Text { text } => Block::Text(text),
                     WireBlock::ToolUse { id, name, .. } => {
                         self.count(id.len() + name.len())?;
                         Block::Tool(id, name, String::new())
                     }
                     WireBlock::Other => Block::Other,
-                });
+                };
+                self.blocks.push(block);
             }
             WireEvent::ContentBlockDelta { index, delta } => {
                 let piece = match &delta {
@@ -609,7 +610,10 @@ mod tests {
             assert_eq!(streamed, whole, "split {split}");
         }
         assert_eq!(whole.0.usage.input_tokens, 25);
-        assert_eq!(whole.0.message.tool_calls[0].arguments, r#"{"n":2,"q":"ari"}"#);
+        assert_eq!(
+            whole.0.message.tool_calls[0].arguments,
+            r#"{"n":2,"q":"ari"}"#
+        );
     }
 
     #[test]

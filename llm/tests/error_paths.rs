@@ -437,6 +437,52 @@ async fn anthropic_messages_round_trip() {
     assert_eq!(sent["messages"][0]["role"], "user");
 }
 
+/// Anthropic's streamed messages through the client: `stream: true` sent, the text handed on as
+/// it arrives, the whole answer returned. Scripted: no Anthropic server can be had here.
+#[tokio::test]
+async fn anthropic_messages_stream_to_the_callback_and_assemble_the_answer() {
+    let events = concat!(
+        "event: message_start\n",
+        "data: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-scripted\",\"usage\":{\"input_tokens\":4,\"output_tokens\":1}}}\n\n",
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hello \"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"back\"}}\n\n",
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
+        "data: {\"type\":\"message_stop\"}\n\n",
+    );
+    let server = Scripted::start(move |req| {
+        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        if req.target != "/v1/messages" || body["stream"] != true {
+            return Reply::new(
+                400,
+                r#"{"type":"error","error":{"message":"not a stream"}}"#,
+            );
+        }
+        Reply::new(200, events).header("Content-Type", "text/event-stream")
+    })
+    .await;
+    let mut seen = Vec::new();
+    let (answer, reported) = client()
+        .chat_streaming(
+            &endpoint(&server, ModelProvider::Anthropic),
+            &hello(),
+            32,
+            soon(),
+            &mut |t: &str| seen.push(t.to_owned()),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(seen, ["hello ", "back"]);
+    assert!(reported);
+    assert_eq!(answer.message.content.as_deref(), Some("hello back"));
+    assert_eq!(answer.finish_reason, ari_llm::types::FinishReason::Stop);
+    assert_eq!(
+        (answer.usage.input_tokens, answer.usage.output_tokens),
+        (4, 2)
+    );
+    assert_eq!(answer.model, "claude-scripted");
+}
+
 /// The model list of a probe: each failure is one fixed case, never the endpoint's text.
 /// Scripted because a real server answers neither 500 with a secret in its body, nor HTML,
 /// nor a redirect to an internal service.
