@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::ModelError;
 use crate::openai::{malformed, parse_json};
-use crate::stream::{self, Assemble, Lines};
+use crate::stream::{Events, Gathered, Stream};
 use crate::types::{
     ChatRequest, ChatResponse, FinishReason, Message, ResponseFormat, Role, ToolCall, ToolChoice,
     Usage,
@@ -284,10 +284,8 @@ enum Block {
 /// parses to ([`parse_chat`]): text blocks joined, each tool call's input the JSON its pieces
 /// make, written compactly as a parsed `input` is.
 pub(crate) struct Assembly {
-    max_bytes: usize,
-    lines: Lines,
     /// Text and input JSON gathered so far, for the bound.
-    gathered: usize,
+    gathered: Gathered,
     model: String,
     blocks: Vec<Block>,
     usage: Option<Usage>,
@@ -299,11 +297,14 @@ pub(crate) struct Assembly {
 const MAX_BLOCKS: usize = 128;
 
 impl Assembly {
-    pub(crate) fn new(max_bytes: usize) -> Assembly {
+    /// A stream of messages events, its answer bounded to `max_bytes`.
+    pub(crate) fn stream(max_bytes: usize) -> Stream<Assembly> {
+        Stream::new(max_bytes, Assembly::new(max_bytes))
+    }
+
+    fn new(max_bytes: usize) -> Assembly {
         Assembly {
-            max_bytes,
-            lines: Lines::new(max_bytes),
-            gathered: 0,
+            gathered: Gathered::new(max_bytes),
             model: String::new(),
             blocks: Vec::new(),
             usage: None,
@@ -311,28 +312,10 @@ impl Assembly {
             done: false,
         }
     }
+}
 
-    /// Whether `message_stop` has been seen.
-    pub(crate) fn done(&self) -> bool {
-        self.done
-    }
-
-    /// Takes in the next bytes of the stream; `on_text` gets each piece of text.
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &[u8],
-        on_text: &mut dyn FnMut(&str),
-    ) -> Result<(), ModelError> {
-        let mut lines = std::mem::replace(&mut self.lines, Lines::new(0));
-        let fed = lines.feed(bytes, |line| self.event(line, on_text));
-        self.lines = lines;
-        fed
-    }
-
-    fn event(&mut self, line: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
-        let Some(data) = stream::data(line) else {
-            return Ok(());
-        };
+impl Events for Assembly {
+    fn event(&mut self, data: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
         let event: WireEvent = serde_json::from_slice(data).map_err(|e| {
             ModelError::provider(200, format!("a streamed event is malformed: {e}"))
         })?;
@@ -354,7 +337,7 @@ impl Assembly {
                 let block = match content_block {
                     WireBlock::Text { text } => Block::Text(text),
                     WireBlock::ToolUse { id, name, .. } => {
-                        self.count(id.len() + name.len())?;
+                        self.gathered.add(id.len() + name.len())?;
                         Block::Tool(id, name, String::new())
                     }
                     WireBlock::Other => Block::Other,
@@ -367,7 +350,7 @@ impl Assembly {
                     WireDelta::InputJsonDelta { partial_json } => partial_json.len(),
                     WireDelta::Other => 0,
                 };
-                self.count(piece)?;
+                self.gathered.add(piece)?;
                 match (self.blocks.get_mut(index), delta) {
                     (Some(Block::Text(t)), WireDelta::TextDelta { text }) => {
                         on_text(&text);
@@ -406,17 +389,14 @@ impl Assembly {
         Ok(())
     }
 
-    fn count(&mut self, bytes: usize) -> Result<(), ModelError> {
-        self.gathered += bytes;
-        if self.gathered > self.max_bytes {
-            return Err(stream::too_large(self.max_bytes));
-        }
-        Ok(())
+    /// Whether `message_stop` has been seen.
+    fn done(&self) -> bool {
+        self.done
     }
 
     /// The whole answer, and whether usage was reported. A stream that ended before
     /// `message_stop` was cut off.
-    pub(crate) fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
+    fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
         if !self.done {
             return Err(ModelError::unavailable(
                 "the stream ended before the answer did",
@@ -460,18 +440,6 @@ impl Assembly {
             model: self.model,
         };
         Ok((response, reported))
-    }
-}
-
-impl Assemble for Assembly {
-    fn done(&self) -> bool {
-        Assembly::done(self)
-    }
-    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
-        Assembly::feed(self, bytes, on_text)
-    }
-    fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
-        Assembly::finish(self)
     }
 }
 
@@ -597,7 +565,7 @@ mod tests {
     fn a_streamed_answer_split_anywhere_is_the_answer_a_whole_one_parses_to() {
         let whole = parse_chat(WHOLE.as_bytes()).expect("whole answer");
         for split in [1, 5, 64, EVENTS.len()] {
-            let mut assembly = Assembly::new(1 << 20);
+            let mut assembly = Assembly::stream(1 << 20);
             let mut seen = String::new();
             for piece in EVENTS.as_bytes().chunks(split) {
                 assembly
@@ -618,19 +586,19 @@ mod tests {
 
     #[test]
     fn a_streamed_answer_is_bounded_and_a_cut_or_failed_stream_is_an_error() {
-        let mut small = Assembly::new(64);
+        let mut small = Assembly::stream(64);
         let err = small
             .feed(EVENTS.as_bytes(), &mut |_| {})
             .expect_err("a line longer than the bound");
         assert!(matches!(err, ModelError::Provider { .. }), "{err}");
 
-        let mut cut = Assembly::new(1 << 20);
+        let mut cut = Assembly::stream(1 << 20);
         cut.feed(&EVENTS.as_bytes()[..EVENTS.len() / 2], &mut |_| {})
             .expect("feeds");
         let err = cut.finish().expect_err("no message_stop");
         assert!(matches!(err, ModelError::Unavailable { .. }), "{err}");
 
-        let mut failed = Assembly::new(1 << 20);
+        let mut failed = Assembly::stream(1 << 20);
         let err = failed
             .feed(
                 b"data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n",
@@ -639,7 +607,7 @@ mod tests {
             .expect_err("an error event");
         assert!(err.to_string().contains("Overloaded"), "{err}");
 
-        let mut skip = Assembly::new(1 << 20);
+        let mut skip = Assembly::stream(1 << 20);
         let err = skip
             .feed(
                 b"data: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n",

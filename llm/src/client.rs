@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::endpoint::{Endpoint, ModelProvider};
 use crate::error::ModelError;
-use crate::stream::{Assemble, Assembly};
+use crate::stream::{Assembly, Events, Stream};
 use crate::transport::{Limits, RetryPolicy, Transport};
 use crate::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse};
 use crate::{anthropic, openai};
@@ -118,12 +118,17 @@ impl Client {
         let max = self.transport.limits.max_response_bytes;
         match endpoint.kind {
             ModelProvider::OpenAI => {
-                self.assemble(response, Assembly::new(max), deadline, on_text)
+                self.assemble(response, Assembly::stream(max), deadline, on_text)
                     .await
             }
             ModelProvider::Anthropic => {
-                self.assemble(response, anthropic::Assembly::new(max), deadline, on_text)
-                    .await
+                self.assemble(
+                    response,
+                    anthropic::Assembly::stream(max),
+                    deadline,
+                    on_text,
+                )
+                .await
             }
         }
     }
@@ -132,7 +137,7 @@ impl Client {
     async fn assemble(
         &self,
         mut response: reqwest::Response,
-        mut assembly: impl Assemble,
+        mut assembly: Stream<impl Events>,
         deadline: Instant,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Answer<ChatResponse>, ModelError> {

@@ -1,7 +1,7 @@
 //! Streamed answers (server-sent events): text handed on as it arrives, the whole answer
 //! assembled under the same size bound as a plain one. The event lines are read one way for
-//! both wire formats ([`Lines`], [`data`]); this module assembles OpenAI's chunks, and
-//! `anthropic::Assembly` Anthropic's events.
+//! both wire formats ([`Stream`]), each format's events handed to its [`Events`]: this module
+//! assembles OpenAI's chunks, `anthropic::Assembly` Anthropic's events.
 
 use serde::Deserialize;
 
@@ -47,28 +47,41 @@ struct WireFunctionDelta {
     arguments: Option<String>,
 }
 
-/// Server-sent event lines from the bytes of a stream, each bounded; both wire formats' streams
-/// are read through one.
-pub(crate) struct Lines {
+/// What one wire format does with a stream's events (OpenAI's chunks here, Anthropic's in
+/// `anthropic::Assembly`).
+pub(crate) trait Events {
+    /// Takes in the data of one event; `on_text` gets each piece of text.
+    fn event(&mut self, data: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError>;
+    /// Whether the stream said the answer is complete.
+    fn done(&self) -> bool;
+    /// The whole answer, and whether usage was reported; a stream cut short is `unavailable`.
+    fn finish(self) -> Result<(ChatResponse, bool), ModelError>;
+}
+
+/// A streamed answer being assembled: the stream's event lines read one way for both wire
+/// formats, each line bounded, and each event's data handed to the format's [`Events`].
+pub(crate) struct Stream<E> {
     max_bytes: usize,
     /// Bytes of the current, unfinished line.
     line: Vec<u8>,
+    events: E,
 }
 
-impl Lines {
-    pub(crate) fn new(max_bytes: usize) -> Lines {
-        Lines {
+impl<E: Events> Stream<E> {
+    pub(crate) fn new(max_bytes: usize, events: E) -> Stream<E> {
+        Stream {
             max_bytes,
             line: Vec::new(),
+            events,
         }
     }
 
-    /// Hands `each` every line `bytes` completes; a line over the bound is `too-large`. An
+    /// Takes in the next bytes of the stream; a line over the bound is `too-large`. An
     /// unfinished last line waits for the next bytes (server-sent events count whole lines).
     pub(crate) fn feed(
         &mut self,
         bytes: &[u8],
-        mut each: impl FnMut(&[u8]) -> Result<(), ModelError>,
+        on_text: &mut dyn FnMut(&str),
     ) -> Result<(), ModelError> {
         for &b in bytes {
             if b != b'\n' {
@@ -79,43 +92,63 @@ impl Lines {
                 continue;
             }
             let line = std::mem::take(&mut self.line);
-            each(&line)?;
+            if let Some(data) = data(&line) {
+                self.events.event(data, on_text)?;
+            }
         }
         Ok(())
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        self.events.done()
+    }
+
+    pub(crate) fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
+        self.events.finish()
     }
 }
 
 /// The data of an event's `data:` line; `None` for comments, `event:` and `id:` lines and the
 /// blank separators.
-pub(crate) fn data(line: &[u8]) -> Option<&[u8]> {
+fn data(line: &[u8]) -> Option<&[u8]> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     line.strip_prefix(b"data:").map(<[u8]>::trim_ascii)
 }
 
-/// The error of a streamed answer over `max_bytes`.
-pub(crate) fn too_large(max_bytes: usize) -> ModelError {
+fn too_large(max_bytes: usize) -> ModelError {
     ModelError::provider(
         200,
         format!("the streamed answer is larger than {max_bytes} bytes"),
     )
 }
 
-/// A streamed chat answer being assembled, whichever wire format it comes in.
-pub(crate) trait Assemble {
-    /// Whether the stream said the answer is complete.
-    fn done(&self) -> bool;
-    /// Takes in the next bytes of the stream; `on_text` gets each piece of text.
-    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError>;
-    /// The whole answer, and whether usage was reported; a stream cut short is `unavailable`.
-    fn finish(self) -> Result<(ChatResponse, bool), ModelError>;
+/// Text and arguments an assembly has gathered, against the same bound as a whole answer.
+pub(crate) struct Gathered {
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Gathered {
+    pub(crate) fn new(max_bytes: usize) -> Gathered {
+        Gathered {
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
+    /// Counts `bytes` more; over the bound is `too-large`.
+    pub(crate) fn add(&mut self, bytes: usize) -> Result<(), ModelError> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > self.max_bytes {
+            return Err(too_large(self.max_bytes));
+        }
+        Ok(())
+    }
 }
 
 /// An answer being assembled from its events.
 pub(crate) struct Assembly {
-    max_bytes: usize,
-    lines: Lines,
-    /// Text and arguments gathered so far, for the bound.
-    gathered: usize,
+    gathered: Gathered,
     model: String,
     content: Option<String>,
     calls: Vec<ToolCall>,
@@ -125,11 +158,14 @@ pub(crate) struct Assembly {
 }
 
 impl Assembly {
-    pub(crate) fn new(max_bytes: usize) -> Assembly {
+    /// A stream of OpenAI chunks, its answer bounded to `max_bytes`.
+    pub(crate) fn stream(max_bytes: usize) -> Stream<Assembly> {
+        Stream::new(max_bytes, Assembly::new(max_bytes))
+    }
+
+    fn new(max_bytes: usize) -> Assembly {
         Assembly {
-            max_bytes,
-            lines: Lines::new(max_bytes),
-            gathered: 0,
+            gathered: Gathered::new(max_bytes),
             model: String::new(),
             content: None,
             calls: Vec::new(),
@@ -139,27 +175,38 @@ impl Assembly {
         }
     }
 
-    /// Whether `[DONE]` has been seen.
-    pub(crate) fn done(&self) -> bool {
-        self.done
+    fn call_delta(&mut self, delta: WireCallDelta) -> Result<(), ModelError> {
+        if delta.index > self.calls.len() || delta.index > 128 {
+            return Err(ModelError::provider(
+                200,
+                "a streamed tool call skips an index",
+            ));
+        }
+        if delta.index == self.calls.len() {
+            self.calls.push(ToolCall {
+                id: String::new(),
+                name: String::new(),
+                arguments: String::new(),
+            });
+        }
+        let function = delta.function.unwrap_or(WireFunctionDelta {
+            name: None,
+            arguments: None,
+        });
+        let pieces = [delta.id, function.name, function.arguments];
+        self.gathered
+            .add(pieces.iter().flatten().map(String::len).sum())?;
+        let [id, name, arguments] = pieces;
+        let call = &mut self.calls[delta.index];
+        call.id.push_str(&id.unwrap_or_default());
+        call.name.push_str(&name.unwrap_or_default());
+        call.arguments.push_str(&arguments.unwrap_or_default());
+        Ok(())
     }
+}
 
-    /// Takes in the next bytes of the stream; `on_text` gets each piece of text.
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &[u8],
-        on_text: &mut dyn FnMut(&str),
-    ) -> Result<(), ModelError> {
-        let mut lines = std::mem::replace(&mut self.lines, Lines::new(0));
-        let fed = lines.feed(bytes, |line| self.event_line(line, on_text));
-        self.lines = lines;
-        fed
-    }
-
-    fn event_line(&mut self, line: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
-        let Some(data) = data(line) else {
-            return Ok(());
-        };
+impl Events for Assembly {
+    fn event(&mut self, data: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
         if data == b"[DONE]" {
             self.done = true;
             return Ok(());
@@ -182,7 +229,7 @@ impl Assembly {
         }
         for choice in chunk.choices {
             if let Some(text) = choice.delta.content {
-                self.count(text.len())?;
+                self.gathered.add(text.len())?;
                 on_text(&text);
                 self.content.get_or_insert_with(String::new).push_str(&text);
             }
@@ -196,50 +243,15 @@ impl Assembly {
         Ok(())
     }
 
-    fn call_delta(&mut self, delta: WireCallDelta) -> Result<(), ModelError> {
-        if delta.index > self.calls.len() || delta.index > 128 {
-            return Err(ModelError::provider(
-                200,
-                "a streamed tool call skips an index",
-            ));
-        }
-        if delta.index == self.calls.len() {
-            self.calls.push(ToolCall {
-                id: String::new(),
-                name: String::new(),
-                arguments: String::new(),
-            });
-        }
-        let function = delta.function.unwrap_or(WireFunctionDelta {
-            name: None,
-            arguments: None,
-        });
-        let pieces = [delta.id, function.name, function.arguments];
-        self.count(pieces.iter().flatten().map(String::len).sum())?;
-        let [id, name, arguments] = pieces;
-        let call = &mut self.calls[delta.index];
-        call.id.push_str(&id.unwrap_or_default());
-        call.name.push_str(&name.unwrap_or_default());
-        call.arguments.push_str(&arguments.unwrap_or_default());
-        Ok(())
-    }
-
-    fn count(&mut self, bytes: usize) -> Result<(), ModelError> {
-        self.gathered += bytes;
-        if self.gathered > self.max_bytes {
-            return Err(self.too_large());
-        }
-        Ok(())
-    }
-
-    fn too_large(&self) -> ModelError {
-        too_large(self.max_bytes)
+    /// Whether `[DONE]` has been seen.
+    fn done(&self) -> bool {
+        self.done
     }
 
     /// The whole answer, and whether usage was reported. A stream that ended without
     /// `[DONE]` or a finish reason was cut off; an unfinished last line is dropped, as
     /// server-sent events only count whole lines.
-    pub(crate) fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
+    fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
         if !self.done && self.finish.is_none() {
             return Err(ModelError::unavailable(
                 "the stream ended before the answer did",
@@ -265,18 +277,6 @@ impl Assembly {
     }
 }
 
-impl Assemble for Assembly {
-    fn done(&self) -> bool {
-        Assembly::done(self)
-    }
-    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
-        Assembly::feed(self, bytes, on_text)
-    }
-    fn finish(self) -> Result<(ChatResponse, bool), ModelError> {
-        Assembly::finish(self)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn events_split_anywhere_assemble_the_same_answer() {
         for split in [1, 7, 64, EVENTS.len()] {
-            let mut assembly = Assembly::new(1 << 20);
+            let mut assembly = Assembly::stream(1 << 20);
             let mut seen = String::new();
             for piece in EVENTS.as_bytes().chunks(split) {
                 assembly
@@ -316,19 +316,19 @@ mod tests {
 
     #[test]
     fn bounds_and_cut_streams() {
-        let mut small = Assembly::new(4);
+        let mut small = Assembly::stream(4);
         let err = small
             .feed(EVENTS.as_bytes(), &mut |_| {})
             .expect_err("a line longer than the bound");
         assert!(matches!(err, ModelError::Provider { .. }), "{err}");
 
-        let mut cut = Assembly::new(1 << 20);
+        let mut cut = Assembly::stream(1 << 20);
         cut.feed(&EVENTS.as_bytes()[..200], &mut |_| {})
             .expect("feeds");
         let err = cut.finish().expect_err("no end");
         assert!(matches!(err, ModelError::Unavailable { .. }), "{err}");
 
-        let mut skip = Assembly::new(1 << 20);
+        let mut skip = Assembly::stream(1 << 20);
         let err = skip
             .feed(
                 b"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":5}]}}]}\n",
