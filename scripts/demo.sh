@@ -102,6 +102,28 @@ print("budget:", r["limitsApplied"]["tokens"], "tokens; model calls recorded:",
       sum(1 for e in r["trace"]["events"] if e["kind"] == "modelCall"))
 print("the key appears in the report:", "demo-key-that-stays-with-the-host" in open(sys.argv[1]).read())
 PY
+# The ModelConfig a cluster is given works locally too: defaults, a rate limit and prices,
+# so the usage carries an estimated cost (the key still comes from a file).
+cat >"$work/tiny-model.yaml" <<EOF
+apiVersion: ari.dev/v1alpha1
+kind: ModelConfig
+metadata:
+  name: tiny
+spec:
+  provider: OpenAI
+  endpoint: http://127.0.0.1:$port/v1
+  model: tiny
+  defaults: {temperature: 0.2, maxTokens: 32}
+  limits: {requestsPerMinute: 60}
+  prices: {currency: EUR, inputPerMillion: "0.15", outputPerMillion: "0.60"}
+EOF
+"$ari" run "$agents/ask.wasm" --input "What is WebAssembly?" --grant models=tiny --tokens 2000 \
+  --model-config "$work/tiny-model.yaml" --model-key-file "tiny=$work/model.key" --json >"$work/priced-run.json"
+python3 - "$work/priced-run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("usage with prices:", json.dumps(r["models"]))
+PY
 # Tokens down a delegation tree: relay (a test fixture that passes its input on) has 1,000
 # tokens and no model; its child, ask, is given half and the parent gets back what it left.
 "$ari" run "$agents/relay.wasm" --input "pass:What is WebAssembly?" --config ask --grant delegation=ask \

@@ -136,13 +136,14 @@ pub struct ModelLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10_000_000))]
     pub max_output_tokens: Option<u32>,
-    /// Calls (chat and embeddings) per minute, for each Agent granted this model: shared out
-    /// evenly among the Agent's executor pods (each enforces its share, rounded down, before
-    /// the call). A call that would wait past its task's deadline is refused `rate-limited`.
+    /// Calls (chat and embeddings) per minute, for the whole namespace: shared out evenly
+    /// among the executor pods of every Agent granted this model (each enforces its share,
+    /// rounded down, before the call, and follows Agents as they come and go). A call that
+    /// would wait past its task's deadline is refused `rate-limited`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000))]
     pub requests_per_minute: Option<u32>,
-    /// Input and output tokens per minute, for each Agent granted this model, shared out like
+    /// Input and output tokens per minute, for the whole namespace, shared out like
     /// `requestsPerMinute`: a call reserves its prompt's estimate and is charged what the
     /// provider reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -35,6 +35,10 @@ fn main() -> std::process::ExitCode {
         vec![vec![
             ("model_config_trials", model_config_trials),
             ("model_backed_agent_trials", model_backed_agent_trials),
+            (
+                "a_models_limit_is_shared_by_every_agent_granted_it",
+                a_models_limit_is_shared_by_every_agent_granted_it,
+            ),
         ]],
     )
 }
@@ -402,6 +406,83 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
             !page.contains(MARKED_KEY) && !page.contains(UNMARKED_KEY),
             "the metrics page holds a key"
         );
+        Ok(())
+    })
+}
+
+/// A ModelConfig's rate limit is the namespace's: two Agents of one pod each, granted a model
+/// of 2 requests a minute, get one each. Against the whole limit per Agent (as before), the
+/// second call of one would go through; shared, it would wait a minute, past its Task's
+/// deadline, so it is refused `rate-limited` and the server is not asked.
+fn a_models_limit_is_shared_by_every_agent_granted_it(m: &ModelsCtx) -> Result<()> {
+    let ctx = &m.ctx;
+    ctx.in_namespace("model-shares", |client, ns| async move {
+        ctx.module_configmap(&ns, "ask-module", "ask")?;
+        let grant =
+            "  capabilities:\n    models:\n      allowed: [shared]\n  limits:\n    tokens: 2000\n";
+        let yaml = [
+            format!(
+                "{}  limits:\n    requestsPerMinute: 2\n",
+                model_config_yaml("shared", &m.server.base_url(), None)
+            ),
+            agent_yaml("ask-a", "ask-module", 1, grant),
+            agent_yaml("ask-b", "ask-module", 1, grant),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        agent_ready(&client, &ns, "ask-a").await?;
+        agent_ready(&client, &ns, "ask-b").await?;
+        // Each executor has seen both Agents: two pods share the limit.
+        wait::until(
+            "both executors share the limit among 2 pods",
+            wait::DEFAULT,
+            || {
+                let client = client.clone();
+                let ns = ns.clone();
+                async move {
+                    let log = executor_log(ctx, &client, &ns)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let shared = log
+                        .lines()
+                        .filter(|l| {
+                            l.contains("model rate limits shared out") && l.contains("\"pods\":2")
+                        })
+                        .count();
+                    if shared >= 2 {
+                        Ok(())
+                    } else {
+                        Err(format!("{shared} of 2 executors"))
+                    }
+                }
+            },
+        )
+        .await?;
+        let timeout = std::time::Duration::from_secs(180);
+        ctx.apply_ok(&ns, &task_yaml("first", "ask-a", "What is ari?", ""))?;
+        let first = task_finished(&client, &ns, "first", timeout).await?;
+        expect_reason(&first, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let tasks = [
+            task_yaml("second", "ask-a", "What is ari?", "  deadlineSeconds: 20\n"),
+            task_yaml("other", "ask-b", "What is ari?", ""),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &tasks)?;
+        let second = task_finished(&client, &ns, "second", timeout).await?;
+        let st = second.status.clone().unwrap_or_default();
+        ensure!(
+            st.phase == Some(TaskPhase::Failed)
+                && st.message.as_deref().is_some_and(|m| m.contains("rate")),
+            "ask-a's second call in a minute, with a share of 1: {:?} {:?}",
+            st.phase,
+            st.message
+        );
+        ensure!(
+            st.resources_used.unwrap_or_default().input_tokens == 0,
+            "the refused call reached the server"
+        );
+        let other = task_finished(&client, &ns, "other", timeout).await?;
+        expect_reason(&other, TaskPhase::Succeeded, TaskReason::Completed)?;
         Ok(())
     })
 }

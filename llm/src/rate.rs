@@ -69,6 +69,15 @@ impl Bucket {
         (tat, wait)
     }
 
+    /// The same bucket at another rate: its theoretical arrival time stays at the same instant,
+    /// so it keeps the fraction of a window it has spent (or owes).
+    fn rescale(&mut self, rate: u64) {
+        let new = u128::from(rate.max(1));
+        // Split to stay in range: ticks × a trillion-per-minute rate would overflow.
+        self.tat = self.tat / self.rate * new + self.tat % self.rate * new / self.rate;
+        self.rate = new;
+    }
+
     /// Ticks as a duration, rounded up (never wait too little).
     fn duration(&self, ticks: u128) -> Duration {
         let nanos = ticks.div_ceil(self.rate);
@@ -160,6 +169,22 @@ impl RateLimiter {
         }
     }
 
+    /// Takes a new share of the declared limits, when the number of executor pods they are
+    /// shared among changes: each bucket keeps the fraction of a window it has spent. Only
+    /// the rates change; a limit not set at the start stays unset.
+    pub fn reshare(&self, limits: RateLimits) {
+        let mut state = self.lock();
+        let State { requests, tokens } = &mut *state;
+        for (bucket, rate) in [
+            (requests, limits.requests_per_minute),
+            (tokens, limits.tokens_per_minute),
+        ] {
+            if let (Some(b), Some(rate)) = (bucket.as_mut(), rate) {
+                b.rescale(rate);
+            }
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -231,6 +256,35 @@ mod tests {
         r.settle(600, 100);
         assert_eq!(r.reserve(t0, 500, LONG), Ok(Duration::ZERO));
         assert_eq!(r.reserve(t0, 10, LONG), Ok(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_smaller_share_keeps_what_was_spent_and_slows_what_follows() {
+        let (r, t0) = limiter(Some(4), Some(600));
+        for _ in 0..4 {
+            assert_eq!(r.reserve(t0, 0, LONG), Ok(Duration::ZERO));
+        }
+        // Four a minute: the fifth would wait 15 s. Halved, the bucket is still spent, and
+        // one request costs 30 s.
+        r.reshare(RateLimits {
+            requests_per_minute: Some(2),
+            tokens_per_minute: Some(300),
+        });
+        assert_eq!(r.reserve(t0, 0, LONG), Ok(Duration::from_secs(30)));
+        // A larger share speeds the next ones up without giving back a window.
+        r.reshare(RateLimits {
+            requests_per_minute: Some(6),
+            tokens_per_minute: None,
+        });
+        let waited = t0 + Duration::from_secs(30);
+        assert_eq!(r.reserve(waited, 0, LONG), Ok(Duration::from_secs(10)));
+        // A limit unset at the start stays unset.
+        let (r, t0) = limiter(Some(1), None);
+        r.reshare(RateLimits {
+            requests_per_minute: Some(1),
+            tokens_per_minute: Some(1),
+        });
+        assert_eq!(r.reserve(t0, 1_000, LONG), Ok(Duration::ZERO));
     }
 
     #[test]

@@ -1,14 +1,22 @@
-//! `ari run`'s models: `--model NAME=URL` declares one (as a ModelConfig does in a cluster),
-//! `--grant models=NAME` grants it, and the key comes from a file or the environment, never
-//! from the command line (where `ps` and shell history would show it).
+//! `ari run`'s models: `--model NAME=URL` declares one, or `--model-config FILE` reads the
+//! ModelConfig a cluster is given (defaults, limits and prices included); `--grant
+//! models=NAME` grants it, and the key comes from a file or the environment, never from the
+//! command line (where `ps` and shell history would show it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
 
 use super::flags::{CredentialFlags, credential, pairs};
+use crate::worker::models::{declared_limits, from_spec};
+use ari_crds::ModelConfig;
+use ari_llm::rate::RateLimiter;
 use ari_llm::{Client, Endpoint, Model, ModelProvider, RetryPolicy, SchemaStyle};
 use ari_runtime::capability::LoadedModels;
 use ari_runtime::limits::DEFAULT_TOKENS;
+use serde::Deserialize;
 
 #[derive(Args, Debug, Default)]
 pub struct ModelArgs {
@@ -16,6 +24,12 @@ pub struct ModelArgs {
     /// OpenAI-compatible endpoint such as http://127.0.0.1:8080/v1 (repeatable).
     #[arg(long = "model", value_name = "NAME=URL")]
     models: Vec<String>,
+    /// ModelConfig manifests (YAML or JSON, several documents allowed; the files a cluster is
+    /// given): each declares the model its name says, with its defaults, rate limits (this
+    /// process has them whole) and prices. Its credentials Secret is not read: give the key
+    /// with --model-key-file or --model-key-env (repeatable).
+    #[arg(long = "model-config", value_name = "PATH")]
+    configs: Vec<PathBuf>,
     /// The provider's model id for NAME (default: NAME).
     #[arg(long = "model-id", value_name = "NAME=ID")]
     ids: Vec<String>,
@@ -69,6 +83,34 @@ impl ModelArgs {
             }
             models.push(Model::new(name, endpoint));
         }
+        for path in &self.configs {
+            for mc in model_configs(path)? {
+                let name = mc.metadata.name.clone().unwrap_or_default();
+                if models.iter().any(|m| m.name == name) {
+                    bail!("model {name:?} is declared twice");
+                }
+                if let Some(flag) = [
+                    ("--model-id", &ids),
+                    ("--model-provider", &providers),
+                    ("--model-schema-style", &styles),
+                ]
+                .into_iter()
+                .find_map(|(flag, given)| given.contains_key(&name).then_some(flag))
+                {
+                    bail!("{flag} {name}: {} declares it", path.display());
+                }
+                let key = credential(&KEY_FLAGS, &name, key_files.get(&name), key_envs.get(&name))?;
+                if mc.spec.credentials.is_some() && key.is_none() {
+                    bail!(
+                        "model {name:?} names credentials: give its key with --model-key-file \
+                         {name}=PATH or --model-key-env {name}=VAR"
+                    );
+                }
+                let mut model = from_spec(&name, &mc.spec, key)?;
+                model.rate = RateLimiter::new(declared_limits(&mc.spec)).map(Arc::new);
+                models.push(model);
+            }
+        }
         for flag_names in [&ids, &providers, &key_files, &key_envs, &styles] {
             if let Some(name) = flag_names
                 .keys()
@@ -81,6 +123,35 @@ impl ModelArgs {
             .map_err(|e| anyhow::anyhow!("cannot build the model client: {e}"))?;
         Ok(LoadedModels::live(client, models))
     }
+}
+
+/// The ModelConfigs in a manifest file, each with a name; documents of other kinds (the
+/// Secret and Agent beside them) are skipped, and a file with none is refused.
+fn model_configs(path: &Path) -> anyhow::Result<Vec<ModelConfig>> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--model-config: cannot read {shown}"))?;
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_yaml::Value::deserialize(doc)
+            .with_context(|| format!("--model-config {shown}: not YAML"))?;
+        if value.is_null() {
+            continue;
+        }
+        if value.get("kind").and_then(serde_yaml::Value::as_str) != Some("ModelConfig") {
+            continue;
+        }
+        let mc: ModelConfig = serde_yaml::from_value(value)
+            .with_context(|| format!("--model-config {shown}: not a ModelConfig"))?;
+        if mc.metadata.name.as_deref().is_none_or(str::is_empty) {
+            bail!("--model-config {shown}: a ModelConfig without metadata.name");
+        }
+        out.push(mc);
+    }
+    if out.is_empty() {
+        bail!("--model-config {shown}: holds no ModelConfig");
+    }
+    Ok(out)
 }
 
 /// How `--model-key-file` and `--model-key-env` name a model's key.
@@ -102,6 +173,104 @@ mod tests {
         };
         let err = args.load().expect_err("undeclared");
         assert!(err.to_string().contains("not declared"), "{err}");
+    }
+
+    const MANIFEST: &str = "apiVersion: ari.dev/v1alpha1
+kind: ModelConfig
+metadata:
+  name: small
+spec:
+  provider: OpenAI
+  endpoint: http://127.0.0.1:9/v1
+  model: llama-3.2-1b
+  credentials: {name: llm-key, key: apiKey}
+  defaults: {temperature: 0.5, maxTokens: 64}
+  limits: {requestsPerMinute: 30, tokensPerMinute: 9000, maxOutputTokens: 128}
+  prices: {currency: EUR, inputPerMillion: \"0.15\", outputPerMillion: \"0.60\"}
+---
+apiVersion: ari.dev/v1alpha1
+kind: ModelConfig
+metadata:
+  name: open
+spec:
+  provider: Anthropic
+  endpoint: https://api.anthropic.com
+  model: claude
+";
+
+    fn manifest(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+        let path = dir.path().join("models.yaml");
+        std::fs::write(&path, text).expect("written");
+        path
+    }
+
+    #[test]
+    fn a_model_config_file_declares_its_models_with_defaults_limits_and_prices() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = dir.path().join("key");
+        std::fs::write(&key, "sk-file-key").expect("written");
+        let args = ModelArgs {
+            configs: vec![manifest(&dir, MANIFEST)],
+            key_files: vec![format!("small={}", key.display())],
+            ..Default::default()
+        };
+        let models = args.load().expect("loads");
+        let small = models.get("small").expect("declared");
+        assert_eq!(small.endpoint.model, "llama-3.2-1b");
+        assert!(small.endpoint.key.is_some());
+        assert_eq!(small.default_temperature, Some(0.5));
+        assert_eq!(small.output.default_max_tokens, Some(64));
+        assert_eq!(small.output.max_output_tokens, Some(128));
+        let prices = small.prices.as_ref().expect("prices");
+        assert_eq!(prices.currency, "EUR");
+        let rate = small.rate.as_ref().expect("rate limited, the whole limit");
+        let now = tokio::time::Instant::now();
+        let quick = std::time::Duration::from_millis(1);
+        assert!((0..30).all(|_| rate.reserve(now, 0, quick).is_ok()));
+        assert!(
+            rate.reserve(now, 0, quick).is_err(),
+            "31st request in a minute"
+        );
+        let open = models.get("open").expect("declared");
+        assert_eq!(open.endpoint.kind, ModelProvider::Anthropic);
+        assert!(open.rate.is_none() && open.prices.is_none());
+    }
+
+    #[test]
+    fn a_model_config_file_is_refused_with_the_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cases = [
+            (MANIFEST.to_owned(), vec![], "names credentials"),
+            (
+                MANIFEST.replace("kind: ModelConfig", "kind: Agent"),
+                vec!["small=SOME_VAR".to_owned()],
+                "holds no ModelConfig",
+            ),
+            (
+                MANIFEST.replace("name: open", "name: small"),
+                vec![],
+                "declared twice",
+            ),
+            (
+                MANIFEST.replace("http://127.0.0.1:9/v1", "ftp://x"),
+                vec![],
+                "not an http(s) URL",
+            ),
+        ];
+        // SAFETY: this test alone reads this variable.
+        unsafe { std::env::set_var("SOME_VAR", "sk") };
+        for (text, key_envs, want) in cases {
+            let mut args = ModelArgs {
+                configs: vec![manifest(&dir, &text)],
+                key_envs: key_envs.clone(),
+                ..Default::default()
+            };
+            if key_envs.is_empty() && want != "names credentials" {
+                args.key_envs = vec!["small=SOME_VAR".to_owned()];
+            }
+            let err = format!("{:#}", args.load().expect_err(want));
+            assert!(err.contains(want), "{want}: {err}");
+        }
     }
 
     #[test]

@@ -17,7 +17,8 @@ mod gate;
 mod lifecycle;
 mod livelog;
 mod metrics;
-mod models;
+mod model_shares;
+pub(crate) mod models;
 mod module;
 mod oci;
 mod parent;
@@ -174,7 +175,7 @@ async fn prepare(
     let grants =
         Grants::load(agent.spec.capabilities.clone(), signing_key).map_err(ConfigError::Grants)?;
     let grants = match &agent.spec.capabilities.models {
-        Some(_) => grants.with_models(loaded_models(&config, executor_pods(&agent, &config))?),
+        Some(_) => grants.with_models(loaded_models(&client, &config, &agent)?),
         None => grants,
     };
     let grants = match &agent.spec.capabilities.tools {
@@ -256,14 +257,26 @@ async fn load_module(
 /// The granted models the operator handed over, behind one model client for the process. A
 /// granted name not among them (no ModelConfig, an unmarked Secret, a key the Secret lacks)
 /// is answered `unavailable` by the runtime.
-fn loaded_models(config: &WorkerConfig, pods: u32) -> Result<LoadedModels, WorkerError> {
+///
+/// Each rate limit starts as the Agent's own pods' share and then follows the namespace's
+/// Agents granted the model (`model_shares`).
+fn loaded_models(
+    client: &Client,
+    config: &WorkerConfig,
+    agent: &ari_crds::Agent,
+) -> Result<LoadedModels, WorkerError> {
     for name in &config.models.keyless {
         warn!(model = %name, "the model's credentials Secret lacks the key it names; its calls are unavailable");
     }
-    let client = ari_llm::Client::new(ari_llm::Limits::default(), ari_llm::RetryPolicy::default())
-        .map_err(|e| ConfigError::ModelClient(e.to_string()))?;
+    let model_client =
+        ari_llm::Client::new(ari_llm::Limits::default(), ari_llm::RetryPolicy::default())
+            .map_err(|e| ConfigError::ModelClient(e.to_string()))?;
+    let redis = config.redis_url.is_some();
+    let pods = model_shares::executor_pods(agent, redis);
     info!(models = ?config.models, pods, "models loaded");
-    Ok(LoadedModels::live(client, config.models.limited(pods)))
+    let (models, shares) = config.models.limited(pods);
+    shares.follow(client.clone(), &config.namespace, redis);
+    Ok(LoadedModels::live(model_client, models))
 }
 
 /// The granted MCP servers the operator handed over, behind one MCP client for the process. A
@@ -275,18 +288,6 @@ fn loaded_tools(config: &WorkerConfig) -> Result<LoadedTools, WorkerError> {
     }
     info!(servers = ?config.tools, "tool servers loaded");
     Ok(config.tools.loaded()?)
-}
-
-/// The Agent's executor pods, among which its models' rate limits are shared out: its
-/// `replicas`, or one when storage without Redis holds it to a single writer (the operator's
-/// rule). A change of replicas changes the pod template's spec hash, so every pod starts again
-/// with the new count.
-fn executor_pods(agent: &ari_crds::Agent, config: &WorkerConfig) -> u32 {
-    let storage = agent.spec.capabilities.storage.is_some();
-    if storage && config.redis_url.is_none() {
-        return 1;
-    }
-    u32::try_from(agent.spec.replicas()).unwrap_or(1).max(1)
 }
 
 /// The signing grant's key, which the Deployment passes in `ARI_SIGNING_KEY` from the

@@ -6,13 +6,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ari_crds::model_config::{ExecutorModel, MODELS_ENV};
+use ari_crds::model_config::{ExecutorModel, MODELS_ENV, ModelConfigSpec};
 use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::rate::{RateLimiter, RateLimits};
 use ari_llm::{ApiKey, Endpoint, Model};
 use ari_runtime::model::price::DEFAULT_CURRENCY;
 
 use super::ConfigError;
+use super::model_shares::{ModelShares, Shared};
 
 /// The granted models with their keys, read once at start. `Debug` shows names only.
 #[derive(Clone, Default)]
@@ -54,68 +55,100 @@ impl GrantedModels {
                 out.keyless.push(m.name.clone());
                 continue;
             }
-            let limits = m.spec.limits.clone().unwrap_or_default();
-            out.rate_limits.insert(
-                m.name.clone(),
-                RateLimits {
-                    requests_per_minute: limits.requests_per_minute.map(u64::from),
-                    tokens_per_minute: limits.tokens_per_minute,
-                },
-            );
-            out.models.push(model(&m, key)?);
+            out.rate_limits
+                .insert(m.name.clone(), declared_limits(&m.spec));
+            let model = from_spec(&m.name, &m.spec, key).map_err(|e| ConfigError::Invalid {
+                var: MODELS_ENV,
+                value: e.to_string(),
+                want: "a ModelConfig spec as the API server admits it",
+            })?;
+            out.models.push(model);
         }
         Ok(out)
     }
 
-    /// The models, each with this process's rate limiter: its ModelConfig's limits shared
-    /// out among the Agent's `replicas` executor pods ([`pod_share`]). Called once per
-    /// process: every task's calls go through the same limiters.
-    pub fn limited(&self, replicas: u32) -> Vec<Model> {
-        self.models
+    /// The models, each with this process's rate limiter, and those limiters to follow: each
+    /// starts with its ModelConfig's limits shared out among the Agent's own `replicas`
+    /// executor pods ([`pod_share`]) and is reshared once the namespace's Agents granted the
+    /// model are known ([`ModelShares::follow`]). Called once per process: every task's calls
+    /// go through the same limiters.
+    pub fn limited(&self, replicas: u32) -> (Vec<Model>, ModelShares) {
+        let mut shares = ModelShares::default();
+        let models = self
+            .models
             .iter()
             .map(|m| {
                 let declared = self.rate_limits.get(&m.name).copied().unwrap_or_default();
-                Model {
-                    rate: RateLimiter::new(pod_share(declared, replicas)).map(Arc::new),
-                    ..m.clone()
+                let rate = RateLimiter::new(pod_share(declared, replicas)).map(Arc::new);
+                if let Some(limiter) = &rate {
+                    shares.shared.push(Shared {
+                        model: m.name.clone(),
+                        declared,
+                        limiter: limiter.clone(),
+                    });
                 }
+                Model { rate, ..m.clone() }
             })
-            .collect()
+            .collect();
+        (models, shares)
     }
 }
 
 /// One executor pod's part of a ModelConfig's per-minute limits: each divided evenly among
-/// the Agent's `replicas` pods, rounded down but at least 1, so that the Agent's pods together
-/// stay within the limit. Exact coordination across pods would need a shared store; this
-/// needs none (see docs/models.md, "Rate limits").
-pub fn pod_share(limits: RateLimits, replicas: u32) -> RateLimits {
-    let share = |n: u64| (n / u64::from(replicas.max(1))).max(1);
+/// the `pods` that share it, rounded down but at least 1, so that they together stay within
+/// the limit. Exact coordination across pods would need a shared store; this needs none (see
+/// docs/models.md, "Rate limits").
+pub fn pod_share(limits: RateLimits, pods: u32) -> RateLimits {
+    let share = |n: u64| (n / u64::from(pods.max(1))).max(1);
     RateLimits {
         requests_per_minute: limits.requests_per_minute.map(share),
         tokens_per_minute: limits.tokens_per_minute.map(share),
     }
 }
 
-/// One granted model as the model client takes it.
-fn model(m: &ExecutorModel, key: Option<ApiKey>) -> Result<Model, ConfigError> {
-    let url = url::Url::parse(&m.spec.endpoint).map_err(|_| ConfigError::Invalid {
-        var: MODELS_ENV,
-        value: format!("model {}: endpoint {:?}", m.name, m.spec.endpoint),
-        want: "an http(s) URL",
-    })?;
-    let mut endpoint = Endpoint::new(m.spec.provider, url, m.spec.model.clone());
-    if let Some(style) = m.spec.schema_style {
+/// A ModelConfig spec the API server's schema would refuse, met where none checked it (an
+/// `ari run --model-config` file).
+#[derive(Debug, thiserror::Error)]
+pub enum ModelSpecError {
+    #[error("model {0}: endpoint {1:?} is not an http(s) URL")]
+    Endpoint(String, String),
+    #[error("model {0}: {1}")]
+    Prices(String, String),
+}
+
+/// A ModelConfig's per-minute limits as declared, before they are shared out.
+pub fn declared_limits(spec: &ModelConfigSpec) -> RateLimits {
+    let limits = spec.limits.clone().unwrap_or_default();
+    RateLimits {
+        requests_per_minute: limits.requests_per_minute.map(u64::from),
+        tokens_per_minute: limits.tokens_per_minute,
+    }
+}
+
+/// The model the ModelConfig `name` declares, as the model client takes it (its rate limiter
+/// is added by whoever knows how many processes share the limits).
+pub fn from_spec(
+    name: &str,
+    spec: &ModelConfigSpec,
+    key: Option<ApiKey>,
+) -> Result<Model, ModelSpecError> {
+    let url = url::Url::parse(&spec.endpoint)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .ok_or_else(|| ModelSpecError::Endpoint(name.to_owned(), spec.endpoint.clone()))?;
+    let mut endpoint = Endpoint::new(spec.provider, url, spec.model.clone());
+    if let Some(style) = spec.schema_style {
         endpoint = endpoint.with_schema_style(style);
     }
     if let Some(key) = key {
         endpoint = endpoint.with_key(key);
     }
-    let limits = m.spec.limits.clone().unwrap_or_default();
+    let limits = spec.limits.clone().unwrap_or_default();
     let mut estimator = Estimator::default();
     if let Some(b) = limits.bytes_per_token {
         estimator.bytes_per_token = b.max(1);
     }
-    let prices = m.spec.prices.as_ref().map(|p| ari_runtime::model::Prices {
+    let prices = spec.prices.as_ref().map(|p| ari_runtime::model::Prices {
         currency: p
             .currency
             .clone()
@@ -125,13 +158,10 @@ fn model(m: &ExecutorModel, key: Option<ApiKey>) -> Result<Model, ConfigError> {
         output_per_million: p.output_per_million.clone(),
     });
     if let Some(p) = &prices {
-        p.check().map_err(|e| ConfigError::Invalid {
-            var: MODELS_ENV,
-            value: format!("model {}: {e}", m.name),
-            want: "prices as decimal strings",
-        })?;
+        p.check()
+            .map_err(|e| ModelSpecError::Prices(name.to_owned(), e.to_string()))?;
     }
-    let defaults = m.spec.defaults.clone().unwrap_or_default();
+    let defaults = spec.defaults.clone().unwrap_or_default();
     Ok(Model {
         output: OutputLimits {
             default_max_tokens: defaults.max_tokens,
@@ -141,7 +171,7 @@ fn model(m: &ExecutorModel, key: Option<ApiKey>) -> Result<Model, ConfigError> {
         // The WIT's temperature is a 32-bit float: the default is sent as one.
         default_temperature: defaults.temperature.map(|t| t as f32),
         prices,
-        ..Model::new(m.name.clone(), endpoint)
+        ..Model::new(name, endpoint)
     })
 }
 
@@ -209,7 +239,8 @@ mod tests {
                 tokens_per_minute: Some(90_000),
             })
         );
-        let limited = got.limited(3);
+        let (limited, shares) = got.limited(3);
+        assert_eq!(shares.shared.len(), 1, "only the limited model is followed");
         assert!(limited[0].rate.is_some(), "limited");
         assert!(limited[1].rate.is_none(), "no limits, no limiter");
         assert_eq!(got.models[1].default_temperature, None);
