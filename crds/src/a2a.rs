@@ -13,6 +13,11 @@ pub const LIVE_LOG_LINE_BYTES: usize = 256;
 /// Bytes of model text kept in [`LiveText::tail`]: the newest, cut on a char boundary.
 pub const LIVE_TEXT_BYTES: usize = 2048;
 
+/// Tool calls kept in [`LiveTools::recent`] (a call and its result are two).
+pub const LIVE_TOOL_EVENTS: usize = 16;
+/// Longest preview of a tool call's arguments or answer in [`LiveToolEvent::preview`].
+pub const LIVE_TOOL_PREVIEW_BYTES: usize = 256;
+
 /// `spec.a2a`: whether the A2A gateway serves this Agent, and the card it shows.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -89,6 +94,96 @@ pub struct LiveLog {
     /// follows; the guest still receives each answer whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_text: Option<LiveText>,
+    /// The Task's newest tool calls and their outcomes, as they are made (while a stream
+    /// follows; the trace keeps them whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<LiveTools>,
+}
+
+/// The newest tool events of a running Task: each call before it is sent, then how it came
+/// out. Bounded: the newest [`LIVE_TOOL_EVENTS`], and `seq` counts them all, so a reader
+/// knows what it missed.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveTools {
+    /// Events so far (kept, dropped or missed by the executor alike).
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub recent: Vec<LiveToolEvent>,
+}
+
+/// One tool call on its way out, or its outcome.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveToolEvent {
+    /// The MCPServer's name, as the guest called it.
+    #[schemars(length(max = 253))]
+    pub server: String,
+    #[schemars(length(max = 128))]
+    pub tool: String,
+    /// None for the call; how it came out for its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<ari_model::ToolOutcome>,
+    /// The call's arguments, or the answer's text, cut to [`LIVE_TOOL_PREVIEW_BYTES`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 256))]
+    pub preview: String,
+}
+
+impl LiveToolEvent {
+    /// An event with each text cut (on a char boundary) to what the status keeps.
+    pub fn new(
+        server: &str,
+        tool: &str,
+        outcome: Option<ari_model::ToolOutcome>,
+        preview: &str,
+    ) -> Self {
+        Self {
+            server: cut(server, 253).to_owned(),
+            tool: cut(tool, 128).to_owned(),
+            outcome,
+            preview: cut(preview, LIVE_TOOL_PREVIEW_BYTES).to_owned(),
+        }
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl LiveTools {
+    /// Adds an event, keeping the newest [`LIVE_TOOL_EVENTS`].
+    pub fn push(&mut self, event: LiveToolEvent) {
+        self.recent.push(event);
+        if self.recent.len() > LIVE_TOOL_EVENTS {
+            let extra = self.recent.len() - LIVE_TOOL_EVENTS;
+            self.recent.drain(..extra);
+        }
+        self.seq += 1;
+    }
+
+    /// Counts `n` events made but never seen here (the executor dropped them rather than
+    /// wait): readers learn they missed them.
+    pub fn skip(&mut self, n: u64) {
+        self.seq = self.seq.saturating_add(n);
+        self.recent.clear();
+    }
+
+    /// The events a reader that had seen `seen` has not seen, and how many of those are no
+    /// longer kept.
+    pub fn since(&self, seen: u64) -> (&[LiveToolEvent], u64) {
+        let new = self.seq.saturating_sub(seen);
+        let kept = usize::try_from(new)
+            .unwrap_or(usize::MAX)
+            .min(self.recent.len());
+        (&self.recent[self.recent.len() - kept..], new - kept as u64)
+    }
 }
 
 /// The newest model text of a running Task: what A2A followers see as the model produces
@@ -146,11 +241,7 @@ impl LiveLog {
     /// Adds one line, keeping only the newest [`LIVE_LOG_LINES`], each cut to
     /// [`LIVE_LOG_LINE_BYTES`].
     pub fn push(&mut self, line: &str) {
-        let mut end = line.len().min(LIVE_LOG_LINE_BYTES);
-        while !line.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.lines.push(line[..end].to_owned());
+        self.lines.push(cut(line, LIVE_LOG_LINE_BYTES).to_owned());
         if self.lines.len() > LIVE_LOG_LINES {
             let extra = self.lines.len() - LIVE_LOG_LINES;
             self.lines.drain(..extra);
@@ -170,6 +261,30 @@ impl LiveLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_tools_keep_the_newest_events_cut_short_and_count_all() {
+        let mut t = LiveTools::default();
+        let long = "é".repeat(200); // 400 bytes
+        t.push(LiveToolEvent::new("kit", "echo", None, &long));
+        let first = &t.recent[0];
+        assert_eq!(first.preview.len(), 256, "cut on a char boundary");
+        for i in 0..20 {
+            t.push(LiveToolEvent::new(
+                "kit",
+                &format!("t{i}"),
+                Some(ari_model::ToolOutcome::Answered),
+                "",
+            ));
+        }
+        assert_eq!(t.recent.len(), LIVE_TOOL_EVENTS);
+        let (new, missed) = t.since(1);
+        assert_eq!((new.len(), missed), (16, 4), "20 new, 16 kept");
+        assert_eq!(new.last().map(|e| e.tool.as_str()), Some("t19"));
+        assert_eq!(t.since(21), (&[][..], 0));
+        t.skip(3);
+        assert_eq!(t.since(21), (&[][..], 3));
+    }
 
     #[test]
     fn live_text_keeps_the_newest_bytes_on_char_boundaries_and_counts_all() {

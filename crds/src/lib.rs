@@ -18,13 +18,16 @@ pub mod plan;
 pub mod plan_view;
 pub mod task;
 
-pub use a2a::{A2aSkill, A2aSpec, LiveLog, LiveText, MediaType, ShortText};
+pub use a2a::{
+    A2aSkill, A2aSpec, LiveLog, LiveText, LiveToolEvent, LiveTools, MediaType, ShortText,
+};
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{
     Agent, AgentMode, AgentSpec, AgentStatus, ConfigMapModule, DelegationGrant, EffectiveLimits,
     EmptyGrant, ExecutorSpec, GrantSet, Limits, ModuleSource, NetworkGrant, PullSecretRef,
     SecretKeyRef, SigningGrant, StorageGrant,
 };
+pub use ari_model::ToolOutcome;
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, TokensTooLarge, fuel_within_limit,
     requirements_within_grants, tokens_within_limit,

@@ -43,6 +43,29 @@ pub enum Event {
         #[serde(skip_serializing_if = "is_zero")]
         missed: u64,
     },
+    /// A tool call the Task is making (`arguments`: the start of its JSON text), before it
+    /// is sent. `missed`: tool events made meanwhile that are no longer kept.
+    #[serde(rename_all = "camelCase")]
+    ToolCall {
+        task: String,
+        server: String,
+        tool: String,
+        arguments: String,
+        #[serde(skip_serializing_if = "is_zero")]
+        missed: u64,
+    },
+    /// How a tool call came out (`text`: the start of the answer's text).
+    #[serde(rename_all = "camelCase")]
+    ToolResult {
+        task: String,
+        server: String,
+        tool: String,
+        outcome: ari_crds::ToolOutcome,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        text: String,
+        #[serde(skip_serializing_if = "is_zero")]
+        missed: u64,
+    },
     /// A child Task was started or has ended.
     #[serde(rename_all = "camelCase")]
     Delegation {
@@ -78,6 +101,35 @@ pub enum Event {
     Error { task: String, message: String },
 }
 
+/// The tool events a reader that had seen `seen` has not seen; the first carries how many
+/// it missed.
+fn tool_events(task: &str, tools: &ari_crds::LiveTools, seen: u64) -> Vec<Event> {
+    let (new, mut missed) = tools.since(seen);
+    new.iter()
+        .map(|e| {
+            let missed = std::mem::take(&mut missed);
+            let (task, server, tool) = (task.to_owned(), e.server.clone(), e.tool.clone());
+            match e.outcome {
+                None => Event::ToolCall {
+                    task,
+                    server,
+                    tool,
+                    arguments: e.preview.clone(),
+                    missed,
+                },
+                Some(outcome) => Event::ToolResult {
+                    task,
+                    server,
+                    tool,
+                    outcome,
+                    text: e.preview.clone(),
+                    missed,
+                },
+            }
+        })
+        .collect()
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -89,6 +141,8 @@ impl Event {
             Self::Status { .. } => "status",
             Self::Log { .. } => "log",
             Self::ModelText { .. } => "modelText",
+            Self::ToolCall { .. } => "toolCall",
+            Self::ToolResult { .. } => "toolResult",
             Self::Delegation { .. } => "delegation",
             Self::Usage { .. } => "usage",
             Self::Done { .. } => "done",
@@ -109,6 +163,8 @@ pub struct Follow {
     log_seen: u64,
     /// Bytes of model text already told.
     text_seen: u64,
+    /// Tool events already told.
+    tools_seen: u64,
     /// Child name → last state told.
     children: BTreeMap<String, TaskState>,
     ended: bool,
@@ -167,6 +223,10 @@ impl Follow {
                     });
                 }
                 self.text_seen = self.text_seen.max(text.seq);
+            }
+            if let Some(tools) = &live.tools {
+                out.extend(tool_events(&name, tools, self.tools_seen));
+                self.tools_seen = self.tools_seen.max(tools.seq);
             }
         }
         // Children the status lists, for those the watch did not show (e.g. already gone).
@@ -356,6 +416,41 @@ mod tests {
             json,
             serde_json::json!([{"type": "modelText", "task": "t", "text": "!", "missed": 100}])
         );
+    }
+
+    #[test]
+    fn tool_calls_and_their_results_stream_once_each() {
+        use ari_crds::ToolOutcome;
+        use ari_crds::{LiveToolEvent, LiveTools};
+        let running = |events: &[LiveToolEvent]| {
+            let mut t = task(Some(TaskPhase::Running), &[]);
+            let mut tools = LiveTools::default();
+            for e in events {
+                tools.push(e.clone());
+            }
+            if let Some(s) = t.status.as_mut() {
+                s.live_log.get_or_insert_with(LiveLog::default).tools = Some(tools);
+            }
+            t
+        };
+        let call = LiveToolEvent::new("kit", "echo", None, r#"{"text":"hi"}"#);
+        let result = LiveToolEvent::new("kit", "echo", Some(ToolOutcome::Answered), "hi");
+        let mut f = Follow::default();
+        let first =
+            serde_json::to_value(f.task(&running(std::slice::from_ref(&call)))).expect("json");
+        assert_eq!(
+            first[0],
+            serde_json::json!({"type": "toolCall", "task": "t", "server": "kit", "tool": "echo",
+                               "arguments": "{\"text\":\"hi\"}"})
+        );
+        let both = [call, result];
+        let next = serde_json::to_value(f.task(&running(&both))).expect("json");
+        assert_eq!(
+            next,
+            serde_json::json!([{"type": "toolResult", "task": "t", "server": "kit", "tool": "echo",
+                                "outcome": "answered", "text": "hi"}])
+        );
+        assert!(f.task(&running(&both)).is_empty(), "nothing new");
     }
 
     #[test]

@@ -422,7 +422,7 @@ fn status_update(
 }
 
 /// The A2A items of one canonical event: a status change is a status update; a log line,
-/// model text, delegation or usage rides on a status update (same state) as `ari.dev/event`
+/// model text, a tool call or result, delegation or usage rides on a status update (same state) as `ari.dev/event`
 /// metadata.
 fn a2a_items(ev: &Event, state: &mut TaskState, name: &str, context: &str) -> Vec<StreamItem> {
     match ev {
@@ -436,6 +436,8 @@ fn a2a_items(ev: &Event, state: &mut TaskState, name: &str, context: &str) -> Ve
         }
         Event::Log { .. }
         | Event::ModelText { .. }
+        | Event::ToolCall { .. }
+        | Event::ToolResult { .. }
         | Event::Delegation { .. }
         | Event::Usage { .. } => {
             if state.is_terminal() {

@@ -39,6 +39,20 @@ pub enum ToolError {
 }
 
 impl ToolError {
+    /// The case, as followers of a Task are told it.
+    pub fn outcome(&self) -> ari_model::ToolOutcome {
+        use ari_model::ToolOutcome as O;
+        match self {
+            ToolError::Denied { .. } => O::Denied,
+            ToolError::NotFound { .. } => O::NotFound,
+            ToolError::InvalidArguments { .. } => O::InvalidArguments,
+            ToolError::Unavailable { .. } => O::Unavailable,
+            ToolError::Timeout { .. } => O::Timeout,
+            ToolError::TooLarge { .. } => O::TooLarge,
+            ToolError::ServerError { .. } => O::ServerError,
+        }
+    }
+
     pub fn denied(message: impl Into<String>) -> ToolError {
         ToolError::Denied {
             message: short(&message.into()),

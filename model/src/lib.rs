@@ -20,6 +20,7 @@ pub mod outcome;
 pub mod price;
 pub mod requirements;
 pub mod secret;
+pub mod tool;
 pub mod usage;
 
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
@@ -37,4 +38,5 @@ pub use outcome::{Failure, FailureKind, TaskPhase, TaskReason};
 pub use price::{BadPrice, Cost, Price, Prices};
 pub use requirements::{Denied, TaskRequirements};
 pub use secret::Secret;
+pub use tool::ToolOutcome;
 pub use usage::{Estimate, ModelCalls, ResourcesUsed, TokenUsage};

@@ -75,6 +75,8 @@ pub struct TaskRequest {
     /// Sees the text of the task's model calls as the model produces it (A2A followers);
     /// `None`: calls are never streamed.
     pub model_tap: Option<Arc<dyn crate::capability::ModelTap>>,
+    /// Sees the task's tool calls as they are made (A2A followers); `None`: nobody does.
+    pub tool_tap: Option<Arc<dyn crate::capability::ToolTap>>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -104,6 +106,7 @@ impl TaskRequest {
             delegation: None,
             log_tap: None,
             model_tap: None,
+            tool_tap: None,
         }
     }
 }
@@ -245,6 +248,7 @@ impl TaskRequest {
             delegation: self.delegation.clone(),
             log_tap: self.log_tap.clone(),
             model_tap: self.model_tap.clone(),
+            tool_tap: self.tool_tap.clone(),
         })
     }
 }
@@ -513,6 +517,7 @@ fn capabilities(
         memory_bytes: applied.memory_bytes,
         log_tap: req.log_tap.clone(),
         model_tap: req.model_tap.clone(),
+        tool_tap: req.tool_tap.clone(),
         replay: matches!(mode, Mode::Replay(_)),
         tokens: applied.tokens.unwrap_or(0),
     };

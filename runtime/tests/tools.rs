@@ -239,3 +239,47 @@ fn a_replay_whose_guest_asks_something_else_stops_at_that_request() {
     );
     assert!(failure.message.contains("arguments"), "{}", failure.message);
 }
+
+/// Records what a follower would be told.
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<String>>);
+
+impl ari_runtime::capability::ToolTap for Recorded {
+    fn call(&self, server: &str, tool: &str, arguments: &str) {
+        let mut seen = self.0.lock().expect("lock");
+        seen.push(format!("call {server}/{tool} {arguments}"));
+    }
+    fn result(&self, server: &str, tool: &str, outcome: ari_model::ToolOutcome, text: &str) {
+        let mut seen = self.0.lock().expect("lock");
+        seen.push(format!("result {server}/{tool} {outcome:?} {text}"));
+    }
+}
+
+#[test]
+fn a_followers_tap_sees_each_call_before_it_is_made_and_how_it_came_out() {
+    let Some(mcp) = McpServer::start_or_skip("tool_tap", Mode::Stateless, None) else {
+        return;
+    };
+    let input = "call demo echo {\"text\":\"hi\"}\ncall demo delete_everything {}";
+    let tap = std::sync::Arc::new(Recorded::default());
+    let mut req = toolbox(
+        input,
+        &["tools=demo:echo"],
+        vec![demo(&mcp.url(), None)],
+        ToolLimits::default(),
+    );
+    req.tool_tap = Some(tap.clone());
+    let outcome = agent("toolbox").run(req);
+    let seen = tap.0.lock().expect("lock").clone();
+    assert_eq!(
+        seen,
+        [
+            "call demo/echo {\"text\":\"hi\"}",
+            "result demo/echo Answered hi",
+            "call demo/delete_everything {}",
+            "result demo/delete_everything Denied ",
+        ],
+        "{:?}",
+        outcome.failure
+    );
+}

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 
 use ari_crds::a2a::LIVE_TEXT_BYTES;
 use ari_crds::{
-    InputSource, LiveLog, LiveText, OutputRef, Task, TaskPhase, TaskReason, TaskStatus,
+    InputSource, LiveLog, LiveText, LiveToolEvent, LiveTools, OutputRef, Task, TaskPhase,
+    TaskReason, TaskStatus,
 };
-use ari_runtime::capability::ModelTap;
+use ari_runtime::capability::{ModelTap, ToolTap};
+use ari_runtime::model::ToolOutcome;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
@@ -118,8 +120,65 @@ fn push_text(live: &mut LiveLog, dropped: &AtomicU64, piece: Option<&str>) {
     }
 }
 
-/// The next tapped line, or never once the run closed the tap (so `select!` never picks it).
-async fn next_line(tap: &mut tokio::sync::mpsc::Receiver<String>) -> Option<String> {
+/// Tool events buffered between two looks; past it events are dropped and counted.
+const LIVE_TOOL_BUFFER: usize = 64;
+
+/// Tool calls on their way to `status.liveLog.tools`. Like [`TextTap`], it never blocks the
+/// call: a full buffer drops the event and counts it; each event is cut to what the status
+/// keeps before it is queued.
+struct ToolCallTap {
+    tx: tokio::sync::mpsc::Sender<LiveToolEvent>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl ToolCallTap {
+    fn send(&self, event: LiveToolEvent) {
+        if self.tx.try_send(event).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl ToolTap for ToolCallTap {
+    fn call(&self, server: &str, tool: &str, arguments: &str) {
+        self.send(LiveToolEvent::new(server, tool, None, arguments));
+    }
+
+    fn result(&self, server: &str, tool: &str, outcome: ToolOutcome, text: &str) {
+        self.send(LiveToolEvent::new(server, tool, Some(outcome), text));
+    }
+}
+
+/// Taps `req`'s tool calls, with the count of events dropped on the way.
+fn live_tool_tap(
+    req: &mut TaskRequest,
+) -> (tokio::sync::mpsc::Receiver<LiveToolEvent>, Arc<AtomicU64>) {
+    let (tx, rx) = tokio::sync::mpsc::channel(LIVE_TOOL_BUFFER);
+    let dropped = Arc::new(AtomicU64::new(0));
+    req.tool_tap = Some(Arc::new(ToolCallTap {
+        tx,
+        dropped: dropped.clone(),
+    }));
+    (rx, dropped)
+}
+
+/// Adds a tool event to the live view, after counting what was dropped before it.
+fn push_tool(live: &mut LiveLog, dropped: &AtomicU64, event: Option<LiveToolEvent>) {
+    let skipped = dropped.swap(0, Ordering::Relaxed);
+    if skipped == 0 && event.is_none() {
+        return;
+    }
+    let tools = live.tools.get_or_insert_with(LiveTools::default);
+    if skipped > 0 {
+        tools.skip(skipped);
+    }
+    if let Some(event) = event {
+        tools.push(event);
+    }
+}
+
+/// The next tapped item, or never once the run closed the tap (so `select!` never picks it).
+async fn next_line<T>(tap: &mut tokio::sync::mpsc::Receiver<T>) -> Option<T> {
     match tap.recv().await {
         Some(line) => Some(line),
         None => std::future::pending().await,
@@ -425,6 +484,7 @@ impl Worker {
         );
         let mut tap = live_log_tap(&mut req);
         let (mut text_tap, dropped) = live_text_tap(&mut req, self.live.clone(), &attempt.uid);
+        let (mut tool_tap, tools_dropped) = live_tool_tap(&mut req);
         let mut live = LiveLog::default();
         let mut unpublished = false;
         // Whether a stream followed this run at some point: only then does the final status
@@ -443,6 +503,10 @@ impl Worker {
                 }
                 Some(piece) = next_line(&mut text_tap) => {
                     push_text(&mut live, &dropped, Some(&piece));
+                    unpublished = true;
+                }
+                Some(event) = next_line(&mut tool_tap) => {
+                    push_tool(&mut live, &tools_dropped, Some(event));
                     unpublished = true;
                 }
                 _ = publish.tick(), if unpublished && !lost.load(Ordering::Acquire) => {
@@ -485,6 +549,10 @@ impl Worker {
                 push_text(&mut live, &dropped, Some(&piece));
             }
             push_text(&mut live, &dropped, None);
+            while let Ok(event) = tool_tap.try_recv() {
+                push_tool(&mut live, &tools_dropped, Some(event));
+            }
+            push_tool(&mut live, &tools_dropped, None);
             status.live_log = Some(live);
         }
         self.metrics.active.dec();
@@ -686,6 +754,35 @@ mod tests {
             10,
             "the cut start is counted"
         );
+    }
+
+    /// Tool events likewise: a full buffer drops and counts them, never waits; each is cut to
+    /// what the status keeps before it is queued.
+    #[test]
+    fn the_tool_tap_drops_and_counts_rather_than_block() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let tap = ToolCallTap {
+            tx,
+            dropped: dropped.clone(),
+        };
+        tap.call("kit", "echo", &"a".repeat(1000));
+        tap.result("kit", "echo", ToolOutcome::Answered, "a");
+        tap.call("kit", "add", "{}");
+        assert_eq!(dropped.load(Ordering::Relaxed), 1, "the third is dropped");
+        let mut live = LiveLog::default();
+        while let Ok(event) = rx.try_recv() {
+            push_tool(&mut live, &dropped, Some(event));
+        }
+        let tools = live.tools.clone().expect("tools");
+        assert_eq!(tools.seq, 3, "two kept, one counted");
+        let (seen, missed) = tools.since(0);
+        assert_eq!(missed, 1);
+        assert_eq!(
+            seen[0].preview.len(),
+            ari_crds::a2a::LIVE_TOOL_PREVIEW_BYTES
+        );
+        assert_eq!(seen[1].outcome, Some(ToolOutcome::Answered));
     }
 
     fn cm(labels: &[(&str, &str)]) -> ConfigMap {

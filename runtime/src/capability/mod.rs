@@ -35,6 +35,7 @@ pub use log::{LogLevel, LogTap};
 pub use model::{LoadedModels, ModelTap};
 pub use storage::StorageGrant;
 pub use tools::LoadedTools;
+pub use tools::ToolTap;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -115,6 +116,8 @@ pub struct TaskSetup {
     pub log_tap: Option<LogTap>,
     /// Sees model text as it is generated (see [`model::ModelTap`]).
     pub model_tap: Option<Arc<dyn model::ModelTap>>,
+    /// Sees tool calls as they are made (see [`tools::ToolTap`]).
+    pub tool_tap: Option<Arc<dyn tools::ToolTap>>,
     /// Whether the task replays a trace (capabilities that serve records need to know before
     /// their first call).
     pub replay: bool,
@@ -135,6 +138,7 @@ impl TaskSetup {
             memory_bytes: 0,
             log_tap: None,
             model_tap: None,
+            tool_tap: None,
             replay: false,
             tokens: 0,
         }

@@ -23,12 +23,23 @@ use ari_mcp::{
     CallError, Client, Limits, Session, Source, ToolError, ToolInfo, ToolResult, ToolServer,
 };
 use ari_model::grant::ToolsGrant;
-use ari_model::{CapabilityName, ToolServerApplied};
+use ari_model::{CapabilityName, ToolOutcome, ToolServerApplied};
+use std::sync::Arc;
 
 use super::io::CallCancel;
 use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
+
+/// Sees a task's tool calls as they are made (for A2A followers): each call before it is
+/// sent, then how it came out. Called on the guest's thread in the middle of a host call: it
+/// must not block (a slow follower must not slow the task). Not called in a replay.
+pub trait ToolTap: Send + Sync {
+    /// A call the guest makes, with its arguments (JSON text) as given.
+    fn call(&self, server: &str, tool: &str, arguments: &str);
+    /// How the call came out, with the answer's text (empty for an error).
+    fn result(&self, server: &str, tool: &str, outcome: ToolOutcome, text: &str);
+}
 
 /// Most bytes of tools records one task keeps in its trace (the rest of the trace's ceiling is
 /// left to the other capabilities). An exchange whose record would not fit is refused.
@@ -85,6 +96,7 @@ pub struct ToolsCapability {
     /// The task's cancellation: an exchange in flight returns at once.
     cancel: CallCancel,
     deadline: Option<Instant>,
+    tap: Option<Arc<dyn ToolTap>>,
 }
 
 /// What a call came to, for the host function.
@@ -117,6 +129,11 @@ impl Capability for ToolsCapability {
             session: Session::new(source, MAX_RECORD_BYTES, limits.max_arguments_bytes),
             cancel: CallCancel::new(task.cancel.clone()),
             deadline: None,
+            tap: if task.replay {
+                None
+            } else {
+                task.tool_tap.clone()
+            },
         }
     }
 
@@ -197,8 +214,32 @@ impl ToolsCapability {
             .collect())))
     }
 
-    /// One call of `tool` of `server` with `arguments` (JSON text; see the module docs).
+    /// One call of `tool` of `server` with `arguments` (JSON text; see the module docs), told
+    /// to the tap (if any) before it is made and once it has come out.
     pub(crate) fn call(
+        &mut self,
+        name: &str,
+        tool: &str,
+        arguments: &str,
+        recorder: &mut Recorder,
+    ) -> Result<Ending<ToolResult>, CapError> {
+        let Some(tap) = self.tap.clone() else {
+            return self.exchange(name, tool, arguments, recorder);
+        };
+        tap.call(name, tool, arguments);
+        let ending = self.exchange(name, tool, arguments, recorder);
+        if let Ok(Ending::Done(done)) = &ending {
+            match done {
+                Ok(r) if r.is_error => tap.result(name, tool, ToolOutcome::ToolError, &r.text()),
+                Ok(r) => tap.result(name, tool, ToolOutcome::Answered, &r.text()),
+                Err(e) => tap.result(name, tool, e.outcome(), ""),
+            }
+        }
+        ending
+    }
+
+    /// [`ToolsCapability::call`]'s work: grant, arguments, listing, then the exchange.
+    fn exchange(
         &mut self,
         name: &str,
         tool: &str,
