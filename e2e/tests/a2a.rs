@@ -25,6 +25,7 @@ fn main() -> std::process::ExitCode {
             ("a2a_bounds_body_rate_and_streams", bounds),
             ("a2a_card_is_served_only_for_exposed_agents", cards),
             ("readme_cluster_sections_work_as_written", readme_sections),
+            ("mcp_sdk_lists_and_calls_exposed_agents", mcp_clients),
         ]],
     )
 }
@@ -217,6 +218,87 @@ fn sdk_round_trip(ctx: &Ctx) -> Result<()> {
         ensure!(
             all.iter().all(|t| t.phase() != TaskPhase::Running),
             "nothing is left running"
+        );
+        Ok(())
+    })
+}
+
+/// The official MCP SDK's python (scripts/mcp-server.sh installs it).
+fn mcp_python() -> Result<String> {
+    if let Ok(p) = std::env::var("ARI_MCP_PYTHON") {
+        return Ok(p);
+    }
+    let out = Command::new(repo().join("scripts/mcp-server.sh"))
+        .output()
+        .context("scripts/mcp-server.sh")?;
+    ensure!(
+        out.status.success(),
+        "installing the MCP SDK failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(stdout.lines().last().unwrap_or_default().trim().to_owned())
+}
+
+/// The gateway's MCP endpoint, judged by the official MCP Python SDK's client
+/// (e2e/mcp/drive.py): the exposed Agents are its tools, a call runs a Task and answers with
+/// its output and attestation digest, and a missing, bad, under-privileged or other
+/// namespace's token is refused. The digest is the cluster Task's.
+fn mcp_clients(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("mcp-gw", |client, ns| async move {
+        research_and_waiter(ctx, &client, &ns).await?;
+        let tokens = callers(ctx, &ns)?;
+        let other = ctx.cluster.new_namespace("mcp-other").await?;
+        let outsider = callers(ctx, &other)?;
+        let token = |list: &[(&str, String)], var: &str| {
+            list.iter()
+                .find(|(v, _)| *v == var)
+                .map(|(_, t)| t.clone())
+                .context("a caller token")
+        };
+        let base = gateway_url(&client).await?;
+        let out = Command::new(mcp_python()?)
+            .arg(repo().join("e2e/mcp/drive.py"))
+            .env("MCP_URL", format!("{base}/mcp/{ns}"))
+            .env("MCP_TOKEN", token(&tokens, "A2A_TOKEN")?)
+            .env("MCP_NOBODY_TOKEN", token(&tokens, "A2A_NOBODY_TOKEN")?)
+            .env("MCP_OUTSIDER_TOKEN", token(&outsider, "A2A_TOKEN")?)
+            .output()
+            .context("running e2e/mcp/drive.py")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        eprintln!("{stdout}");
+        ensure!(
+            out.status.success(),
+            "drive.py failed:\n{stdout}\n{}",
+            tail(&String::from_utf8_lossy(&out.stderr), 40)
+        );
+        let answer: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().unwrap_or_default())
+                .context("drive.py's last line is the call's structured result")?;
+        let name = answer["task"]
+            .as_str()
+            .context("the answer names its Task")?;
+        let task = Api::<Task>::namespaced(client.clone(), &ns)
+            .get(name)
+            .await?;
+        let status = task.status.clone().unwrap_or_default();
+        let att = status.attestation.context("the Task has no attestation")?;
+        ensure!(
+            answer["attestationSha256"].as_str() == Some(att.sha256().as_str()),
+            "the answer's digest {} is not the Task's {}",
+            answer["attestationSha256"],
+            att.sha256()
+        );
+        let caller = task
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("ari.dev/a2a-caller")
+            .cloned()
+            .unwrap_or_default();
+        ensure!(
+            caller == format!("system:serviceaccount:{ns}:caller"),
+            "the Task is the caller's: {caller:?}"
         );
         Ok(())
     })

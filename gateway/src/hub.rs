@@ -111,6 +111,19 @@ impl Hub {
         live.get(&(namespace.to_owned(), name.to_owned())).cloned()
     }
 
+    /// The exposed Agents of `namespace`, by name, at most `max`.
+    pub fn agents_in(&self, namespace: &str, max: usize) -> Vec<Arc<Exposed>> {
+        let live = self.agents.live.read().unwrap_or_else(|e| e.into_inner());
+        let mut found: Vec<Arc<Exposed>> = live
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|(_, a)| a.clone())
+            .collect();
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        found.truncate(max);
+        found
+    }
+
     /// Exposed Agents in the cache (a gauge).
     pub fn agents_cached(&self) -> usize {
         let live = self.agents.live.read().unwrap_or_else(|e| e.into_inner());

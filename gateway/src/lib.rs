@@ -14,6 +14,7 @@ pub mod hub;
 pub mod legacy;
 pub mod limits;
 pub mod livelog;
+pub mod mcp;
 pub mod methods;
 pub mod metrics;
 pub mod routes;

@@ -170,6 +170,27 @@ impl Gateway {
         Ok(json!({"task": convert::task(&task, history, true)}))
     }
 
+    /// Runs `input` as one Task of the Agent for an MCP tool call (a message of one text part,
+    /// created as `caller`'s like any A2A message): the Task once it has ended, or as it is
+    /// after the gateway's blocking limit.
+    pub async fn run_text(
+        &self,
+        t: &Target<'_>,
+        caller: &Caller,
+        input: String,
+    ) -> Result<AriTask> {
+        let req: SendMessageRequest = crate::rpc::params(json!({
+            "message": {
+                "messageId": uuid::Uuid::new_v4().to_string(),
+                "role": "ROLE_USER",
+                "parts": [{"text": input}],
+            }
+        }))?;
+        let created = self.create(t, caller, &req, false).await?;
+        self.wait_for_end(t.namespace, &created.name_any(), self.blocking)
+            .await
+    }
+
     /// The Task once it has ended, or as it is after `limit`. Read once; after that the hub's
     /// watch says when it changes (its trimmed version says whether it ended), and the whole
     /// Task is read once more for the answer.

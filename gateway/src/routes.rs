@@ -43,6 +43,15 @@ pub fn router(gw: Arc<Gateway>) -> Router {
             "/a2a/{namespace}/{agent}/tasks/{id}/events",
             get(task_events),
         )
+        .route_service(
+            "/mcp/{namespace}",
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn_with_state(
+                    gw.clone(),
+                    crate::mcp::gate,
+                ))
+                .service(crate::mcp::service(gw.clone())),
+        )
         .layer(DefaultBodyLimit::disable())
         .with_state(gw)
 }
@@ -93,6 +102,13 @@ fn refusal(gw: &Gateway, id: &Value, e: &Error) -> Response {
     resp
 }
 
+/// A refusal before any method ran, with no request id; `unread`: the body was not read
+/// (see [`closing`]).
+pub(crate) fn refuse(gw: &Gateway, e: &Error, unread: bool) -> Response {
+    let resp = refusal(gw, &Value::Null, e);
+    if unread { closing(resp) } else { resp }
+}
+
 /// A refusal sent before the request's body was read: the connection cannot carry another
 /// request (the unread body is in the way, and the server closes it), so the answer says so
 /// and a keep-alive client opens a new one instead of losing its next request (RFC 9112 9.6).
@@ -114,7 +130,7 @@ fn source(parts: &Parts) -> IpAddr {
 }
 
 /// Who is calling, from the headers alone, within their rate.
-async fn authenticate(gw: &Gateway, parts: &Parts) -> Result<(Caller, String), Error> {
+pub(crate) async fn authenticate(gw: &Gateway, parts: &Parts) -> Result<(Caller, String), Error> {
     let (caller, key) = gw.auth.caller(&parts.headers, source(parts)).await?;
     gw.limits.request(&caller.username)?;
     Ok((caller, key))
@@ -164,7 +180,7 @@ fn exposed(gw: &Gateway, namespace: &str, agent: &str) -> Result<Arc<Exposed>, E
 
 /// The request body, read only now (the caller is known): at most `max_body_bytes`
 /// (`BodyTooLarge`), within `body_timeout` (`BodyTimeout`).
-async fn read_body(gw: &Gateway, parts: &Parts, body: Body) -> Result<Bytes, Error> {
+pub(crate) async fn read_body(gw: &Gateway, parts: &Parts, body: Body) -> Result<Bytes, Error> {
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
