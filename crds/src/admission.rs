@@ -99,6 +99,7 @@ mod tests {
             callers: None,
             config: None,
             a2a: None,
+            trace: None,
         }
     }
 
@@ -123,6 +124,7 @@ mod tests {
                 ttl_seconds_after_finished: None,
                 cancelled: None,
                 parent: None,
+                trace: None,
             },
         )
     }

@@ -112,6 +112,10 @@ pub struct AgentSpec {
     /// Reachable over the Agent2Agent protocol through the gateway, and the card it shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a2a: Option<A2aSpec>,
+    /// Whether its Tasks keep their host-call trace (`Keep`) or only its digest (`Digest`, the
+    /// default), when a Task does not say (its `spec.trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::task::TracePolicy>,
 }
 
 /// The component source. Exactly one of `configMap`, `url` and `image`.

@@ -72,6 +72,7 @@ mod tests {
             callers: None,
             config: None,
             a2a: None,
+            trace: None,
         }
     }
 

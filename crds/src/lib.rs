@@ -17,6 +17,7 @@ pub mod names;
 pub mod plan;
 pub mod plan_view;
 pub mod task;
+pub mod verify;
 
 pub use a2a::{
     A2aSkill, A2aSpec, LiveLog, LiveText, LiveToolEvent, LiveTools, MediaType, ShortText,
@@ -47,7 +48,8 @@ pub use plan::{
 pub use task::{
     AgentRef, Attestation, Cost, DelegationApplied, Ending, Estimate, InputError, InputFrom,
     InputSource, KeyRef, LimitsApplied, ModelCalls, OutputRef, ResourcesUsed, Task, TaskIdentity,
-    TaskPhase, TaskReason, TaskSpec, TaskStatus, TokenUsage, format_duration_millis,
+    TaskPhase, TaskReason, TaskSpec, TaskStatus, TokenUsage, TracePolicy, TraceRef,
+    format_duration_millis,
 };
 
 use kube::CustomResourceExt;

@@ -65,6 +65,9 @@ pub fn output_configmap_name(task: &str) -> String {
     format!("{task}-output")
 }
 
+/// Key of a kept trace in its ConfigMap: the trace's JSON, gzip-compressed.
+pub const TRACE_KEY: &str = "trace.json.gz";
+
 /// Name of a Task's `index`th child: `<parent>-<index>`, or `task-<uid>-<index>` when the
 /// parent's name leaves no room. The same on every attempt of the parent, so a parent that
 /// runs again after losing its executor finds its child instead of starting a second one.

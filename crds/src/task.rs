@@ -74,7 +74,7 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
 )]
 #[x_kube(
     // Immutable but for `cancelled`, which may be set (once: it cannot be unset).
-    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent))").message("Task spec is immutable except that cancelled may be set to true"),
+    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace))").message("Task spec is immutable except that cancelled may be set to true"),
     validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -128,6 +128,53 @@ pub struct TaskSpec {
     /// a user who sets it is refused (see docs/delegation.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+    /// `Keep`: the host-call trace is kept beside the Task (a ConfigMap it owns), so the run
+    /// can be replayed from the cluster (`kubectl ari verify`); `Digest` (the default): only
+    /// its digest, which the attestation signs. The Agent's `spec.trace` when absent. A kept
+    /// trace holds what the guest saw (HTTP answers, model answers, tool results, never a
+    /// credential): whoever may read the namespace's ConfigMaps may read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TracePolicy>,
+}
+
+/// Whether a Task's host-call trace is kept, or only its digest.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TracePolicy {
+    /// Only the digest, in the attestation.
+    #[default]
+    Digest,
+    /// The trace too, compressed, in a ConfigMap the Task owns.
+    Keep,
+}
+
+impl TraceRef {
+    /// A trace of `compressed_bytes` that was not kept, and why.
+    pub fn not_kept(compressed_bytes: u64, why: String) -> Self {
+        Self {
+            config_map: None,
+            key: None,
+            compressed_bytes,
+            not_kept: Some(why),
+        }
+    }
+}
+
+/// Where a Task's kept trace is, or why it was not kept.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceRef {
+    /// The ConfigMap (owned by the Task) holding the trace's JSON, gzip-compressed, under
+    /// `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Bytes of the compressed trace.
+    pub compressed_bytes: u64,
+    /// Why it was not kept: larger than a ConfigMap holds, or the write failed. The run's
+    /// result stands either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_kept: Option<String>,
 }
 
 impl TaskSpec {
@@ -147,6 +194,7 @@ impl TaskSpec {
             ttl_seconds_after_finished: None,
             cancelled: None,
             parent: None,
+            trace: None,
         }
     }
 }
@@ -227,6 +275,9 @@ pub struct TaskStatus {
     /// Large output: a ConfigMap owned by the Task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_ref: Option<OutputRef>,
+    /// Where the host-call trace is kept (`spec.trace: Keep`), or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_ref: Option<TraceRef>,
     /// Hex SHA-256 of the output bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_sha256: Option<String>,

@@ -408,6 +408,24 @@ impl Cluster {
             .map_err(io_err(bin))
     }
 
+    /// `kubectl` with `plugins` first on its `PATH`, where it finds `kubectl-*` plugins, and
+    /// this cluster's kubeconfig in `KUBECONFIG`.
+    pub fn kubectl_with_plugins(&self, plugins: &std::path::Path, args: &[&str]) -> Result<Output> {
+        let bin = self.bin_dir.join("kubectl");
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![plugins.to_path_buf()];
+        dirs.extend(std::env::split_paths(&path));
+        let path = std::env::join_paths(dirs).map_err(|e| Error::Other(e.to_string()))?;
+        // kubectl takes no flags before a plugin's name: the kubeconfig goes by its variable,
+        // which the plugin reads as kubectl does.
+        std::process::Command::new(&bin)
+            .env("PATH", path)
+            .env("KUBECONFIG", &self.kubeconfig_path)
+            .args(args)
+            .output()
+            .map_err(io_err(bin))
+    }
+
     /// Creates a namespace named `<prefix>-<random>` and waits for its `default`
     /// ServiceAccount, so pods can be created in it at once.
     pub async fn new_namespace(&self, prefix: &str) -> Result<String> {

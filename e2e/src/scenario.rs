@@ -176,6 +176,20 @@ impl Ctx {
         Ok(self.cluster.kubectl(args)?)
     }
 
+    /// `kubectl ari ARGS`: the target directory's `ari` linked as `kubectl-ari` on kubectl's
+    /// `PATH`, as the README's set-up installs the plugin.
+    pub fn kubectl_ari(&self, args: &[&str]) -> Result<std::process::Output> {
+        let plugins = self.work.path().join("plugins");
+        let link = plugins.join("kubectl-ari");
+        if !link.exists() {
+            std::fs::create_dir_all(&plugins)?;
+            std::os::unix::fs::symlink(crate::target_dir().join("debug/ari"), &link)?;
+        }
+        let mut all = vec!["ari"];
+        all.extend_from_slice(args);
+        Ok(self.cluster.kubectl_with_plugins(&plugins, &all)?)
+    }
+
     /// `kubectl` that must succeed; returns its stdout.
     pub fn kubectl_ok<const N: usize>(&self, args: [&str; N]) -> Result<String> {
         let out = self.kubectl(&args)?;
@@ -457,52 +471,7 @@ pub fn expect_reason(t: &Task, phase: TaskPhase, reason: TaskReason) -> Result<(
 
 /// Verifies the Task's attestation against the key the Agent publishes in its status.
 pub fn verify_attestation(task: &Task, agent: &Agent) -> Result<()> {
-    let status = task.status.as_ref().context("no status")?;
-    let att = status.attestation.as_ref().context("no attestation")?;
-    let published = agent
-        .status
-        .as_ref()
-        .and_then(|s| s.attestation_public_key.clone())
-        .context("Agent publishes no attestationPublicKey")?;
-    let key = ari_model::attestation::parse_public_key(&published)?;
-    att.verify_signature(Some(&key))
-        .context("attestation does not verify against the Agent's published key")?;
-    ensure!(
-        Some(&att.output_sha256) == status.output_sha256.as_ref(),
-        "attestation outputSha256 differs from status.outputSha256"
-    );
-    ensure!(
-        att.task.namespace == task.namespace().unwrap_or_default()
-            && att.task.name == task.name_any()
-            && Some(&att.task.uid) == task.uid().as_ref(),
-        "attestation is for Task {:?}, not this one",
-        att.task
-    );
-    ensure!(
-        Some(att.ending.phase) == status.phase && Some(att.ending.reason) == status.reason,
-        "attestation ending {:?} differs from status {:?}/{:?}",
-        att.ending,
-        status.phase,
-        status.reason
-    );
-    let digest = agent
-        .status
-        .as_ref()
-        .and_then(|s| s.module_digest.clone())
-        .unwrap_or_default();
-    ensure!(
-        digest.ends_with(&att.module_sha256),
-        "attestation module {} is not the Agent's digest {digest}",
-        att.module_sha256
-    );
-    // The executor signs the config it handed the guest: the Agent's `spec.config`.
-    let config = agent.spec.config.clone().unwrap_or_default();
-    let config_sha256 = ari_model::attestation::sha256_hex(config.as_bytes());
-    ensure!(
-        att.config_sha256 == config_sha256,
-        "attestation config {} is not the digest {config_sha256} of the Agent's spec.config {config:?}",
-        att.config_sha256
-    );
+    ari_crds::verify::attestation(task, agent)?;
     Ok(())
 }
 

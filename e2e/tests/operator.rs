@@ -47,7 +47,245 @@ fn main() -> std::process::ExitCode {
             signing_grant,
         ),
         ("deleting_agent_collects_its_deployment", agent_deletion_gc),
+        (
+            "kubectl_ari_runs_follows_verifies_and_cancels",
+            kubectl_plugin,
+        ),
     ])
+}
+
+/// `kubectl ari ...` as a user types it: stdout, stderr and the exit code.
+fn plugin(ctx: &Ctx, args: &[&str]) -> Result<(String, String, Option<i32>)> {
+    let out = ctx.kubectl_ari(args)?;
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code(),
+    ))
+}
+
+/// The kubectl plugin (`ari` linked as `kubectl-ari`): `run` prints the output and exits by
+/// how the Task ended, `logs` gives that Task's guest lines, `verify` checks the attestation
+/// against the Agent's key (and refuses a Task of an Agent whose key is not the signer's),
+/// `top` adds up use by Agent, and `cancel` stops a running Task.
+fn kubectl_plugin(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("plugin", |client, ns| async move {
+        ctx.module_configmap(&ns, "talker-module", "conformance")?;
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        let spinner =
+            "  config: waiter\n  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 300\n";
+        let yaml = [
+            agent_yaml("talker", "talker-module", 1, ""),
+            agent_yaml("spinner", "relay-module", 1, spinner),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        agent_ready(&client, &ns, "talker").await?;
+        agent_ready(&client, &ns, "spinner").await?;
+
+        let (out, err, code) = plugin(
+            ctx,
+            &["run", "talker", "--input", "echo hello plugin", "-n", &ns],
+        )?;
+        ensure!(
+            code == Some(0) && out == "hello plugin\n",
+            "run: {code:?} {out:?} {err}"
+        );
+        ensure!(
+            err.contains("Succeeded/Completed: fuel"),
+            "run's summary: {err}"
+        );
+        let name = err
+            .lines()
+            .find_map(|l| l.strip_suffix(" created")?.strip_prefix("task/"))
+            .context("run names the Task it created")?
+            .to_owned();
+
+        let (_, err, code) = plugin(ctx, &["verify", &format!("task/{name}"), "-n", &ns])?;
+        ensure!(
+            code == Some(0) && err.contains("verified"),
+            "verify: {code:?} {err}"
+        );
+        let cms = ctx.kubectl_ok(["get", "configmaps", "-n", &ns, "-o", "name"])?;
+        ensure!(
+            !cms.contains(&format!("{name}-trace")),
+            "a trace kept unasked: {cms}"
+        );
+
+        let marker = format!("plugin-says-{}", unique());
+        let (_, err, code) = plugin(
+            ctx,
+            &[
+                "run",
+                "talker",
+                "--input",
+                &format!("log warn {marker}"),
+                "-n",
+                &ns,
+            ],
+        )?;
+        ensure!(code == Some(0), "run: {code:?} {err}");
+        let logged = err
+            .lines()
+            .find_map(|l| l.strip_suffix(" created")?.strip_prefix("task/"))
+            .context("the Task's name")?
+            .to_owned();
+        let lines = wait::until(
+            "the Task's guest line in kubectl ari logs",
+            wait::DEFAULT,
+            || async {
+                let (out, err, code) = plugin(ctx, &["logs", &format!("task/{logged}"), "-n", &ns])
+                    .map_err(|e| e.to_string())?;
+                if code == Some(0) && out.contains(&marker) {
+                    Ok(out)
+                } else {
+                    Err(format!("{code:?} {out:?} {err}"))
+                }
+            },
+        )
+        .await?;
+        ensure!(lines.trim() == format!("WARN {marker}"), "logs: {lines:?}");
+        let (out, _, _) = plugin(ctx, &["logs", &format!("task/{name}"), "-n", &ns])?;
+        ensure!(!out.contains(&marker), "another Task's lines: {out}");
+
+        let (_, err, code) = plugin(
+            ctx,
+            &[
+                "run",
+                "talker",
+                "--input",
+                "fail failed on purpose",
+                "-n",
+                &ns,
+            ],
+        )?;
+        ensure!(
+            code == Some(4) && err.contains("on purpose"),
+            "a failing run: {code:?} {err}"
+        );
+
+        let (out, err, code) = plugin(
+            ctx,
+            &["run", "spinner", "--input", "spin", "--no-wait", "-n", &ns],
+        )?;
+        ensure!(code == Some(0), "run --no-wait: {code:?} {err}");
+        let spin = out
+            .trim()
+            .strip_prefix("task/")
+            .context("--no-wait prints task/NAME")?
+            .to_owned();
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        wait::until("the spin Task running", wait::DEFAULT, || async {
+            let t = tasks.get(&spin).await.map_err(|e| e.to_string())?;
+            (t.phase() == TaskPhase::Running)
+                .then_some(())
+                .ok_or(format!("{:?}", t.phase()))
+        })
+        .await?;
+        let (out, err, code) = plugin(ctx, &["cancel", &format!("task/{spin}"), "-n", &ns])?;
+        ensure!(
+            code == Some(0) && out.contains("cancelled"),
+            "cancel: {code:?} {out} {err}"
+        );
+        let cancelled = task_finished(&client, &ns, &spin, Duration::from_secs(60)).await?;
+        ensure!(
+            cancelled.phase() == TaskPhase::Cancelled,
+            "after cancel: {:?}",
+            cancelled.phase()
+        );
+
+        let (out, err, code) = plugin(ctx, &["top", "-o", "json", "-n", &ns])?;
+        ensure!(code == Some(0), "top: {code:?} {err}");
+        let top: serde_json::Value = serde_json::from_str(&out).context("top -o json")?;
+        ensure!(
+            top["talker"]["tasks"]["Succeeded"] == 2
+                && top["talker"]["tasks"]["Failed"] == 1
+                && top["spinner"]["tasks"]["Cancelled"] == 1
+                && top["talker"]["fuel"].as_u64().is_some_and(|f| f > 0),
+            "top: {top}"
+        );
+
+        // A kept trace replays from the cluster; one someone replaced does not.
+        let (_, err, code) = plugin(
+            ctx,
+            &[
+                "run",
+                "talker",
+                "--input",
+                "echo kept",
+                "--keep-trace",
+                "-n",
+                &ns,
+            ],
+        )?;
+        ensure!(code == Some(0), "run --keep-trace: {code:?} {err}");
+        let kept = err
+            .lines()
+            .find_map(|l| l.strip_suffix(" created")?.strip_prefix("task/"))
+            .context("the Task's name")?
+            .to_owned();
+        let (_, err, code) = plugin(ctx, &["verify", &format!("task/{kept}"), "-n", &ns])?;
+        ensure!(
+            code == Some(0) && err.contains("replayed: same output, trace and ending"),
+            "verify of a kept trace: {code:?} {err}"
+        );
+        let (_, err, _) = plugin(ctx, &["verify", &format!("task/{name}"), "-n", &ns])?;
+        ensure!(
+            err.contains("not replayed: the Task kept no trace"),
+            "verify without a trace: {err}"
+        );
+        let traced: Task = Api::namespaced(client.clone(), &ns).get(&kept).await?;
+        let trace_cm = traced
+            .status
+            .and_then(|s| s.trace_ref)
+            .and_then(|r| r.config_map)
+            .context("status.traceRef names the trace's ConfigMap")?;
+        ctx.kubectl_ok([
+            "patch",
+            "configmap",
+            &trace_cm,
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"binaryData":{"trace.json.gz":"bm90IGEgdHJhY2U="}}"#,
+        ])?;
+        let (_, err, code) = plugin(ctx, &["verify", &format!("task/{kept}"), "-n", &ns])?;
+        ensure!(
+            code == Some(3) && err.contains("the kept trace cannot be read"),
+            "verify of a replaced trace: {code:?} {err}"
+        );
+
+        // A status someone rewrote is not what the attestation vouches for.
+        ctx.kubectl_ok([
+            "patch",
+            "task",
+            &name,
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"status":{{"outputSha256":"{}"}}}}"#, "0".repeat(64)),
+        ])?;
+        let (out, err, code) = plugin(
+            ctx,
+            &["verify", &format!("task/{name}"), "-n", &ns, "-o", "json"],
+        )?;
+        let report: serde_json::Value = serde_json::from_str(&out).context("verify -o json")?;
+        ensure!(
+            code == Some(3)
+                && report["verified"] == false
+                && err.contains("differs from status.outputSha256"),
+            "verify of a rewritten status: {code:?} {report} {err}"
+        );
+        let (_, err, code) = plugin(ctx, &["verify", "pod/x", "-n", &ns])?;
+        ensure!(
+            code == Some(1) && err.contains("task/NAME"),
+            "verify pod/x: {code:?} {err}"
+        );
+        Ok(())
+    })
 }
 
 fn task_succeeds(ctx: &Ctx) -> Result<()> {

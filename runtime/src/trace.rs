@@ -120,6 +120,29 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+#[cfg(test)]
+mod gzip_tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_trace_reads_back_to_the_same_digest_and_a_bomb_is_refused() {
+        let trace = Trace::default();
+        let gz = trace.to_gzip().expect("gzip");
+        let back = Trace::from_gzip(&gz, 1 << 20).expect("reads back");
+        assert_eq!(back.sha256_hex(), trace.sha256_hex());
+        // A megabyte of zeros compresses to about a kilobyte.
+        let bomb = {
+            use std::io::Write as _;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            gz.write_all(&vec![b' '; 1 << 20]).expect("write");
+            gz.finish().expect("finish")
+        };
+        let err = Trace::from_gzip(&bomb, 64 << 10).expect_err("too large");
+        assert!(err.to_string().contains("expands past"), "{err}");
+        assert!(Trace::from_gzip(b"not gzip", 1 << 20).is_err());
+    }
+}
+
 /// Magic prefix of the canonical encoding; bump the version when the layout changes.
 pub const CANONICAL_MAGIC: &[u8] = b"ari.trace.v1\0";
 
@@ -144,7 +167,39 @@ impl Trace {
     pub fn sha256_hex(&self) -> String {
         hex::encode(self.sha256())
     }
+
+    /// The trace's JSON, gzip-compressed: how a Task keeps it beside itself (`spec.trace:
+    /// Keep`). The digest is over the canonical encoding, so the JSON's form does not matter.
+    pub fn to_gzip(&self) -> Result<Vec<u8>, TraceCodecError> {
+        use std::io::Write as _;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        serde_json::to_writer(&mut gz, self).map_err(|e| TraceCodecError(e.to_string()))?;
+        gz.flush().map_err(|e| TraceCodecError(e.to_string()))?;
+        gz.finish().map_err(|e| TraceCodecError(e.to_string()))
+    }
+
+    /// A trace from [`Trace::to_gzip`]'s bytes, reading at most `max_json` bytes of JSON (a
+    /// small archive must not expand without bound).
+    pub fn from_gzip(gz: &[u8], max_json: u64) -> Result<Trace, TraceCodecError> {
+        use std::io::Read as _;
+        let mut json = Vec::new();
+        flate2::read::GzDecoder::new(gz)
+            .take(max_json.saturating_add(1))
+            .read_to_end(&mut json)
+            .map_err(|e| TraceCodecError(format!("not gzip: {e}")))?;
+        if json.len() as u64 > max_json {
+            return Err(TraceCodecError(format!(
+                "the trace expands past {max_json} bytes"
+            )));
+        }
+        serde_json::from_slice(&json).map_err(|e| TraceCodecError(format!("not a trace: {e}")))
+    }
 }
+
+/// A trace that could not be compressed or read back.
+#[derive(Debug, thiserror::Error)]
+#[error("trace encoding: {0}")]
+pub struct TraceCodecError(String);
 
 /// Hands recorded events back, in order, checking each is what the guest asks for now.
 #[derive(Debug, Clone)]

@@ -2,6 +2,7 @@
 
 mod flags;
 mod inspect;
+mod kubectl;
 mod models;
 mod plan;
 mod push;
@@ -50,6 +51,10 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
+    if kubectl::called_as_plugin() {
+        init_logging(false);
+        return kubectl::main();
+    }
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Worker(_)));
     let runtime_config = ari_runtime::RuntimeConfig {

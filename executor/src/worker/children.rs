@@ -242,6 +242,8 @@ impl KubeDelegator {
                 retries: self.parent.retries,
                 ttl_seconds_after_finished: None,
                 cancelled: None,
+                // A child keeps its trace when its own Agent says so.
+                trace: None,
                 parent: Some(ParentRef {
                     name: self.parent.name.clone(),
                     uid: self.parent.uid.clone(),

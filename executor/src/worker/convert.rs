@@ -186,6 +186,7 @@ mod tests {
             callers: None,
             config: None,
             a2a: None,
+            trace: None,
         }
     }
 
@@ -206,6 +207,7 @@ mod tests {
                 ttl_seconds_after_finished: None,
                 parent: None,
                 cancelled: None,
+                trace: None,
             },
         )
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use ari_crds::a2a::LIVE_TEXT_BYTES;
 use ari_crds::{
     InputSource, LiveLog, LiveText, LiveToolEvent, LiveTools, OutputRef, Task, TaskPhase,
-    TaskReason, TaskStatus,
+    TaskReason, TaskStatus, TracePolicy, TraceRef,
 };
 use ari_runtime::capability::{ModelTap, ToolTap};
 use ari_runtime::model::ToolOutcome;
@@ -596,15 +596,61 @@ impl Worker {
         self.finish_outcome(attempt, outcome, output_ref).await;
     }
 
+    /// Keeps the run's trace beside the Task when it asks (`spec.trace: Keep`, or its Agent's
+    /// default): compressed, in a ConfigMap it owns. A trace that cannot be kept is said so in
+    /// the status; the run's result stands.
+    async fn keep_trace(&self, attempt: &Attempt, outcome: &TaskOutcome) -> Option<TraceRef> {
+        let policy = attempt
+            .current
+            .spec
+            .trace
+            .or(self.agent.spec.trace)
+            .unwrap_or_default();
+        if policy != TracePolicy::Keep {
+            return None;
+        }
+        let gz = match outcome.trace.to_gzip() {
+            Ok(gz) => gz,
+            Err(e) => {
+                return Some(TraceRef::not_kept(
+                    0,
+                    format!("the trace could not be encoded: {e}"),
+                ));
+            }
+        };
+        let bytes = gz.len() as u64;
+        if gz.len() > super::status::CONFIGMAP_MAX_BYTES - 1024 {
+            let why = format!(
+                "the compressed trace is {bytes} bytes, more than a ConfigMap holds ({} bytes)",
+                super::status::CONFIGMAP_MAX_BYTES
+            );
+            return Some(TraceRef::not_kept(bytes, why));
+        }
+        Some(match self.writer.store_trace(attempt, &gz).await {
+            Ok(name) => TraceRef {
+                config_map: Some(name),
+                key: Some(ari_crds::names::TRACE_KEY.to_owned()),
+                compressed_bytes: bytes,
+                not_kept: None,
+            },
+            Err(why) => {
+                warn!(task = %attempt.name, %why, "trace not kept");
+                TraceRef::not_kept(bytes, why)
+            }
+        })
+    }
+
     async fn finish_outcome(
         &self,
         attempt: &mut Attempt,
         outcome: &TaskOutcome,
         output_ref: Option<OutputRef>,
     ) {
+        let trace_ref = self.keep_trace(attempt, outcome).await;
         let fill = |s: &mut TaskStatus, generation: Option<i64>| {
             // The attempt is ours (checked before the fill), so the Task is Running.
             let _ = convert::finish_with_outcome(s, generation, outcome, output_ref.clone());
+            s.trace_ref = trace_ref.clone();
         };
         self.metrics
             .delegations_refused

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use ari_crds::names::{LABEL_AGENT, LABEL_TASK, OUTPUT_KEY, output_configmap_name};
+use ari_crds::names::{LABEL_AGENT, LABEL_TASK, OUTPUT_KEY, TRACE_KEY, output_configmap_name};
 use ari_crds::{LiveLog, OutputRef, Task, TaskPhase, TaskReason, TaskStatus};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -247,20 +247,48 @@ impl Writer {
                 ),
             ));
         }
-        let first = output_name(&attempt.name, &attempt.uid);
-        // A ConfigMap of that name owned by this Task holds an earlier attempt's output: reuse
-        // it when it is the same, else write this attempt's beside it (executors may create
+        let name = self
+            .store(
+                attempt,
+                output_name(&attempt.name, &attempt.uid),
+                OUTPUT_KEY,
+                output,
+            )
+            .await?;
+        Ok(output_ref(name))
+    }
+
+    /// Keeps a Task's compressed trace (`spec.trace: Keep`) in a ConfigMap the Task owns, as
+    /// output is kept: its name, or why it could not be.
+    pub async fn store_trace(&self, attempt: &Attempt, gz: &[u8]) -> Result<String, String> {
+        let first = blob_name(&attempt.name, &attempt.uid, "trace");
+        self.store(attempt, first, TRACE_KEY, gz)
+            .await
+            .map_err(|(_, why)| why)
+    }
+
+    /// Writes `bytes` under `key` in a ConfigMap the Task owns, named `first` (or, when an
+    /// earlier attempt's different bytes are there, `first-<attempt>`): its name.
+    async fn store(
+        &self,
+        attempt: &Attempt,
+        first: String,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<String, (TaskReason, String)> {
+        // A ConfigMap of that name owned by this Task holds an earlier attempt's bytes: reuse
+        // it when they are the same, else write this attempt's beside it (executors may create
         // ConfigMaps, not update them).
         let again = format!("{first}-{}", attempt.number);
         for name in [first, again] {
-            let cm = self.output_configmap(attempt, &name, output);
+            let cm = self.owned_configmap(attempt, &name, key, bytes);
             let existing = match self.configmaps.create(&PostParams::default(), &cm).await {
-                Ok(_) => return Ok(output_ref(name)),
+                Ok(_) => return Ok(name),
                 Err(e) if is_conflict(&e) => match self.configmaps.get(&name).await {
                     Ok(existing) => existing,
-                    Err(e) => return Err(cannot_store(&name, &e)),
+                    Err(e) => return Err(cannot_store(key, &name, &e)),
                 },
-                Err(e) => return Err(cannot_store(&name, &e)),
+                Err(e) => return Err(cannot_store(key, &name, &e)),
             };
             let owned = existing
                 .owner_references()
@@ -270,7 +298,7 @@ impl Writer {
                 return Err((
                     TaskReason::HostError,
                     format!(
-                        "ConfigMap {name} already exists and is not owned by this Task: the output \
+                        "ConfigMap {name} already exists and is not owned by this Task: {key} \
                          was not stored (nothing was overwritten); delete that ConfigMap or use \
                          another Task name"
                     ),
@@ -279,19 +307,19 @@ impl Writer {
             let same = existing
                 .binary_data
                 .as_ref()
-                .and_then(|d| d.get(OUTPUT_KEY))
-                .is_some_and(|b| b.0 == output);
+                .and_then(|d| d.get(key))
+                .is_some_and(|b| b.0 == bytes);
             if same {
-                return Ok(output_ref(name));
+                return Ok(name);
             }
         }
         Err((
             TaskReason::HostError,
-            "the output ConfigMaps of earlier attempts are in the way; output not stored".into(),
+            format!("the {key} ConfigMaps of earlier attempts are in the way; not stored"),
         ))
     }
 
-    fn output_configmap(&self, attempt: &Attempt, name: &str, output: &[u8]) -> ConfigMap {
+    fn owned_configmap(&self, attempt: &Attempt, name: &str, key: &str, bytes: &[u8]) -> ConfigMap {
         let owner = OwnerReference {
             api_version: Task::api_version(&()).into_owned(),
             kind: Task::kind(&()).into_owned(),
@@ -314,8 +342,8 @@ impl Writer {
                 ..ObjectMeta::default()
             },
             binary_data: Some(BTreeMap::from([(
-                OUTPUT_KEY.to_string(),
-                ByteString(output.to_vec()),
+                key.to_string(),
+                ByteString(bytes.to_vec()),
             )])),
             ..ConfigMap::default()
         }
@@ -347,6 +375,16 @@ pub fn output_name(task: &str, uid: &str) -> String {
     }
 }
 
+/// `<task>-<what>`, or `task-<uid>-<what>` when the Task's name leaves no room.
+fn blob_name(task: &str, uid: &str, what: &str) -> String {
+    let plain = format!("{task}-{what}");
+    if plain.len() + 4 <= NAME_MAX {
+        plain
+    } else {
+        format!("task-{uid}-{what}")
+    }
+}
+
 /// `value` when it fits a label (≤ 63 characters), else `fallback` (the Task's uid, 36
 /// characters), else a hash: a label that cannot be written must never block the output.
 pub fn label_value(value: &str, fallback: Option<&str>) -> String {
@@ -370,7 +408,7 @@ fn output_ref(name: String) -> OutputRef {
     }
 }
 
-fn cannot_store(name: &str, e: &kube::Error) -> (TaskReason, String) {
+fn cannot_store(key: &str, name: &str, e: &kube::Error) -> (TaskReason, String) {
     let reason = match e {
         // The API server's own size check (e.g. a smaller limit than ours).
         kube::Error::Api(s) if s.code == 413 || s.message.contains("must have at most") => {
@@ -380,7 +418,7 @@ fn cannot_store(name: &str, e: &kube::Error) -> (TaskReason, String) {
     };
     (
         reason,
-        format!("cannot store the output in ConfigMap {name}: {e}"),
+        format!("cannot store {key} in ConfigMap {name}: {e}"),
     )
 }
 

@@ -259,6 +259,7 @@ mod tests {
                 callers: None,
                 config: None,
                 a2a: None,
+                trace: None,
             },
         )
     }

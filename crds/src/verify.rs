@@ -1,0 +1,94 @@
+//! Whether a Task's attestation vouches for the Task, checked against what its Agent publishes:
+//! the Agent's key signed it, and it names this Task, the output and ending its status shows,
+//! and the Agent's module and config. `kubectl ari verify` and the e2e suite ask this one
+//! question. (Replaying the run needs its trace, which the cluster does not keep yet.)
+
+use ari_model::Attestation;
+use ari_model::attestation::{AttestationError, parse_public_key, sha256_hex};
+use kube::ResourceExt;
+
+use crate::{Agent, Task};
+
+/// Why a Task's attestation does not vouch for it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Unverified {
+    #[error("the Task has no attestation (it has not ended, or ended before it ran)")]
+    NoAttestation,
+    #[error("the Agent publishes no attestation key (status.attestationPublicKey)")]
+    NoKey,
+    #[error(transparent)]
+    Signature(#[from] AttestationError),
+    #[error("the attestation is for Task {0}, not this one")]
+    OtherTask(String),
+    #[error("the attestation's output {attested} differs from status.outputSha256 {shown:?}")]
+    Output {
+        attested: String,
+        shown: Option<String>,
+    },
+    #[error("the attestation's ending {attested} differs from the status's {shown}")]
+    Ending { attested: String, shown: String },
+    #[error(
+        "the attestation's module {attested} is not the Agent's current module {current} (changed since the run?)"
+    )]
+    Module { attested: String, current: String },
+    #[error(
+        "the attestation's config {attested} is not the digest {current} of the Agent's current spec.config (changed since the run?)"
+    )]
+    Config { attested: String, current: String },
+}
+
+/// The Task's attestation, once every check holds.
+pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<&'a Attestation, Unverified> {
+    let status = task.status.as_ref().ok_or(Unverified::NoAttestation)?;
+    let att = status
+        .attestation
+        .as_ref()
+        .ok_or(Unverified::NoAttestation)?;
+    let published = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.attestation_public_key.as_deref())
+        .ok_or(Unverified::NoKey)?;
+    att.verify_signature(Some(&parse_public_key(published)?))?;
+    let same_task = att.task.namespace == task.namespace().unwrap_or_default()
+        && att.task.name == task.name_any()
+        && Some(&att.task.uid) == task.uid().as_ref();
+    if !same_task {
+        return Err(Unverified::OtherTask(format!(
+            "{}/{}",
+            att.task.namespace, att.task.name
+        )));
+    }
+    if Some(&att.output_sha256) != status.output_sha256.as_ref() {
+        return Err(Unverified::Output {
+            attested: att.output_sha256.clone(),
+            shown: status.output_sha256.clone(),
+        });
+    }
+    if Some(att.ending.phase) != status.phase || Some(att.ending.reason) != status.reason {
+        return Err(Unverified::Ending {
+            attested: format!("{:?}/{:?}", att.ending.phase, att.ending.reason),
+            shown: format!("{:?}/{:?}", status.phase, status.reason),
+        });
+    }
+    let module = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.module_digest.clone())
+        .unwrap_or_default();
+    if !module.ends_with(&att.module_sha256) {
+        return Err(Unverified::Module {
+            attested: att.module_sha256.clone(),
+            current: module,
+        });
+    }
+    // The executor signs the config it handed the guest: the Agent's `spec.config`.
+    let config = sha256_hex(agent.spec.config.as_deref().unwrap_or_default().as_bytes());
+    if att.config_sha256 != config {
+        return Err(Unverified::Config {
+            attested: att.config_sha256.clone(),
+            current: config,
+        });
+    }
+    Ok(att)
+}

@@ -1,0 +1,760 @@
+//! `kubectl ari`: the `ari` binary installed (or linked) as `kubectl-ari` on the `PATH` is a
+//! kubectl plugin for the cluster of the current kubeconfig: run an Agent and wait for its
+//! answer, cancel a Task, read a Task's guest log lines, check its attestation, and see what
+//! each Agent used. kubectl's conventions: `-n`, `--context`, `--kubeconfig`, `-o json|yaml`.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use ari_crds::names::LABEL_AGENT;
+use ari_crds::{Agent, Task, TaskPhase, TaskSpec};
+use base64::Engine as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{ListParams, LogParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Config, ResourceExt};
+use serde_json::{Value, json};
+
+use super::{EXIT_ERROR, EXIT_VERIFY_FAILED};
+
+/// Exit code of `kubectl ari run` when the Task ended without succeeding.
+pub const EXIT_TASK_FAILED: u8 = 4;
+/// Exit code of `kubectl ari run` when the Task had not ended within `--timeout`.
+pub const EXIT_TIMED_OUT: u8 = 5;
+/// Most executor log bytes `logs` reads from each pod.
+const MAX_LOG_BYTES: i64 = 16 << 20;
+
+#[derive(Parser)]
+#[command(
+    name = "kubectl ari",
+    version,
+    about = "Run ari Agents, follow their Tasks and check their attestations"
+)]
+pub struct KubectlCli {
+    /// The namespace (default: the context's).
+    #[arg(short = 'n', long, global = true)]
+    namespace: Option<String>,
+    /// The kubeconfig context (default: the current one).
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// The kubeconfig file (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    #[command(subcommand)]
+    command: PluginCommand,
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Creates a Task for AGENT, shows its progress, prints its output and usage; the exit
+    /// code says how it ended (0 succeeded, 4 did not, 5 still running at --timeout).
+    Run(RunArgs),
+    /// Asks a Task to stop (spec.cancelled).
+    Cancel(TaskArg),
+    /// The guest's log lines of a Task, from its Agent's executor pods.
+    Logs(TaskArg),
+    /// Checks a Task's attestation against the key its Agent publishes, then replays the run
+    /// locally from the trace the Task kept (`spec.trace: Keep`): exit 3 when either fails.
+    Verify(VerifyArgs),
+    /// What each Agent's Tasks used: counts by phase, fuel, tokens, model and tool calls.
+    Top(TopArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    agent: String,
+    /// The input, as text.
+    #[arg(long, conflicts_with = "input_file")]
+    input: Option<String>,
+    /// The input, from a file (sent as bytes when it is not UTF-8).
+    #[arg(long)]
+    input_file: Option<PathBuf>,
+    /// Token budget for the Task's model calls (the Agent's ceiling applies).
+    #[arg(long)]
+    tokens: Option<u64>,
+    /// Fuel for the Task (the Agent's ceiling applies).
+    #[arg(long)]
+    fuel: Option<u64>,
+    /// The Task's deadline.
+    #[arg(long)]
+    deadline_seconds: Option<u32>,
+    /// How long to wait for the Task to end, in seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Print the Task's name and return at once.
+    #[arg(long)]
+    no_wait: bool,
+    /// Keep the Task's host-call trace beside it (`spec.trace: Keep`), so `kubectl ari
+    /// verify` can replay it.
+    #[arg(long)]
+    keep_trace: bool,
+    /// Print the whole Task instead of its output.
+    #[arg(short = 'o', long)]
+    output: Option<Format>,
+}
+
+#[derive(Args)]
+struct TaskArg {
+    /// `task/NAME` (or NAME).
+    task: String,
+    #[arg(short = 'o', long)]
+    output: Option<Format>,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    #[command(flatten)]
+    task: TaskArg,
+    /// The component, for an Agent whose module comes from a URL or an image (a ConfigMap's
+    /// is read from the cluster); its digest must be the attested one.
+    #[arg(long)]
+    module: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct TopArgs {
+    #[arg(short = 'o', long)]
+    output: Option<Format>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Json,
+    Yaml,
+}
+
+/// Whether the binary was called as the plugin (`kubectl-ari`, which kubectl runs for `kubectl
+/// ari`).
+pub fn called_as_plugin() -> bool {
+    std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .is_some_and(|stem| stem == "kubectl-ari")
+}
+
+pub fn main() -> ExitCode {
+    let cli = KubectlCli::parse();
+    let io = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(io) => io,
+        Err(e) => {
+            eprintln!("kubectl-ari: error: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    match io.block_on(cli.run()) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("kubectl-ari: error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+impl KubectlCli {
+    async fn run(self) -> anyhow::Result<u8> {
+        let (client, ns) = self.client().await?;
+        match self.command {
+            PluginCommand::Run(args) => run(client, &ns, args).await,
+            PluginCommand::Cancel(a) => cancel(client, &ns, &a).await,
+            PluginCommand::Logs(a) => logs(client, &ns, &a).await,
+            PluginCommand::Verify(a) => verify(client, &ns, &a).await,
+            PluginCommand::Top(a) => top(client, &ns, &a).await,
+        }
+    }
+
+    /// A client for the chosen kubeconfig and context, and the namespace to work in.
+    async fn client(&self) -> anyhow::Result<(Client, String)> {
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let config = match &self.kubeconfig {
+            Some(path) => {
+                let file = Kubeconfig::read_from(path)
+                    .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+                Config::from_custom_kubeconfig(file, &options).await?
+            }
+            None => Config::from_kubeconfig(&options)
+                .await
+                .context("no usable kubeconfig (set KUBECONFIG or --kubeconfig)")?,
+        };
+        let ns = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        Ok((Client::try_from(config)?, ns))
+    }
+}
+
+/// `NAME` of `task/NAME`, `tasks/NAME`, `task.ari.dev/NAME` or `NAME`.
+fn task_name(arg: &str) -> anyhow::Result<&str> {
+    let name = match arg.split_once('/') {
+        Some(("task" | "tasks" | "task.ari.dev" | "tasks.ari.dev", name)) => name,
+        Some((kind, _)) => bail!("{arg:?}: a Task is named task/NAME, not {kind}/..."),
+        None => arg,
+    };
+    if name.is_empty() {
+        bail!("{arg:?}: no Task name");
+    }
+    Ok(name)
+}
+
+fn print(value: &impl serde::Serialize, format: Format) -> anyhow::Result<()> {
+    let text = match format {
+        Format::Json => serde_json::to_string_pretty(value)?,
+        Format::Yaml => serde_yaml::to_string(value)?,
+    };
+    println!("{text}");
+    Ok(())
+}
+
+async fn run(client: Client, ns: &str, args: RunArgs) -> anyhow::Result<u8> {
+    let api: Api<Task> = Api::namespaced(client, ns);
+    let mut spec = TaskSpec::for_agent(&args.agent);
+    match (&args.input, &args.input_file) {
+        (Some(text), _) => spec.input = Some(text.clone()),
+        (None, Some(path)) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            match String::from_utf8(bytes) {
+                Ok(text) => spec.input = Some(text),
+                Err(e) => {
+                    let b64 = base64::engine::general_purpose::STANDARD.encode(e.as_bytes());
+                    spec.input_base64 = Some(b64);
+                }
+            }
+        }
+        (None, None) => spec.input = Some(String::new()),
+    }
+    spec.tokens = args.tokens;
+    spec.fuel = args.fuel;
+    spec.deadline_seconds = args.deadline_seconds;
+    spec.trace = args.keep_trace.then_some(ari_crds::TracePolicy::Keep);
+    let prefix: String = args.agent.chars().take(50).collect();
+    let task = Task {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{prefix}-")),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    };
+    let created = api.create(&PostParams::default(), &task).await?;
+    let name = created.name_any();
+    if args.no_wait {
+        println!("task/{name}");
+        return Ok(0);
+    }
+    eprintln!("task/{name} created");
+    let limit = Duration::from_secs(args.timeout);
+    let Ok(ended) = tokio::time::timeout(limit, until_finished(&api, &name)).await else {
+        eprintln!("task/{name} has not ended after {}s", args.timeout);
+        return Ok(EXIT_TIMED_OUT);
+    };
+    let ended = ended?;
+    if let Some(format) = args.output {
+        print(&ended, format)?;
+    } else {
+        show_output(&ended)?;
+    }
+    eprintln!("{}", summary(&ended));
+    Ok(if ended.phase() == TaskPhase::Succeeded {
+        0
+    } else {
+        EXIT_TASK_FAILED
+    })
+}
+
+/// Follows the Task, telling each phase it reaches, until it has ended.
+async fn until_finished(api: &Api<Task>, name: &str) -> anyhow::Result<Task> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = std::pin::pin!(watcher(api.clone(), config).applied_objects());
+    let mut told = None;
+    while let Some(task) = stream.next().await {
+        let task = task?;
+        let phase = task.phase();
+        if told != Some(phase) {
+            eprintln!("task/{name}: {phase:?}");
+            told = Some(phase);
+        }
+        if task.is_finished() {
+            return Ok(task);
+        }
+    }
+    bail!("the watch of task/{name} ended")
+}
+
+/// The output on stdout, as the guest wrote it; or where it is kept.
+fn show_output(task: &Task) -> anyhow::Result<()> {
+    let Some(s) = &task.status else {
+        return Ok(());
+    };
+    let mut out = std::io::stdout().lock();
+    if let Some(text) = &s.output {
+        writeln!(out, "{text}")?;
+    } else if let Some(b64) = &s.output_base64 {
+        out.write_all(&base64::engine::general_purpose::STANDARD.decode(b64)?)?;
+    } else if let Some(r) = &s.output_ref {
+        eprintln!(
+            "output: ConfigMap {} key {} (sha256 {})",
+            r.config_map,
+            r.key,
+            s.output_sha256.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(())
+}
+
+/// One line: how it ended and what it used.
+fn summary(task: &Task) -> String {
+    let s = task.status.clone().unwrap_or_default();
+    let used = s.resources_used.unwrap_or_default();
+    let mut line = format!(
+        "{:?}/{}: fuel {}, {} ms",
+        task.phase(),
+        s.reason.map_or("-", |r| r.as_str()),
+        used.fuel,
+        used.wall_millis
+    );
+    if used.model_calls > 0 {
+        line.push_str(&format!(
+            ", {} model call(s), {} in / {} out tokens",
+            used.model_calls, used.input_tokens, used.output_tokens
+        ));
+    }
+    if used.tool_calls > 0 {
+        line.push_str(&format!(", {} tool call(s)", used.tool_calls));
+    }
+    if let Some(m) = s.message.filter(|_| task.phase() != TaskPhase::Succeeded) {
+        line.push_str(&format!("; {m}"));
+    }
+    line
+}
+
+async fn cancel(client: Client, ns: &str, arg: &TaskArg) -> anyhow::Result<u8> {
+    let name = task_name(&arg.task)?;
+    let api: Api<Task> = Api::namespaced(client, ns);
+    let task = api.get(name).await?;
+    if task.is_finished() {
+        println!("task/{name} already ended {:?}", task.phase());
+        return Ok(0);
+    }
+    let patch = Patch::Merge(json!({"spec": {"cancelled": true}}));
+    api.patch(name, &PatchParams::default(), &patch).await?;
+    println!("task/{name} cancelled");
+    Ok(0)
+}
+
+async fn logs(client: Client, ns: &str, arg: &TaskArg) -> anyhow::Result<u8> {
+    let name = task_name(&arg.task)?;
+    let task: Task = Api::namespaced(client.clone(), ns).get(name).await?;
+    let pods: Api<Pod> = Api::namespaced(client, ns);
+    let selector = format!(
+        "app.kubernetes.io/name=ari-executor,{LABEL_AGENT}={}",
+        task.spec.agent_ref.name
+    );
+    let params = LogParams {
+        container: Some("executor".into()),
+        limit_bytes: Some(MAX_LOG_BYTES),
+        ..Default::default()
+    };
+    let mut lines = Vec::new();
+    for pod in pods.list(&ListParams::default().labels(&selector)).await? {
+        let text = pods.logs(&pod.name_any(), &params).await?;
+        lines.extend(text.lines().filter_map(|l| guest_line(l, ns, name)));
+    }
+    lines.sort();
+    match arg.output {
+        Some(format) => print(&lines, format)?,
+        None => {
+            for (_, line) in &lines {
+                println!("{line}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `(timestamp, "LEVEL message")` of an executor log line the guest of Task `ns/name` wrote.
+fn guest_line(line: &str, ns: &str, name: &str) -> Option<(String, String)> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    if v["target"] != "ari::guest" {
+        return None;
+    }
+    let ours = |span: &Value| span["task"] == name && span["namespace"] == ns;
+    let tagged = ours(&v["span"])
+        || v["spans"]
+            .as_array()
+            .is_some_and(|spans| spans.iter().any(ours));
+    if !tagged {
+        return None;
+    }
+    let message = v["fields"]["message"].as_str().unwrap_or_default();
+    let level = v["level"].as_str().unwrap_or("INFO");
+    let at = v["timestamp"].as_str().unwrap_or_default().to_owned();
+    Some((at, format!("{level} {message}")))
+}
+
+/// How a replay from the cluster came out.
+enum Replay {
+    /// Same output, same trace consumed, same ending.
+    Matched,
+    /// The replay differs from the attested run (the first difference).
+    Differs(String),
+    /// Nothing to replay from, and why.
+    Skipped(String),
+}
+
+async fn verify(client: Client, ns: &str, args: &VerifyArgs) -> anyhow::Result<u8> {
+    let arg = &args.task;
+    let name = task_name(&arg.task)?;
+    let task: Task = Api::namespaced(client.clone(), ns).get(name).await?;
+    let agent: Agent = Api::namespaced(client.clone(), ns)
+        .get(&task.spec.agent_ref.name)
+        .await?;
+    let verdict = ari_crds::verify::attestation(&task, &agent);
+    let replay = match &verdict {
+        Ok(att) => replay(&client, ns, &task, &agent, att, args.module.as_deref()).await?,
+        Err(_) => Replay::Skipped("the attestation does not verify".into()),
+    };
+    let (verified, replay_text) = match (&verdict, &replay) {
+        (Ok(_), Replay::Matched) => (true, "replayed: same output, trace and ending".to_owned()),
+        (Ok(_), Replay::Skipped(why)) => (true, format!("not replayed: {why}")),
+        (_, Replay::Differs(why)) => (false, format!("replay differs: {why}")),
+        (Err(_), _) => (false, String::new()),
+    };
+    if let Some(format) = arg.output {
+        let report = match &verdict {
+            Ok(att) => json!({"task": name, "verified": verified, "replay": replay_text,
+                               "attestationSha256": att.sha256()}),
+            Err(why) => json!({"task": name, "verified": false, "reason": why.to_string()}),
+        };
+        print(&report, format)?;
+    }
+    match verdict {
+        Ok(att) if verified => {
+            eprintln!(
+                "task/{name}: attestation {} verified: signed by the key Agent {} publishes; \
+                 output, ending, module and config match; {replay_text}",
+                att.sha256(),
+                agent.name_any()
+            );
+            Ok(0)
+        }
+        Ok(_) => {
+            eprintln!("task/{name}: NOT verified: {replay_text}");
+            Ok(EXIT_VERIFY_FAILED)
+        }
+        Err(why) => {
+            eprintln!("task/{name}: NOT verified: {why}");
+            Ok(EXIT_VERIFY_FAILED)
+        }
+    }
+}
+
+/// Most bytes of trace JSON a kept trace may expand to.
+const MAX_TRACE_JSON: u64 = 256 << 20;
+
+/// Replays the Task locally from what the cluster keeps: its kept trace, its input, its
+/// Agent's config and module (from the Agent's ConfigMap, or `module`), against the key the
+/// Agent publishes. Nothing is contacted but the API server.
+async fn replay(
+    client: &Client,
+    ns: &str,
+    task: &Task,
+    agent: &Agent,
+    att: &ari_crds::Attestation,
+    module: Option<&std::path::Path>,
+) -> anyhow::Result<Replay> {
+    let status = task.status.clone().unwrap_or_default();
+    let kept = match &status.trace_ref {
+        None => {
+            return Ok(Replay::Skipped(
+                "the Task kept no trace (spec.trace: Keep)".into(),
+            ));
+        }
+        Some(r) => match (&r.config_map, &r.key) {
+            (Some(cm), Some(key)) => (cm.clone(), key.clone()),
+            _ => {
+                let why = r
+                    .not_kept
+                    .clone()
+                    .unwrap_or_else(|| "no ConfigMap named".into());
+                return Ok(Replay::Skipped(format!("the trace was not kept: {why}")));
+            }
+        },
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let gz = configmap_bytes(&cms, &kept.0, &kept.1).await?;
+    let trace = match ari_runtime::Trace::from_gzip(&gz, MAX_TRACE_JSON) {
+        Ok(trace) => trace,
+        Err(e) => {
+            return Ok(Replay::Differs(format!(
+                "the kept trace cannot be read: {e}"
+            )));
+        }
+    };
+    let module = match (module, &agent.spec.module.config_map) {
+        (Some(path), _) => super::read_module(path)?,
+        (None, Some(m)) => configmap_bytes(&cms, &m.name, &m.key).await?,
+        (None, None) => {
+            return Ok(Replay::Skipped(
+                "the Agent's module is not in a ConfigMap: give it with --module FILE".into(),
+            ));
+        }
+    };
+    let input = task_input(client, ns, task).await?;
+    let output = task_output(&cms, &status).await?;
+    let failure = att
+        .ending
+        .failure_kind()
+        .map_err(anyhow::Error::msg)?
+        .map(|kind| {
+            ari_runtime::model::Failure::new(kind, status.message.clone().unwrap_or_default())
+        });
+    let (input, input_base64) = text_or_base64(input);
+    let (output, output_base64) = text_or_base64(output);
+    let report = ari_runtime::RunReport {
+        task_id: att.task.name.clone(),
+        input,
+        input_base64,
+        requirements: att.requirements.clone(),
+        output,
+        output_base64,
+        output_sha256: att.output_sha256.clone(),
+        resources_used: att.resources_used,
+        limits_applied: att.limits_applied.clone(),
+        models: att.models.clone(),
+        attestation: att.clone(),
+        trace,
+        error: failure,
+        logs: Vec::new(),
+        agent: None,
+        children: Vec::new(),
+    };
+    let key = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.attestation_public_key.clone())
+        .unwrap_or_default();
+    let opts = ari_runtime::VerifyOptions {
+        trusted_key: Some(ari_runtime::model::attestation::parse_public_key(&key)?),
+        accept_embedded_key: false,
+        signing: None,
+        config: agent.spec.config.clone().unwrap_or_default().into_bytes(),
+    };
+    let verdict = tokio::task::spawn_blocking(move || {
+        let runtime = ari_runtime::Runtime::new(ari_runtime::RuntimeConfig::default())?;
+        anyhow::Ok(ari_runtime::verify_report(&runtime, &report, &module, &opts).map(|_| ()))
+    })
+    .await??;
+    Ok(match verdict {
+        Ok(()) => Replay::Matched,
+        Err(e) => Replay::Differs(e.to_string()),
+    })
+}
+
+/// `binaryData[key]` (or `data[key]`) of the ConfigMap `name`.
+async fn configmap_bytes(cms: &Api<ConfigMap>, name: &str, key: &str) -> anyhow::Result<Vec<u8>> {
+    let cm = cms
+        .get(name)
+        .await
+        .with_context(|| format!("ConfigMap {name}"))?;
+    if let Some(b) = cm.binary_data.as_ref().and_then(|d| d.get(key)) {
+        return Ok(b.0.clone());
+    }
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|t| t.clone().into_bytes())
+        .with_context(|| format!("ConfigMap {name} has no key {key}"))
+}
+
+/// The Task's input bytes, from wherever its spec takes them.
+async fn task_input(client: &Client, ns: &str, task: &Task) -> anyhow::Result<Vec<u8>> {
+    use ari_crds::InputSource;
+    Ok(match task.input_source()? {
+        InputSource::Inline(text) => text.as_bytes().to_vec(),
+        InputSource::Base64(b64) => base64::engine::general_purpose::STANDARD.decode(b64)?,
+        InputSource::ConfigMap(r) => {
+            configmap_bytes(&Api::namespaced(client.clone(), ns), &r.name, &r.key).await?
+        }
+        InputSource::Secret(r) => {
+            let secret: k8s_openapi::api::core::v1::Secret =
+                Api::namespaced(client.clone(), ns).get(&r.name).await?;
+            secret
+                .data
+                .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
+                .with_context(|| format!("Secret {} has no key {}", r.name, r.key))?
+        }
+    })
+}
+
+/// The Task's output bytes: inline, or from its output ConfigMap.
+async fn task_output(
+    cms: &Api<ConfigMap>,
+    status: &ari_crds::TaskStatus,
+) -> anyhow::Result<Vec<u8>> {
+    if let Some(text) = &status.output {
+        return Ok(text.as_bytes().to_vec());
+    }
+    if let Some(b64) = &status.output_base64 {
+        return Ok(base64::engine::general_purpose::STANDARD.decode(b64)?);
+    }
+    match &status.output_ref {
+        Some(r) => configmap_bytes(cms, &r.config_map, &r.key).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// UTF-8 text as text, anything else as base64 (as reports carry bytes).
+fn text_or_base64(bytes: Vec<u8>) -> (Option<String>, Option<String>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (Some(text), None),
+        Err(e) => (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(e.as_bytes())),
+        ),
+    }
+}
+
+/// What one Agent's Tasks used.
+#[derive(serde::Serialize, Default, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct AgentUse {
+    tasks: BTreeMap<String, u64>,
+    fuel: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    model_calls: u64,
+    tool_calls: u64,
+}
+
+/// The Tasks' use, by Agent.
+fn usage_by_agent(tasks: &[Task]) -> BTreeMap<String, AgentUse> {
+    let mut by = BTreeMap::<String, AgentUse>::new();
+    for t in tasks {
+        let u = by.entry(t.spec.agent_ref.name.clone()).or_default();
+        *u.tasks.entry(format!("{:?}", t.phase())).or_default() += 1;
+        let used = t
+            .status
+            .as_ref()
+            .and_then(|s| s.resources_used)
+            .unwrap_or_default();
+        u.fuel = u.fuel.saturating_add(used.fuel);
+        u.input_tokens = u.input_tokens.saturating_add(used.input_tokens);
+        u.output_tokens = u.output_tokens.saturating_add(used.output_tokens);
+        u.model_calls = u.model_calls.saturating_add(used.model_calls);
+        u.tool_calls = u.tool_calls.saturating_add(used.tool_calls);
+    }
+    by
+}
+
+async fn top(client: Client, ns: &str, args: &TopArgs) -> anyhow::Result<u8> {
+    let tasks = Api::<Task>::namespaced(client, ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let by = usage_by_agent(&tasks);
+    if let Some(format) = args.output {
+        print(&by, format)?;
+        return Ok(0);
+    }
+    println!(
+        "{:<24} {:>6} {:>8} {:>7} {:>14} {:>10} {:>10} {:>6} {:>6}",
+        "AGENT", "TASKS", "RUNNING", "FAILED", "FUEL", "TOKENS-IN", "TOKENS-OUT", "MODEL", "TOOLS"
+    );
+    for (agent, u) in &by {
+        let count = |p: &str| u.tasks.get(p).copied().unwrap_or(0);
+        println!(
+            "{:<24} {:>6} {:>8} {:>7} {:>14} {:>10} {:>10} {:>6} {:>6}",
+            agent,
+            u.tasks.values().sum::<u64>(),
+            count("Running"),
+            count("Failed"),
+            u.fuel,
+            u.input_tokens,
+            u.output_tokens,
+            u.model_calls,
+            u.tool_calls
+        );
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_named_as_kubectl_names_it() {
+        for ok in ["task/a", "tasks/a", "task.ari.dev/a", "a"] {
+            assert_eq!(task_name(ok).expect(ok), "a");
+        }
+        for bad in ["pod/a", "task/", ""] {
+            assert!(task_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_the_guests_lines_of_that_task_are_its_log() {
+        let line = |target: &str, task: &str, ns: &str| {
+            json!({"timestamp": "2026-11-27T10:00:00Z", "level": "WARN", "target": target,
+                   "fields": {"message": "hello"},
+                   "span": {"name": "task", "task": task, "namespace": ns, "attempt": 1}})
+            .to_string()
+        };
+        assert_eq!(
+            guest_line(&line("ari::guest", "t", "ns"), "ns", "t"),
+            Some(("2026-11-27T10:00:00Z".into(), "WARN hello".into()))
+        );
+        assert_eq!(guest_line(&line("ari::worker", "t", "ns"), "ns", "t"), None);
+        assert_eq!(guest_line(&line("ari::guest", "u", "ns"), "ns", "t"), None);
+        assert_eq!(
+            guest_line(&line("ari::guest", "t", "other"), "ns", "t"),
+            None
+        );
+        assert_eq!(guest_line("not json", "ns", "t"), None);
+    }
+
+    #[test]
+    fn top_adds_up_each_agents_tasks() {
+        let task = |agent: &str, phase: &str, fuel: u64, tokens: u64| -> Task {
+            let mut t: Task = serde_json::from_value(json!({
+                "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+                "metadata": {"name": "x"},
+                "spec": {"agentRef": {"name": agent}},
+                "status": {"phase": phase}
+            }))
+            .expect("task");
+            if let Some(s) = t.status.as_mut() {
+                s.resources_used = Some(ari_crds::ResourcesUsed {
+                    fuel,
+                    input_tokens: tokens,
+                    ..Default::default()
+                });
+            }
+            t
+        };
+        let by = usage_by_agent(&[
+            task("ask", "Succeeded", 10, 5),
+            task("ask", "Failed", 1, 0),
+            task("echo", "Running", 0, 0),
+        ]);
+        let ask = &by["ask"];
+        assert_eq!((ask.fuel, ask.input_tokens), (11, 5));
+        assert_eq!(ask.tasks.get("Failed"), Some(&1));
+        assert_eq!(by["echo"].tasks.get("Running"), Some(&1));
+    }
+}
