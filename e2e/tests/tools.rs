@@ -10,7 +10,7 @@
 //! Run: `cargo build --bins && scripts/build-agents.sh && ARI_MCP_PYTHON="$(scripts/mcp-server.sh
 //! | tail -n 1)" cargo test -p ari-e2e --test tools`.
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use ari_crds::{Agent, MCPServer, Task, TaskPhase, TaskReason};
 use ari_e2e::registry;
 use ari_e2e::scenario::*;
@@ -31,6 +31,10 @@ fn main() -> std::process::ExitCode {
         vec![vec![
             ("mcp_server_trials", mcp_server_trials),
             ("tool_using_agent_trials", tool_using_agent_trials),
+            (
+                "a2a_followers_see_each_tool_call_and_its_result",
+                a2a_followers_see_tool_calls,
+            ),
         ]],
     )
 }
@@ -208,6 +212,106 @@ fn mcp_server_trials(t: &ToolsCtx) -> Result<()> {
 /// the Task `CapabilityDenied` without reaching the server; an Agent of another namespace
 /// naming the same server gets nothing (no such MCPServer there: its calls are unavailable);
 /// the token is in no status, attestation, Event, log or pod spec.
+/// Every `ari.dev/event` an A2A SSE stream carried, in order.
+fn stream_events(sse: &str) -> Vec<serde_json::Value> {
+    fn find(v: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(e) = m.get("ari.dev/event") {
+                    out.push(e.clone());
+                }
+                m.values().for_each(|v| find(v, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| find(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for line in sse.lines() {
+        if let Some(data) = line.strip_prefix("data:")
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(data.trim())
+        {
+            find(&v, &mut out);
+        }
+    }
+    out
+}
+
+/// An A2A caller streaming a `toolbox` message sees the tool call before its result, each with
+/// its preview, through the cluster's gateway; the server's token is not in the stream.
+fn a2a_followers_see_tool_calls(t: &ToolsCtx) -> Result<()> {
+    let ctx = &t.ctx;
+    ctx.in_namespace("tools-a2a", |client, ns| async move {
+        ctx.module_configmap(&ns, "toolbox-module", "toolbox")?;
+        let grant = "  capabilities:\n    tools:\n      servers:\n        - name: demo\n          tools: [echo]\n  a2a:\n    exposed: true\n";
+        let caller = "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: caller}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: a2a-caller}
+rules:
+  - apiGroups: [ari.dev]
+    resources: [tasks]
+    verbs: [create, get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: caller}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-caller}
+subjects: [{kind: ServiceAccount, name: caller}]
+";
+        let yaml = [
+            secret_yaml("demo-token", TOKEN, true),
+            server_yaml("demo", &t.server.url(), Some("demo-token")),
+            agent_yaml("toolbox", "toolbox-module", 1, grant),
+            caller.to_owned(),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        ready(&client, &ns, "demo", "True", "ToolsListed").await?;
+        agent_ready(&client, &ns, "toolbox").await?;
+        let token = ctx.kubectl_ok([
+            "create", "token", "caller", "-n", &ns, "--duration=1h", "--audience=ari-gateway",
+        ])?;
+        let base = gateway_url(&client).await?;
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": {"messageId": "m1", "role": "ROLE_USER",
+                "parts": [{"text": "call demo echo {\"text\":\"streamed to a follower\"}"}]}}
+        });
+        let out = std::process::Command::new("curl")
+            .args(["-sN", "--max-time", "120", "-H"])
+            .arg(format!("Authorization: Bearer {}", token.trim()))
+            .args(["-H", "Content-Type: application/json", "-d"])
+            .arg(body.to_string())
+            .arg(format!("{base}/a2a/{ns}/toolbox"))
+            .output()
+            .context("curl")?;
+        let sse = String::from_utf8_lossy(&out.stdout).into_owned();
+        let events = stream_events(&sse);
+        let of = |kind: &str| events.iter().position(|e| e["type"] == kind);
+        let (Some(call), Some(result)) = (of("toolCall"), of("toolResult")) else {
+            anyhow::bail!("no toolCall and toolResult events in the stream:\n{sse}");
+        };
+        ensure!(call < result, "the result came before the call: {events:?}");
+        let (call, result) = (&events[call], &events[result]);
+        ensure!(
+            call["server"] == "demo"
+                && call["tool"] == "echo"
+                && call["arguments"].as_str().is_some_and(|a| a.contains("streamed to a follower")),
+            "toolCall: {call}"
+        );
+        ensure!(
+            result["outcome"] == "answered" && result["text"] == "streamed to a follower",
+            "toolResult: {result}"
+        );
+        ensure!(!sse.contains(TOKEN), "the stream holds the server's token");
+        Ok(())
+    })
+}
+
 fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
     let ctx = &t.ctx;
     let owner = ctx.in_namespace("tools", |client, ns| async move {

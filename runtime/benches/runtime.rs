@@ -73,6 +73,21 @@ fn run_ok(agent: &LoadedAgent, req: TaskRequest) -> ari_runtime::TaskOutcome {
 
 fn main() {
     let key = Arc::new(SigningKey::from_bytes(&[1; 32]));
+    // `ARI_BENCH_ONLY=tools` (or `models`): only that part, on a cached runtime.
+    if let Ok(only) = std::env::var("ARI_BENCH_ONLY") {
+        let cache = tempfile::tempdir().expect("tmp");
+        let rt = runtime(Some(cache.path().into()), true);
+        let n = std::env::var("ARI_BENCH_TASKS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2_000);
+        match only.as_str() {
+            "tools" => tool_calls(&rt, &key, n),
+            "models" => model_calls(&rt, &key, n),
+            other => panic!("ARI_BENCH_ONLY={other}: tools or models"),
+        }
+        return;
+    }
     let echo = agent_bytes("echo");
     let big_name = "clock";
     let big = agent_bytes(big_name);
@@ -219,6 +234,87 @@ fn main() {
     );
 
     model_calls(&rt, &key, n.min(2_000));
+    tool_calls(&rt, &key, n.min(500));
+}
+
+/// Host overhead of a tool call: `toolbox` calling `echo` on the official MCP Python SDK's
+/// server (stateless, loopback) beside `echo` with no call, and the same exchanges (connect,
+/// list, call) made directly through ari-mcp with no guest: what the task adds beyond them is
+/// the runtime's own part (guest call, fuel, records, trace). Skipped without `ARI_MCP_PYTHON`.
+fn tool_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
+    use ari_mcp::{Client, Limits as ToolLimits, Protocol, Session, Source, ToolServer};
+    use ari_runtime::capability::LoadedTools;
+    use ari_testkit::mcp_server::{McpServer, Mode};
+
+    let Some(mcp) = McpServer::start_or_skip("bench", Mode::Stateless, None) else {
+        println!("tool calls: skipped (no ARI_MCP_PYTHON)");
+        return;
+    };
+    let url = url::Url::parse(&mcp.url()).expect("url");
+    let server = ToolServer::new("demo", url)
+        .expect("server")
+        .with_protocol(Protocol::Stateless);
+    let client = Client::new(ToolLimits::default()).expect("client");
+    let grants = Grants::parse_cli(&["tools=demo:echo".to_owned()])
+        .expect("grants")
+        .with_tools(LoadedTools::live(client.clone(), [server.clone()]));
+    let toolbox = rt.load(&agent_bytes("toolbox")).expect("load toolbox");
+    let echo = rt.load(&agent_bytes("echo")).expect("load echo");
+    let input: &[u8] = br#"call demo echo {"text":"hi"}"#;
+    let calling = || {
+        let mut req = request(input, key, 10_000_000);
+        req.grants = grants.clone();
+        req
+    };
+    let time = |what: &mut dyn FnMut()| {
+        for _ in 0..20 {
+            what();
+        }
+        let mut times: Vec<Duration> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                what();
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        (pct(&times, 0.50), pct(&times, 0.99))
+    };
+    let (tool50, tool99) = time(&mut || {
+        run_ok(&toolbox, calling());
+    });
+    let (echo50, _) = time(&mut || {
+        run_ok(&echo, request(input, key, 10_000_000));
+    });
+    let io = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (direct50, direct99) = time(&mut || {
+        io.block_on(async {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            let mut session = Session::new(Source::Live(client.clone()), 16 << 20, 1 << 20);
+            session.list(&server, deadline).await.expect("list");
+            let arguments = session
+                .admit_arguments(r#"{"text":"hi"}"#)
+                .expect("arguments");
+            session
+                .call(&server, "echo", arguments, deadline)
+                .await
+                .expect("call");
+        });
+    });
+    println!(
+        "toolbox (one tool call: connect, list, call on the MCP SDK's server) per-task: p50 {tool50:?} p99 {tool99:?}; echo p50 {echo50:?}"
+    );
+    println!(
+        "  the same exchanges through ari-mcp, no guest: p50 {direct50:?} p99 {direct99:?} (the server's time and the client's)"
+    );
+    println!(
+        "  the runtime's own part per tool call (toolbox - echo - direct, p50): {:?}",
+        tool50.saturating_sub(echo50).saturating_sub(direct50)
+    );
+    mcp.stop();
 }
 
 /// Host overhead of a model call: `ask` (one chat call) against a loopback OpenAI-compatible
@@ -272,6 +368,22 @@ fn model_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
     );
 
     let outcome = run_ok(&ask, asking(b"What is six times seven?"));
+    // Keeping the trace beside the Task (spec.trace: Keep): gzip of its JSON.
+    let gz = outcome.trace.to_gzip().expect("gzip");
+    let mut times: Vec<Duration> = (0..200)
+        .map(|_| {
+            let t = Instant::now();
+            outcome.trace.to_gzip().expect("gzip");
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "keeping the ask run's trace: {} bytes of JSON -> {} gzip, p50 {:?}",
+        serde_json::to_vec(&outcome.trace).map_or(0, |j| j.len()),
+        gz.len(),
+        pct(&times, 0.50)
+    );
     let report = ari_runtime::RunReport::new(outcome, b"What is six times seven?", &[]);
     let opts = ari_runtime::VerifyOptions {
         accept_embedded_key: true,

@@ -78,14 +78,23 @@ async fn main() -> Result<()> {
         None => cluster.kubeconfig_path().to_path_buf(),
     };
     println!("export KUBECONFIG={}", kubeconfig.display());
-    // `ari` too (e.g. `ari plan validate` in the README), when built.
+    // `ari` too (e.g. `ari plan validate` in the README), when built, and `kubectl ari`: the
+    // plugin is the same binary linked as `kubectl-ari` beside it.
+    if let Some(ari) = images.get(ari_e2e::EXECUTOR_IMAGE) {
+        let link = ari.with_file_name("kubectl-ari");
+        if !link.exists()
+            && let Err(e) = std::os::unix::fs::symlink("ari", &link)
+        {
+            eprintln!("ari-cluster: cannot link {}: {e}", link.display());
+        }
+    }
     let ari_dir = images
         .get(ari_e2e::EXECUTOR_IMAGE)
         .and_then(|p| p.parent())
         .map(|d| format!("{}:", d.display()))
         .unwrap_or_default();
     println!(
-        "export PATH={}:{ari_dir}$PATH   # kubectl and helm v1.35.4 / v3, ari",
+        "export PATH={}:{ari_dir}$PATH   # kubectl and helm v1.35.4 / v3, ari, kubectl ari",
         bin_dir.display()
     );
     if let Some(url) = gateway {
