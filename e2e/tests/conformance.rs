@@ -37,9 +37,11 @@
 //! A language whose component is not built prints `SKIPPED <lang> cluster conformance suite: …`
 //! on stderr and its trial passes, unless `ARI_CONFORMANCE_REQUIRE` names it; each language that
 //! ran prints `<lang> cluster conformance: N of N cases passed`. Cases that need what this
-//! runner cannot provide yet ([`UNMET_NEEDS`]: the model cases, until it points ModelConfigs at a
-//! scripted model server) are left out, and each trial prints `SKIPPED N <lang> cluster conformance
-//! cases: …` on stderr.
+//! runner cannot provide yet ([`UNMET_NEEDS`]: the model cases, whose model names map to several
+//! endpoints) are left out, and each trial prints `SKIPPED N <lang> cluster conformance cases: …`
+//! on stderr. The tools cases run against the official MCP Python SDK's server the runner starts,
+//! each case's servers declared as MCPServers of the namespace (`tools=SERVER:TOOLS` →
+//! `capabilities.tools.servers`).
 //!
 //! **Delegation.** A case's `agents` (the Agents its task may delegate to, each this language's
 //! own component with its own grants) become Agents of those names in the namespace, granted
@@ -59,6 +61,7 @@ use ari_crds::{Agent, Task, TaskPhase};
 use ari_e2e::registry::{self, Registry, registry_bin};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
+use ari_testkit::mcp_server::{McpServer, Mode};
 use serde_json::{Value, json};
 use suite::{Case, EchoServer, Ending, Placeholders, Suite};
 
@@ -98,10 +101,14 @@ const LOGS_SETTLED: Duration = Duration::from_secs(20);
 
 /// What cases may need (their `needs`) that this runner cannot provide yet; such cases are
 /// left out of every language's run, and each trial says how many. `delegation-cluster` is
-/// met: the executor creates child Tasks. `models-cluster` is not yet: the model cases need
-/// ModelConfigs pointing at the scripted model server, which only `ari run`'s runner starts;
-/// `tools-cluster` neither: the tools cases need MCPServers at the runner's MCP server.
-const UNMET_NEEDS: &[&str] = &["models-cluster", "tools-cluster"];
+/// met: the executor creates child Tasks. `tools-cluster` is met when the official MCP SDK is
+/// installed (`ARI_MCP_PYTHON`, which `scripts/test.sh` sets): the runner starts its server and
+/// declares each case's servers as MCPServers. `models-cluster` is not yet: the model cases map
+/// one model name to several endpoints (`{models}/ok`, `/429`, `/500`, a closed port), and a
+/// namespace's ModelConfig has one endpoint per name.
+const UNMET_NEEDS: &[&str] = &["models-cluster"];
+/// Met only with the MCP SDK's server running.
+const TOOLS_CLUSTER: &str = "tools-cluster";
 
 /// The cluster, the operator allowed plain HTTP to the registry, the registry, the HTTP server
 /// of the cases, and the table (without the cases of [`UNMET_NEEDS`]).
@@ -113,6 +120,8 @@ struct ConformanceCtx {
     suite: Suite,
     /// How many cases were left out, and the needs that left them out.
     skipped: (usize, BTreeSet<String>),
+    /// The official MCP SDK's server the tools cases call (`{mcp}`), when installed.
+    mcp: Option<McpServer>,
 }
 
 impl trials::Shared for ConformanceCtx {
@@ -124,13 +133,18 @@ impl trials::Shared for ConformanceCtx {
 impl ConformanceCtx {
     fn start() -> Result<ConformanceCtx> {
         let mut suite = suite::load(&repo()).map_err(|e| anyhow!(e))?;
+        let mcp = McpServer::installed()
+            .map(|python| McpServer::start(&python, Mode::Stateless, None))
+            .ok();
         let before = suite.cases.len();
         let mut unmet = BTreeSet::new();
         suite.cases.retain(|case| {
             let missing: Vec<&String> = case
                 .needs
                 .iter()
-                .filter(|n| UNMET_NEEDS.contains(&n.as_str()))
+                .filter(|n| {
+                    UNMET_NEEDS.contains(&n.as_str()) || (mcp.is_none() && *n == TOOLS_CLUSTER)
+                })
                 .collect();
             unmet.extend(missing.iter().map(|n| (*n).clone()));
             missing.is_empty()
@@ -147,6 +161,7 @@ impl ConformanceCtx {
             closed: suite::closed_port_url()?,
             suite,
             skipped,
+            mcp,
         })
     }
 }
@@ -256,6 +271,18 @@ fn capabilities(grants: &Grants) -> Result<Value> {
                 "keyId": "conformance",
                 "secretRef": { "name": one()?, "key": "private-key" },
             }),
+            // `SERVER:TOOL[,TOOL…]` per server, as `ari run --grant tools=`.
+            "tools" => {
+                let mut servers = Vec::new();
+                for value in values {
+                    let (server, tools) = value
+                        .split_once(':')
+                        .with_context(|| format!("tools grant {value:?}"))?;
+                    let tools: Vec<&str> = tools.split(',').map(str::trim).collect();
+                    servers.push(json!({ "name": server.trim(), "tools": tools }));
+                }
+                json!({ "servers": servers })
+            }
             other => bail!("grant {other:?} has no Agent form in this suite"),
         };
         caps.insert(name.clone(), cap);
@@ -317,6 +344,28 @@ fn run_language(c: &ConformanceCtx, lang: &str) -> Result<()> {
             key: SIGNING_SECRET.to_owned(),
             public_key: suite.public_key.clone(),
         };
+        // The cases' MCP servers, declared once for the namespace (one URL per name).
+        let mcp_url = c.mcp.as_ref().map(McpServer::url).unwrap_or_default();
+        let mut servers: BTreeMap<String, String> = BTreeMap::new();
+        for case in &suite.cases {
+            for (name, url) in &case.mcp {
+                let url = places.fill(url).replace("{mcp}", &mcp_url);
+                if let Some(other) = servers.insert(name.clone(), url.clone())
+                    && other != url
+                {
+                    bail!("MCP server {name} is {other} in one case and {url} in another");
+                }
+            }
+        }
+        for (name, url) in &servers {
+            let server = json!({
+                "apiVersion": "ari.dev/v1alpha1",
+                "kind": "MCPServer",
+                "metadata": { "name": name },
+                "spec": { "url": url },
+            });
+            ctx.apply_ok(&ns, &server.to_string())?;
+        }
 
         let per_case: Vec<(Grants, bool)> = suite
             .cases
