@@ -314,6 +314,21 @@ fn tool_calls(rt: &Runtime, key: &Arc<SigningKey>, n: usize) {
         "  the runtime's own part per tool call (toolbox - echo - direct, p50): {:?}",
         tool50.saturating_sub(echo50).saturating_sub(direct50)
     );
+    // The runtime's own part without the network: the same run replayed from its trace (the
+    // guest's call, fuel, the records served and checked), beside `echo`.
+    let outcome = run_ok(&toolbox, calling());
+    let report = ari_runtime::RunReport::new(outcome, input, &[]);
+    let opts = ari_runtime::VerifyOptions {
+        accept_embedded_key: true,
+        ..Default::default()
+    };
+    let module = agent_bytes("toolbox");
+    let (replay50, replay99) = time(&mut || {
+        ari_runtime::verify_report(rt, &report, &module, &opts).expect("replays");
+    });
+    println!(
+        "  replay of that run (no server; module from the cache): p50 {replay50:?} p99 {replay99:?}"
+    );
     mcp.stop();
 }
 
