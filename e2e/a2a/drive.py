@@ -20,20 +20,11 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf import json_format
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from drivekit import DOCUMENT, check, declare_large_body  # noqa: E402
+
 BASE = os.environ.get("A2A_BASE", "")
 NS = os.environ.get("A2A_NS", "")
-DOCUMENT = (
-    "Agents delegate within a budget. The answer comes back to the parent, "
-    "and the host controls every message between agents."
-)
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print(f"ok: {what}", flush=True)
-
-
 def agent_url(agent):
     return f"{BASE}/a2a/{NS}/{agent}"
 
@@ -261,25 +252,6 @@ async def card_flow():
           f"a capability refusal is rejected ({pb.TaskState.Name(task.status.state)}, {meta.get('ari.dev/reason')})")
     check(task.status.message.parts and "network" in task.status.message.parts[0].text,
           f"the refusal says why ({task.status.message.parts[0].text if task.status.message.parts else ''})")
-
-
-async def declare_large_body(url, token):
-    """The status line the gateway answers a request that declares 2 MiB of body to.
-
-    A raw socket, not httpx: the gateway answers from the declared length and closes without
-    reading the body, so a client still writing 2 MiB may get a reset before it reads the 413
-    (the race that failed CI once). Here only 64 KiB is written, which the socket buffers hold.
-    """
-    target = httpx.URL(url)
-    reader, writer = await asyncio.open_connection(target.host, target.port)
-    head = (f"POST {target.raw_path.decode()} HTTP/1.1\r\nHost: {target.host}:{target.port}\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {2 << 20}\r\n\r\n")
-    writer.write(head.encode() + b"{" + b" " * (64 << 10))
-    await writer.drain()
-    status_line = await asyncio.wait_for(reader.readline(), 60)
-    writer.close()
-    return int(status_line.split()[1]) if status_line.startswith(b"HTTP/1.1 ") else status_line
 
 
 async def bounds_flow():

@@ -10,25 +10,16 @@ as JSON, for the test to compare with the cluster's Task.
 import asyncio
 import json
 import os
-import urllib.parse
+import sys
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from drivekit import DOCUMENT, check, declare_large_body  # noqa: E402
+
 URL = os.environ["MCP_URL"]
-DOCUMENT = (
-    "Agents delegate within a budget. The answer comes back to the parent, "
-    "and the host controls every message between agents."
-)
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print(f"ok: {what}", flush=True)
-
-
 def client(token):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120.0))
@@ -89,29 +80,9 @@ async def main():
     # The network caller: a body past the gateway's bound (1 MiB) is refused before rmcp reads
     # a byte of it, with or without a token.
     for token, want in [(os.environ["MCP_TOKEN"], 413), (None, 401)]:
-        status = await declare_large_body(token)
+        status = await declare_large_body(URL, token)
         check(status == want, f"a 2 MiB body is refused {want} unread ({status})")
     print(json.dumps(s))
-
-
-async def declare_large_body(token):
-    """The status line the gateway answers a request declaring 2 MiB of body.
-
-    A raw socket, not an HTTP client: the gateway answers from the headers and closes without
-    reading the body, so a client still writing 2 MiB may get a reset before it reads the
-    answer. Only 64 KiB is written, which the socket buffers hold (as e2e/a2a/drive.py does).
-    """
-    url = urllib.parse.urlsplit(URL)
-    reader, writer = await asyncio.open_connection(url.hostname, url.port)
-    auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    head = (f"POST {url.path} HTTP/1.1\r\nHost: {url.hostname}:{url.port}\r\n{auth}"
-            f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-            f"Content-Length: {2 << 20}\r\n\r\n")
-    writer.write(head.encode() + b"{" + b" " * (64 << 10))
-    await writer.drain()
-    status_line = await asyncio.wait_for(reader.readline(), 60)
-    writer.close()
-    return int(status_line.split()[1]) if status_line.startswith(b"HTTP/1.1 ") else status_line
 
 
 asyncio.run(main())

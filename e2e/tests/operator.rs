@@ -64,6 +64,15 @@ fn plugin(ctx: &Ctx, args: &[&str]) -> Result<(String, String, Option<i32>)> {
     ))
 }
 
+/// The Task `kubectl ari run` said it created (`task/NAME created` on stderr).
+fn created(stderr: &str) -> Result<String> {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_suffix(" created")?.strip_prefix("task/"))
+        .map(str::to_owned)
+        .context("run names the Task it created")
+}
+
 /// The kubectl plugin (`ari` linked as `kubectl-ari`): `run` prints the output and exits by
 /// how the Task ended, `logs` gives that Task's guest lines, `verify` checks the attestation
 /// against the Agent's key (and refuses a Task of an Agent whose key is not the signer's),
@@ -95,11 +104,7 @@ fn kubectl_plugin(ctx: &Ctx) -> Result<()> {
             err.contains("Succeeded/Completed: fuel"),
             "run's summary: {err}"
         );
-        let name = err
-            .lines()
-            .find_map(|l| l.strip_suffix(" created")?.strip_prefix("task/"))
-            .context("run names the Task it created")?
-            .to_owned();
+        let name = created(&err)?;
 
         let (_, err, code) = plugin(ctx, &["verify", &format!("task/{name}"), "-n", &ns])?;
         ensure!(
@@ -125,11 +130,7 @@ fn kubectl_plugin(ctx: &Ctx) -> Result<()> {
             ],
         )?;
         ensure!(code == Some(0), "run: {code:?} {err}");
-        let logged = err
-            .lines()
-            .find_map(|l| l.strip_suffix(" created")?.strip_prefix("task/"))
-            .context("the Task's name")?
-            .to_owned();
+        let logged = created(&err)?;
         let lines = wait::until(
             "the Task's guest line in kubectl ari logs",
             wait::DEFAULT,
@@ -219,11 +220,7 @@ fn kubectl_plugin(ctx: &Ctx) -> Result<()> {
             ],
         )?;
         ensure!(code == Some(0), "run --keep-trace: {code:?} {err}");
-        let kept = err
-            .lines()
-            .find_map(|l| l.strip_suffix(" created")?.strip_prefix("task/"))
-            .context("the Task's name")?
-            .to_owned();
+        let kept = created(&err)?;
         let (_, err, code) = plugin(ctx, &["verify", &format!("task/{kept}"), "-n", &ns])?;
         ensure!(
             code == Some(0) && err.contains("replayed: same output, trace and ending"),
