@@ -80,7 +80,7 @@ port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); p
 "$ms/bin/python" -m llama_cpp.server --model "$ms/models/tiny.gguf" --model_alias tiny \
   --host 127.0.0.1 --port "$port" --n_ctx 2048 --n_threads 1 >"$work/model-server.log" 2>&1 &
 server=$!
-trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 120); do
   curl -fsS "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1 && break
   sleep 0.5
@@ -149,7 +149,7 @@ echo "== an agent that uses tools: an MCP server built with the official Python 
 mcp_py="$(scripts/mcp-server.sh | tail -n 1)"
 ARI_MCP_TOKEN=demo-token-that-stays-with-the-host "$mcp_py" testkit/mcp/server.py >"$work/mcp.log" 2>&1 &
 mcp=$!
-trap 'kill "$mcp" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$mcp" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 100); do
   grep -q '^listening ' "$work/mcp.log" 2>/dev/null && break
   sleep 0.2
