@@ -173,6 +173,24 @@ pub fn parse_chat(body: &[u8]) -> Result<(ChatResponse, bool), ModelError> {
         }
     }
     let usage = wire.usage.as_ref().map(WireUsage::usage);
+    Ok(answer(
+        &text,
+        tool_calls,
+        wire.stop_reason.as_deref(),
+        usage,
+        wire.model,
+    ))
+}
+
+/// The answer a messages response (whole or streamed) comes to, and whether it reported
+/// usage.
+fn answer(
+    text: &[String],
+    tool_calls: Vec<ToolCall>,
+    stop_reason: Option<&str>,
+    usage: Option<Usage>,
+    model: String,
+) -> (ChatResponse, bool) {
     let response = ChatResponse {
         message: Message {
             role: Role::Assistant,
@@ -180,11 +198,11 @@ pub fn parse_chat(body: &[u8]) -> Result<(ChatResponse, bool), ModelError> {
             tool_calls,
             tool_call_id: None,
         },
-        finish_reason: finish_reason(wire.stop_reason.as_deref()),
+        finish_reason: finish_reason(stop_reason),
         usage: usage.unwrap_or_default(),
-        model: wire.model,
+        model,
     };
-    Ok((response, usage.is_some()))
+    (response, usage.is_some())
 }
 
 fn finish_reason(stop_reason: Option<&str>) -> FinishReason {
@@ -427,19 +445,13 @@ impl Events for Assembly {
                 Block::Other => {}
             }
         }
-        let reported = self.usage.is_some();
-        let response = ChatResponse {
-            message: Message {
-                role: Role::Assistant,
-                content: (!text.is_empty()).then(|| text.concat()),
-                tool_calls,
-                tool_call_id: None,
-            },
-            finish_reason: finish_reason(self.stop_reason.as_deref()),
-            usage: self.usage.unwrap_or_default(),
-            model: self.model,
-        };
-        Ok((response, reported))
+        Ok(answer(
+            &text,
+            tool_calls,
+            self.stop_reason.as_deref(),
+            self.usage,
+            self.model,
+        ))
     }
 }
 

@@ -60,22 +60,7 @@ impl Client {
         max_tokens: u32,
         deadline: Instant,
     ) -> Result<Answer<ChatResponse>, ModelError> {
-        let (path, body) = match endpoint.kind {
-            ModelProvider::OpenAI => (
-                openai::CHAT_PATH,
-                openai::chat_body(
-                    &endpoint.model,
-                    request,
-                    max_tokens,
-                    false,
-                    endpoint.schema_style,
-                )?,
-            ),
-            ModelProvider::Anthropic => (
-                anthropic::MESSAGES_PATH,
-                anthropic::chat_body(&endpoint.model, request, max_tokens)?,
-            ),
-        };
+        let (path, body) = chat_request(endpoint, request, max_tokens, false)?;
         let body = self.exchange(endpoint, path, &body, deadline).await?;
         match endpoint.kind {
             ModelProvider::OpenAI => openai::parse_chat(&body),
@@ -93,23 +78,7 @@ impl Client {
         deadline: Instant,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Answer<ChatResponse>, ModelError> {
-        let (path, body) = match endpoint.kind {
-            ModelProvider::OpenAI => (
-                openai::CHAT_PATH,
-                openai::chat_body(
-                    &endpoint.model,
-                    request,
-                    max_tokens,
-                    true,
-                    endpoint.schema_style,
-                )?,
-            ),
-            ModelProvider::Anthropic => {
-                let mut body = anthropic::chat_body(&endpoint.model, request, max_tokens)?;
-                body["stream"] = Value::Bool(true);
-                (anthropic::MESSAGES_PATH, body)
-            }
-        };
+        let (path, body) = chat_request(endpoint, request, max_tokens, true)?;
         let response = self
             .transport
             .post(endpoint, path, &auth(endpoint)?, to_bytes(&body)?, deadline)
@@ -187,6 +156,34 @@ impl Client {
             )
             .await
     }
+}
+
+/// The path and body of a chat call in the endpoint's wire format, asking for a stream or not.
+fn chat_request(
+    endpoint: &Endpoint,
+    request: &ChatRequest,
+    max_tokens: u32,
+    stream: bool,
+) -> Result<(&'static str, Value), ModelError> {
+    Ok(match endpoint.kind {
+        ModelProvider::OpenAI => (
+            openai::CHAT_PATH,
+            openai::chat_body(
+                &endpoint.model,
+                request,
+                max_tokens,
+                stream,
+                endpoint.schema_style,
+            )?,
+        ),
+        ModelProvider::Anthropic => {
+            let mut body = anthropic::chat_body(&endpoint.model, request, max_tokens)?;
+            if stream {
+                body["stream"] = Value::Bool(true);
+            }
+            (anthropic::MESSAGES_PATH, body)
+        }
+    })
 }
 
 fn to_bytes(body: &Value) -> Result<Vec<u8>, ModelError> {
