@@ -100,6 +100,11 @@ step "MCP Python SDK (mcp from PyPI, cached)"
 ARI_MCP_PYTHON="$(scripts/mcp-server.sh | tail -n 1)"
 export ARI_MCP_PYTHON
 
+step "in-toto verifiers (securesystemslib and in-toto-attestation from PyPI, cached)"
+# The e2e kubectl plugin trial checks a Task's attestation envelope with them (e2e/intoto/check.py).
+ARI_INTOTO_PYTHON="$(scripts/intoto.sh | tail -n 1)"
+export ARI_INTOTO_PYTHON
+
 step "waiting for the model server install"
 wait_for "$ms_pid" "$ms_log" "model server install"
 ARI_MODEL_SERVER="$(tail -n 1 "$ms_log")"

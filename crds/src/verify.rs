@@ -4,7 +4,7 @@
 //! question. (Replaying the run needs its trace, which the cluster does not keep yet.)
 
 use ari_model::Attestation;
-use ari_model::attestation::{AttestationError, parse_public_key, sha256_hex};
+use ari_model::attestation::{AttestationError, RunPredicate, parse_public_key, sha256_hex};
 use kube::ResourceExt;
 
 use crate::{Agent, Task};
@@ -37,8 +37,15 @@ pub enum Unverified {
     Config { attested: String, current: String },
 }
 
+/// A Task's attestation that holds, and the run it vouches for.
+#[derive(Debug)]
+pub struct Verified<'a> {
+    pub envelope: &'a Attestation,
+    pub run: RunPredicate,
+}
+
 /// The Task's attestation, once every check holds.
-pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<&'a Attestation, Unverified> {
+pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<Verified<'a>, Unverified> {
     let status = task.status.as_ref().ok_or(Unverified::NoAttestation)?;
     let att = status
         .attestation
@@ -49,7 +56,10 @@ pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<&'a Attestation,
         .as_ref()
         .and_then(|s| s.attestation_public_key.as_deref())
         .ok_or(Unverified::NoKey)?;
-    att.verify_signature(Some(&parse_public_key(published)?))?;
+    let envelope = att;
+    let att = envelope
+        .verify(Some(&parse_public_key(published)?))?
+        .predicate;
     let same_task = att.task.namespace == task.namespace().unwrap_or_default()
         && att.task.name == task.name_any()
         && Some(&att.task.uid) == task.uid().as_ref();
@@ -90,5 +100,5 @@ pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<&'a Attestation,
             current: config,
         });
     }
-    Ok(att)
+    Ok(Verified { envelope, run: att })
 }

@@ -255,7 +255,7 @@ fn reference_lists_every_leaf_field_of_the_schemas() {
         "`spec.agentRef.name`",
         "`spec.inputFrom.secretKeyRef.key`",
         "`status.resourcesUsed.wallMillis`",
-        "`status.attestation.signature`",
+        "`status.attestation.signatures[].sig`",
         "`status.limitsApplied`",
         "`spec.steps[].inputFrom[].field`",
         "`status.violations[].rule`",

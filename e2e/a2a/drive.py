@@ -6,6 +6,7 @@ must see and prints one line per check; a failed check raises and exits non-zero
 """
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -89,7 +90,13 @@ async def main_flow():
     out = json.loads(task.artifacts[0].parts[0].text)
     check(out["wordcount"]["words"] == 20, f"the output artifact is the merged research ({out})")
     meta = json_format.MessageToDict(task.metadata)
-    check("signature" in meta.get("ari.dev/attestation", {}), "the attestation travels as metadata")
+    envelope = meta.get("ari.dev/attestation", {})
+    check(envelope.get("payloadType") == "application/vnd.in-toto+json", "the attestation envelope travels as metadata")
+    canonical = json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode()
+    check(
+        meta.get("ari.dev/attestationSha256") == hashlib.sha256(canonical).hexdigest(),
+        "the metadata names the envelope's digest",
+    )
     check(meta.get("ari.dev/resourcesUsed", {}).get("fuel", 0) > 0, "resources used travel as metadata")
     first_id = task.id
 

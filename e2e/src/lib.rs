@@ -8,6 +8,7 @@ mod certs;
 mod cluster;
 mod error;
 mod http;
+pub mod intoto;
 mod kubeconfig;
 pub mod namespace_user;
 mod node;

@@ -322,7 +322,7 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
             "limitsApplied.tokens: {:?}",
             applied.tokens
         );
-        let att = status.attestation.clone().context("no attestation")?;
+        let att = status.attestation.clone().context("no attestation")?.predicate()?;
         ensure!(
             att.resources_used.input_tokens == used.input_tokens,
             "the attestation's tokens differ from status"

@@ -54,6 +54,61 @@ fn main() -> std::process::ExitCode {
     ])
 }
 
+/// The Task's attestation as anyone checks it: securesystemslib verifies the envelope with the
+/// key the Agent publishes and in-toto-attestation validates the Statement; its subjects are
+/// the status's output and the Agent's module, its digest is the one `kubectl ari verify`
+/// names; an envelope whose payload was edited fails there too.
+async fn standard_verifiers_check(ctx: &Ctx, client: &Client, ns: &str, name: &str) -> Result<()> {
+    use ari_e2e::intoto::{Verdict, check};
+    let task: Task = Api::namespaced(client.clone(), ns).get(name).await?;
+    let agent: Agent = Api::namespaced(client.clone(), ns).get("talker").await?;
+    let status = task.status.clone().context("status")?;
+    let envelope = status.attestation.clone().context("no attestation")?;
+    let key = agent
+        .status
+        .and_then(|s| s.attestation_public_key)
+        .context("the Agent publishes no key")?;
+    let Verdict::Verified(said) = check(&envelope, &key)? else {
+        anyhow::bail!("securesystemslib refused a genuine envelope");
+    };
+    ensure!(
+        said["predicateType"] == "https://ari.dev/attestation/run/v1",
+        "{said}"
+    );
+    ensure!(
+        said["subjects"]["output"].as_str() == status.output_sha256.as_deref(),
+        "output subject: {said}"
+    );
+    let (out, err, code) = plugin(
+        ctx,
+        &["verify", &format!("task/{name}"), "-n", ns, "-o", "json"],
+    )?;
+    let shown: serde_json::Value = serde_json::from_str(&out).with_context(|| err.clone())?;
+    ensure!(
+        code == Some(0)
+            && said["digest"].as_str() == Some(envelope.sha256().as_str())
+            && shown["attestationSha256"] == said["digest"],
+        "digests: python {said}, ari {}, kubectl ari {shown}",
+        envelope.sha256()
+    );
+
+    let mut statement = envelope.statement()?;
+    statement.predicate.output_sha256 = "00".repeat(32);
+    statement.subject[0].digest.sha256 = "00".repeat(32);
+    let tampered = ari_model::Attestation {
+        payload: base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            serde_json::to_vec(&statement)?,
+        ),
+        ..envelope
+    };
+    match check(&tampered, &key)? {
+        Verdict::Refused(why) => ensure!(why.contains("threshold"), "refused for {why}"),
+        Verdict::Verified(said) => anyhow::bail!("a tampered envelope verified: {said}"),
+    }
+    Ok(())
+}
+
 /// `kubectl ari ...` as a user types it: stdout, stderr and the exit code.
 fn plugin(ctx: &Ctx, args: &[&str]) -> Result<(String, String, Option<i32>)> {
     let out = ctx.kubectl_ari(args)?;
@@ -111,6 +166,7 @@ fn kubectl_plugin(ctx: &Ctx) -> Result<()> {
             code == Some(0) && err.contains("verified"),
             "verify: {code:?} {err}"
         );
+        standard_verifiers_check(ctx, &client, &ns, &name).await?;
         let cms = ctx.kubectl_ok(["get", "configmaps", "-n", &ns, "-o", "name"])?;
         ensure!(
             !cms.contains(&format!("{name}-trace")),
@@ -886,7 +942,7 @@ fn module_change(ctx: &Ctx) -> Result<()> {
             "output {:?}",
             s.output
         );
-        let att = s.attestation.context("no attestation")?;
+        let att = s.attestation.context("no attestation")?.predicate()?;
         ensure!(
             att.module_sha256 == wc_sha,
             "task ran module {}, want {wc_sha}",

@@ -360,7 +360,11 @@ fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
         );
         let used = status.resources_used.unwrap_or_default();
         ensure!(used.tool_calls == 2, "resourcesUsed.toolCalls: {used:?}");
-        let attested = status.attestation.clone().map(|a| a.resources_used.tool_calls);
+        let attested = status
+            .attestation
+            .as_ref()
+            .and_then(|a| a.predicate().ok())
+            .map(|a| a.resources_used.tool_calls);
         ensure!(attested == Some(2), "the attestation's toolCalls: {attested:?}");
         let applied = status.limits_applied.clone().unwrap_or_default();
         let url = applied.tools.first().and_then(|s| s.url.clone());

@@ -115,7 +115,7 @@ fn json_report_verifies_and_tampering_fails() {
         "no key pinned, none accepted"
     );
     assert!(String::from_utf8_lossy(&unpinned.stderr).contains("--public-key"));
-    let pk = report["attestation"]["publicKey"]
+    let pk = predicate(&report)["publicKey"]
         .as_str()
         .expect("key")
         .to_string();
@@ -196,7 +196,7 @@ fn time_is_spelled_time_access_in_the_report_as_in_the_cluster() {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
     assert_eq!(report["requirements"], serde_json::json!(["timeAccess"]));
-    let caps = &report["attestation"]["limitsApplied"]["capabilities"];
+    let caps = &predicate(&report)["limitsApplied"]["capabilities"];
     assert_eq!(caps, &serde_json::json!(["timeAccess"]), "{report}");
 }
 
@@ -276,18 +276,26 @@ fn a_run_with_a_config_verifies_with_that_config_and_a_changed_one_is_named() {
         );
     }
 
-    // A report of the format before the config was signed is refused as such.
-    let mut old: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    old["attestation"]["format"] = "ari.dev/attestation/v2".into();
-    if let Some(a) = old["attestation"].as_object_mut() {
-        a.remove("configSha256");
-    }
-    std::fs::write(&file, old.to_string()).expect("write");
+    // An envelope whose payload is not an in-toto Statement is refused as such.
+    let mut other: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    other["attestation"]["payloadType"] = "application/json".into();
+    std::fs::write(&file, other.to_string()).expect("write");
     let bad = verify(&["--config", "counter"]);
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(3), "{stderr}");
     assert!(
-        stderr.contains("ari.dev/attestation/v2") && stderr.contains("earlier ari release"),
+        stderr.contains("payload type is \"application/json\""),
         "{stderr}"
     );
+}
+
+/// The predicate of a report's attestation (the envelope's base64 payload, decoded).
+fn predicate(report: &serde_json::Value) -> serde_json::Value {
+    use base64::Engine as _;
+    let payload = report["attestation"]["payload"].as_str().expect("payload");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .expect("base64");
+    let statement: serde_json::Value = serde_json::from_slice(&bytes).expect("statement");
+    statement["predicate"].clone()
 }

@@ -13,7 +13,10 @@ use crate::error::{Error, Result};
 
 /// Metadata keys ari adds to A2A tasks and events.
 pub mod meta {
+    /// The Task's attestation: a DSSE envelope any in-toto verifier checks.
     pub const ATTESTATION: &str = "ari.dev/attestation";
+    /// Its digest, which ties an answer to a verifiable run (`kubectl ari verify` prints it).
+    pub const ATTESTATION_SHA256: &str = "ari.dev/attestationSha256";
     pub const RESOURCES_USED: &str = "ari.dev/resourcesUsed";
     /// Each model the task called: endpoint, model id, calls and tokens.
     pub const MODELS: &str = "ari.dev/models";
@@ -103,6 +106,7 @@ pub fn task_metadata(task: &AriTask) -> Map<String, Value> {
         && let Ok(v) = serde_json::to_value(a)
     {
         m.insert(meta::ATTESTATION.into(), v);
+        m.insert(meta::ATTESTATION_SHA256.into(), a.sha256().into());
     }
     if let Some(r) = &s.resources_used
         && let Ok(v) = serde_json::to_value(r)

@@ -1,17 +1,24 @@
-//! Signed attestations: what ran (module, input, Task identity), how it was bounded (limits and
-//! grants), how it ended (phase and reason) and what it produced, signed by the executor.
+//! Signed attestations: a DSSE envelope (payload type [`PAYLOAD_TYPE`]) holding an in-toto
+//! Statement v1 whose predicate ([`PREDICATE_TYPE`], a [`RunPredicate`]) says what ran (module,
+//! input, config, Task identity), how it was bounded (limits and grants, model endpoints and
+//! tool servers included), how it ended, what it produced and used, the children it awaited and
+//! the trace it consumed. Any DSSE verifier checks it with the Agent's public key
+//! (`securesystemslib`, the `dsse` crate, in-toto's tools).
 //!
-//! Signed message (format `ari.dev/attestation/v3`): DSSE's pre-authentication encoding
-//! `"DSSEv1" SP len(type) SP type SP len(body) SP body` with type [`PAYLOAD_TYPE`] and `body`
-//! the UTF-8 bytes of the compact JSON object of every field except `signature`, keys in the
-//! order of [`Attestation`] and no whitespace. Numbers are unsigned decimal integers; strings are
-//! escaped as serde_json does (only `"`, `\` and control characters); digests, the seed, the
-//! public key and the signature are lowercase hex. Lengths are ASCII decimal byte counts.
+//! - Signature: Ed25519 over DSSE's pre-authentication encoding
+//!   `"DSSEv1" SP len(type) SP type SP len(payload) SP payload` of the payload bytes as carried
+//!   (base64-decoded, never re-encoded), base64 in the envelope.
+//! - `keyid`: lowercase hex SHA-256 of the raw 32-byte Ed25519 public key ([`keyid`]).
+//! - Digest (how a parent's trace, a Plan or an A2A answer names an attestation): lowercase hex
+//!   SHA-256 of the envelope's RFC 8785 canonical JSON, keys sorted and no whitespace, which for
+//!   its ASCII-only fields is `jq -cjS . envelope.json | sha256sum` ([`Attestation::sha256`]).
 //!
 //! Guest signatures (`sign` host call) cover [`GUEST_SIGNATURE_CONTEXT`] ‖ data instead, which
 //! never starts with `DSSEv1`: no guest signature is an attestation signature, and no attestation
 //! signature verifies as a guest signature.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -21,15 +28,14 @@ use crate::limits::LimitsApplied;
 use crate::outcome::{FailureKind, TaskPhase, TaskReason};
 use crate::usage::{ModelCalls, ResourcesUsed};
 
-/// The `format` value of this version. v3 added `configSha256` (the Agent's `spec.config`).
-pub const FORMAT: &str = "ari.dev/attestation/v3";
+/// The DSSE payload type: an in-toto Statement.
+pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 
-/// Formats earlier releases signed: their signed bodies lack fields this version checks (v2:
-/// the config digest), so they are refused with a message that says so.
-pub const OLD_FORMATS: &[&str] = &["ari.dev/attestation/v1", "ari.dev/attestation/v2"];
+/// The in-toto Statement version the payload is.
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 
-/// The DSSE payload type the attestation signature is bound to.
-pub const PAYLOAD_TYPE: &str = "application/vnd.ari.attestation.v3+json";
+/// ari's predicate type for one run (docs/verification.md describes its fields).
+pub const PREDICATE_TYPE: &str = "https://ari.dev/attestation/run/v1";
 
 /// What a guest `sign` call prepends to the guest's data before signing (and `verify` before
 /// verifying): keeps guest signatures out of the attestation message space.
@@ -54,6 +60,11 @@ pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
     .into_bytes();
     out.extend_from_slice(body);
     out
+}
+
+/// The `keyid` an envelope signature by `key` carries: hex SHA-256 of its 32 raw bytes.
+pub fn keyid(key: &VerifyingKey) -> String {
+    sha256_hex(key.as_bytes())
 }
 
 /// Which Task the run was for; empty strings where the runner did not know (`ari run` has no
@@ -110,30 +121,83 @@ impl Ending {
     }
 }
 
-/// Signed, replayable record of a run (format `ari.dev/attestation/v3`): `signature` is Ed25519
-/// over the DSSE pre-authentication encoding of the canonical JSON of the other fields, in this
-/// order (docs/runtime.md).
-// Field order here *is* the signed encoding (see the module docs); do not reorder.
+/// A run's signed attestation: a DSSE envelope holding an in-toto Statement (predicate type
+/// `https://ari.dev/attestation/run/v1`), checked by any DSSE verifier with the Agent's
+/// `status.attestationPublicKey` (docs/verification.md).
+// Fields are declared in sorted order, so the compact JSON is canonical (`Attestation::sha256`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Attestation {
-    pub format: String,
+    /// Base64 (standard, padded) of the in-toto Statement's JSON bytes, as signed.
+    pub payload: String,
+    /// `application/vnd.in-toto+json`.
+    pub payload_type: String,
+    pub signatures: Vec<EnvelopeSignature>,
+}
+
+/// One DSSE signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct EnvelopeSignature {
+    /// Hex SHA-256 of the signer's raw Ed25519 public key.
+    pub keyid: String,
+    /// Base64 of the 64-byte Ed25519 signature over the payload's pre-authentication encoding.
+    pub sig: String,
+}
+
+/// An in-toto Statement v1 about one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Statement {
+    #[serde(rename = "_type")]
+    pub statement_type: String,
+    /// The output's digest (name `output`) and the module's (name `module`).
+    pub subject: Vec<Subject>,
+    #[serde(rename = "predicateType")]
+    pub predicate_type: String,
+    pub predicate: RunPredicate,
+}
+
+/// An in-toto resource descriptor named by its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subject {
+    pub name: String,
+    pub digest: SubjectDigest,
+}
+
+/// An in-toto digest set; ari names every artifact by SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectDigest {
+    pub sha256: String,
+}
+
+/// A child the run awaited to its end, by its own attestation's digest: a tree verifies whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildAttestation {
+    pub agent: String,
+    pub task: String,
+    pub attestation_sha256: String,
+}
+
+/// The predicate of ari's run Statement: everything a replay needs and everything the run
+/// claims. Verification checks the payload's bytes as carried, never a re-encoding of this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPredicate {
     pub task: TaskIdentity,
     pub module_sha256: String,
     pub input_sha256: String,
     /// SHA-256 of the config handed to the guest's `initialize` (the Agent's `spec.config`;
-    /// of no bytes when there is none): the config changes behaviour, so it is signed, and a
-    /// replay needs it. Defaults when absent so an old-format document is refused by its
-    /// `format`, not as malformed.
-    #[serde(default)]
+    /// of no bytes when there is none): it changes behaviour, and a replay needs it.
     pub config_sha256: String,
     /// Capabilities the Task required (the guest sees them; replay needs them).
     #[serde(default)]
     pub requirements: Vec<CapabilityName>,
     /// The PRNG seed (hex, 32 bytes) the task ran with.
     pub seed: String,
-    /// The limits and grants enforced: everything a replay needs to run under the same bounds.
+    /// The limits and grants enforced, model endpoints and tool servers included: everything
+    /// a replay needs to run under the same bounds.
     pub limits_applied: LimitsApplied,
     pub ending: Ending,
     pub output_sha256: String,
@@ -142,36 +206,16 @@ pub struct Attestation {
     /// calls and tokens. Absent when it called none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<ModelCalls>,
+    /// The children it awaited to their end, in the order they were started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildAttestation>,
     /// Digest of the recorded host-call trace.
     pub trace_sha256: String,
     /// Who ran it (pod or host name).
     pub executor: String,
-    /// Ed25519 verifying key (hex, 32 bytes).
+    /// The signer's Ed25519 public key (hex, 32 bytes), which `ari run`'s self-signed reports
+    /// are checked against when no key is trusted.
     pub public_key: String,
-    /// Ed25519 signature (hex, 64 bytes) over [`Attestation::signed_message`].
-    pub signature: String,
-}
-
-/// The signed part, in canonical order. Must list the fields of [`Attestation`] in its order.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Body<'a> {
-    format: &'a str,
-    task: &'a TaskIdentity,
-    module_sha256: &'a str,
-    input_sha256: &'a str,
-    config_sha256: &'a str,
-    requirements: &'a [CapabilityName],
-    seed: &'a str,
-    limits_applied: &'a LimitsApplied,
-    ending: &'a Ending,
-    output_sha256: &'a str,
-    resources_used: &'a ResourcesUsed,
-    #[serde(skip_serializing_if = "<[ModelCalls]>::is_empty")]
-    models: &'a [ModelCalls],
-    trace_sha256: &'a str,
-    executor: &'a str,
-    public_key: &'a str,
 }
 
 /// What an attestation states, before signing.
@@ -188,6 +232,7 @@ pub struct Claims {
     pub output_sha256: String,
     pub resources_used: ResourcesUsed,
     pub models: Vec<ModelCalls>,
+    pub children: Vec<ChildAttestation>,
     pub trace_sha256: [u8; 32],
     pub executor: String,
 }
@@ -195,111 +240,166 @@ pub struct Claims {
 /// Why an attestation does not verify.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AttestationError {
-    #[error("unsupported attestation format {0:?} (expected {FORMAT:?})")]
-    Format(String),
-    #[error(
-        "attestation format {0:?} is from an earlier ari release: it does not sign the Agent's \
-         config, which {FORMAT:?} does; verify it with the `ari verify` of the release that \
-         made it, or run the task again"
-    )]
-    OldFormat(String),
+    #[error("the envelope's payload type is {0:?}, not {PAYLOAD_TYPE:?}")]
+    PayloadType(String),
+    #[error("the envelope is malformed: {0}")]
+    Encoding(String),
+    #[error("the payload is not an ari run Statement: {0}")]
+    Statement(String),
     #[error("public key is not a valid Ed25519 key: {0}")]
     PublicKey(String),
-    #[error("signature is malformed: {0}")]
-    SignatureEncoding(String),
+    #[error("the envelope has no signature by key {keyid}")]
+    NoSignature { keyid: String },
     #[error("signature does not match the attestation contents (tampered or wrong key)")]
     BadSignature,
     #[error("attestation is signed by {actual}, not the trusted key {expected}")]
     UntrustedKey { expected: String, actual: String },
 }
 
+impl Statement {
+    fn of(claims: Claims, key: &VerifyingKey) -> Self {
+        Statement {
+            statement_type: STATEMENT_TYPE.into(),
+            subject: Subject::of(&claims.output_sha256, &claims.module_sha256),
+            predicate_type: PREDICATE_TYPE.into(),
+            predicate: RunPredicate {
+                task: claims.task,
+                module_sha256: claims.module_sha256,
+                input_sha256: claims.input_sha256,
+                config_sha256: claims.config_sha256,
+                requirements: claims.requirements,
+                seed: hex::encode(claims.seed),
+                limits_applied: claims.limits_applied,
+                ending: Ending::of(claims.failure),
+                output_sha256: claims.output_sha256,
+                resources_used: claims.resources_used,
+                models: claims.models,
+                children: claims.children,
+                trace_sha256: hex::encode(claims.trace_sha256),
+                executor: claims.executor,
+                public_key: hex::encode(key.as_bytes()),
+            },
+        }
+    }
+
+    /// The types are in-toto's and ari's, and the subjects are the predicate's digests.
+    fn check(&self) -> Result<(), AttestationError> {
+        if self.statement_type != STATEMENT_TYPE {
+            return Err(AttestationError::Statement(format!(
+                "_type is {:?}, not {STATEMENT_TYPE:?}",
+                self.statement_type
+            )));
+        }
+        if self.predicate_type != PREDICATE_TYPE {
+            return Err(AttestationError::Statement(format!(
+                "predicateType is {:?}, not {PREDICATE_TYPE:?}",
+                self.predicate_type
+            )));
+        }
+        let p = &self.predicate;
+        if self.subject != Subject::of(&p.output_sha256, &p.module_sha256) {
+            return Err(AttestationError::Statement(
+                "its subjects are not the predicate's output and module digests".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Subject {
+    /// The subjects of a run: its output and its module.
+    fn of(output_sha256: &str, module_sha256: &str) -> Vec<Self> {
+        [("output", output_sha256), ("module", module_sha256)]
+            .into_iter()
+            .map(|(name, sha256)| Subject {
+                name: name.into(),
+                digest: SubjectDigest {
+                    sha256: sha256.into(),
+                },
+            })
+            .collect()
+    }
+}
+
 impl Attestation {
     /// Signs `claims` with `key`.
     pub fn sign(claims: Claims, key: &SigningKey) -> Self {
-        let mut att = Attestation {
-            format: FORMAT.to_string(),
-            task: claims.task,
-            module_sha256: claims.module_sha256,
-            input_sha256: claims.input_sha256,
-            config_sha256: claims.config_sha256,
-            requirements: claims.requirements,
-            seed: hex::encode(claims.seed),
-            limits_applied: claims.limits_applied,
-            ending: Ending::of(claims.failure),
-            output_sha256: claims.output_sha256,
-            resources_used: claims.resources_used,
-            models: claims.models,
-            trace_sha256: hex::encode(claims.trace_sha256),
-            executor: claims.executor,
-            public_key: hex::encode(key.verifying_key().as_bytes()),
-            signature: String::new(),
-        };
-        att.signature = hex::encode(key.sign(&att.signed_message()).to_bytes());
-        att
-    }
-
-    /// The canonical JSON body (every field but `signature`; see the module docs).
-    pub fn canonical_bytes(&self) -> Vec<u8> {
-        let body = Body {
-            format: &self.format,
-            task: &self.task,
-            module_sha256: &self.module_sha256,
-            input_sha256: &self.input_sha256,
-            config_sha256: &self.config_sha256,
-            requirements: &self.requirements,
-            seed: &self.seed,
-            limits_applied: &self.limits_applied,
-            ending: &self.ending,
-            output_sha256: &self.output_sha256,
-            resources_used: &self.resources_used,
-            models: &self.models,
-            trace_sha256: &self.trace_sha256,
-            executor: &self.executor,
-            public_key: &self.public_key,
-        };
+        let statement = Statement::of(claims, &key.verifying_key());
         // Serializing plain strings, integers and lists cannot fail.
-        serde_json::to_vec(&body).unwrap_or_default()
+        let payload = serde_json::to_vec(&statement).unwrap_or_default();
+        Self::seal(&payload, key)
     }
 
-    /// The digest by which others refer to this attestation (a parent's trace names its
-    /// children's): hex SHA-256 of the signed message followed by the signature's hex text, so
-    /// it changes with any signed field and with the signature.
-    pub fn sha256(&self) -> String {
-        let mut bytes = self.signed_message();
-        bytes.extend_from_slice(self.signature.as_bytes());
-        sha256_hex(&bytes)
-    }
-
-    /// The bytes the signature covers: PAE([`PAYLOAD_TYPE`], canonical body).
-    pub fn signed_message(&self) -> Vec<u8> {
-        pae(PAYLOAD_TYPE, &self.canonical_bytes())
-    }
-
-    /// Checks the format and the signature (strict Ed25519: no small-order keys, canonical
-    /// `s`) against the embedded public key, and, when `trusted` is given, that the embedded
-    /// key is that one.
-    pub fn verify_signature(&self, trusted: Option<&VerifyingKey>) -> Result<(), AttestationError> {
-        if OLD_FORMATS.contains(&self.format.as_str()) {
-            return Err(AttestationError::OldFormat(self.format.clone()));
+    /// The envelope of `payload`, signed by `key`.
+    fn seal(payload: &[u8], key: &SigningKey) -> Self {
+        let sig = key.sign(&pae(PAYLOAD_TYPE, payload));
+        Attestation {
+            payload: B64.encode(payload),
+            payload_type: PAYLOAD_TYPE.into(),
+            signatures: vec![EnvelopeSignature {
+                keyid: keyid(&key.verifying_key()),
+                sig: B64.encode(sig.to_bytes()),
+            }],
         }
-        if self.format != FORMAT {
-            return Err(AttestationError::Format(self.format.clone()));
+    }
+
+    /// The payload's bytes, as signed.
+    pub fn payload_bytes(&self) -> Result<Vec<u8>, AttestationError> {
+        B64.decode(&self.payload)
+            .map_err(|e| AttestationError::Encoding(format!("payload: {e}")))
+    }
+
+    /// The Statement, decoded but not verified: for showing, never for trusting.
+    pub fn statement(&self) -> Result<Statement, AttestationError> {
+        if self.payload_type != PAYLOAD_TYPE {
+            return Err(AttestationError::PayloadType(self.payload_type.clone()));
         }
-        let key = parse_public_key(&self.public_key)?;
+        let statement: Statement = serde_json::from_slice(&self.payload_bytes()?)
+            .map_err(|e| AttestationError::Statement(e.to_string()))?;
+        statement.check()?;
+        Ok(statement)
+    }
+
+    /// The predicate, decoded but not verified: for showing, never for trusting.
+    pub fn predicate(&self) -> Result<RunPredicate, AttestationError> {
+        self.statement().map(|s| s.predicate)
+    }
+
+    /// Checks the signature (strict Ed25519: no small-order keys, canonical `s`) against the
+    /// predicate's public key, and, when `trusted` is given, that it is that key; returns the
+    /// Statement the signature covers.
+    pub fn verify(&self, trusted: Option<&VerifyingKey>) -> Result<Statement, AttestationError> {
+        let statement = self.statement()?;
+        let key = parse_public_key(&statement.predicate.public_key)?;
         if let Some(trusted) = trusted
             && trusted != &key
         {
             return Err(AttestationError::UntrustedKey {
                 expected: hex::encode(trusted.as_bytes()),
-                actual: self.public_key.clone(),
+                actual: statement.predicate.public_key,
             });
         }
-        let sig_bytes = hex::decode(&self.signature)
-            .map_err(|e| AttestationError::SignatureEncoding(e.to_string()))?;
-        let sig = Signature::from_slice(&sig_bytes)
-            .map_err(|e| AttestationError::SignatureEncoding(e.to_string()))?;
-        key.verify_strict(&self.signed_message(), &sig)
-            .map_err(|_| AttestationError::BadSignature)
+        let id = keyid(&key);
+        let signature = self
+            .signatures
+            .iter()
+            .find(|s| s.keyid == id)
+            .ok_or(AttestationError::NoSignature { keyid: id })?;
+        let sig = B64
+            .decode(&signature.sig)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| Signature::from_slice(&bytes).map_err(|e| e.to_string()))
+            .map_err(|e| AttestationError::Encoding(format!("signature: {e}")))?;
+        key.verify_strict(&pae(&self.payload_type, &self.payload_bytes()?), &sig)
+            .map_err(|_| AttestationError::BadSignature)?;
+        Ok(statement)
+    }
+
+    /// The digest by which others refer to this attestation: hex SHA-256 of the envelope's
+    /// canonical JSON (see the module docs), so it changes with the payload and the signature.
+    pub fn sha256(&self) -> String {
+        // Fields are declared in sorted order and every value is a string: compact is canonical.
+        sha256_hex(&serde_json::to_vec(self).unwrap_or_default())
     }
 }
 
@@ -353,113 +453,109 @@ mod tests {
                 ..Default::default()
             },
             models: Vec::new(),
+            children: vec![ChildAttestation {
+                agent: "helper".into(),
+                task: "t1-0".into(),
+                attestation_sha256: sha256_hex(b"child"),
+            }],
             trace_sha256: [1; 32],
             executor: "test \"pod\"".into(),
         }
     }
 
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&[3; 32])
+    }
+
+    /// `att` with its Statement edited and re-encoded, the signature kept: a tampered envelope.
+    fn tampered(att: &Attestation, edit: impl Fn(&mut Statement)) -> Attestation {
+        let mut statement = att.statement().expect("decodes");
+        edit(&mut statement);
+        Attestation {
+            payload: B64.encode(serde_json::to_vec(&statement).expect("json")),
+            ..att.clone()
+        }
+    }
+
     #[test]
     fn signed_attestation_verifies_and_tampering_fails() {
-        let key = SigningKey::from_bytes(&[3; 32]);
-        let att = Attestation::sign(claims(), &key);
-        assert_eq!(att.verify_signature(None), Ok(()));
-        assert_eq!(att.verify_signature(Some(&key.verifying_key())), Ok(()));
+        let att = Attestation::sign(claims(), &key());
+        let statement = att.verify(None).expect("verifies");
+        assert_eq!(statement.predicate.resources_used.fuel, 42);
+        assert_eq!(att.verify(Some(&key().verifying_key())), Ok(statement));
 
-        let mut tampered = att.clone();
-        tampered.output_sha256 = sha256_hex(b"other");
-        assert_eq!(
-            tampered.verify_signature(None),
-            Err(AttestationError::BadSignature)
-        );
-
-        let mut fuel = att.clone();
-        fuel.resources_used.fuel += 1;
-        assert_eq!(
-            fuel.verify_signature(None),
-            Err(AttestationError::BadSignature)
-        );
+        let output = tampered(&att, |s| {
+            s.predicate.output_sha256 = sha256_hex(b"other");
+            s.subject[0].digest.sha256 = sha256_hex(b"other");
+        });
+        assert_eq!(output.verify(None), Err(AttestationError::BadSignature));
 
         let other = SigningKey::from_bytes(&[4; 32]);
         assert!(matches!(
-            att.verify_signature(Some(&other.verifying_key())),
+            att.verify(Some(&other.verifying_key())),
             Err(AttestationError::UntrustedKey { .. })
         ));
     }
 
-    /// A named edit of an attestation.
-    type Edit = (&'static str, Box<dyn Fn(&mut Attestation)>);
+    /// A named edit of a Statement.
+    type Edit = (&'static str, Box<dyn Fn(&mut RunPredicate)>);
 
     #[test]
-    fn ending_limits_grants_and_task_identity_are_signed() {
-        let key = SigningKey::from_bytes(&[3; 32]);
-        let att = Attestation::sign(claims(), &key);
+    fn ending_limits_grants_children_and_task_identity_are_signed() {
+        let att = Attestation::sign(claims(), &key());
         let edits: Vec<Edit> = vec![
             (
                 "phase",
-                Box::new(|a: &mut Attestation| a.ending = Ending::of(Some(FailureKind::Trap))),
+                Box::new(|p| p.ending = Ending::of(Some(FailureKind::Trap))),
             ),
             (
                 "namespace",
-                Box::new(|a: &mut Attestation| a.task.namespace = "team-b".into()),
+                Box::new(|p| p.task.namespace = "team-b".into()),
             ),
-            (
-                "name",
-                Box::new(|a: &mut Attestation| a.task.name = "t2".into()),
-            ),
-            (
-                "uid",
-                Box::new(|a: &mut Attestation| a.task.uid = "2222".into()),
-            ),
-            (
-                "fuel limit",
-                Box::new(|a: &mut Attestation| a.limits_applied.fuel += 1),
-            ),
-            (
-                "memory",
-                Box::new(|a: &mut Attestation| a.limits_applied.memory_bytes += 1),
-            ),
+            ("name", Box::new(|p| p.task.name = "t2".into())),
+            ("uid", Box::new(|p| p.task.uid = "2222".into())),
+            ("fuel used", Box::new(|p| p.resources_used.fuel += 1)),
+            ("fuel limit", Box::new(|p| p.limits_applied.fuel += 1)),
+            ("memory", Box::new(|p| p.limits_applied.memory_bytes += 1)),
             (
                 "timeout",
-                Box::new(|a: &mut Attestation| a.limits_applied.timeout_millis += 1),
+                Box::new(|p| p.limits_applied.timeout_millis += 1),
             ),
             (
                 "output cap",
-                Box::new(|a: &mut Attestation| a.limits_applied.max_output_bytes += 1),
+                Box::new(|p| p.limits_applied.max_output_bytes += 1),
             ),
             (
                 "input cap",
-                Box::new(|a: &mut Attestation| a.limits_applied.max_input_bytes += 1),
+                Box::new(|p| p.limits_applied.max_input_bytes += 1),
             ),
             (
                 "grants",
-                Box::new(|a: &mut Attestation| {
-                    a.limits_applied.capabilities.push(CapabilityName::Signing)
-                }),
+                Box::new(|p| p.limits_applied.capabilities.push(CapabilityName::Signing)),
             ),
             (
                 "quota",
-                Box::new(|a: &mut Attestation| a.limits_applied.storage_max_bytes = None),
+                Box::new(|p| p.limits_applied.storage_max_bytes = None),
             ),
             (
                 "hosts",
-                Box::new(|a: &mut Attestation| {
-                    a.limits_applied.allowed_hosts.push("https://evil".into())
-                }),
+                Box::new(|p| p.limits_applied.allowed_hosts.push("https://evil".into())),
             ),
-            (
-                "requirements",
-                Box::new(|a: &mut Attestation| a.requirements.clear()),
-            ),
+            ("requirements", Box::new(|p| p.requirements.clear())),
             (
                 "config",
-                Box::new(|a: &mut Attestation| a.config_sha256 = sha256_hex(b"other config")),
+                Box::new(|p| p.config_sha256 = sha256_hex(b"other config")),
+            ),
+            ("children", Box::new(|p| p.children.clear())),
+            (
+                "trace",
+                Box::new(|p| p.trace_sha256 = sha256_hex(b"other trace")),
             ),
         ];
         for (what, edit) in edits {
-            let mut edited = att.clone();
-            edit(&mut edited);
+            let edited = tampered(&att, |s| edit(&mut s.predicate));
             assert_eq!(
-                edited.verify_signature(None),
+                edited.verify(None),
                 Err(AttestationError::BadSignature),
                 "{what} is not covered by the signature"
             );
@@ -467,67 +563,99 @@ mod tests {
     }
 
     #[test]
-    fn signed_message_is_dsse_pae_of_the_canonical_body() {
-        let key = SigningKey::from_bytes(&[3; 32]);
-        let att = Attestation::sign(claims(), &key);
-        let body = att.canonical_bytes();
-        let text = String::from_utf8(body.clone()).expect("utf8");
-        assert!(text.starts_with(
-            "{\"format\":\"ari.dev/attestation/v3\",\"task\":{\"namespace\":\"team-a\","
-        ));
-        assert!(text.contains(&format!(
-            "\"inputSha256\":\"{}\",\"configSha256\":\"{}\",\"requirements\":",
-            sha256_hex(b"in"),
-            sha256_hex(b"cfg")
-        )));
-        assert!(text.contains("\"ending\":{\"phase\":\"Succeeded\",\"reason\":\"Completed\"}"));
-        assert!(text.contains("\"resourcesUsed\":{\"fuel\":42,\"cpuMillis\":0,"));
-        assert!(text.ends_with(&format!("\"publicKey\":\"{}\"}}", att.public_key)));
-        assert!(!text.contains("signature"));
-        assert!(!text.contains(": "));
-        let mut want = format!(
-            "DSSEv1 {} {PAYLOAD_TYPE} {} ",
-            PAYLOAD_TYPE.len(),
-            body.len()
-        )
-        .into_bytes();
-        want.extend_from_slice(&body);
-        assert_eq!(att.signed_message(), want);
+    fn the_envelope_is_dsse_over_an_in_toto_statement_any_ed25519_library_checks() {
+        let att = Attestation::sign(claims(), &key());
+        assert_eq!(att.payload_type, "application/vnd.in-toto+json");
+        let payload = att.payload_bytes().expect("base64");
+        let json: serde_json::Value = serde_json::from_slice(&payload).expect("json");
+        assert_eq!(json["_type"], "https://in-toto.io/Statement/v1");
+        assert_eq!(json["predicateType"], "https://ari.dev/attestation/run/v1");
+        assert_eq!(json["subject"][0]["name"], "output");
+        assert_eq!(json["subject"][0]["digest"]["sha256"], sha256_hex(b"out"));
+        assert_eq!(
+            json["subject"][1]["digest"]["sha256"],
+            sha256_hex(b"module")
+        );
+        assert_eq!(json["predicate"]["configSha256"], sha256_hex(b"cfg"));
+        assert_eq!(json["predicate"]["children"][0]["task"], "t1-0");
+
+        // The signature, checked by hand as a DSSE verifier does: PAE of the decoded payload.
+        let [signature] = &att.signatures[..] else {
+            panic!("one signature: {:?}", att.signatures)
+        };
+        assert_eq!(
+            signature.keyid,
+            sha256_hex(key().verifying_key().as_bytes())
+        );
+        let sig = B64.decode(&signature.sig).expect("base64");
+        let mut message =
+            format!("DSSEv1 28 application/vnd.in-toto+json {} ", payload.len()).into_bytes();
+        message.extend_from_slice(&payload);
+        let sig = Signature::from_slice(&sig).expect("64 bytes");
+        assert!(key().verifying_key().verify_strict(&message, &sig).is_ok());
     }
 
     #[test]
-    fn an_old_format_document_parses_and_is_refused_by_its_format() {
-        let key = SigningKey::from_bytes(&[3; 32]);
-        let mut json = serde_json::to_value(Attestation::sign(claims(), &key)).expect("json");
-        json["format"] = "ari.dev/attestation/v2".into();
-        if let Some(o) = json.as_object_mut() {
-            o.remove("configSha256");
-        }
-        let old: Attestation = serde_json::from_value(json).expect("a v2 document parses");
-        let err = old.verify_signature(None).expect_err("v2 is refused");
-        assert_eq!(
-            err,
-            AttestationError::OldFormat("ari.dev/attestation/v2".into())
+    fn the_digest_is_of_the_canonical_envelope_with_sorted_keys() {
+        let att = Attestation::sign(claims(), &key());
+        let canonical = format!(
+            "{{\"payload\":\"{}\",\"payloadType\":\"{}\",\"signatures\":[{{\"keyid\":\"{}\",\"sig\":\"{}\"}}]}}",
+            att.payload, att.payload_type, att.signatures[0].keyid, att.signatures[0].sig
         );
-        assert!(err.to_string().contains("earlier ari release"), "{err}");
-        let mut other = Attestation::sign(claims(), &key);
-        other.format = "something/else".into();
+        assert_eq!(att.sha256(), sha256_hex(canonical.as_bytes()));
+        let mut resigned = att.clone();
+        resigned.signatures[0].sig = B64.encode([0u8; 64]);
+        assert_ne!(resigned.sha256(), att.sha256());
+    }
+
+    #[test]
+    fn envelopes_that_are_not_ari_run_statements_are_refused_with_the_reason() {
+        let att = Attestation::sign(claims(), &key());
+        let mut wrong_type = att.clone();
+        wrong_type.payload_type = "application/json".into();
+        assert_eq!(
+            wrong_type.verify(None),
+            Err(AttestationError::PayloadType("application/json".into()))
+        );
+        let mut not_base64 = att.clone();
+        not_base64.payload = "%%%".into();
         assert!(matches!(
-            other.verify_signature(None),
-            Err(AttestationError::Format(_))
+            not_base64.verify(None),
+            Err(AttestationError::Encoding(_))
+        ));
+        let other_predicate = Attestation::seal(
+            &serde_json::to_vec(&Statement {
+                predicate_type: "https://slsa.dev/provenance/v1".into(),
+                ..att.statement().expect("decodes")
+            })
+            .expect("json"),
+            &key(),
+        );
+        let err = other_predicate.verify(None).expect_err("not a run");
+        assert!(err.to_string().contains("slsa.dev"), "{err}");
+        let subject = tampered(&att, |s| s.subject.truncate(1));
+        assert!(matches!(
+            subject.verify(None),
+            Err(AttestationError::Statement(_))
+        ));
+        let mut unsigned = att.clone();
+        unsigned.signatures[0].keyid = "someone-else".into();
+        assert!(matches!(
+            unsigned.verify(None),
+            Err(AttestationError::NoSignature { .. })
         ));
     }
 
     /// Pins the signed encoding: a change here changes every signature, so it must come with
-    /// a new [`FORMAT`] (and this digest updated on purpose).
+    /// a new [`PREDICATE_TYPE`] (and this digest updated on purpose).
     #[test]
-    fn the_signed_message_of_fixed_claims_is_pinned() {
-        let att = Attestation::sign(claims(), &SigningKey::from_bytes(&[3; 32]));
-        assert_eq!(sha256_hex(&att.signed_message()), PINNED_SIGNED_MESSAGE);
+    fn the_payload_of_fixed_claims_is_pinned() {
+        let att = Attestation::sign(claims(), &key());
+        let payload = att.payload_bytes().expect("base64");
+        assert_eq!(sha256_hex(&payload), PINNED_PAYLOAD);
     }
 
-    const PINNED_SIGNED_MESSAGE: &str =
-        "c2c7a8e535f8d720fbf028a95779673943b90353c473671e397a14bd61a180b2";
+    const PINNED_PAYLOAD: &str = "0cbb89b8dd58f547b353ca73af160fc95a07953094c67bcc339910b9331d4416";
 
     #[test]
     fn a_small_order_key_with_a_trivial_signature_is_refused() {
@@ -535,24 +663,24 @@ mod tests {
         // verification accepts any message; strict verification refuses weak keys.
         let mut identity = [0u8; 32];
         identity[0] = 1;
-        let mut att = Attestation::sign(claims(), &SigningKey::from_bytes(&[3; 32]));
-        att.public_key = hex::encode(identity);
+        let att = tampered(&Attestation::sign(claims(), &key()), |s| {
+            s.predicate.public_key = hex::encode(identity)
+        });
+        let weak = VerifyingKey::from_bytes(&identity).expect("decodes");
         let mut sig = [0u8; 64];
         sig[0] = 1;
-        att.signature = hex::encode(sig);
-        let key = VerifyingKey::from_bytes(&identity).expect("decodes");
+        let forged = Attestation {
+            signatures: vec![EnvelopeSignature {
+                keyid: keyid(&weak),
+                sig: B64.encode(sig),
+            }],
+            ..att
+        };
+        let message = pae(PAYLOAD_TYPE, &forged.payload_bytes().expect("base64"));
         assert!(
-            ed25519_dalek::Verifier::verify(
-                &key,
-                &att.signed_message(),
-                &Signature::from_bytes(&sig)
-            )
-            .is_ok(),
+            ed25519_dalek::Verifier::verify(&weak, &message, &Signature::from_bytes(&sig)).is_ok(),
             "non-strict verification accepts the trivial forgery"
         );
-        assert_eq!(
-            att.verify_signature(None),
-            Err(AttestationError::BadSignature)
-        );
+        assert_eq!(forged.verify(None), Err(AttestationError::BadSignature));
     }
 }

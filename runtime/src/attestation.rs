@@ -9,6 +9,8 @@ pub use ari_model::keys::*;
 #[cfg(test)]
 mod tests {
     use ari_model::{CapabilityName, LimitsApplied, ResourcesUsed};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
     use ed25519_dalek::SigningKey;
 
     use super::*;
@@ -36,6 +38,7 @@ mod tests {
             output_sha256: sha256_hex(b"out"),
             resources_used: ResourcesUsed::default(),
             models: Vec::new(),
+            children: Vec::new(),
             trace_sha256: [1; 32],
             executor: "pod".into(),
         }
@@ -46,12 +49,13 @@ mod tests {
         // The attack: the guest holds the attestation key and signs whatever bytes it likes.
         let key = SigningKey::from_bytes(&[3; 32]);
         let guest = CryptoCapability::new(Some(LoadedSigningKey::from_key(key.clone())));
-        let mut forged = Attestation::sign(claims(), &key);
-        forged.output_sha256 = sha256_hex(b"forged");
-        for message in [forged.canonical_bytes(), forged.signed_message()] {
-            forged.signature = hex::encode(guest.sign(&message).expect("granted"));
+        let att = Attestation::sign(claims(), &key);
+        let payload = att.payload_bytes().expect("base64");
+        for message in [payload.clone(), pae(PAYLOAD_TYPE, &payload)] {
+            let mut forged = att.clone();
+            forged.signatures[0].sig = STANDARD.encode(guest.sign(&message).expect("granted"));
             assert_eq!(
-                forged.verify_signature(Some(&key.verifying_key())),
+                forged.verify(Some(&key.verifying_key())),
                 Err(AttestationError::BadSignature)
             );
         }
@@ -61,10 +65,11 @@ mod tests {
     fn an_attestation_signature_does_not_verify_as_a_guest_signature() {
         let key = SigningKey::from_bytes(&[3; 32]);
         let att = Attestation::sign(claims(), &key);
-        let sig = hex::decode(&att.signature).expect("hex");
+        let sig = STANDARD.decode(&att.signatures[0].sig).expect("base64");
         let guest = CryptoCapability::new(None);
         let pk = key.verifying_key().to_bytes();
-        assert!(!guest.verify(&att.signed_message(), &sig, &pk));
-        assert!(!guest.verify(&att.canonical_bytes(), &sig, &pk));
+        let payload = att.payload_bytes().expect("base64");
+        assert!(!guest.verify(&pae(PAYLOAD_TYPE, &payload), &sig, &pk));
+        assert!(!guest.verify(&payload, &sig, &pk));
     }
 }

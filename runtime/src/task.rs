@@ -292,7 +292,11 @@ impl TaskOutcome {
             output_sha256: r.output_sha256,
             resources_used: r.resources_used,
             limits_applied: r.limits_applied,
-            models: r.attestation.models.clone(),
+            models: r
+                .attestation
+                .statement()
+                .map(|s| s.predicate.models)
+                .unwrap_or_default(),
             attestation: r.attestation,
             failure: None,
             estimate: None,
@@ -667,6 +671,11 @@ impl Sealer<'_> {
                 output_sha256: output_sha256.clone(),
                 resources_used: self.resources,
                 models: self.models.clone(),
+                children: self
+                    .children
+                    .iter()
+                    .filter_map(ChildSummary::attested)
+                    .collect(),
                 trace_sha256: trace.sha256(),
                 executor: req.executor.clone(),
             },

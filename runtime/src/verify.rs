@@ -5,7 +5,7 @@ use std::sync::Arc;
 use ari_model::CapabilityName;
 use ed25519_dalek::VerifyingKey;
 
-use crate::attestation::{AttestationError, generate_signing_key, sha256_hex};
+use crate::attestation::{AttestationError, RunPredicate, generate_signing_key, sha256_hex};
 use crate::capability::delegation::DelegationEvent;
 use crate::capability::{Grants, LoadedModels, LoadedSigningKey, LoadedTools};
 use crate::limits::{Limits, LimitsApplied};
@@ -75,24 +75,26 @@ pub fn verify_report(
     module: &[u8],
     opts: &VerifyOptions,
 ) -> Result<TaskOutcome, VerifyError> {
-    verify_one(runtime, report, module, &opts.config, opts)
+    verify_one(runtime, report, module, &opts.config, opts).map(|(outcome, _)| outcome)
 }
 
-/// [`verify_report`] of a task whose guest was given `config`.
+/// [`verify_report`] of a task whose guest was given `config`; also the signed predicate.
 fn verify_one(
     runtime: &Runtime,
     report: &RunReport,
     module: &[u8],
     config: &[u8],
     opts: &VerifyOptions,
-) -> Result<TaskOutcome, VerifyError> {
-    let att = &report.attestation;
+) -> Result<(TaskOutcome, RunPredicate), VerifyError> {
     if opts.trusted_key.is_none() && !opts.accept_embedded_key {
         return Err(VerifyError::NoTrustedKey {
-            embedded: att.public_key.clone(),
+            embedded: report.attestation.statement()?.predicate.public_key,
         });
     }
-    att.verify_signature(opts.trusted_key.as_ref())?;
+    let att = report
+        .attestation
+        .verify(opts.trusted_key.as_ref())?
+        .predicate;
 
     let module_sha = sha256_hex(module);
     if module_sha != att.module_sha256 {
@@ -208,7 +210,7 @@ fn verify_one(
             replay.resources_used.fuel, att.resources_used.fuel
         )));
     }
-    Ok(replay)
+    Ok((replay, att))
 }
 
 /// What a child's Agent ran: its component and the config its guest was given (empty for
@@ -238,7 +240,7 @@ fn verify_node(
     agent_of: AgentOf,
     opts: &VerifyOptions,
 ) -> Result<usize, VerifyError> {
-    verify_one(runtime, report, module, config, opts)?;
+    let (_, attested) = verify_one(runtime, report, module, config, opts)?;
     let mut finished = std::collections::BTreeMap::new();
     let mut started = Vec::new();
     // Child index → task name, and task name → (tokens given, tokens the parent was charged).
@@ -275,6 +277,16 @@ fn verify_node(
             _ => {}
         }
     }
+    let signed: std::collections::BTreeMap<_, _> = attested
+        .children
+        .iter()
+        .map(|c| (c.task.clone(), c.attestation_sha256.clone()))
+        .collect();
+    if signed != finished {
+        return Err(VerifyError::Replay(format!(
+            "the attestation names the awaited children {signed:?}, the trace {finished:?}"
+        )));
+    }
     let mut verified = 1;
     for child in &report.children {
         let agent = child.agent.as_deref().ok_or_else(|| {
@@ -282,8 +294,10 @@ fn verify_node(
         })?;
         match finished.remove(&child.task_id) {
             Some(named) => check_digest("child attestation", &named, &child.attestation.sha256())?,
-            None if started
-                .contains(&(agent.to_owned(), child.attestation.input_sha256.clone())) => {}
+            None if started.contains(&(
+                agent.to_owned(),
+                child.attestation.statement()?.predicate.input_sha256,
+            )) => {}
             None => {
                 return Err(VerifyError::Replay(format!(
                     "child {} ({agent}) is not one the parent's trace started",
@@ -292,7 +306,7 @@ fn verify_node(
             }
         }
         if let Some(&(reserved, used)) = tokens.get(&child.task_id) {
-            let attested = &child.attestation;
+            let attested = child.attestation.statement()?.predicate;
             let spent = attested.resources_used.tokens_spent();
             let given = attested.limits_applied.tokens.unwrap_or(0);
             child_tokens(&child.task_id, (reserved, used), (given, spent))?;

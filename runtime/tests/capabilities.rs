@@ -12,7 +12,7 @@ fn echo_needs_no_capability() {
     assert_eq!(output(&o), "hello");
     assert!(o.resources_used.fuel > 0);
     assert!(o.resources_used.memory_bytes > 0);
-    assert!(o.attestation.verify_signature(None).is_ok());
+    assert!(o.attestation.verify(None).is_ok());
 }
 
 #[test]

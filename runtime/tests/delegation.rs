@@ -376,7 +376,11 @@ fn a_tree_run_with_a_config_verifies_only_with_that_config() {
     );
     assert_eq!(outcome.failure, None);
     assert_eq!(
-        outcome.attestation.config_sha256,
+        outcome
+            .attestation
+            .predicate()
+            .expect("decodes")
+            .config_sha256,
         ari_runtime::attestation::sha256_hex(b"counter")
     );
     let report = RunReport::tree(outcome, input.as_bytes(), &[], others.finish());

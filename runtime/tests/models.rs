@@ -129,7 +129,10 @@ fn a_granted_model_answers_with_a_key_the_guest_never_sees_and_the_run_replays_w
     );
     assert_eq!(outcome.resources_used.input_tokens, 30);
     assert_eq!(outcome.resources_used.output_tokens, 3);
-    assert_eq!(outcome.attestation.models, outcome.models);
+    assert_eq!(
+        outcome.attestation.predicate().expect("decodes").models,
+        outcome.models
+    );
     assert_eq!(outcome.limits_applied.tokens, Some(10_000));
     let applied = &outcome.limits_applied.models[0];
     assert_eq!(applied.name, "tiny");
@@ -458,7 +461,11 @@ fn a_default_temperature_and_prices_are_applied_signed_and_replayed() {
         (cost.amount.as_str(), cost.currency.as_str()),
         ("0.000105", "USD")
     );
-    assert_eq!(outcome.attestation.models, outcome.models, "signed");
+    assert_eq!(
+        outcome.attestation.predicate().expect("decodes").models,
+        outcome.models,
+        "signed"
+    );
     let applied = outcome.limits_applied.models[0]
         .endpoint
         .as_ref()

@@ -21,15 +21,22 @@ fn same_input_seed_and_state_give_identical_output_and_trace() {
     assert_eq!(first.output, second.output);
     assert_eq!(first.trace, second.trace);
     assert_eq!(
-        first.attestation.trace_sha256,
-        second.attestation.trace_sha256
+        first.attestation.predicate().expect("decodes").trace_sha256,
+        second
+            .attestation
+            .predicate()
+            .expect("decodes")
+            .trace_sha256
     );
     assert_eq!(first.resources_used.fuel, second.resources_used.fuel);
 
     let d1 = run("dice", "20", grants(&["randomness"]));
     let d2 = run("dice", "20", grants(&["randomness"]));
     assert_eq!(d1.output, d2.output);
-    assert_eq!(d1.attestation.trace_sha256, d2.attestation.trace_sha256);
+    assert_eq!(
+        d1.attestation.predicate().expect("decodes").trace_sha256,
+        d2.attestation.predicate().expect("decodes").trace_sha256
+    );
 }
 
 #[test]
@@ -42,7 +49,10 @@ fn another_seed_changes_dice() {
     let b = agent("dice").run(req);
     assert_eq!(a.failure, None);
     assert_ne!(a.output, b.output);
-    assert_ne!(a.attestation.seed, b.attestation.seed);
+    assert_ne!(
+        a.attestation.predicate().expect("decodes").seed,
+        b.attestation.predicate().expect("decodes").seed
+    );
 }
 
 #[test]
@@ -50,8 +60,11 @@ fn a_missing_seed_is_generated_and_recorded() {
     let mut req = request("3", grants(&["randomness"]));
     req.seed = None;
     let o = agent("dice").run(req);
-    assert_eq!(o.attestation.seed.len(), 64);
-    assert_ne!(o.attestation.seed, hex::encode([7u8; 32]));
+    assert_eq!(o.attestation.predicate().expect("decodes").seed.len(), 64);
+    assert_ne!(
+        o.attestation.predicate().expect("decodes").seed,
+        hex::encode([7u8; 32])
+    );
 }
 
 /// Trusts the embedded key: these tests check replay, not key pinning.
@@ -85,7 +98,12 @@ fn replay_reproduces_storage_randomness_time_and_network_runs() {
         let replay = verify_report(runtime(), &report, &module, &embedded())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
-            replay.output_sha256, report.attestation.output_sha256,
+            replay.output_sha256,
+            report
+                .attestation
+                .predicate()
+                .expect("decodes")
+                .output_sha256,
             "{name}"
         );
         assert_eq!(
@@ -109,8 +127,15 @@ fn tampering_fails_verification_naming_the_check() {
         "{e}"
     );
 
+    // The envelope's payload re-encoded with another output, the signature kept.
     let mut t = report.clone();
-    t.attestation.output_sha256 = ari_runtime::attestation::sha256_hex(b"6 6 6");
+    let mut statement = t.attestation.statement().expect("decodes");
+    statement.predicate.output_sha256 = ari_runtime::attestation::sha256_hex(b"6 6 6");
+    statement.subject[0].digest.sha256 = statement.predicate.output_sha256.clone();
+    t.attestation.payload = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        serde_json::to_vec(&statement).expect("json"),
+    );
     let e = verify_report(runtime(), &t, &module, &opts).expect_err("attestation tampered");
     assert!(matches!(e, VerifyError::Signature(_)), "{e}");
 
@@ -164,8 +189,10 @@ fn verify_refuses_without_a_pinned_key_unless_the_embedded_key_is_accepted() {
     let e = verify_report(runtime(), &report, &module, &VerifyOptions::default())
         .expect_err("no trusted key");
     assert!(matches!(e, VerifyError::NoTrustedKey { .. }), "{e}");
-    let key =
-        ari_runtime::attestation::parse_public_key(&report.attestation.public_key).expect("key");
+    let key = ari_runtime::attestation::parse_public_key(
+        &report.attestation.predicate().expect("decodes").public_key,
+    )
+    .expect("key");
     let pinned = VerifyOptions {
         trusted_key: Some(key),
         ..Default::default()
@@ -203,8 +230,12 @@ fn the_attestation_states_the_task_ending_limits_and_grants() {
     req.namespace = Some("team-a".into());
     req.uid = Some("uid-1".into());
     let o = agent("counter").run(req);
-    let a = &o.attestation;
-    assert_eq!(a.format, "ari.dev/attestation/v3");
+    let statement = o.attestation.verify(None).expect("verifies");
+    assert_eq!(
+        statement.predicate_type,
+        "https://ari.dev/attestation/run/v1"
+    );
+    let a = &statement.predicate;
     assert_eq!(a.task.namespace, "team-a");
     assert_eq!(a.task.uid, "uid-1");
     assert_eq!(a.ending.phase, ari_runtime::model::TaskPhase::Succeeded);
@@ -212,11 +243,11 @@ fn the_attestation_states_the_task_ending_limits_and_grants() {
     assert_eq!(a.limits_applied.storage_max_bytes, Some(1 << 20));
     let o = run("trap", "", grants(&[]));
     assert_eq!(
-        o.attestation.ending.phase,
+        o.attestation.predicate().expect("decodes").ending.phase,
         ari_runtime::model::TaskPhase::Failed
     );
     assert_eq!(
-        o.attestation.ending.reason,
+        o.attestation.predicate().expect("decodes").ending.reason,
         ari_runtime::model::TaskReason::Trap
     );
 }
@@ -233,5 +264,5 @@ fn a_receipt_keeps_digests_and_the_attestation_never_the_output() {
     assert!(back.output_not_kept);
     assert_eq!(back.output_sha256, o.output_sha256);
     assert_eq!(back.attestation, o.attestation);
-    assert!(back.attestation.verify_signature(None).is_ok());
+    assert!(back.attestation.verify(None).is_ok());
 }

@@ -425,7 +425,7 @@ async fn verify(client: Client, ns: &str, args: &VerifyArgs) -> anyhow::Result<u
         .await?;
     let verdict = ari_crds::verify::attestation(&task, &agent);
     let replay = match &verdict {
-        Ok(att) => replay(&client, ns, &task, &agent, att, args.module.as_deref()).await?,
+        Ok(v) => replay(&client, ns, &task, &agent, v, args.module.as_deref()).await?,
         Err(_) => Replay::Skipped("the attestation does not verify".into()),
     };
     let (verified, replay_text) = match (&verdict, &replay) {
@@ -436,18 +436,18 @@ async fn verify(client: Client, ns: &str, args: &VerifyArgs) -> anyhow::Result<u
     };
     if let Some(format) = arg.output {
         let report = match &verdict {
-            Ok(att) => json!({"task": name, "verified": verified, "replay": replay_text,
-                               "attestationSha256": att.sha256()}),
+            Ok(v) => json!({"task": name, "verified": verified, "replay": replay_text,
+                             "attestationSha256": v.envelope.sha256()}),
             Err(why) => json!({"task": name, "verified": false, "reason": why.to_string()}),
         };
         print(&report, format)?;
     }
     match verdict {
-        Ok(att) if verified => {
+        Ok(v) if verified => {
             eprintln!(
                 "task/{name}: attestation {} verified: signed by the key Agent {} publishes; \
                  output, ending, module and config match; {replay_text}",
-                att.sha256(),
+                v.envelope.sha256(),
                 agent.name_any()
             );
             Ok(0)
@@ -474,9 +474,10 @@ async fn replay(
     ns: &str,
     task: &Task,
     agent: &Agent,
-    att: &ari_crds::Attestation,
+    verified: &ari_crds::verify::Verified<'_>,
     module: Option<&std::path::Path>,
 ) -> anyhow::Result<Replay> {
+    let att = &verified.run;
     let status = task.status.clone().unwrap_or_default();
     let kept = match &status.trace_ref {
         None => {
@@ -536,7 +537,7 @@ async fn replay(
         resources_used: att.resources_used,
         limits_applied: att.limits_applied.clone(),
         models: att.models.clone(),
-        attestation: att.clone(),
+        attestation: verified.envelope.clone(),
         trace,
         error: failure,
         logs: Vec::new(),

@@ -108,12 +108,11 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             } else {
                 "the pinned key"
             };
+            // verify_tree checked the signature: the predicate decodes.
+            let run = report.attestation.predicate()?;
             println!(
                 "ari verify: OK: signature by {trust} {}, module {}, replay reproduced output {} and trace {}",
-                report.attestation.public_key,
-                report.attestation.module_sha256,
-                report.attestation.output_sha256,
-                report.attestation.trace_sha256
+                run.public_key, run.module_sha256, run.output_sha256, run.trace_sha256
             );
             Ok(0)
         }

@@ -327,6 +327,7 @@ mod tests {
                 output_sha256: "ef".repeat(32),
                 resources_used: ari_runtime::ResourcesUsed::default(),
                 models: vec![calls.clone()],
+                children: Vec::new(),
                 trace_sha256: [2; 32],
                 executor: "pod".into(),
             },
@@ -364,6 +365,6 @@ mod tests {
         assert_eq!(status.models, [calls]);
         let back = status.attestation.expect("set");
         assert_eq!(back, outcome.attestation);
-        assert_eq!(back.verify_signature(Some(&key.verifying_key())), Ok(()));
+        assert!(back.verify(Some(&key.verifying_key())).is_ok());
     }
 }

@@ -87,6 +87,18 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+impl ChildSummary {
+    /// The child as its parent's attestation names it: only one awaited to its end has an
+    /// attestation of its own.
+    pub fn attested(&self) -> Option<ari_model::attestation::ChildAttestation> {
+        (!self.attestation_sha256.is_empty()).then(|| ari_model::attestation::ChildAttestation {
+            agent: self.agent.clone(),
+            task: self.task.clone(),
+            attestation_sha256: self.attestation_sha256.clone(),
+        })
+    }
+}
+
 /// What a child is given out of its parent's budgets when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Share {

@@ -176,10 +176,12 @@ fn check_step(
         ));
     }
     let ts = task.status.clone().unwrap_or_default();
-    let att = ts.attestation.ok_or("the Task has no attestation")?;
-    att.verify_signature(Some(key))
-        .map_err(|e| format!("attestation: {e}"))?;
-    if st.attestation_sha256.as_deref() != Some(att.sha256().as_str()) {
+    let envelope = ts.attestation.ok_or("the Task has no attestation")?;
+    let att = envelope
+        .verify(Some(key))
+        .map_err(|e| format!("attestation: {e}"))?
+        .predicate;
+    if st.attestation_sha256.as_deref() != Some(envelope.sha256().as_str()) {
         return Err("its attestation is not the one the Plan recorded".into());
     }
     if att.task.name != task_name || uid != att.task.uid {
