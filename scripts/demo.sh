@@ -17,6 +17,12 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 show() { printf '\n$ ari %s\n' "$*"; "$ari" "$@" || printf '(exit code %s)\n' "$?"; }
+# The public key a report's attestation names (the signed predicate, in the envelope's payload).
+pubkey_of() {
+  python3 -c 'import base64, json, sys
+envelope = json.load(open(sys.argv[1]))["attestation"]
+print(json.loads(base64.b64decode(envelope["payload"]))["predicate"]["publicKey"])' "$1"
+}
 
 echo "== agents doing their job"
 show run "$agents/echo.wasm" --input "hello from ari"
@@ -46,17 +52,30 @@ echo "== a signed, replayable report"
 head -c 600 "$work/report.json"; echo " ..."
 # `ari verify` trusts only a key it is given: in a cluster the Agent's
 # status.attestationPublicKey; here the key `ari run` generated, as its report states it.
-pub="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attestation"]["publicKey"])' "$work/report.json")"
+pub="$(pubkey_of "$work/report.json")"
 show verify "$work/report.json" --module "$agents/dice.wasm" --public-key "$pub"
-# Claim a different output: the signature no longer matches.
+# Claim less fuel in the signed statement: the signature no longer matches.
 python3 - "$work/report.json" "$work/tampered.json" <<'PY'
-import json, sys
+import base64, json, sys
 report = json.load(open(sys.argv[1]))
-report["output"] = "6 6 6"
-report["attestation"]["resourcesUsed"]["fuel"] = 1
+statement = json.loads(base64.b64decode(report["attestation"]["payload"]))
+statement["predicate"]["resourcesUsed"]["fuel"] = 1
+report["attestation"]["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
 json.dump(report, open(sys.argv[2], "w"))
 PY
 show verify "$work/tampered.json" --module "$agents/dice.wasm" --public-key "$pub"
+
+echo
+echo "== the same attestation, checked by tools no one here wrote"
+# A DSSE envelope holding an in-toto Statement: securesystemslib verifies it with the key, and
+# in-toto-attestation validates the Statement (both from PyPI, installed once under ~/.cache).
+intoto_python="$(scripts/intoto.sh | tail -n 1)"
+for report in report tampered; do
+  python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["attestation"], open(sys.argv[2], "w"))' \
+    "$work/$report.json" "$work/$report.envelope.json"
+  printf '\n$ python e2e/intoto/check.py %s.envelope.json %s\n' "$report" "$pub"
+  "$intoto_python" e2e/intoto/check.py "$work/$report.envelope.json" "$pub" || printf '(exit code %s)\n' "$?"
+done
 
 echo
 echo "== an agent that thinks: a model behind the host, a key the agent never sees"
@@ -139,7 +158,7 @@ print("parent budget:", r["limitsApplied"]["tokens"], "| child given:", child["l
 PY
 # The replay needs no model: stop the server first.
 kill "$server"; wait "$server" 2>/dev/null || true
-pub="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attestation"]["publicKey"])' "$work/model-run.json")"
+pub="$(pubkey_of "$work/model-run.json")"
 show verify "$work/model-run.json" --module "$agents/ask.wasm" --public-key "$pub"
 
 echo
