@@ -133,6 +133,7 @@ fn genuine() -> &'static (Attestation, SigningKey) {
             },
             models: Vec::new(),
             children: Vec::new(),
+            approvals: Vec::new(),
             trace_sha256: [2; 32],
             executor: "pod-\"a\"\\é".into(),
         };

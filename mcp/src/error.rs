@@ -36,6 +36,9 @@ pub enum ToolError {
     /// The server answered with an error.
     #[error("tool server error: {message}")]
     ServerError { message: String },
+    /// A person rejected the call, which needed approval; nothing was sent.
+    #[error("tool call rejected: {message}")]
+    Rejected { message: String },
 }
 
 impl ToolError {
@@ -50,6 +53,7 @@ impl ToolError {
             ToolError::Timeout { .. } => O::Timeout,
             ToolError::TooLarge { .. } => O::TooLarge,
             ToolError::ServerError { .. } => O::ServerError,
+            ToolError::Rejected { .. } => O::Rejected,
         }
     }
 
@@ -95,6 +99,12 @@ impl ToolError {
         }
     }
 
+    pub fn rejected(message: impl Into<String>) -> ToolError {
+        ToolError::Rejected {
+            message: short(&message.into()),
+        }
+    }
+
     /// The message, without the case's prefix.
     pub fn message(&self) -> &str {
         match self {
@@ -104,7 +114,8 @@ impl ToolError {
             | ToolError::Unavailable { message }
             | ToolError::Timeout { message }
             | ToolError::TooLarge { message }
-            | ToolError::ServerError { message } => message,
+            | ToolError::ServerError { message }
+            | ToolError::Rejected { message } => message,
         }
     }
 }

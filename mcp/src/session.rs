@@ -118,13 +118,16 @@ impl Session {
         }
     }
 
-    /// Whether `tool` is among what `server` listed; a call on a server not listed yet must
+    /// `tool` as `server` listed it (its hints decide approval); a call on a server not listed yet must
     /// list it first (the host does, recording it), so that a tool it does not offer is
     /// refused without a call.
-    pub fn find(&self, server: &str, tool: &str) -> Result<(), ToolError> {
-        match self.listed(server) {
-            Some(tools) if tools.iter().any(|t| t.name == tool) => Ok(()),
-            _ => Err(ToolError::not_found(format!(
+    pub fn find(&self, server: &str, tool: &str) -> Result<&ToolInfo, ToolError> {
+        match self
+            .listed(server)
+            .and_then(|tools| tools.iter().find(|t| t.name == tool))
+        {
+            Some(info) => Ok(info),
+            None => Err(ToolError::not_found(format!(
                 "server `{}` offers no tool `{}`",
                 clip(server),
                 clip(tool)

@@ -51,6 +51,7 @@ fn every_tool_error_case_is_the_wits() {
         ToolError::timeout(""),
         ToolError::too_large(""),
         ToolError::server(""),
+        ToolError::rejected(""),
     ];
     let kinds: BTreeSet<String> = all
         .iter()

@@ -23,6 +23,7 @@ use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::approval::ApprovalRecord;
 use crate::capability::CapabilityName;
 use crate::limits::LimitsApplied;
 use crate::outcome::{FailureKind, TaskPhase, TaskReason};
@@ -209,6 +210,9 @@ pub struct RunPredicate {
     /// The children it awaited to their end, in the order they were started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildAttestation>,
+    /// Each call that waited for a person: who decided what, when, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRecord>,
     /// Digest of the recorded host-call trace.
     pub trace_sha256: String,
     /// Who ran it (pod or host name).
@@ -233,6 +237,7 @@ pub struct Claims {
     pub resources_used: ResourcesUsed,
     pub models: Vec<ModelCalls>,
     pub children: Vec<ChildAttestation>,
+    pub approvals: Vec<ApprovalRecord>,
     pub trace_sha256: [u8; 32],
     pub executor: String,
 }
@@ -275,6 +280,7 @@ impl Statement {
                 resources_used: claims.resources_used,
                 models: claims.models,
                 children: claims.children,
+                approvals: claims.approvals,
                 trace_sha256: hex::encode(claims.trace_sha256),
                 executor: claims.executor,
                 public_key: hex::encode(key.as_bytes()),
@@ -458,6 +464,7 @@ mod tests {
                 task: "t1-0".into(),
                 attestation_sha256: sha256_hex(b"child"),
             }],
+            approvals: Vec::new(),
             trace_sha256: [1; 32],
             executor: "test \"pod\"".into(),
         }
@@ -547,6 +554,20 @@ mod tests {
                 Box::new(|p| p.config_sha256 = sha256_hex(b"other config")),
             ),
             ("children", Box::new(|p| p.children.clear())),
+            (
+                "approvals",
+                Box::new(|p| {
+                    p.approvals.push(ApprovalRecord {
+                        call: "0-00".into(),
+                        server: "files".into(),
+                        tool: "wipe".into(),
+                        decision: crate::approval::Decision::Approved,
+                        approver: "mallory".into(),
+                        reason: None,
+                        decided_at: "2026-11-27T00:00:00Z".into(),
+                    })
+                }),
+            ),
             (
                 "trace",
                 Box::new(|p| p.trace_sha256 = sha256_hex(b"other trace")),

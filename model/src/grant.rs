@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::approval::ApprovalRule;
 use crate::capability::CapabilityName;
 use crate::hosts::{AllowList, BadEntry};
 use crate::limits::{
@@ -108,6 +109,7 @@ impl GrantSet {
                 name: s.name.clone(),
                 tools: s.tools.clone(),
                 url: None,
+                approval: s.approval.clone(),
             })
             .collect();
     }
@@ -141,6 +143,7 @@ impl GrantSet {
                     .map(|s| ToolServerGrant {
                         name: s.name.clone(),
                         tools: s.tools.clone(),
+                        approval: s.approval.clone(),
                     })
                     .collect(),
             }),
@@ -261,6 +264,10 @@ pub struct ToolServerGrant {
         schemars(length(max = 256), inner(length(min = 1, max = 128)))
     )]
     pub tools: Vec<String>,
+    /// Which calls wait for a person's decision before the host makes them (docs/tools.md,
+    /// *Approvals*). Absent: the calls of tools the server marks destructive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRule>,
 }
 
 /// The entry that allows every tool of a server.
@@ -282,6 +289,14 @@ impl ToolServerGrant {
     /// Whether `tool` is named (or [`ALL_TOOLS`] was granted).
     pub fn allows(&self, tool: &str) -> bool {
         self.tools.iter().any(|t| t == tool || t == ALL_TOOLS)
+    }
+
+    /// Whether a call of `tool` (its `destructiveHint`: `destructive`) waits for a decision.
+    pub fn needs_approval(&self, tool: &str, destructive: Option<bool>) -> bool {
+        self.approval
+            .clone()
+            .unwrap_or_default()
+            .needs_approval(tool, destructive)
     }
 }
 
@@ -400,6 +415,7 @@ mod tests {
                 servers: vec![ToolServerGrant {
                     name: "search".into(),
                     tools: vec!["lookup".into(), "fetch".into()],
+                    approval: None,
                 }],
             }),
         };
@@ -450,14 +466,17 @@ mod tests {
                 ToolServerGrant {
                     name: "docs".into(),
                     tools: vec!["search".into()],
+                    approval: None,
                 },
                 ToolServerGrant {
                     name: "any".into(),
                     tools: vec![ALL_TOOLS.into()],
+                    approval: None,
                 },
                 ToolServerGrant {
                     name: "none".into(),
                     tools: vec![],
+                    approval: None,
                 },
             ],
         };

@@ -8,6 +8,7 @@
 //! nothing converts between copies and no field can be lost on the way. Nothing here depends on
 //! Kubernetes or Wasmtime. The `schema` feature derives JSON Schemas for the CRDs.
 
+pub mod approval;
 pub mod attestation;
 pub mod capability;
 pub mod grant;
@@ -23,6 +24,7 @@ pub mod secret;
 pub mod tool;
 pub mod usage;
 
+pub use approval::{Approval, ApprovalRecord, ApprovalRule, Decision, DestructivePolicy};
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
 pub use grant::{

@@ -78,6 +78,9 @@ pub struct ToolServerApplied {
     /// (its calls were `unavailable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Which calls waited for a person's decision (absent: those of tools marked destructive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::ApprovalRule>,
 }
 
 /// A granted model as a run was held to it: the ModelConfig's name and, when it was found,

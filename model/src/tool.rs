@@ -20,4 +20,6 @@ pub enum ToolOutcome {
     Timeout,
     TooLarge,
     ServerError,
+    /// A person rejected the call, which needed approval.
+    Rejected,
 }

@@ -39,6 +39,7 @@ mod tests {
             resources_used: ResourcesUsed::default(),
             models: Vec::new(),
             children: Vec::new(),
+            approvals: Vec::new(),
             trace_sha256: [1; 32],
             executor: "pod".into(),
         }

@@ -77,6 +77,8 @@ pub struct TaskRequest {
     pub model_tap: Option<Arc<dyn crate::capability::ModelTap>>,
     /// Sees the task's tool calls as they are made (A2A followers); `None`: nobody does.
     pub tool_tap: Option<Arc<dyn crate::capability::ToolTap>>,
+    /// Decides tool calls that need approval; `None`: such calls are rejected.
+    pub approver: Option<Arc<dyn crate::capability::Approver>>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -107,6 +109,7 @@ impl TaskRequest {
             log_tap: None,
             model_tap: None,
             tool_tap: None,
+            approver: None,
         }
     }
 }
@@ -249,6 +252,7 @@ impl TaskRequest {
             log_tap: self.log_tap.clone(),
             model_tap: self.model_tap.clone(),
             tool_tap: self.tool_tap.clone(),
+            approver: self.approver.clone(),
         })
     }
 }
@@ -522,6 +526,7 @@ fn capabilities(
         log_tap: req.log_tap.clone(),
         model_tap: req.model_tap.clone(),
         tool_tap: req.tool_tap.clone(),
+        approver: req.approver.clone(),
         replay: matches!(mode, Mode::Replay(_)),
         tokens: applied.tokens.unwrap_or(0),
     };
@@ -676,6 +681,7 @@ impl Sealer<'_> {
                     .iter()
                     .filter_map(ChildSummary::attested)
                     .collect(),
+                approvals: crate::capability::tools::approvals_of(&trace),
                 trace_sha256: trace.sha256(),
                 executor: req.executor.clone(),
             },

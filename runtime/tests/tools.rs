@@ -283,3 +283,212 @@ fn a_followers_tap_sees_each_call_before_it_is_made_and_how_it_came_out() {
         outcome.failure
     );
 }
+
+/// Decides every call it is asked about as `decision` says, as `alice`, and remembers what
+/// it was asked.
+struct Person {
+    decision: Option<ari_model::Decision>,
+    asked: std::sync::Mutex<Vec<ari_runtime::capability::ApprovalRequest>>,
+}
+
+impl Person {
+    fn new(decision: Option<ari_model::Decision>) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            decision,
+            asked: std::sync::Mutex::default(),
+        })
+    }
+
+    fn asked(&self) -> Vec<ari_runtime::capability::ApprovalRequest> {
+        self.asked.lock().expect("lock").clone()
+    }
+}
+
+impl ari_runtime::capability::Approver for Person {
+    fn decide(
+        &self,
+        request: &ari_runtime::capability::ApprovalRequest,
+        until: std::time::Instant,
+        _: &ari_runtime::cancel::CancelToken,
+    ) -> ari_runtime::capability::Waited {
+        use ari_runtime::capability::{Decided, Waited};
+        self.asked.lock().expect("lock").push(request.clone());
+        match self.decision {
+            Some(decision) => Waited::Decided(Decided {
+                decision,
+                approver: "alice".into(),
+                reason: Some("checked the path".into()),
+            }),
+            // Nobody answers: the wait lasts until the task's deadline (a real approver's
+            // wait on the cluster ends the same way).
+            None => {
+                std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+                Waited::Deadline
+            }
+        }
+    }
+}
+
+/// `toolbox` granted every tool of `demo`, with `rule` deciding which calls need approval.
+fn approving(
+    input: &str,
+    url: &str,
+    rule: Option<ari_model::ApprovalRule>,
+    approver: Option<std::sync::Arc<Person>>,
+) -> ari_runtime::TaskRequest {
+    let mut spec = grants(&["tools=demo:*"]).spec().clone();
+    if let Some(tools) = spec.tools.as_mut() {
+        tools.servers[0].approval = rule;
+    }
+    let client = Client::new(ToolLimits::default()).expect("client");
+    let grants = Grants::load(spec, None)
+        .expect("grants")
+        .with_tools(LoadedTools::live(client, vec![demo(url, None)]));
+    let mut req = request(input, grants);
+    req.approver = approver.map(|a| a as std::sync::Arc<dyn ari_runtime::capability::Approver>);
+    req
+}
+
+#[test]
+fn a_destructive_call_waits_for_a_person_and_runs_only_once_approved_and_replays_the_decision() {
+    let Some(mcp) = McpServer::start_or_skip("approvals", Mode::Stateless, None) else {
+        return;
+    };
+    let input =
+        "call demo echo {\"text\":\"read\"}\ncall demo delete_everything {\"confirm\":true}";
+
+    // Approved: asked once, about that call only (echo is read-only), then made.
+    let alice = Person::new(Some(ari_model::Decision::Approved));
+    let outcome = agent("toolbox").run(approving(input, &mcp.url(), None, Some(alice.clone())));
+    assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
+    let asked = alice.asked();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(
+        (asked[0].tool.as_str(), asked[0].arguments.as_str()),
+        ("delete_everything", "{\"confirm\":true}")
+    );
+    assert_eq!(
+        asked[0].call,
+        ari_model::approval::call_id(0, "demo", "delete_everything", "{\"confirm\":true}")
+    );
+    assert!(
+        output(&outcome).contains("deleted nothing"),
+        "{}",
+        output(&outcome)
+    );
+    assert_eq!(outcome.resources_used.tool_calls, 2);
+    let attested = outcome
+        .attestation
+        .verify(None)
+        .expect("verifies")
+        .predicate;
+    let [decided] = &attested.approvals[..] else {
+        panic!(
+            "the attestation names one decision: {:?}",
+            attested.approvals
+        )
+    };
+    assert_eq!(
+        (
+            decided.approver.as_str(),
+            decided.decision,
+            decided.tool.as_str()
+        ),
+        ("alice", ari_model::Decision::Approved, "delete_everything")
+    );
+    mcp.stop();
+    // The replay reads the decision from the trace: nobody is asked, no server is needed.
+    verify(outcome, input).expect("replays with the recorded decision");
+}
+
+#[test]
+fn a_rejected_call_is_the_guests_rejected_error_and_nothing_is_sent() {
+    let Some(mcp) = McpServer::start_or_skip("approval_rejected", Mode::Stateless, None) else {
+        return;
+    };
+    let input = "call demo delete_everything {\"confirm\":true}";
+    let bob = Person::new(Some(ari_model::Decision::Rejected));
+    let outcome = agent("toolbox").run(approving(input, &mcp.url(), None, Some(bob.clone())));
+    assert_eq!(
+        outcome.failure, None,
+        "a rejection is the guest's to handle"
+    );
+    let out = output(&outcome);
+    assert!(
+        out.starts_with("error rejected: tool call rejected: alice rejected call 0-")
+            && out.ends_with("checked the path"),
+        "{out}"
+    );
+    assert_eq!(bob.asked().len(), 1);
+    // The trace records every exchange: the tool list, and no call.
+    let records = ari_runtime::capability::tools::records_of(&outcome.trace);
+    assert!(
+        records
+            .iter()
+            .all(|r| matches!(r.call, ari_mcp::record::Call::List { .. })),
+        "a rejected call was sent: {records:?}"
+    );
+    assert_eq!(outcome.resources_used.tool_calls, 0);
+    verify(outcome, input).expect("a rejection replays");
+
+    // No one to ask: rejected, saying so.
+    let outcome = agent("toolbox").run(approving(input, &mcp.url(), None, None));
+    assert!(
+        output(&outcome).contains("no one to ask"),
+        "{}",
+        output(&outcome)
+    );
+}
+
+#[test]
+fn the_grant_decides_which_calls_wait_named_tools_and_destructive_ones_unless_it_says_otherwise() {
+    let Some(mcp) = McpServer::start_or_skip("approval_rules", Mode::Stateless, None) else {
+        return;
+    };
+    let input = "call demo echo {\"text\":\"x\"}\ncall demo delete_everything {\"confirm\":false}";
+    let rule = |tools: &[&str], destructive| ari_model::ApprovalRule {
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        destructive,
+    };
+    use ari_model::DestructivePolicy::{NotRequired, Required};
+    // (rule, the tools asked about)
+    let table: [(ari_model::ApprovalRule, &[&str]); 3] = [
+        (rule(&[], NotRequired), &[]),
+        (rule(&["echo"], NotRequired), &["echo"]),
+        (rule(&["*"], Required), &["echo", "delete_everything"]),
+    ];
+    for (rule, want) in table {
+        let carol = Person::new(Some(ari_model::Decision::Approved));
+        let outcome = agent("toolbox").run(approving(
+            input,
+            &mcp.url(),
+            Some(rule.clone()),
+            Some(carol.clone()),
+        ));
+        assert_eq!(outcome.failure, None, "{rule:?}: {:?}", outcome.failure);
+        let asked: Vec<String> = carol.asked().into_iter().map(|r| r.tool).collect();
+        assert_eq!(asked, want, "{rule:?}");
+        assert_eq!(outcome.resources_used.tool_calls, 2, "{rule:?}");
+    }
+}
+
+#[test]
+fn a_call_nobody_decides_ends_the_task_at_its_deadline_and_replays_so() {
+    let Some(mcp) = McpServer::start_or_skip("approval_deadline", Mode::Stateless, None) else {
+        return;
+    };
+    let input = "call demo delete_everything {\"confirm\":true}";
+    let nobody = Person::new(None);
+    let mut req = approving(input, &mcp.url(), None, Some(nobody));
+    req.limits.timeout = Duration::from_millis(300);
+    let outcome = agent("toolbox").run(req);
+    let failure = outcome.failure.clone().expect("deadline");
+    assert_eq!(
+        failure.kind,
+        FailureKind::DeadlineExceeded,
+        "{}",
+        failure.message
+    );
+    mcp.stop();
+    verify(outcome, input).expect("the deadline replays");
+}

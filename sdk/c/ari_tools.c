@@ -8,8 +8,8 @@
 // string, at the same place in the union.
 static ari_tools_status_t failed(ainur_ari_tools_tool_error_t *e, ari_tools_error_t *err) {
   // A case added to the contract after this SDK: still an error, never OK.
-  err->status = e->tag <= AINUR_ARI_TOOLS_TOOL_ERROR_SERVER_ERROR ? (ari_tools_status_t)(e->tag + 1)
-                                                                   : ARI_TOOLS_SERVER_ERROR;
+  err->status = e->tag <= AINUR_ARI_TOOLS_TOOL_ERROR_REJECTED ? (ari_tools_status_t)(e->tag + 1)
+                                                               : ARI_TOOLS_SERVER_ERROR;
   const ari_agent_string_t *text = &e->val.denied;
   err->message = malloc(text->len + 1);
   if (!err->message) abort();
@@ -47,6 +47,7 @@ void ari_tools_error_free(ari_tools_error_t *err) {
 
 const char *ari_tools_status_name(ari_tools_status_t status) {
   static const char *NAMES[] = {"ok",          "denied",  "not-found", "invalid-arguments",
-                                "unavailable", "timeout", "too-large", "server-error"};
+                                "unavailable", "timeout", "too-large", "server-error",
+                                "rejected"};
   return (unsigned)status < sizeof NAMES / sizeof *NAMES ? NAMES[status] : "unknown";
 }

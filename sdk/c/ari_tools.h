@@ -32,6 +32,8 @@ typedef enum ari_tools_status {
   ARI_TOOLS_TOO_LARGE,
   // The server answered with an error.
   ARI_TOOLS_SERVER_ERROR,
+  // A person rejected the call, which needed approval; nothing was sent.
+  ARI_TOOLS_REJECTED,
 } ari_tools_status_t;
 
 // Why a call failed. `message` is NUL-terminated and owned by the struct: release it with

@@ -219,7 +219,8 @@ export type ToolErrorCode =
   | "unavailable"
   | "timeout"
   | "too-large"
-  | "server-error";
+  | "server-error"
+  | "rejected";
 
 /** A tools call failed; `code` says how. */
 export class ToolError extends AriError {

@@ -85,7 +85,7 @@ export function fromModelError(value) {
 
 /**
  * A tools call failed. `code` is the case of the WIT's tool-error: "denied", "not-found",
- * "invalid-arguments", "unavailable", "timeout", "too-large" or "server-error".
+ * "invalid-arguments", "unavailable", "timeout", "too-large", "server-error" or "rejected".
  */
 export class ToolError extends AriError {
   constructor(code, message = "") {

@@ -36,12 +36,13 @@ enum kind {
   TIMEOUT,
   TOO_LARGE,
   SERVER_ERROR,
+  REJECTED,
 };
 static const char *KIND_NAMES[] = {"ok",           "denied",          "quota-exceeded", "invalid",
                                    "unsupported",  "failed",          "unavailable",    "limit-reached",
                                    "budget-exhausted", "child-failed", "rate-limited",   "invalid-request",
                                    "provider-error", "not-found", "invalid-arguments", "timeout",
-                                   "too-large", "server-error"};
+                                   "too-large", "server-error", "rejected"};
 
 // What a command produced: its output, or its error kind and message (and a failed child's
 // reason).
@@ -663,7 +664,7 @@ static enum kind from_tools_error(struct result *r, ari_tools_error_t *err) {
       [ARI_TOOLS_DENIED] = DENIED,       [ARI_TOOLS_NOT_FOUND] = NOT_FOUND,
       [ARI_TOOLS_INVALID_ARGUMENTS] = INVALID_ARGUMENTS, [ARI_TOOLS_UNAVAILABLE] = UNAVAILABLE,
       [ARI_TOOLS_TIMEOUT] = TIMEOUT,     [ARI_TOOLS_TOO_LARGE] = TOO_LARGE,
-      [ARI_TOOLS_SERVER_ERROR] = SERVER_ERROR,
+      [ARI_TOOLS_SERVER_ERROR] = SERVER_ERROR, [ARI_TOOLS_REJECTED] = REJECTED,
   };
   enum kind k = (unsigned)err->status < sizeof BY_STATUS / sizeof *BY_STATUS ? BY_STATUS[err->status] : SERVER_ERROR;
   failf(r, k, err->message ? err->message : "");
@@ -764,6 +765,7 @@ static bool leave(exports_ainur_ari_agent_error_code_t *err, enum kind k, const 
       [TIMEOUT] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
       [TOO_LARGE] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
       [SERVER_ERROR] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
+      [REJECTED] = AINUR_ARI_TYPES_ERROR_CODE_FAILED,
   };
   err->tag = TAGS[k];
   ari_agent_string_dup(&err->val.failed, message);

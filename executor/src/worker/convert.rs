@@ -308,6 +308,7 @@ mod tests {
                 name: "docs".into(),
                 tools: vec!["search".into()],
                 url: Some("https://tools.example/mcp".into()),
+                approval: None,
             }],
         };
         let attestation = Attestation::sign(
@@ -328,6 +329,7 @@ mod tests {
                 resources_used: ari_runtime::ResourcesUsed::default(),
                 models: vec![calls.clone()],
                 children: Vec::new(),
+                approvals: Vec::new(),
                 trace_sha256: [2; 32],
                 executor: "pod".into(),
             },

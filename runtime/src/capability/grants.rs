@@ -219,6 +219,7 @@ fn tools_from_cli(value: &str) -> Result<ToolServerGrant, GrantError> {
     Ok(ToolServerGrant {
         name: server.trim().to_owned(),
         tools,
+        approval: None,
     })
 }
 

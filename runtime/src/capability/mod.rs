@@ -36,6 +36,7 @@ pub use model::{LoadedModels, ModelTap};
 pub use storage::StorageGrant;
 pub use tools::LoadedTools;
 pub use tools::ToolTap;
+pub use tools::{ApprovalRequest, Approver, Decided, Waited};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -118,6 +119,9 @@ pub struct TaskSetup {
     pub model_tap: Option<Arc<dyn model::ModelTap>>,
     /// Sees tool calls as they are made (see [`tools::ToolTap`]).
     pub tool_tap: Option<Arc<dyn tools::ToolTap>>,
+    /// Decides tool calls that need approval (see [`tools::Approver`]); without one, such
+    /// calls are rejected.
+    pub approver: Option<Arc<dyn tools::Approver>>,
     /// Whether the task replays a trace (capabilities that serve records need to know before
     /// their first call).
     pub replay: bool,
@@ -139,6 +143,7 @@ impl TaskSetup {
             log_tap: None,
             model_tap: None,
             tool_tap: None,
+            approver: None,
             replay: false,
             tokens: 0,
         }

@@ -10,8 +10,10 @@
 //! whole (request without credentials, answer or error), so a replay serves the answers and
 //! contacts no server.
 
+pub mod approval;
 mod events;
 mod link;
+pub use approval::{ApprovalRequest, Approver, Decided, Waited};
 pub use events::ToolEvent;
 pub use link::FUEL;
 
@@ -97,6 +99,10 @@ pub struct ToolsCapability {
     cancel: CallCancel,
     deadline: Option<Instant>,
     tap: Option<Arc<dyn ToolTap>>,
+    /// Who decides calls that need approval (`None` in a replay: the trace has the decisions).
+    approver: Option<Arc<dyn Approver>>,
+    /// Calls this task asked approval for so far (the next one's index).
+    approvals_asked: u32,
 }
 
 /// What a call came to, for the host function.
@@ -134,6 +140,16 @@ impl Capability for ToolsCapability {
             } else {
                 task.tool_tap.clone()
             },
+            approver: if task.replay {
+                None
+            } else {
+                Some(
+                    task.approver
+                        .clone()
+                        .unwrap_or_else(|| Arc::new(approval::NoOneToAsk)),
+                )
+            },
+            approvals_asked: 0,
         }
     }
 
@@ -250,8 +266,8 @@ impl ToolsCapability {
             Ok(server) => server,
             Err(refused) => return Ok(Ending::Done(Err(refused))),
         };
-        let arguments = match self.session.admit_arguments(arguments) {
-            Ok(arguments) => arguments,
+        let admitted = match self.session.admit_arguments(arguments) {
+            Ok(admitted) => admitted,
             Err(refused) => return Ok(Ending::Done(Err(refused))),
         };
         if self.session.listed(name).is_none() {
@@ -261,16 +277,101 @@ impl ToolsCapability {
                 Ending::Deadline => return Ok(Ending::Deadline),
             }
         }
-        if let Err(missing) = self.session.find(name, tool) {
-            return Ok(Ending::Done(Err(missing)));
+        let destructive = match self.session.find(name, tool) {
+            Ok(info) => info.hints.destructive,
+            Err(missing) => return Ok(Ending::Done(Err(missing))),
+        };
+        let needs_approval = self
+            .grant
+            .as_ref()
+            .and_then(|g| g.server(name))
+            .is_some_and(|s| s.needs_approval(tool, destructive));
+        if needs_approval {
+            let request = self.approval_request(name, tool, arguments);
+            match self.approve(&request, recorder)? {
+                Ending::Done(Ok(())) => {}
+                Ending::Done(Err(rejected)) => return Ok(Ending::Done(Err(rejected))),
+                Ending::Deadline => return Ok(Ending::Deadline),
+            }
         }
         if self.take_record(recorder)? {
             return Ok(Ending::Deadline);
         }
         let until = self.until();
-        let exchange = self.session.call(&server, tool, arguments, until);
+        let exchange = self.session.call(&server, tool, admitted, until);
         let result = self.cancel.wait(exchange)?;
         self.finish(recorder, result)
+    }
+
+    /// The next call asking approval, named by its place and content.
+    fn approval_request(&mut self, server: &str, tool: &str, arguments: &str) -> ApprovalRequest {
+        let index = self.approvals_asked;
+        self.approvals_asked += 1;
+        ApprovalRequest {
+            call: ari_model::approval::call_id(index, server, tool, arguments),
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            arguments: arguments.to_owned(),
+        }
+    }
+
+    /// Waits for a person's decision about `request` (a replay reads it from the trace): `Ok`
+    /// to go on, the guest's `rejected` error, or the deadline.
+    fn approve(
+        &mut self,
+        request: &ApprovalRequest,
+        recorder: &mut Recorder,
+    ) -> Result<Ending<()>, CapError> {
+        let record = if recorder.is_replay() {
+            match recorder.replay_next::<ToolEvent>(ToolEvent::DECIDED)? {
+                ToolEvent::Approval { record } if record.call == request.call => record,
+                ToolEvent::Deadline => return Ok(Ending::Deadline),
+                other => {
+                    return Err(CapError::Failed(format!(
+                        "replay diverged: call {} asked approval, the trace has {other:?}",
+                        request.call
+                    )));
+                }
+            }
+        } else {
+            let Some(approver) = self.approver.clone() else {
+                return Err(CapError::Failed(
+                    "internal: no approver in a live run".into(),
+                ));
+            };
+            let until = self
+                .deadline
+                .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600));
+            match approver.decide(request, until, self.cancel.token()) {
+                Waited::Decided(decided) => {
+                    let record = approval::record(request, decided);
+                    recorder.record(ToolEvent::Approval {
+                        record: record.clone(),
+                    });
+                    record
+                }
+                Waited::Deadline => {
+                    recorder.record(ToolEvent::Deadline);
+                    return Ok(Ending::Deadline);
+                }
+                Waited::Cancelled => return Err(CapError::Cancelled),
+                Waited::Failed(why) => {
+                    return Err(CapError::Failed(format!(
+                        "approval could not be asked: {why}"
+                    )));
+                }
+            }
+        };
+        Ok(Ending::Done(match record.decision {
+            ari_model::Decision::Approved => Ok(()),
+            ari_model::Decision::Rejected => Err(ToolError::rejected(format!(
+                "{} rejected call {} of tool `{}`{}",
+                record.approver,
+                record.call,
+                clip(&record.tool),
+                record.reason.map(|r| format!(": {r}")).unwrap_or_default()
+            ))),
+        }))
     }
 
     /// Lists `server`'s tools: one exchange, recorded.
@@ -303,6 +404,9 @@ impl ToolsCapability {
                 Ok(false)
             }
             ToolEvent::Deadline => Ok(true),
+            ToolEvent::Approval { .. } => Err(CapError::Failed(
+                "replay diverged: a recorded approval where an exchange was made".into(),
+            )),
         }
     }
 
@@ -364,6 +468,18 @@ pub fn replayed(applied: &ToolServerApplied) -> Option<ToolServer> {
 /// A guest-chosen name as an error message shows it: at most 64 characters.
 fn clip(name: &str) -> String {
     name.chars().take(64).collect()
+}
+
+/// Who decided which calls of a run, in order, from its trace (for its attestation).
+pub fn approvals_of(trace: &crate::trace::Trace) -> Vec<ari_model::ApprovalRecord> {
+    trace
+        .events
+        .iter()
+        .filter_map(|e| match ToolEvent::try_from(e.clone()) {
+            Ok(ToolEvent::Approval { record }) => Some(record),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The records a replay reads, kept apart from the rest of the trace (for `ari verify`'s

@@ -180,6 +180,12 @@ class ToolServerError(ToolError):
     kind = "server-error"
 
 
+class ToolRejected(ToolError):
+    """A person rejected the call, which needed approval; nothing was sent."""
+
+    kind = "rejected"
+
+
 _TOOL_ERRORS = {
     "ToolError_Denied": ToolDenied,
     "ToolError_NotFound": ToolNotFound,
@@ -188,6 +194,7 @@ _TOOL_ERRORS = {
     "ToolError_Timeout": ToolTimeout,
     "ToolError_TooLarge": ToolTooLarge,
     "ToolError_ServerError": ToolServerError,
+    "ToolError_Rejected": ToolRejected,
 }
 
 

@@ -13,7 +13,8 @@ replay needs no server; the agent only names a server and a tool::
 
 Every failure raises a :class:`ari.ToolError` subclass (:class:`ari.ToolDenied`,
 :class:`ari.ToolNotFound`, :class:`ari.InvalidArguments`, :class:`ari.ToolUnavailable`,
-:class:`ari.ToolTimeout`, :class:`ari.ToolTooLarge`, :class:`ari.ToolServerError`), never a
+:class:`ari.ToolTimeout`, :class:`ari.ToolTooLarge`, :class:`ari.ToolServerError`,
+:class:`ari.ToolRejected`), never a
 trap. A tool that failed in its own terms still answered: its result has ``is_error`` set.
 """
 

@@ -81,6 +81,9 @@ pub enum ToolError {
     /// The server answered with an error.
     #[error("tool server error: {0}")]
     ServerError(String),
+    /// A person rejected the call, which needed approval; nothing was sent.
+    #[error("tool call rejected: {0}")]
+    Rejected(String),
 }
 
 impl ToolError {
@@ -94,6 +97,7 @@ impl ToolError {
             ToolError::Timeout(_) => "timeout",
             ToolError::TooLarge(_) => "too-large",
             ToolError::ServerError(_) => "server-error",
+            ToolError::Rejected(_) => "rejected",
         }
     }
 }
@@ -149,6 +153,7 @@ impl From<wit::ToolError> for ToolError {
             wit::ToolError::Timeout(m) => ToolError::Timeout(m),
             wit::ToolError::TooLarge(m) => ToolError::TooLarge(m),
             wit::ToolError::ServerError(m) => ToolError::ServerError(m),
+            wit::ToolError::Rejected(m) => ToolError::Rejected(m),
         }
     }
 }
@@ -170,6 +175,7 @@ mod tests {
             (wit::ToolError::Timeout("t".into()), "timeout"),
             (wit::ToolError::TooLarge("l".into()), "too-large"),
             (wit::ToolError::ServerError("s".into()), "server-error"),
+            (wit::ToolError::Rejected("r".into()), "rejected"),
         ];
         for (wit_error, kind) in cases {
             assert_eq!(ToolError::from(wit_error).kind(), kind);

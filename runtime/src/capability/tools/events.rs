@@ -2,6 +2,7 @@
 //! credentials, and the answer or error), so a replay contacts no server.
 
 use ari_mcp::record::CallRecord;
+use ari_model::approval::ApprovalRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::{CapabilityEvent, put_bytes};
@@ -17,6 +18,9 @@ pub enum ToolEvent {
     /// An exchange the task's deadline cut short: the task ended `DeadlineExceeded` there.
     #[serde(rename = "toolDeadline")]
     Deadline,
+    /// A person's decision about a call that needed approval, made before it was sent.
+    #[serde(rename = "toolApproval")]
+    Approval { record: ApprovalRecord },
 }
 
 /// An exchange's record, compared by its canonical bytes (answers hold JSON values, which
@@ -36,8 +40,11 @@ impl Eq for Recorded {}
 impl ToolEvent {
     pub const CALL: &'static str = "toolCall";
     pub const DEADLINE: &'static str = "toolDeadline";
+    pub const APPROVAL: &'static str = "toolApproval";
     /// The kinds a replay asks for at an exchange.
     pub const ASKED: &'static [&'static str] = &[Self::CALL, Self::DEADLINE];
+    /// The kinds a replay asks for where a call waited for a decision.
+    pub const DECIDED: &'static [&'static str] = &[Self::APPROVAL, Self::DEADLINE];
 
     pub fn call(record: CallRecord) -> Self {
         Self::Call {
@@ -47,18 +54,25 @@ impl ToolEvent {
 }
 
 impl CapabilityEvent for ToolEvent {
-    const KINDS: &'static [(u8, &'static str)] = &[(13, Self::CALL), (14, Self::DEADLINE)];
+    const KINDS: &'static [(u8, &'static str)] =
+        &[(13, Self::CALL), (14, Self::DEADLINE), (15, Self::APPROVAL)];
 
     fn kind(&self) -> &'static str {
         match self {
             Self::Call { .. } => Self::CALL,
             Self::Deadline => Self::DEADLINE,
+            Self::Approval { .. } => Self::APPROVAL,
         }
     }
 
     fn encode_fields(&self, out: &mut Vec<u8>) {
-        if let Self::Call { record } = self {
-            put_bytes(out, &record.0.canonical_bytes());
+        match self {
+            Self::Call { record } => put_bytes(out, &record.0.canonical_bytes()),
+            // Plain strings and an enum: serializing cannot fail.
+            Self::Approval { record } => {
+                put_bytes(out, &serde_json::to_vec(record).unwrap_or_default())
+            }
+            Self::Deadline => {}
         }
     }
 
@@ -67,6 +81,14 @@ impl CapabilityEvent for ToolEvent {
             // The record's JSON size stands for its heap size (strings and values dominate).
             Self::Call { record } => record.0.canonical_bytes().len(),
             Self::Deadline => 0,
+            Self::Approval { record } => {
+                record.call.len()
+                    + record.server.len()
+                    + record.tool.len()
+                    + record.approver.len()
+                    + record.reason.as_ref().map_or(0, String::len)
+                    + record.decided_at.len()
+            }
         }
     }
 }

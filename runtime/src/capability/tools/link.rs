@@ -110,6 +110,7 @@ fn to_wit_error(error: ToolError) -> wit::ToolError {
         ToolError::Timeout { message } => wit::ToolError::Timeout(message),
         ToolError::TooLarge { message } => wit::ToolError::TooLarge(message),
         ToolError::ServerError { message } => wit::ToolError::ServerError(message),
+        ToolError::Rejected { message } => wit::ToolError::Rejected(message),
     }
 }
 

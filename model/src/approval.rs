@@ -1,0 +1,166 @@
+//! Human approval of risky tool calls: which calls a grant makes wait for a person, how a
+//! waiting call is named, and what was decided.
+//!
+//! A call that needs approval pauses its Task (the executor lends its slot) until a person
+//! with the right to update the Task adds a decision to `spec.approvals`, naming the call by the
+//! id its status shows. The id binds the decision to the call's content (server, tool and
+//! arguments), so a Task run again after its executor was lost cannot apply a decision to a
+//! different call it happens to make at the same place.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Which calls of a server's tools wait for a person's decision.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRule {
+    /// Tools every call of which waits for a decision; `*` for all of the server's tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = 256), inner(length(min = 1, max = 128)))
+    )]
+    pub tools: Vec<String>,
+    /// Whether calls of tools the server marks destructive (MCP's `destructiveHint: true`)
+    /// wait too: `Required` (the default) or `NotRequired`.
+    #[serde(default, skip_serializing_if = "DestructivePolicy::is_default")]
+    pub destructive: DestructivePolicy,
+}
+
+/// Whether tools a server marks destructive need approval.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum DestructivePolicy {
+    #[default]
+    Required,
+    NotRequired,
+}
+
+impl DestructivePolicy {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl ApprovalRule {
+    /// Whether a call of `tool`, which the server marks destructive or not (`destructive`:
+    /// its `destructiveHint`, `None` when it says nothing), waits for a decision. Only an
+    /// explicit mark counts: the hints are the server's word, and a tool with none is
+    /// approved by naming it here.
+    pub fn needs_approval(&self, tool: &str, destructive: Option<bool>) -> bool {
+        let named = self
+            .tools
+            .iter()
+            .any(|t| t == tool || t == crate::grant::ALL_TOOLS);
+        named || (destructive == Some(true) && self.destructive == DestructivePolicy::Required)
+    }
+}
+
+/// A person's decision about one waiting call.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum Decision {
+    Approved,
+    Rejected,
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Decision::Approved => "Approved",
+            Decision::Rejected => "Rejected",
+        })
+    }
+}
+
+/// A decision as a Task's `spec.approvals` lists it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// The waiting call's id, as `status.pendingApproval.call` shows it.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 64)))]
+    pub call: String,
+    pub decision: Decision,
+    /// Who decided: the admission policy admits only the requesting user's own name.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
+    pub approver: String,
+    /// Why, for the guest (a rejection's message) and the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
+    pub reason: Option<String>,
+}
+
+/// A decided call as the trace and the attestation record it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    pub call: String,
+    pub server: String,
+    pub tool: String,
+    pub decision: Decision,
+    pub approver: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the host saw the decision (RFC 3339, UTC).
+    pub decided_at: String,
+}
+
+/// The id of the `index`-th call a task asked approval for: the index and the first 16 hex
+/// digits of the SHA-256 of server, tool and arguments, so a decision names exactly one call.
+pub fn call_id(index: u32, server: &str, tool: &str, arguments: &str) -> String {
+    let mut hash = Sha256::new();
+    for part in [server, tool, arguments] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    format!("{index}-{}", &hex::encode(hash.finalize())[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_tools_and_marked_destructive_ones_wait_unless_the_rule_says_otherwise() {
+        let default = ApprovalRule::default();
+        let named = ApprovalRule {
+            tools: vec!["write".into()],
+            destructive: DestructivePolicy::NotRequired,
+        };
+        let all = ApprovalRule {
+            tools: vec!["*".into()],
+            ..ApprovalRule::default()
+        };
+        // (rule, tool, destructiveHint) -> waits
+        let table: [(&ApprovalRule, &str, Option<bool>, bool); 8] = [
+            (&default, "read", None, false),
+            (&default, "read", Some(false), false),
+            (&default, "wipe", Some(true), true),
+            (&named, "wipe", Some(true), false),
+            (&named, "write", None, true),
+            (&named, "write", Some(false), true),
+            (&all, "read", Some(false), true),
+            (&all, "anything", None, true),
+        ];
+        for (rule, tool, destructive, waits) in table {
+            assert_eq!(
+                rule.needs_approval(tool, destructive),
+                waits,
+                "{rule:?} {tool} {destructive:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_call_id_names_one_call_by_its_place_and_content() {
+        let id = call_id(0, "files", "wipe", "{\"path\":\"/a\"}");
+        assert!(id.starts_with("0-") && id.len() == 18, "{id}");
+        assert_eq!(id, call_id(0, "files", "wipe", "{\"path\":\"/a\"}"));
+        assert_ne!(id, call_id(0, "files", "wipe", "{\"path\":\"/b\"}"));
+        assert_ne!(id, call_id(1, "files", "wipe", "{\"path\":\"/a\"}"));
+        // Parts are delimited: moving a byte between them changes the id.
+        assert_ne!(call_id(0, "ab", "c", ""), call_id(0, "a", "bc", ""));
+    }
+}
