@@ -125,6 +125,7 @@ mod tests {
                 cancelled: None,
                 parent: None,
                 trace: None,
+                approvals: None,
             },
         )
     }

@@ -13,6 +13,9 @@ pub const MODULE_RESOLVED: &str = "ModuleResolved";
 pub const VALID: &str = "Valid";
 /// Task: `True` once finished successfully, `False` once failed, absent or `Unknown` before.
 pub const SUCCEEDED: &str = "Succeeded";
+/// Task: `True` while a call waits for a person's decision (`status.pendingApproval`);
+/// `False` once decided, with the decision as its reason.
+pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
 
 /// Tri-state of a condition (`True`, `False`, `Unknown`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

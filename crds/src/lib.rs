@@ -46,10 +46,10 @@ pub use plan::{
     Planner, StepPhase, StepReason, StepStatus,
 };
 pub use task::{
-    AgentRef, Attestation, Cost, DelegationApplied, Ending, Estimate, InputError, InputFrom,
-    InputSource, KeyRef, LimitsApplied, ModelCalls, OutputRef, ResourcesUsed, Task, TaskIdentity,
-    TaskPhase, TaskReason, TaskSpec, TaskStatus, TokenUsage, TracePolicy, TraceRef,
-    format_duration_millis,
+    AgentRef, Approval, Attestation, Cost, Decision, DelegationApplied, Ending, Estimate,
+    InputError, InputFrom, InputSource, KeyRef, LimitsApplied, ModelCalls, OutputRef,
+    PendingApproval, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason, TaskSpec,
+    TaskStatus, TokenUsage, TracePolicy, TraceRef, format_duration_millis,
 };
 
 use kube::CustomResourceExt;

@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::a2a::LiveLog;
 use crate::conditions::{self, ConditionStatus};
-use crate::task::{Task, TaskPhase, TaskReason, TaskStatus};
+use crate::task::{Decision, PendingApproval, Task, TaskPhase, TaskReason, TaskStatus};
 
 /// Longest `status.message` (and condition message) written; longer ones end in `…`.
 pub const MESSAGE_MAX_BYTES: usize = 1024;
@@ -108,6 +108,57 @@ impl TaskStatus {
     pub fn publish_live_log(&mut self, log: &LiveLog) -> Result<(), NotAllowed> {
         self.require("publish the live log of", &[TaskPhase::Running])?;
         self.live_log = Some(log.clone());
+        Ok(())
+    }
+
+    /// Running: a call waits for a person's decision (`status.pendingApproval`).
+    pub fn await_approval(
+        &mut self,
+        pending: PendingApproval,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("await an approval for", &[TaskPhase::Running])?;
+        let message = clip(&format!(
+            "call {} of tool `{}` of server `{}` waits for approval (kubectl ari approve|reject)",
+            pending.call, pending.tool, pending.server
+        ));
+        self.pending_approval = Some(pending);
+        conditions::set(
+            &mut self.conditions,
+            conditions::AWAITING_APPROVAL,
+            ConditionStatus::True,
+            "ApprovalRequested",
+            message,
+            generation,
+            now,
+        );
+        Ok(())
+    }
+
+    /// Running: the waiting call was decided (or the wait ended without a decision: `None`).
+    pub fn approval_decided(
+        &mut self,
+        decision: Option<Decision>,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("record an approval for", &[TaskPhase::Running])?;
+        let call = self
+            .pending_approval
+            .take()
+            .map(|p| p.call)
+            .unwrap_or_default();
+        let reason = decision.map_or("NotDecided".to_owned(), |d| d.to_string());
+        conditions::set(
+            &mut self.conditions,
+            conditions::AWAITING_APPROVAL,
+            ConditionStatus::False,
+            &reason,
+            format!("call {call}: {reason}"),
+            generation,
+            now,
+        );
         Ok(())
     }
 
@@ -234,6 +285,8 @@ impl TaskStatus {
         let message = clip(message);
         self.phase = Some(phase);
         self.reason = Some(reason);
+        // A call still waiting waits no more: the run is over.
+        self.pending_approval = None;
         self.message = Some(message.clone());
         self.completion_time = Some(now.clone());
         self.observed_generation = generation;
@@ -313,7 +366,23 @@ mod tests {
 
     type Event = (&'static str, fn(&mut TaskStatus) -> Result<(), NotAllowed>);
 
-    const EVENTS: [Event; 8] = [
+    fn pending() -> PendingApproval {
+        PendingApproval {
+            call: "0-abc".into(),
+            server: "files".into(),
+            tool: "wipe".into(),
+            arguments: "{}".into(),
+            since: now(),
+        }
+    }
+
+    const EVENTS: [Event; 10] = [
+        ("await approval", |s| {
+            s.await_approval(pending(), Some(1), now())
+        }),
+        ("approval decided", |s| {
+            s.approval_decided(Some(Decision::Approved), Some(1), now())
+        }),
         ("claim", |s| s.claim("pod-b", Some(1), now()).map(|_| ())),
         ("heartbeat", |s| s.heartbeat(now())),
         ("requeue", |s| s.requeue("lost", Some(1), now())),
@@ -343,7 +412,11 @@ mod tests {
             (Pending, "finish failed", None),
             (Pending, "finish cancelled", None),
             (Pending, "cancel", Some(Cancelled)),
+            (Pending, "await approval", None),
+            (Pending, "approval decided", None),
             (Running, "claim", None),
+            (Running, "await approval", Some(Running)),
+            (Running, "approval decided", Some(Running)),
             (Running, "heartbeat", Some(Running)),
             (Running, "requeue", Some(Pending)),
             (Running, "fail", Some(Failed)),
@@ -619,5 +692,35 @@ mod tests {
         assert!(t.is_claimable());
         t.metadata.deletion_timestamp = Some(now());
         assert!(!t.is_claimable());
+    }
+
+    #[test]
+    fn a_waiting_call_shows_until_decided_and_never_outlives_the_run() {
+        let mut s = status(TaskPhase::Running);
+        s.await_approval(pending(), Some(1), now())
+            .expect("running");
+        assert_eq!(
+            s.pending_approval.as_ref().map(|p| p.call.as_str()),
+            Some("0-abc")
+        );
+        let waiting = |s: &TaskStatus| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == conditions::AWAITING_APPROVAL)
+                .map(|c| (c.status.clone(), c.reason.clone()))
+        };
+        assert_eq!(
+            waiting(&s),
+            Some(("True".into(), "ApprovalRequested".into()))
+        );
+        s.approval_decided(Some(Decision::Rejected), Some(1), now())
+            .expect("running");
+        assert_eq!(s.pending_approval, None);
+        assert_eq!(waiting(&s), Some(("False".into(), "Rejected".into())));
+        s.await_approval(pending(), Some(1), now())
+            .expect("running");
+        s.fail(TaskReason::DeadlineExceeded, "late", Some(1), now())
+            .expect("running");
+        assert_eq!(s.pending_approval, None, "an ended Task waits for nothing");
     }
 }

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::{
-    Attestation, Cost, DelegationApplied, Ending, Estimate, LimitsApplied, ModelCalls,
-    ResourcesUsed, TaskIdentity, TaskPhase, TaskReason, TokenUsage,
+    Approval, Attestation, Cost, Decision, DelegationApplied, Ending, Estimate, LimitsApplied,
+    ModelCalls, ResourcesUsed, TaskIdentity, TaskPhase, TaskReason, TokenUsage,
 };
 
 use crate::a2a::LiveLog;
@@ -73,8 +73,9 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
     )
 )]
 #[x_kube(
-    // Immutable but for `cancelled`, which may be set (once: it cannot be unset).
-    validation = Rule::new("self == oldSelf || (has(self.cancelled) && self.cancelled && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace))").message("Task spec is immutable except that cancelled may be set to true"),
+    // Immutable but for `cancelled`, which may be set (once: it cannot be unset), and
+    // `approvals`, which only grows (an entry once written stays as written).
+    validation = Rule::new("self == oldSelf || (((has(self.cancelled) && self.cancelled) || (has(self.cancelled) == has(oldSelf.cancelled) && (!has(self.cancelled) || self.cancelled == oldSelf.cancelled))) && (!has(oldSelf.approvals) || (has(self.approvals) && self.approvals.size() >= oldSelf.approvals.size() && oldSelf.approvals.all(a, self.approvals.exists(b, b == a)))) && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace))").message("Task spec is immutable except that cancelled may be set to true and approvals may be added to"),
     validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -135,6 +136,25 @@ pub struct TaskSpec {
     /// credential): whoever may read the namespace's ConfigMaps may read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TracePolicy>,
+    /// Decisions about calls that wait for approval (`status.pendingApproval` names the call).
+    /// Only grows; each entry's `approver` must be the user who writes it (the chart's
+    /// admission policy checks). `kubectl ari approve|reject task/NAME` writes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["call"]))]
+    pub approvals: Option<Vec<Approval>>,
+}
+
+/// A call of the running Task that waits for a person's decision.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    /// The id a decision names (`spec.approvals[].call`).
+    pub call: String,
+    pub server: String,
+    pub tool: String,
+    /// The call's arguments as the guest wrote them, cut to 256 bytes.
+    pub arguments: String,
+    pub since: Time,
 }
 
 /// Whether a Task's host-call trace is kept, or only its digest.
@@ -195,6 +215,7 @@ impl TaskSpec {
             cancelled: None,
             parent: None,
             trace: None,
+            approvals: None,
         }
     }
 }
@@ -278,6 +299,10 @@ pub struct TaskStatus {
     /// Where the host-call trace is kept (`spec.trace: Keep`), or why it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_ref: Option<TraceRef>,
+    /// The call this Running Task waits on a person's decision for (condition
+    /// `AwaitingApproval`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approval: Option<PendingApproval>,
     /// Hex SHA-256 of the output bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_sha256: Option<String>,

@@ -89,3 +89,75 @@ fn ari_run_calls_an_mcp_server_and_ari_verify_replays_without_it() {
     ]);
     assert_ne!(tampered.status.code(), Some(0));
 }
+
+/// A destructive tool's call waits for approval: `ari run` rejects it unless given
+/// `--approve-calls`, `--require-approval` marks a read-only one too, and an approved run's
+/// report names who approved and replays without asking.
+#[test]
+fn ari_run_asks_approval_for_destructive_and_marked_tools() {
+    let Some(mcp) = McpServer::start_or_skip("ari_run_approval", Mode::Stateless, None) else {
+        return;
+    };
+    let toolbox = agent_path("toolbox").display().to_string();
+    let url = format!("demo={}", mcp.url());
+    let run = |input: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            &toolbox,
+            "--input",
+            input,
+            "--mcp",
+            &url,
+            "--grant",
+            "tools=demo:*",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = ari(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
+        (report, out.stdout)
+    };
+    let destroy = "call demo delete_everything {\"confirm\":true}";
+    let (report, _) = run(destroy, &[]);
+    let output = report["output"].as_str().expect("output");
+    assert!(
+        output.starts_with("error rejected:") && output.contains("--approve-calls"),
+        "{output}"
+    );
+    let (report, _) = run(
+        "call demo echo {\"text\":\"x\"}",
+        &["--require-approval", "demo:echo"],
+    );
+    assert!(
+        report["output"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("error rejected:")),
+        "{report}"
+    );
+
+    let (report, bytes) = run(destroy, &["--approve-calls"]);
+    assert_eq!(report["output"], "deleted nothing", "{report}");
+    mcp.stop();
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("report.json");
+    std::fs::write(&file, &bytes).expect("write");
+    let verified = ari(&[
+        "verify",
+        &file.display().to_string(),
+        "--module",
+        &toolbox,
+        "--accept-embedded-key",
+    ]);
+    assert_eq!(
+        verified.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+}

@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 
 use super::{EXIT_ERROR, EXIT_VERIFY_FAILED};
 
+mod approve;
+
 /// Exit code of `kubectl ari run` when the Task ended without succeeding.
 pub const EXIT_TASK_FAILED: u8 = 4;
 /// Exit code of `kubectl ari run` when the Task had not ended within `--timeout`.
@@ -65,6 +67,10 @@ enum PluginCommand {
     Verify(VerifyArgs),
     /// What each Agent's Tasks used: counts by phase, fuel, tokens, model and tool calls.
     Top(TopArgs),
+    /// Lets the call a Task waits on run (`status.pendingApproval`), in your name.
+    Approve(approve::DecideArgs),
+    /// Refuses the call a Task waits on: its guest gets a `rejected` error, in your name.
+    Reject(approve::DecideArgs),
 }
 
 #[derive(Args)]
@@ -170,6 +176,12 @@ impl KubectlCli {
             PluginCommand::Logs(a) => logs(client, &ns, &a).await,
             PluginCommand::Verify(a) => verify(client, &ns, &a).await,
             PluginCommand::Top(a) => top(client, &ns, &a).await,
+            PluginCommand::Approve(a) => {
+                approve::decide(client, &ns, &a, ari_crds::Decision::Approved).await
+            }
+            PluginCommand::Reject(a) => {
+                approve::decide(client, &ns, &a, ari_crds::Decision::Rejected).await
+            }
         }
     }
 

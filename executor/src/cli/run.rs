@@ -43,7 +43,8 @@ MCP tools: declare a server with --mcp NAME=URL (its streamable HTTP endpoint; -
 --mcp-token-file or --mcp-token-env, --mcp-header-env for the rest) and grant its tools with
 --grant tools=NAME:TOOL[,TOOL...] (`*` for all). The credentials stay with ari: the agent only
 names the server and the tool; every exchange is recorded, so `ari verify` replays the run
-without the server.";
+without the server. A call of a tool the server marks destructive, or one --require-approval
+names, waits for approval: --approve-calls approves it in your name, otherwise it is rejected.";
 
 /// Run an agent component on one input, under limits, and print its output.
 #[derive(Args)]
@@ -123,9 +124,11 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     };
     let models = args.models.load()?;
     let tools = args.tools.load()?;
-    let grants = Grants::parse_cli(&args.grants)?
-        .with_models(models.clone())
-        .with_tools(tools.clone());
+    let grants = args.tools.with_approvals(
+        Grants::parse_cli(&args.grants)?
+            .with_models(models.clone())
+            .with_tools(tools.clone()),
+    )?;
     let limits = Limits {
         fuel: args.fuel,
         memory_bytes: size("--memory", &args.memory)?,
@@ -165,6 +168,7 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     req.limits = limits;
     req.seed = seed;
     req.storage = Some(storage);
+    req.approver = Some(args.tools.approver());
     let (outcome, code) = match runtime.load(&bytes) {
         Ok(agent) => {
             let outcome = agent.run(req);

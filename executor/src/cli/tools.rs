@@ -10,7 +10,11 @@ use clap::Args;
 
 use super::flags::{CredentialFlags, credential, pairs};
 use ari_mcp::{Client, Credentials, Limits, Protocol, Secret, ToolServer};
-use ari_runtime::capability::LoadedTools;
+use std::sync::Arc;
+
+use ari_runtime::cancel::CancelToken;
+use ari_runtime::capability::{ApprovalRequest, Approver, Decided, Grants, LoadedTools, Waited};
+use ari_runtime::model::Decision;
 
 #[derive(Args, Debug, Default)]
 pub struct ToolArgs {
@@ -34,9 +38,75 @@ pub struct ToolArgs {
     /// Longest one tool call may take, in seconds (less when the task's deadline is sooner).
     #[arg(long = "mcp-call-timeout", default_value_t = Limits::default().call_timeout.as_secs_f64())]
     call_timeout: f64,
+    /// Tools of NAME whose every call waits for approval (`*`: all), besides those the server
+    /// marks destructive: NAME:TOOL[,TOOL...] (repeatable).
+    #[arg(long = "require-approval", value_name = "NAME:TOOL[,TOOL...]")]
+    require_approval: Vec<String>,
+    /// Approve, in your name, every call that waits for approval; without it they are
+    /// rejected (the guest gets a `rejected` error).
+    #[arg(long = "approve-calls")]
+    approve_calls: bool,
+}
+
+/// `ari run`'s person at the keyboard: decides every call as `--approve-calls` says.
+struct CommandLine {
+    approve: bool,
+}
+
+impl Approver for CommandLine {
+    fn decide(&self, _: &ApprovalRequest, _: std::time::Instant, _: &CancelToken) -> Waited {
+        let who = std::env::var("USER").unwrap_or_else(|_| "someone".into());
+        Waited::Decided(Decided {
+            decision: if self.approve {
+                Decision::Approved
+            } else {
+                Decision::Rejected
+            },
+            approver: format!("{who} (ari run)"),
+            reason: (!self.approve).then(|| "ari run was not given --approve-calls".to_owned()),
+        })
+    }
 }
 
 impl ToolArgs {
+    /// Who decides calls that wait for approval.
+    pub fn approver(&self) -> Arc<dyn Approver> {
+        Arc::new(CommandLine {
+            approve: self.approve_calls,
+        })
+    }
+
+    /// `grants` with the tools `--require-approval` names marked.
+    pub fn with_approvals(&self, grants: Grants) -> anyhow::Result<Grants> {
+        if self.require_approval.is_empty() {
+            return Ok(grants);
+        }
+        let mut spec = grants.spec().clone();
+        for value in &self.require_approval {
+            let (server, tools) = value.split_once(':').with_context(|| {
+                format!("--require-approval expects NAME:TOOL[,TOOL...], got {value:?}")
+            })?;
+            let entry = spec
+                .tools
+                .as_mut()
+                .and_then(|t| t.servers.iter_mut().find(|s| s.name == server.trim()))
+                .with_context(|| {
+                    format!("--require-approval {value}: no --grant tools={server}:... to mark")
+                })?;
+            let rule = entry.approval.get_or_insert_with(Default::default);
+            rule.tools.extend(
+                tools
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        Ok(Grants::load(spec, grants.key().cloned())?
+            .with_models(grants.models().clone())
+            .with_tools(grants.tools().clone()))
+    }
+
     /// The declared servers, with their credentials, and a client to call them.
     pub fn load(&self) -> anyhow::Result<LoadedTools> {
         let protocols = pairs("--mcp-protocol", &self.protocols)?;

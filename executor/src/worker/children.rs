@@ -244,6 +244,7 @@ impl KubeDelegator {
                 cancelled: None,
                 // A child keeps its trace when its own Agent says so.
                 trace: None,
+                approvals: None,
                 parent: Some(ParentRef {
                     name: self.parent.name.clone(),
                     uid: self.parent.uid.clone(),
@@ -461,7 +462,7 @@ impl KubeChild {
 }
 
 /// Resolves when `token` is cancelled; never when it is not.
-async fn cancelled(token: &CancelToken) {
+pub(super) async fn cancelled(token: &CancelToken) {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     token.on_cancel(move || {
         let _ = tx.send(());

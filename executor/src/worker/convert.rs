@@ -208,6 +208,7 @@ mod tests {
                 parent: None,
                 cancelled: None,
                 trace: None,
+                approvals: None,
             },
         )
     }

@@ -22,6 +22,7 @@ use kube::{Api, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::Worker;
+use super::approvals::KubeApprover;
 use super::children::{KubeDelegator, Parent};
 use super::convert::{self, OutputPlacement};
 use super::error::TaskError;
@@ -402,6 +403,15 @@ impl Worker {
             req.receipt = Some(attempt.uid.clone());
         }
         req.executor = self.config.pod_name.clone();
+        if self.grants.spec().tools.is_some() {
+            req.approver = Some(Arc::new(KubeApprover {
+                handle: tokio::runtime::Handle::current(),
+                tasks: self.tasks.clone(),
+                task: task.name_any(),
+                slot: slot.clone(),
+                memory_bytes: req.limits.memory_bytes,
+            }));
+        }
         if self.grants.spec().delegation.is_some() {
             req.delegation = Some(self.delegation_context(task, slot)?);
         }

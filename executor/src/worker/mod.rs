@@ -6,6 +6,7 @@
 //! and writes each final status in one write. On SIGTERM it stops claiming and finishes what it
 //! runs. The operator is not on this path. See docs/operator.md for the claim protocol.
 
+mod approvals;
 mod backlog;
 mod cancels;
 mod children;
