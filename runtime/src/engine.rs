@@ -133,6 +133,10 @@ fn base_config(opts: &EngineOptions) -> Config {
         // relaxed SIMD bit-for-bit deterministic.
         .cranelift_nan_canonicalization(true)
         .relaxed_simd_deterministic(true)
+        // Agents are wasip2 components with synchronous exports and the host links no async
+        // functions: without the component-model-async machinery a store is cheaper to create
+        // and each export call skips its task bookkeeping.
+        .concurrency_support(false)
         // Tasks run on the caller's thread; keep guest stack use well under a 2 MiB thread stack.
         .max_wasm_stack(512 * 1024);
     config
