@@ -25,13 +25,10 @@ fn agent_bytes(name: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build-agents.sh", path.display()))
 }
 
-fn runtime(cache: Option<PathBuf>, fuel: bool) -> Runtime {
+fn runtime(cache: Option<PathBuf>) -> Runtime {
     Runtime::new(RuntimeConfig {
         cache_dir: cache,
-        engine: EngineOptions {
-            consume_fuel: fuel,
-            ..Default::default()
-        },
+        engine: EngineOptions::default(),
     })
     .expect("runtime")
 }
@@ -73,10 +70,11 @@ fn run_ok(agent: &LoadedAgent, req: TaskRequest) -> ari_runtime::TaskOutcome {
 
 fn main() {
     let key = Arc::new(SigningKey::from_bytes(&[1; 32]));
-    // `ARI_BENCH_ONLY=tools` (or `models`): only that part, on a cached runtime.
+    // `ARI_BENCH_ONLY=tools` (or `models`, `echo`, `sha256`): only that part, on a cached
+    // runtime. `echo` is also the profiling entry: see `profiled_tasks`.
     if let Ok(only) = std::env::var("ARI_BENCH_ONLY") {
         let cache = tempfile::tempdir().expect("tmp");
-        let rt = runtime(Some(cache.path().into()), true);
+        let rt = runtime(Some(cache.path().into()));
         let n = std::env::var("ARI_BENCH_TASKS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -84,14 +82,19 @@ fn main() {
         match only.as_str() {
             "tools" => tool_calls(&rt, &key, n),
             "models" => model_calls(&rt, &key, n),
-            other => panic!("ARI_BENCH_ONLY={other}: tools or models"),
+            "echo" => {
+                let agent = rt.load(&agent_bytes("echo")).expect("load");
+                echo_tasks(&agent, &key, n);
+            }
+            "sha256" => sha256_loop(&rt, &key),
+            other => panic!("ARI_BENCH_ONLY={other}: tools, models, echo or sha256"),
         }
         return;
     }
     let echo = agent_bytes("echo");
     let big_name = "clock";
     let big = agent_bytes(big_name);
-    let rt_nocache = runtime(None, true);
+    let rt_nocache = runtime(None);
     println!("allocator: {:?}", rt_nocache.allocator());
 
     // Cold compile (no cache).
@@ -112,10 +115,10 @@ fn main() {
 
     // Cached load (artifact on disk, fresh Runtime does not compile).
     let cache = tempfile::tempdir().expect("tmp");
-    runtime(Some(cache.path().into()), true)
+    runtime(Some(cache.path().into()))
         .load(&echo)
         .expect("warm cache");
-    let rt = runtime(Some(cache.path().into()), true);
+    let rt = runtime(Some(cache.path().into()));
     let times: Vec<Duration> = (0..50)
         .map(|_| {
             let t = Instant::now();
@@ -128,75 +131,12 @@ fn main() {
 
     // Per-task overhead of echo.
     let agent = rt.load(&echo).expect("load");
-    for _ in 0..500 {
-        run_ok(&agent, request(b"hello", &key, 1_000_000));
-    }
     let n: usize = std::env::var("ARI_BENCH_TASKS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    let mut times = Vec::with_capacity(n);
-    let start = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        run_ok(&agent, request(b"hello", &key, 1_000_000));
-        times.push(t.elapsed());
-    }
-    let total = start.elapsed();
-    times.sort();
-    println!(
-        "echo per-task (instantiate+initialize+can-execute+execute+meter+sign): p50 {:?} p99 {:?}",
-        pct(&times, 0.50),
-        pct(&times, 0.99)
-    );
-    println!(
-        "echo tasks/s on one thread: {:.0}",
-        n as f64 / total.as_secs_f64()
-    );
-    let sign_times: Vec<Duration> = (0..2000)
-        .map(|_| {
-            use ed25519_dalek::Signer;
-            let t = Instant::now();
-            std::hint::black_box(key.sign(&[0u8; 600]));
-            t.elapsed()
-        })
-        .collect();
-    println!(
-        "  of which Ed25519 attestation signature: median {:?}",
-        median(sign_times)
-    );
-
-    // sha256-loop: wasm (fuel on) vs native, and fuel on vs off.
-    let rounds = 300_000u32;
-    let input = format!("{rounds} abc").into_bytes();
-    let sha = rt.load(&agent_bytes("sha256-loop")).expect("load sha");
-    let rt_nofuel = runtime(None, false);
-    let sha_nofuel = rt_nofuel
-        .load(&agent_bytes("sha256-loop"))
-        .expect("load sha");
-    let mut wasm = Vec::new();
-    let mut wasm_nofuel = Vec::new();
-    let mut native = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        let o = run_ok(&sha, request(&input, &key, u64::MAX / 4));
-        wasm.push(t.elapsed());
-        let out = String::from_utf8_lossy(&o.output).into_owned();
-        let t = Instant::now();
-        run_ok(&sha_nofuel, request(&input, &key, 0));
-        wasm_nofuel.push(t.elapsed());
-        let t = Instant::now();
-        let h = kernel::sha256_loop(std::hint::black_box(b"abc"), rounds);
-        native.push(t.elapsed());
-        assert_eq!(hex::encode(h), out, "wasm and native disagree");
-    }
-    let (w, wn, n_) = (median(wasm), median(wasm_nofuel), median(native));
-    println!("sha256-loop {rounds} rounds: wasm+fuel {w:?}, wasm no fuel {wn:?}, native {n_:?}");
-    println!(
-        "  wasm/native {:.2}, fuel on/off {:.2}",
-        w.as_secs_f64() / n_.as_secs_f64(),
-        w.as_secs_f64() / wn.as_secs_f64()
-    );
+    echo_tasks(&agent, &key, n);
+    sha256_loop(&rt, &key);
 
     // RSS across 1000 tasks in a row.
     let before = rss_kib("VmRSS:");
@@ -235,6 +175,138 @@ fn main() {
 
     model_calls(&rt, &key, n.min(2_000));
     tool_calls(&rt, &key, n.min(500));
+}
+
+/// Per-task overhead of `echo`: `n` timed tasks after 500 to warm up, then the signature
+/// alone. With `ARI_BENCH_PROFILE=1` only [`profiled_tasks`] runs (no timing), for callgrind.
+fn echo_tasks(agent: &LoadedAgent, key: &Arc<SigningKey>, n: usize) {
+    for _ in 0..500 {
+        run_ok(agent, request(b"hello", key, 1_000_000));
+    }
+    if std::env::var_os("ARI_BENCH_PROFILE").is_some() {
+        profiled_tasks(agent, key, n);
+        return;
+    }
+    let mut times = Vec::with_capacity(n);
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        run_ok(agent, request(b"hello", key, 1_000_000));
+        times.push(t.elapsed());
+    }
+    let total = start.elapsed();
+    times.sort();
+    println!(
+        "echo per-task (instantiate+initialize+can-execute+execute+meter+sign): p50 {:?} p99 {:?}",
+        pct(&times, 0.50),
+        pct(&times, 0.99)
+    );
+    println!(
+        "echo tasks/s on one thread: {:.0}",
+        n as f64 / total.as_secs_f64()
+    );
+    let sign_times: Vec<Duration> = (0..2000)
+        .map(|_| {
+            use ed25519_dalek::Signer;
+            let t = Instant::now();
+            std::hint::black_box(key.sign(&[0u8; 600]));
+            t.elapsed()
+        })
+        .collect();
+    println!(
+        "  of which Ed25519 attestation signature: median {:?}",
+        median(sign_times)
+    );
+}
+
+/// `n` echo tasks and nothing else, so a profiler can count just them:
+/// `valgrind --tool=callgrind --toggle-collect='*profiled_tasks*' <bench> --bench` with
+/// `ARI_BENCH_ONLY=echo ARI_BENCH_PROFILE=1`.
+#[inline(never)]
+fn profiled_tasks(agent: &LoadedAgent, key: &Arc<SigningKey>, n: usize) {
+    for _ in 0..n {
+        std::hint::black_box(run_ok(agent, request(b"hello", key, 1_000_000)));
+    }
+}
+
+/// sha256-loop: wasm as the product runs it (fuel and epochs on) vs native, and what each
+/// code generation setting costs: fuel off, epoch checks off, both off, Cranelift `opt_level`
+/// none. Every variant runs once per round, rounds interleaved, medians of 5.
+fn sha256_loop(rt: &Runtime, key: &Arc<SigningKey>) {
+    let rounds = 300_000u32;
+    let input = format!("{rounds} abc").into_bytes();
+    let module = agent_bytes("sha256-loop");
+    let product = rt.load(&module).expect("load sha");
+    let variant = |opts: EngineOptions| {
+        let rt = Runtime::new(RuntimeConfig {
+            cache_dir: None,
+            engine: opts,
+        })
+        .expect("runtime");
+        rt.load(&module).expect("load sha")
+    };
+    let fuel_off = || EngineOptions {
+        consume_fuel: false,
+        ..Default::default()
+    };
+    let epoch_off = || EngineOptions {
+        epoch_interruption: false,
+        ..Default::default()
+    };
+    let variants = [
+        ("wasm, fuel off", variant(fuel_off()), 0),
+        ("wasm, epochs off", variant(epoch_off()), u64::MAX / 4),
+        (
+            "wasm, fuel and epochs off",
+            variant(EngineOptions {
+                epoch_interruption: false,
+                ..fuel_off()
+            }),
+            0,
+        ),
+        (
+            "wasm, cranelift opt_level none",
+            variant(EngineOptions {
+                cranelift_opt_level: wasmtime::OptLevel::None,
+                ..Default::default()
+            }),
+            u64::MAX / 4,
+        ),
+    ];
+    let mut wasm = Vec::new();
+    let mut others: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    let mut native = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let o = run_ok(&product, request(&input, key, u64::MAX / 4));
+        wasm.push(t.elapsed());
+        let out = String::from_utf8_lossy(&o.output).into_owned();
+        for ((_, agent, fuel), times) in variants.iter().zip(&mut others) {
+            let t = Instant::now();
+            let o = run_ok(agent, request(&input, key, *fuel));
+            times.push(t.elapsed());
+            assert_eq!(o.output, out.as_bytes(), "variants disagree");
+        }
+        let t = Instant::now();
+        let h = kernel::sha256_loop(std::hint::black_box(b"abc"), rounds);
+        native.push(t.elapsed());
+        assert_eq!(hex::encode(h), out, "wasm and native disagree");
+    }
+    let others: Vec<Duration> = others.into_iter().map(median).collect();
+    let (w, wn, n_) = (median(wasm), others[0], median(native));
+    println!("sha256-loop {rounds} rounds: wasm+fuel {w:?}, wasm no fuel {wn:?}, native {n_:?}");
+    println!(
+        "  wasm/native {:.2}, fuel on/off {:.2}",
+        w.as_secs_f64() / n_.as_secs_f64(),
+        w.as_secs_f64() / wn.as_secs_f64()
+    );
+    for ((name, _, _), t) in variants.iter().zip(&others) {
+        println!(
+            "  {name}: {t:?}, /native {:.2}, product/this {:.2}",
+            t.as_secs_f64() / n_.as_secs_f64(),
+            w.as_secs_f64() / t.as_secs_f64()
+        );
+    }
 }
 
 /// Host overhead of a tool call: `toolbox` calling `echo` on the official MCP Python SDK's

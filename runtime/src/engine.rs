@@ -9,7 +9,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+};
 
 /// How often the epoch advances; a task's deadline is rounded up to a whole number of ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -73,12 +75,16 @@ impl Default for PoolConfig {
     }
 }
 
-/// Engine-wide switches. `consume_fuel` exists only so the fuel-on/off benchmark can compare.
+/// Engine-wide switches. `consume_fuel`, `epoch_interruption` and `cranelift_opt_level` exist
+/// only so the benchmark can measure what each costs: with fuel off no fuel limit holds, with
+/// epochs off no deadline or cancel fires. The product keeps the defaults.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
     pub allocator: AllocatorChoice,
     pub pool: PoolConfig,
     pub consume_fuel: bool,
+    pub epoch_interruption: bool,
+    pub cranelift_opt_level: OptLevel,
 }
 
 impl Default for EngineOptions {
@@ -87,6 +93,8 @@ impl Default for EngineOptions {
             allocator: AllocatorChoice::Auto,
             pool: PoolConfig::default(),
             consume_fuel: true,
+            epoch_interruption: true,
+            cranelift_opt_level: OptLevel::Speed,
         }
     }
 }
@@ -119,11 +127,16 @@ fn base_config(opts: &EngineOptions) -> Config {
     config
         .wasm_component_model(true)
         .consume_fuel(opts.consume_fuel)
-        .epoch_interruption(true)
+        .epoch_interruption(opts.epoch_interruption)
+        .cranelift_opt_level(opts.cranelift_opt_level)
         // Attestations promise re-execution to the same digest on any machine: make floats and
         // relaxed SIMD bit-for-bit deterministic.
         .cranelift_nan_canonicalization(true)
         .relaxed_simd_deterministic(true)
+        // Agents are wasip2 components with synchronous exports and the host links no async
+        // functions: without the component-model-async machinery a store is cheaper to create
+        // and each export call skips its task bookkeeping.
+        .concurrency_support(false)
         // Tasks run on the caller's thread; keep guest stack use well under a 2 MiB thread stack.
         .max_wasm_stack(512 * 1024);
     config
@@ -144,6 +157,10 @@ fn pooling_engine(opts: &EngineOptions) -> wasmtime::Result<Engine> {
         .max_memory_size(usize::try_from(opts.pool.max_memory_bytes).unwrap_or(usize::MAX))
         .linear_memory_keep_resident(opts.pool.keep_resident_bytes)
         .table_keep_resident(64 * 1024)
+        // Reset only the pages a task dirtied (Linux 6.7+ `PAGEMAP_SCAN`), not all of
+        // `keep_resident_bytes`: an `echo` task touches a few pages, and the memset of the
+        // whole first MiB of its slot was a quarter of its time. Off where unsupported.
+        .pagemap_scan(Enabled::Auto)
         .max_unused_warm_slots(slots);
     let mut config = base_config(opts);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

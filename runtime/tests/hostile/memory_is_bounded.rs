@@ -61,3 +61,30 @@ fn deep_overflows_the_stack() {
     );
     assert_echo_works();
 }
+
+#[test]
+fn a_task_finds_nothing_an_earlier_task_left_in_its_pool_slot() {
+    use ari_runtime::{AllocatorChoice, EngineOptions, PoolConfig, Runtime, RuntimeConfig};
+    // One slot, so every task reuses the memory the one before it wrote (a static, and 4 MiB
+    // of heap: past what the pool keeps resident, so both ways of resetting pages are used).
+    let rt = Runtime::new(RuntimeConfig {
+        cache_dir: None,
+        engine: EngineOptions {
+            allocator: AllocatorChoice::Pooling,
+            pool: PoolConfig::for_concurrency(1),
+            ..EngineOptions::default()
+        },
+    })
+    .expect("pooling runtime");
+    let residue = rt.load(&agent_bytes("residue")).expect("load");
+    let echo = rt.load(&agent_bytes("echo")).expect("load");
+    for round in 0..3 {
+        let o = residue.run(request("", grants(&[])));
+        assert_eq!(o.failure, None, "round {round}");
+        assert_eq!(output(&o), "runs=1 dirty=0", "round {round}");
+        assert_eq!(
+            output(&echo.run(request("between", grants(&[])))),
+            "between"
+        );
+    }
+}
