@@ -35,6 +35,10 @@ fn main() -> std::process::ExitCode {
                 "a2a_followers_see_each_tool_call_and_its_result",
                 a2a_followers_see_tool_calls,
             ),
+            (
+                "a_destructive_call_waits_for_a_person_without_its_slot",
+                approvals_trial,
+            ),
         ]],
     )
 }
@@ -416,6 +420,171 @@ fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
         ensure!(
             !pods.contains("ARI_TOOL_SERVERS"),
             "an executor pod got another namespace's server"
+        );
+        Ok(())
+    })
+}
+
+/// The call a Task waits on, once its status shows it.
+async fn pending(client: &Client, ns: &str, task: &str) -> Result<ari_crds::PendingApproval> {
+    let tasks: Api<Task> = Api::namespaced(client.clone(), ns);
+    let pending = wait::until(
+        &format!("Task {task} waiting for approval"),
+        wait::DEFAULT,
+        || async {
+            let t = tasks.get(task).await.map_err(|e| e.to_string())?;
+            let status = t.status.unwrap_or_default();
+            let shown = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "AwaitingApproval" && c.status == "True");
+            match status.pending_approval {
+                Some(p) if shown => Ok(p),
+                _ => Err(format!(
+                    "phase {:?}, conditions {:?}",
+                    status.phase, status.conditions
+                )),
+            }
+        },
+    )
+    .await?;
+    Ok(pending)
+}
+
+/// Issue 30, item 2, in a cluster: a call of a tool the server marks destructive waits; the
+/// Task shows it and lends its only slot (another Task of the same one-slot Agent runs
+/// meanwhile); nobody may decide in someone else's name, nor take a decision back;
+/// `kubectl ari approve` lets it run and the attestation names who approved; `kubectl ari
+/// reject` gives the guest a `rejected` error with the reason.
+fn approvals_trial(t: &ToolsCtx) -> Result<()> {
+    let ctx = &t.ctx;
+    ctx.in_namespace("approvals", |client, ns| async move {
+        ctx.module_configmap(&ns, "toolbox-module", "toolbox")?;
+        let agent = "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: toolbox
+spec:
+  module:
+    configMap:
+      name: toolbox-module
+      key: module.wasm
+  executor:
+    replicas: 1
+    concurrency: 1
+  limits:
+    timeoutSeconds: 600
+  capabilities:
+    tools:
+      servers:
+        - name: demo
+          tools: [\"*\"]
+";
+        let yaml = [
+            secret_yaml("demo-token", TOKEN, true),
+            server_yaml("demo", &t.server.url(), Some("demo-token")),
+            agent.to_owned(),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        ready(&client, &ns, "demo", "True", "ToolsListed").await?;
+        let agent = agent_ready(&client, &ns, "toolbox").await?;
+        let wait_long = "  deadlineSeconds: 600\n";
+        let destroy = "call demo delete_everything {\"confirm\":true}";
+        ctx.apply_ok(&ns, &task_yaml("destroy", "toolbox", destroy, wait_long))?;
+        let waiting = pending(&client, &ns, "destroy").await?;
+        ensure!(
+            waiting.server == "demo"
+                && waiting.tool == "delete_everything"
+                && waiting.arguments == "{\"confirm\":true}",
+            "pendingApproval: {waiting:?}"
+        );
+
+        // Its only slot is lent while it waits.
+        let echo = "call demo echo {\"text\":\"while it waits\"}";
+        ctx.apply_ok(&ns, &task_yaml("meanwhile", "toolbox", echo, ""))?;
+        let timeout = std::time::Duration::from_secs(120);
+        let meanwhile = task_finished(&client, &ns, "meanwhile", timeout).await?;
+        expect_reason(&meanwhile, TaskPhase::Succeeded, TaskReason::Completed)?;
+
+        // Nobody decides in someone else's name.
+        let forged = serde_json::json!({"spec": {"approvals": [{
+            "call": waiting.call, "decision": "Approved", "approver": "someone-else"}]}});
+        let out = ctx.kubectl(&[
+            "patch",
+            "task",
+            "destroy",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            &forged.to_string(),
+        ])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            !out.status.success() && stderr.contains("must name its approver"),
+            "a decision in another's name was admitted: {stderr}"
+        );
+
+        let out = ctx.kubectl_ari(&["approve", "task/destroy", "-n", &ns])?;
+        ensure!(
+            out.status.success(),
+            "kubectl ari approve: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let done = task_finished(&client, &ns, "destroy", timeout).await?;
+        expect_reason(&done, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let status = done.status.clone().unwrap_or_default();
+        ensure!(
+            status.output.as_deref() == Some("deleted nothing")
+                && status.pending_approval.is_none(),
+            "after approval: {status:?}"
+        );
+        verify_attestation(&done, &agent)?;
+        let attested = status
+            .attestation
+            .clone()
+            .context("no attestation")?
+            .predicate()?;
+        let approver = done.spec.approvals.clone().unwrap_or_default()[0]
+            .approver
+            .clone();
+        ensure!(
+            attested.approvals.len() == 1
+                && attested.approvals[0].approver == approver
+                && attested.approvals[0].call == waiting.call
+                && attested.approvals[0].decision == ari_crds::Decision::Approved,
+            "the attestation's approvals: {:?} (approver {approver})",
+            attested.approvals
+        );
+        // A decision cannot be taken back.
+        let out = ctx.kubectl(&[
+            "patch",
+            "task",
+            "destroy",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"approvals":null}}"#,
+        ])?;
+        ensure!(!out.status.success(), "a decision was removed");
+
+        ctx.apply_ok(&ns, &task_yaml("refused", "toolbox", destroy, wait_long))?;
+        pending(&client, &ns, "refused").await?;
+        let out =
+            ctx.kubectl_ari(&["reject", "task/refused", "--reason", "not today", "-n", &ns])?;
+        ensure!(
+            out.status.success(),
+            "kubectl ari reject: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let done = task_finished(&client, &ns, "refused", timeout).await?;
+        expect_reason(&done, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let output = done.status.and_then(|s| s.output).unwrap_or_default();
+        ensure!(
+            output.starts_with("error rejected:") && output.ends_with("not today"),
+            "the guest's view of a rejection: {output}"
         );
         Ok(())
     })

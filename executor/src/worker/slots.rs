@@ -1,4 +1,5 @@
-//! Executor slots, and lending one while a parent waits for its child.
+//! Executor slots, and lending one while a parent waits for its child (or a task waits for a
+//! person's approval of a call: [`super::approvals`]; the same lending, one wait per task).
 //!
 //! An executor runs at most `concurrency` tasks at once. A parent blocked on a child does no
 //! work, and the child may need this very executor (an Agent that delegates to itself, or a
@@ -19,15 +20,15 @@ use std::task::Poll;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
-/// Parked parents per concurrency slot when the Agent may delegate, capped at
-/// [`MAX_WAITING`]: a chain as deep as the grant allows can park on one executor.
-pub fn waiting_for(concurrency: usize, max_depth: Option<u32>) -> usize {
-    match max_depth {
-        None => 0,
-        Some(depth) => concurrency
-            .saturating_mul(usize::try_from(depth.max(1)).unwrap_or(usize::MAX))
-            .min(MAX_WAITING),
-    }
+/// Parked tasks per concurrency slot, capped at [`MAX_WAITING`]: when the Agent may delegate,
+/// a chain as deep as the grant allows can park on one executor; when it may call tools, each
+/// running task may wait for an approval.
+pub fn waiting_for(concurrency: usize, max_depth: Option<u32>, approvals: bool) -> usize {
+    let parents = max_depth.map_or(0, |depth| {
+        concurrency.saturating_mul(usize::try_from(depth.max(1)).unwrap_or(usize::MAX))
+    });
+    let approving = if approvals { concurrency } else { 0 };
+    parents.saturating_add(approving).min(MAX_WAITING)
 }
 
 /// Most parents one executor parks at once (each keeps its instance's memory).
@@ -298,10 +299,12 @@ mod tests {
 
     #[test]
     fn parked_parents_are_bounded_by_the_grant_depth_and_a_ceiling() {
-        assert_eq!(waiting_for(4, None), 0);
-        assert_eq!(waiting_for(1, Some(3)), 3);
-        assert_eq!(waiting_for(2, Some(0)), 2);
-        assert_eq!(waiting_for(100, Some(16)), MAX_WAITING);
+        assert_eq!(waiting_for(4, None, false), 0);
+        assert_eq!(waiting_for(1, Some(3), false), 3);
+        assert_eq!(waiting_for(2, Some(0), false), 2);
+        assert_eq!(waiting_for(100, Some(16), false), MAX_WAITING);
+        assert_eq!(waiting_for(4, None, true), 4, "one approval wait per running task");
+        assert_eq!(waiting_for(1, Some(3), true), 4);
     }
 
     /// Issue 26 item 18: a parked parent keeps its instance, so parking is bounded by memory
