@@ -181,6 +181,12 @@ show run "$agents/toolbox.wasm" --input $'list demo\ncall demo echo {"text":"hel
 # Deny by default: a destructive tool the grant does not name is refused before anything is sent.
 show run "$agents/toolbox.wasm" --input $'call demo delete_everything {"confirm":true}' \
   --grant tools=demo:echo "${tools[@]}"
+# Granted, a tool the server marks destructive waits for a person: rejected unless someone
+# approves (in a cluster: kubectl ari approve task/NAME; here --approve-calls).
+show run "$agents/toolbox.wasm" --input $'call demo delete_everything {"confirm":true}' \
+  --grant 'tools=demo:*' "${tools[@]}"
+show run "$agents/toolbox.wasm" --input $'call demo delete_everything {"confirm":true}' \
+  --grant 'tools=demo:*' --approve-calls "${tools[@]}"
 "$ari" run "$agents/toolbox.wasm" --input $'call demo echo {"text":"recorded"}' --grant tools=demo:echo \
   "${tools[@]}" --json >"$work/tools-run.json"
 kill "$mcp"; wait "$mcp" 2>/dev/null || true
