@@ -303,7 +303,11 @@ mod tests {
         assert_eq!(waiting_for(1, Some(3), false), 3);
         assert_eq!(waiting_for(2, Some(0), false), 2);
         assert_eq!(waiting_for(100, Some(16), false), MAX_WAITING);
-        assert_eq!(waiting_for(4, None, true), 4, "one approval wait per running task");
+        assert_eq!(
+            waiting_for(4, None, true),
+            4,
+            "one approval wait per running task"
+        );
         assert_eq!(waiting_for(1, Some(3), true), 4);
     }
 
