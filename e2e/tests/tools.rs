@@ -242,12 +242,13 @@ fn stream_events(sse: &str) -> Vec<serde_json::Value> {
 }
 
 /// An A2A caller streaming a `toolbox` message sees the tool call before its result, each with
-/// its preview, through the cluster's gateway; the server's token is not in the stream.
+/// its preview, through the cluster's gateway; the server's token is not in the stream. A
+/// message whose call waits for approval comes back `input-required`, naming the call.
 fn a2a_followers_see_tool_calls(t: &ToolsCtx) -> Result<()> {
     let ctx = &t.ctx;
     ctx.in_namespace("tools-a2a", |client, ns| async move {
         ctx.module_configmap(&ns, "toolbox-module", "toolbox")?;
-        let grant = "  capabilities:\n    tools:\n      servers:\n        - name: demo\n          tools: [echo]\n  a2a:\n    exposed: true\n";
+        let grant = "  capabilities:\n    tools:\n      servers:\n        - name: demo\n          tools: [echo, delete_everything]\n  a2a:\n    exposed: true\n";
         let caller = "apiVersion: v1
 kind: ServiceAccount
 metadata: {name: caller}
@@ -280,20 +281,37 @@ subjects: [{kind: ServiceAccount, name: caller}]
             "create", "token", "caller", "-n", &ns, "--duration=1h", "--audience=ari-gateway",
         ])?;
         let base = gateway_url(&client).await?;
-        let body = serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-            "params": {"message": {"messageId": "m1", "role": "ROLE_USER",
-                "parts": [{"text": "call demo echo {\"text\":\"streamed to a follower\"}"}]}}
-        });
-        let out = std::process::Command::new("curl")
-            .args(["-sN", "--max-time", "120", "-H"])
-            .arg(format!("Authorization: Bearer {}", token.trim()))
-            .args(["-H", "Content-Type: application/json", "-d"])
-            .arg(body.to_string())
-            .arg(format!("{base}/a2a/{ns}/toolbox"))
-            .output()
-            .context("curl")?;
-        let sse = String::from_utf8_lossy(&out.stdout).into_owned();
+        let send = |method: &str, text: &str| -> Result<String> {
+            let body = serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": method,
+                "params": {"message": {"messageId": "m1", "role": "ROLE_USER",
+                    "parts": [{"text": text}]}}
+            });
+            let out = std::process::Command::new("curl")
+                .args(["-sN", "--max-time", "120", "-H"])
+                .arg(format!("Authorization: Bearer {}", token.trim()))
+                .args(["-H", "Content-Type: application/json", "-d"])
+                .arg(body.to_string())
+                .arg(format!("{base}/a2a/{ns}/toolbox"))
+                .output()
+                .context("curl")?;
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        // A call waiting for approval pauses the task: a blocking SendMessage returns it
+        // input-required, naming the call.
+        let answer = send("SendMessage", "call demo delete_everything {\"confirm\":true}")?;
+        let answer: serde_json::Value = serde_json::from_str(&answer)
+            .with_context(|| format!("SendMessage answered {answer}"))?;
+        let task = &answer["result"]["task"];
+        ensure!(
+            task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                && task["metadata"]["ari.dev/pendingApproval"]["tool"] == "delete_everything",
+            "a task waiting for approval over A2A: {answer}"
+        );
+        let sse = send(
+            "SendStreamingMessage",
+            "call demo echo {\"text\":\"streamed to a follower\"}",
+        )?;
         let events = stream_events(&sse);
         let of = |kind: &str| events.iter().position(|e| e["type"] == kind);
         let (Some(call), Some(result)) = (of("toolCall"), of("toolResult")) else {

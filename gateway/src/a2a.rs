@@ -19,6 +19,10 @@ pub enum TaskState {
     Submitted,
     #[serde(rename = "TASK_STATE_WORKING")]
     Working,
+    /// Paused: a call waits for a person's approval (the metadata's `ari.dev/pendingApproval`
+    /// says which; `kubectl ari approve|reject` decides). Work resumes once decided.
+    #[serde(rename = "TASK_STATE_INPUT_REQUIRED")]
+    InputRequired,
     #[serde(rename = "TASK_STATE_COMPLETED")]
     Completed,
     #[serde(rename = "TASK_STATE_FAILED")]
@@ -38,11 +42,17 @@ impl TaskState {
         )
     }
 
+    /// Ended, or paused until someone acts (A2A's interrupted states): a blocking call returns.
+    pub fn is_interrupted_or_terminal(self) -> bool {
+        self.is_terminal() || self == Self::InputRequired
+    }
+
     /// Parses a `ListTasks` status filter: the v1.0 name, or the pre-1.0 lowercase one.
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "TASK_STATE_SUBMITTED" | "submitted" => Self::Submitted,
             "TASK_STATE_WORKING" | "working" => Self::Working,
+            "TASK_STATE_INPUT_REQUIRED" | "input-required" => Self::InputRequired,
             "TASK_STATE_COMPLETED" | "completed" => Self::Completed,
             "TASK_STATE_FAILED" | "failed" => Self::Failed,
             "TASK_STATE_CANCELED" | "canceled" | "cancelled" => Self::Canceled,

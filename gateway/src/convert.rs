@@ -17,6 +17,8 @@ pub mod meta {
     pub const ATTESTATION: &str = "ari.dev/attestation";
     /// Its digest, which ties an answer to a verifiable run (`kubectl ari verify` prints it).
     pub const ATTESTATION_SHA256: &str = "ari.dev/attestationSha256";
+    /// The call a paused (`input-required`) task waits on a person's decision for.
+    pub const PENDING_APPROVAL: &str = "ari.dev/pendingApproval";
     pub const RESOURCES_USED: &str = "ari.dev/resourcesUsed";
     /// Each model the task called: endpoint, model id, calls and tokens.
     pub const MODELS: &str = "ari.dev/models";
@@ -31,6 +33,9 @@ pub fn state(task: &AriTask) -> TaskState {
     let status = task.status.as_ref();
     match (status.and_then(|s| s.phase), status.and_then(|s| s.reason)) {
         (None | Some(TaskPhase::Pending), _) => TaskState::Submitted,
+        (Some(TaskPhase::Running), _) if status.is_some_and(|s| s.pending_approval.is_some()) => {
+            TaskState::InputRequired
+        }
         (Some(TaskPhase::Running), _) => TaskState::Working,
         (Some(TaskPhase::Succeeded), _) => TaskState::Completed,
         (Some(TaskPhase::Cancelled), _) => TaskState::Canceled,
@@ -112,6 +117,11 @@ pub fn task_metadata(task: &AriTask) -> Map<String, Value> {
         && let Ok(v) = serde_json::to_value(r)
     {
         m.insert(meta::RESOURCES_USED.into(), v);
+    }
+    if let Some(p) = &s.pending_approval
+        && let Ok(v) = serde_json::to_value(p)
+    {
+        m.insert(meta::PENDING_APPROVAL.into(), v);
     }
     if !s.models.is_empty()
         && let Ok(v) = serde_json::to_value(&s.models)
@@ -352,6 +362,29 @@ mod tests {
             state(&with(TaskPhase::Cancelled, Some(TaskReason::Cancelled))),
             TaskState::Canceled
         );
+    }
+
+    #[test]
+    fn a_task_waiting_for_approval_is_input_required_and_says_which_call() {
+        let mut t = with(TaskPhase::Running, None);
+        if let Some(s) = t.status.as_mut() {
+            s.pending_approval = Some(ari_crds::PendingApproval {
+                call: "0-5e1f2ecb0e9169b5".into(),
+                server: "demo".into(),
+                tool: "delete_everything".into(),
+                arguments: "{}".into(),
+                since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+            });
+        }
+        let s = state(&t);
+        assert_eq!(s, TaskState::InputRequired);
+        assert!(s.is_interrupted_or_terminal() && !s.is_terminal());
+        let m = task_metadata(&t);
+        assert_eq!(m[meta::PENDING_APPROVAL]["call"], "0-5e1f2ecb0e9169b5");
+        // Trimmed for followers, it is still paused.
+        assert_eq!(state(&crate::hub::trim(t)), TaskState::InputRequired);
     }
 
     #[test]

@@ -291,6 +291,7 @@ pub fn trim(task: Task) -> Task {
         resources_used: s.resources_used,
         models: s.models,
         output_sha256: s.output_sha256,
+        pending_approval: s.pending_approval,
         start_time: s.start_time,
         completion_time: s.completion_time,
         ..TaskStatus::default()

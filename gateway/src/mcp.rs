@@ -248,6 +248,10 @@ fn answer(task: &AriTask) -> CallToolResult {
             })
             .unwrap_or_default(),
         s if s.is_terminal() => status.message.clone().unwrap_or_else(|| format!("{s:?}")),
+        TaskState::InputRequired => format!(
+            "paused: a call waits for a person's approval (kubectl ari approve|reject task/{})",
+            task.name_any()
+        ),
         _ => format!(
             "still running: follow task {} over A2A (GetTask) or kubectl",
             task.name_any()

@@ -165,7 +165,13 @@ impl Gateway {
         let task = if immediately {
             created
         } else {
-            self.wait_for_end(t.namespace, &name, self.blocking).await?
+            self.wait_for_end(
+                t.namespace,
+                &name,
+                self.blocking,
+                TaskState::is_interrupted_or_terminal,
+            )
+            .await?
         };
         Ok(json!({"task": convert::task(&task, history, true)}))
     }
@@ -187,29 +193,38 @@ impl Gateway {
             }
         }))?;
         let created = self.create(t, caller, &req, false).await?;
-        self.wait_for_end(t.namespace, &created.name_any(), self.blocking)
-            .await
+        self.wait_for_end(
+            t.namespace,
+            &created.name_any(),
+            self.blocking,
+            TaskState::is_interrupted_or_terminal,
+        )
+        .await
     }
 
-    /// The Task once it has ended, or as it is after `limit`. Read once; after that the hub's
+    /// The Task once `stop` says of its state (it ended, or it also paused for a person), or
+    /// as it is after `limit`. Read once; after that the hub's
     /// watch says when it changes (its trimmed version says whether it ended), and the whole
     /// Task is read once more for the answer.
-    async fn wait_for_end(&self, namespace: &str, name: &str, limit: Duration) -> Result<AriTask> {
+    async fn wait_for_end(
+        &self,
+        namespace: &str,
+        name: &str,
+        limit: Duration,
+        stop: fn(TaskState) -> bool,
+    ) -> Result<AriTask> {
         let api = self.tasks(namespace);
         let not_found = || Error::TaskNotFound(name.to_owned());
         let mut follower = self.hub.follow(namespace, name);
         let deadline = tokio::time::Instant::now() + limit;
         let task = api.get_opt(name).await?.ok_or_else(not_found)?;
-        if convert::state(&task).is_terminal() {
+        if stop(convert::state(&task)) {
             return Ok(task);
         }
         while let Ok(Ok(())) = tokio::time::timeout_at(deadline, follower.rx.changed()).await {
             let (deleted, ended) = {
                 let s = follower.rx.borrow_and_update();
-                let ended = s
-                    .task
-                    .as_ref()
-                    .is_some_and(|t| convert::state(t).is_terminal());
+                let ended = s.task.as_ref().is_some_and(|t| stop(convert::state(t)));
                 (s.deleted, ended)
             };
             if deleted {
@@ -301,7 +316,9 @@ impl Gateway {
         self.tasks(t.namespace)
             .patch(&req.id, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        let task = self.wait_for_end(t.namespace, &req.id, CANCEL_WAIT).await?;
+        let task = self
+            .wait_for_end(t.namespace, &req.id, CANCEL_WAIT, TaskState::is_terminal)
+            .await?;
         Ok(serde_json::to_value(convert::task(&task, true, true)).unwrap_or_default())
     }
 
