@@ -4,10 +4,11 @@
 
 use std::process::Command;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use ari_model::Attestation;
 
 use crate::repo_root;
+use crate::scenario::installed_python;
 
 /// What the in-toto verifiers said of an envelope.
 #[derive(Debug)]
@@ -19,29 +20,12 @@ pub enum Verdict {
     Refused(String),
 }
 
-/// The verifiers' python: `ARI_INTOTO_PYTHON`, else the one `scripts/intoto.sh` installs.
-fn python() -> Result<String> {
-    if let Ok(p) = std::env::var("ARI_INTOTO_PYTHON") {
-        return Ok(p);
-    }
-    let out = Command::new(repo_root().join("scripts/intoto.sh"))
-        .output()
-        .context("scripts/intoto.sh")?;
-    ensure!(
-        out.status.success(),
-        "installing the in-toto verifiers failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    Ok(stdout.lines().last().unwrap_or_default().trim().to_owned())
-}
-
 /// Checks `envelope` against the hex Ed25519 `public_key` an Agent publishes.
 pub fn check(envelope: &Attestation, public_key: &str) -> Result<Verdict> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("envelope.json");
     std::fs::write(&path, serde_json::to_vec(envelope)?)?;
-    let out = Command::new(python()?)
+    let out = Command::new(installed_python("ARI_INTOTO_PYTHON", "intoto.sh")?)
         .arg(repo_root().join("e2e/intoto/check.py"))
         .arg(&path)
         .arg(public_key)

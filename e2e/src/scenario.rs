@@ -593,3 +593,22 @@ where
         .items;
     Ok(serde_json::to_string(&items)?)
 }
+
+/// The python of a virtualenv an install script of `scripts/` sets up (cached under
+/// ~/.cache/ari, installed on first use): `$var` when set (as `scripts/test.sh` sets it), else
+/// the last line `script` prints.
+pub fn installed_python(var: &str, script: &str) -> Result<String> {
+    if let Ok(p) = std::env::var(var) {
+        return Ok(p);
+    }
+    let out = std::process::Command::new(crate::repo_root().join("scripts").join(script))
+        .output()
+        .with_context(|| format!("scripts/{script}"))?;
+    ensure!(
+        out.status.success(),
+        "scripts/{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(stdout.lines().last().unwrap_or_default().trim().to_owned())
+}

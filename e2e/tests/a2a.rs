@@ -61,19 +61,7 @@ fn waiter_yaml() -> String {
 
 /// The SDK's python (installed on first use, cached under ~/.cache/ari).
 fn python() -> Result<String> {
-    if let Ok(p) = std::env::var("ARI_A2A_PYTHON") {
-        return Ok(p);
-    }
-    let out = Command::new(repo().join("scripts/a2a-sdk.sh"))
-        .output()
-        .context("scripts/a2a-sdk.sh")?;
-    ensure!(
-        out.status.success(),
-        "installing a2a-sdk failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    Ok(stdout.lines().last().unwrap_or_default().trim().to_owned())
+    installed_python("ARI_A2A_PYTHON", "a2a-sdk.sh")
 }
 
 /// Runs one scenario of e2e/a2a/drive.py; its checks are the trial's.

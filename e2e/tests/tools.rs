@@ -443,6 +443,11 @@ fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
     })
 }
 
+/// `kubectl patch task NAME --type=merge -p PATCH`, as the admin.
+fn merge_patch(ctx: &Ctx, ns: &str, task: &str, patch: &str) -> Result<std::process::Output> {
+    ctx.kubectl(&["patch", "task", task, "-n", ns, "--type=merge", "-p", patch])
+}
+
 /// The call a Task waits on, once its status shows it.
 async fn pending(client: &Client, ns: &str, task: &str) -> Result<ari_crds::PendingApproval> {
     let tasks: Api<Task> = Api::namespaced(client.clone(), ns);
@@ -528,16 +533,7 @@ spec:
         // Nobody decides in someone else's name.
         let forged = serde_json::json!({"spec": {"approvals": [{
             "call": waiting.call, "decision": "Approved", "approver": "someone-else"}]}});
-        let out = ctx.kubectl(&[
-            "patch",
-            "task",
-            "destroy",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            &forged.to_string(),
-        ])?;
+        let out = merge_patch(ctx, &ns, "destroy", &forged.to_string())?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         ensure!(
             !out.status.success() && stderr.contains("must name its approver"),
@@ -576,16 +572,7 @@ spec:
             attested.approvals
         );
         // A decision cannot be taken back.
-        let out = ctx.kubectl(&[
-            "patch",
-            "task",
-            "destroy",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"approvals":null}}"#,
-        ])?;
+        let out = merge_patch(ctx, &ns, "destroy", r#"{"spec":{"approvals":null}}"#)?;
         ensure!(!out.status.success(), "a decision was removed");
 
         ctx.apply_ok(&ns, &task_yaml("refused", "toolbox", destroy, wait_long))?;
