@@ -99,7 +99,8 @@ pub struct ToolsCapability {
     cancel: CallCancel,
     deadline: Option<Instant>,
     tap: Option<Arc<dyn ToolTap>>,
-    /// Who decides calls that need approval (`None` in a replay: the trace has the decisions).
+    /// Who decides calls that need approval (`None`: no one to ask, or a replay, whose trace
+    /// has the decisions).
     approver: Option<Arc<dyn Approver>>,
     /// Calls this task asked approval for so far (the next one's index).
     approvals_asked: u32,
@@ -143,11 +144,7 @@ impl Capability for ToolsCapability {
             approver: if task.replay {
                 None
             } else {
-                Some(
-                    task.approver
-                        .clone()
-                        .unwrap_or_else(|| Arc::new(approval::NoOneToAsk)),
-                )
+                task.approver.clone()
             },
             approvals_asked: 0,
         }
@@ -334,15 +331,14 @@ impl ToolsCapability {
                 }
             }
         } else {
-            let Some(approver) = self.approver.clone() else {
-                return Err(CapError::Failed(
-                    "internal: no approver in a live run".into(),
-                ));
-            };
             let until = self
                 .deadline
                 .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600));
-            match approver.decide(request, until, self.cancel.token()) {
+            let waited = match &self.approver {
+                Some(approver) => approver.decide(request, until, self.cancel.token()),
+                None => approval::NoOneToAsk.decide(request, until, self.cancel.token()),
+            };
+            match waited {
                 Waited::Decided(decided) => {
                     let record = approval::record(request, decided);
                     recorder.record(ToolEvent::Approval {
