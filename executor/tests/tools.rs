@@ -22,6 +22,17 @@ fn ari(args: &[&str]) -> std::process::Output {
         .expect("run ari")
 }
 
+/// `ari verify REPORT --module MODULE`, trusting the key the report embeds.
+fn verify(report: &str, module: &str) -> std::process::Output {
+    ari(&[
+        "verify",
+        report,
+        "--module",
+        module,
+        "--accept-embedded-key",
+    ])
+}
+
 #[test]
 fn ari_run_calls_an_mcp_server_and_ari_verify_replays_without_it() {
     let Some(mcp) = McpServer::start_or_skip("ari_run_mcp", Mode::Sessions, Some(TOKEN)) else {
@@ -61,13 +72,7 @@ fn ari_run_calls_an_mcp_server_and_ari_verify_replays_without_it() {
     let file = dir.path().join("report.json");
     std::fs::write(&file, &out.stdout).expect("write");
     let file = file.display().to_string();
-    let verified = ari(&[
-        "verify",
-        &file,
-        "--module",
-        &toolbox,
-        "--accept-embedded-key",
-    ]);
+    let verified = verify(&file, &toolbox);
     assert_eq!(
         verified.status.code(),
         Some(0),
@@ -80,13 +85,7 @@ fn ari_run_calls_an_mcp_server_and_ari_verify_replays_without_it() {
         stdout.replace("hi from ari run", "hi from elsewhere"),
     )
     .expect("write");
-    let tampered = ari(&[
-        "verify",
-        &file,
-        "--module",
-        &toolbox,
-        "--accept-embedded-key",
-    ]);
+    let tampered = verify(&file, &toolbox);
     assert_ne!(tampered.status.code(), Some(0));
 }
 
@@ -147,13 +146,7 @@ fn ari_run_asks_approval_for_destructive_and_marked_tools() {
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("report.json");
     std::fs::write(&file, &bytes).expect("write");
-    let verified = ari(&[
-        "verify",
-        &file.display().to_string(),
-        "--module",
-        &toolbox,
-        "--accept-embedded-key",
-    ]);
+    let verified = verify(&file.display().to_string(), &toolbox);
     assert_eq!(
         verified.status.code(),
         Some(0),
