@@ -357,10 +357,15 @@ impl Attestation {
 
     /// The Statement, decoded but not verified: for showing, never for trusting.
     pub fn statement(&self) -> Result<Statement, AttestationError> {
+        self.statement_of(&self.payload_bytes()?)
+    }
+
+    /// The Statement `payload` (this envelope's, decoded) holds.
+    fn statement_of(&self, payload: &[u8]) -> Result<Statement, AttestationError> {
         if self.payload_type != PAYLOAD_TYPE {
             return Err(AttestationError::PayloadType(self.payload_type.clone()));
         }
-        let statement: Statement = serde_json::from_slice(&self.payload_bytes()?)
+        let statement: Statement = serde_json::from_slice(payload)
             .map_err(|e| AttestationError::Statement(e.to_string()))?;
         statement.check()?;
         Ok(statement)
@@ -375,7 +380,8 @@ impl Attestation {
     /// predicate's public key, and, when `trusted` is given, that it is that key; returns the
     /// Statement the signature covers.
     pub fn verify(&self, trusted: Option<&VerifyingKey>) -> Result<Statement, AttestationError> {
-        let statement = self.statement()?;
+        let payload = self.payload_bytes()?;
+        let statement = self.statement_of(&payload)?;
         let key = parse_public_key(&statement.predicate.public_key)?;
         if let Some(trusted) = trusted
             && trusted != &key
@@ -396,7 +402,7 @@ impl Attestation {
             .map_err(|e| e.to_string())
             .and_then(|bytes| Signature::from_slice(&bytes).map_err(|e| e.to_string()))
             .map_err(|e| AttestationError::Encoding(format!("signature: {e}")))?;
-        key.verify_strict(&pae(&self.payload_type, &self.payload_bytes()?), &sig)
+        key.verify_strict(&pae(&self.payload_type, &payload), &sig)
             .map_err(|_| AttestationError::BadSignature)?;
         Ok(statement)
     }

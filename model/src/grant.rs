@@ -293,10 +293,10 @@ impl ToolServerGrant {
 
     /// Whether a call of `tool` (its `destructiveHint`: `destructive`) waits for a decision.
     pub fn needs_approval(&self, tool: &str, destructive: Option<bool>) -> bool {
-        self.approval
-            .clone()
-            .unwrap_or_default()
-            .needs_approval(tool, destructive)
+        match &self.approval {
+            Some(rule) => rule.needs_approval(tool, destructive),
+            None => ApprovalRule::default().needs_approval(tool, destructive),
+        }
     }
 }
 

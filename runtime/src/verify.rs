@@ -292,12 +292,11 @@ fn verify_node(
         let agent = child.agent.as_deref().ok_or_else(|| {
             VerifyError::Malformed(format!("child {} names no agent", child.task_id))
         })?;
+        // Decoded once here; verify_node checks its signature below.
+        let attested = child.attestation.predicate()?;
         match finished.remove(&child.task_id) {
             Some(named) => check_digest("child attestation", &named, &child.attestation.sha256())?,
-            None if started.contains(&(
-                agent.to_owned(),
-                child.attestation.statement()?.predicate.input_sha256,
-            )) => {}
+            None if started.contains(&(agent.to_owned(), attested.input_sha256.clone())) => {}
             None => {
                 return Err(VerifyError::Replay(format!(
                     "child {} ({agent}) is not one the parent's trace started",
@@ -306,7 +305,6 @@ fn verify_node(
             }
         }
         if let Some(&(reserved, used)) = tokens.get(&child.task_id) {
-            let attested = child.attestation.statement()?.predicate;
             let spent = attested.resources_used.tokens_spent();
             let given = attested.limits_applied.tokens.unwrap_or(0);
             child_tokens(&child.task_id, (reserved, used), (given, spent))?;
