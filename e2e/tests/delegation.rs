@@ -53,6 +53,10 @@ fn main() -> std::process::ExitCode {
             "cancelling_a_parent_interrupts_its_childs_http_call",
             cancel_http,
         ),
+        (
+            "kubectl_ari_verify_replays_a_whole_tree_and_names_the_child_that_fails",
+            verify_tree,
+        ),
     ])
 }
 
@@ -672,6 +676,124 @@ fn cancel_http(ctx: &Ctx) -> Result<()> {
         // Half the call's own 30 s timeout: only a cancel that reaches the call ends it here.
         let child = task_finished(&client, &ns, "waiter-0", Duration::from_secs(15)).await?;
         expect_reason(&child, TaskPhase::Cancelled, TaskReason::Cancelled)?;
+        Ok(())
+    })
+}
+
+/// `kubectl ari verify` of a parent checks and replays every Task of its tree from what the
+/// cluster keeps; a child whose kept trace was replaced, or a Task made later under a child's
+/// name (a valid run of its own, but not the one the parent's attestation signs), fails by name.
+fn verify_tree(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("verify-tree", |client, ns| async move {
+        ctx.module_configmap(&ns, "fanout-module", "fanout")?;
+        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
+        let keep = "  trace: Keep\n";
+        ctx.apply_ok(&ns, &agent("wordcount", "wordcount-module", 4, keep))?;
+        let grant = "  capabilities:\n    delegation:\n      agents: [wordcount]\n";
+        ctx.apply_ok(
+            &ns,
+            &agent("fanout", "fanout-module", 2, &format!("{keep}{grant}")),
+        )?;
+        agent_ready(&client, &ns, "wordcount").await?;
+        agent_ready(&client, &ns, "fanout").await?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("doc", "fanout", "one two\nthree\nfour five six", ""),
+        )?;
+        let parent = task_finished(&client, &ns, "doc", wait::DEFAULT).await?;
+        expect_reason(&parent, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let children: Vec<String> = parent
+            .status
+            .clone()
+            .unwrap_or_default()
+            .children
+            .iter()
+            .filter_map(|c| c.name.clone())
+            .collect();
+        ensure!(children.len() == 3, "children {children:?}");
+
+        let verify = |args: &[&str]| -> Result<(String, String, Option<i32>)> {
+            let mut all = vec!["verify"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["-n", &ns]);
+            let out = ctx.kubectl_ari(&all)?;
+            Ok((
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+                out.status.code(),
+            ))
+        };
+        let (_, err, code) = verify(&["task/doc"])?;
+        ensure!(
+            code == Some(0)
+                && err
+                    .matches("replayed: same output, trace and ending")
+                    .count()
+                    == 4
+                && err.contains("verified: 4 Task(s)"),
+            "verify of the tree: {code:?} {err}"
+        );
+        // `ari verify task/NAME` is the same check, for scripts without kubectl.
+        let out = std::process::Command::new(ari_e2e::target_dir().join("debug/ari"))
+            .args(["verify", "task/doc", "-n", &ns, "-o", "json"])
+            .env("KUBECONFIG", ctx.cluster.kubeconfig_path())
+            .output()?;
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .with_context(|| String::from_utf8_lossy(&out.stderr).into_owned())?;
+        let digest = parent
+            .status
+            .as_ref()
+            .and_then(|s| s.attestation.as_ref())
+            .map(|a| a.sha256());
+        ensure!(
+            out.status.code() == Some(0)
+                && report["tasks"].as_array().map(Vec::len) == Some(4)
+                && report["attestationSha256"].as_str() == digest.as_deref(),
+            "ari verify -o json: {report}"
+        );
+
+        // A child's kept trace replaced: that child, by name, fails; the tree does.
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let first = tasks.get(&children[0]).await?;
+        let trace_cm = first
+            .status
+            .and_then(|s| s.trace_ref)
+            .and_then(|r| r.config_map)
+            .context("the child kept its trace")?;
+        ctx.kubectl_ok([
+            "patch",
+            "configmap",
+            &trace_cm,
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"binaryData":{"trace.json.gz":"bm90IGEgdHJhY2U="}}"#,
+        ])?;
+        let (_, err, code) = verify(&["task/doc"])?;
+        let named = format!(
+            "task/{} (wordcount): NOT verified: replay differs: the kept trace cannot be read",
+            children[0]
+        );
+        ensure!(
+            code == Some(3) && err.contains(&named),
+            "verify with a replaced child trace: {code:?} {err}"
+        );
+
+        // Another Task under a child's name: signed, but not the run the parent's attestation signs.
+        let second = &children[1];
+        ctx.kubectl_ok(["delete", "task", second, "-n", &ns, "--wait=true"])?;
+        ctx.apply_ok(&ns, &task_yaml(second, "wordcount", "three", ""))?;
+        task_finished(&client, &ns, second, wait::DEFAULT).await?;
+        let (_, err, code) = verify(&["task/doc"])?;
+        ensure!(
+            code == Some(3)
+                && err.contains(&format!(
+                    "task/{second} (wordcount): NOT verified: its attestation"
+                ))
+                && err.contains("its parent's attestation signs"),
+            "verify with a replaced child: {code:?} {err}"
+        );
         Ok(())
     })
 }

@@ -243,7 +243,18 @@ fn by_tag(oci: &OciCtx) -> Result<()> {
                 == Some(format!("{repo}@{}", digest_of(&pinned)?).as_str()),
             "executors are given {image:?}, not the pinned digest"
         );
-        echo_task(&client, ctx, &ns, "echo", "by-tag").await
+        echo_task(&client, ctx, &ns, "echo", "by-tag").await?;
+        // `kubectl ari verify` replays it from the cluster with the component pulled by the
+        // digest the Agent's status pins: nothing comes from the executor.
+        ctx.apply_ok(&ns, &task_yaml("kept", "echo", "kept", "  trace: Keep\n"))?;
+        task_finished(&client, &ns, "kept", wait::DEFAULT).await?;
+        let out = ctx.kubectl_ari(&["verify", "task/kept", "-n", &ns])?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            out.status.code() == Some(0) && err.contains("replayed: same output, trace and ending"),
+            "kubectl ari verify of an image Agent's Task: {err}"
+        );
+        Ok(())
     })
 }
 

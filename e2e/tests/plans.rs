@@ -228,8 +228,47 @@ fn fan_out_fan_in(ctx: &Ctx) -> Result<()> {
             listed.contains("Succeeded") && listed.contains("5/5"),
             "kubectl get plans:\n{listed}"
         );
+        verify_plan_in_cluster(ctx, &ns, &plan.name_any())?;
         Ok(())
     })
+}
+
+/// `kubectl ari verify plan/NAME` makes the same checks from the cluster, then checks each
+/// step's Task; an output rewritten in a step Task's status afterwards is caught (last: it
+/// changes the Plan's Tasks).
+fn verify_plan_in_cluster(ctx: &Ctx, ns: &str, plan: &str) -> Result<()> {
+    let verify = || -> Result<(String, Option<i32>)> {
+        let out = ctx.kubectl_ari(&["verify", &format!("plan/{plan}"), "-n", ns])?;
+        Ok((
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.status.code(),
+        ))
+    };
+    let (err, code) = verify()?;
+    ensure!(
+        code == Some(0)
+            && err.matches(&format!("plan/{plan}: step ")).count() == 5
+            && err.contains("verified: 5 Task(s)"),
+        "kubectl ari verify plan/{plan}: {code:?} {err}"
+    );
+    ctx.kubectl_ok([
+        "patch",
+        "task",
+        &format!("{plan}-count-body"),
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"output":"{\"words\":6}"}}"#,
+    ])?;
+    let (err, code) = verify()?;
+    ensure!(
+        code == Some(3)
+            && err.contains("step count-body: its output is not the output its attestation signs"),
+        "a rewritten step output passed: {code:?} {err}"
+    );
+    Ok(())
 }
 
 /// `ari plan verify` accepts the Plan as kubectl prints it, and refuses it once an output

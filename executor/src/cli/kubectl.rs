@@ -11,20 +11,21 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use ari_crds::names::LABEL_AGENT;
-use ari_crds::{Agent, Task, TaskPhase, TaskSpec};
+use ari_crds::{Task, TaskPhase, TaskSpec};
 use base64::Engine as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, LogParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Config, ResourceExt};
 use serde_json::{Value, json};
 
-use super::{EXIT_ERROR, EXIT_VERIFY_FAILED};
+use super::EXIT_ERROR;
 
 mod approve;
+mod verify;
 
 /// Exit code of `kubectl ari run` when the Task ended without succeeding.
 pub const EXIT_TASK_FAILED: u8 = 4;
@@ -64,7 +65,7 @@ enum PluginCommand {
     Logs(TaskArg),
     /// Checks a Task's attestation against the key its Agent publishes, then replays the run
     /// locally from the trace the Task kept (`spec.trace: Keep`): exit 3 when either fails.
-    Verify(VerifyArgs),
+    Verify(verify::VerifyArgs),
     /// What each Agent's Tasks used: counts by phase, fuel, tokens, model and tool calls.
     Top(TopArgs),
     /// Lets the call a Task waits on run (`status.pendingApproval`), in your name.
@@ -115,16 +116,6 @@ struct TaskArg {
 }
 
 #[derive(Args)]
-struct VerifyArgs {
-    #[command(flatten)]
-    task: TaskArg,
-    /// The component, for an Agent whose module comes from a URL or an image (a ConfigMap's
-    /// is read from the cluster); its digest must be the attested one.
-    #[arg(long)]
-    module: Option<PathBuf>,
-}
-
-#[derive(Args)]
 struct TopArgs {
     #[arg(short = 'o', long)]
     output: Option<Format>,
@@ -146,8 +137,32 @@ pub fn called_as_plugin() -> bool {
         .is_some_and(|stem| stem == "kubectl-ari")
 }
 
+/// Whether `ari ARGS` names the cluster's objects (`ari verify task/NAME`, `plan/NAME`): the
+/// plugin's verify then serves it, with its `-n`, `--context` and `--kubeconfig`.
+pub fn names_cluster_object(args: &[std::ffi::OsString]) -> bool {
+    let arg = |i: usize| args.get(i).and_then(|a| a.to_str());
+    arg(1) == Some("verify")
+        && arg(2).is_some_and(|t| {
+            [
+                "task/",
+                "tasks/",
+                "task.ari.dev/",
+                "plan/",
+                "plans/",
+                "plan.ari.dev/",
+            ]
+            .iter()
+            .any(|p| t.starts_with(p))
+        })
+}
+
 pub fn main() -> ExitCode {
-    let cli = KubectlCli::parse();
+    main_from(std::env::args_os())
+}
+
+/// The plugin, parsing `args` (the first is the program's name).
+pub fn main_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let cli = KubectlCli::parse_from(args);
     let io = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -174,7 +189,7 @@ impl KubectlCli {
             PluginCommand::Run(args) => run(client, &ns, args).await,
             PluginCommand::Cancel(a) => cancel(client, &ns, &a).await,
             PluginCommand::Logs(a) => logs(client, &ns, &a).await,
-            PluginCommand::Verify(a) => verify(client, &ns, &a).await,
+            PluginCommand::Verify(a) => verify::verify(client, &ns, &a).await,
             PluginCommand::Top(a) => top(client, &ns, &a).await,
             PluginCommand::Approve(a) => {
                 approve::decide(client, &ns, &a, ari_crds::Decision::Approved).await
@@ -416,230 +431,6 @@ fn guest_line(line: &str, ns: &str, name: &str) -> Option<(String, String)> {
     let level = v["level"].as_str().unwrap_or("INFO");
     let at = v["timestamp"].as_str().unwrap_or_default().to_owned();
     Some((at, format!("{level} {message}")))
-}
-
-/// How a replay from the cluster came out.
-enum Replay {
-    /// Same output, same trace consumed, same ending.
-    Matched,
-    /// The replay differs from the attested run (the first difference).
-    Differs(String),
-    /// Nothing to replay from, and why.
-    Skipped(String),
-}
-
-async fn verify(client: Client, ns: &str, args: &VerifyArgs) -> anyhow::Result<u8> {
-    let arg = &args.task;
-    let name = task_name(&arg.task)?;
-    let task: Task = Api::namespaced(client.clone(), ns).get(name).await?;
-    let agent: Agent = Api::namespaced(client.clone(), ns)
-        .get(&task.spec.agent_ref.name)
-        .await?;
-    let verdict = ari_crds::verify::attestation(&task, &agent);
-    let replay = match &verdict {
-        Ok(v) => replay(&client, ns, &task, &agent, v, args.module.as_deref()).await?,
-        Err(_) => Replay::Skipped("the attestation does not verify".into()),
-    };
-    let (verified, replay_text) = match (&verdict, &replay) {
-        (Ok(_), Replay::Matched) => (true, "replayed: same output, trace and ending".to_owned()),
-        (Ok(_), Replay::Skipped(why)) => (true, format!("not replayed: {why}")),
-        (_, Replay::Differs(why)) => (false, format!("replay differs: {why}")),
-        (Err(_), _) => (false, String::new()),
-    };
-    if let Some(format) = arg.output {
-        let report = match &verdict {
-            Ok(v) => json!({"task": name, "verified": verified, "replay": replay_text,
-                             "attestationSha256": v.envelope.sha256()}),
-            Err(why) => json!({"task": name, "verified": false, "reason": why.to_string()}),
-        };
-        print(&report, format)?;
-    }
-    match verdict {
-        Ok(v) if verified => {
-            eprintln!(
-                "task/{name}: attestation {} verified: signed by the key Agent {} publishes; \
-                 output, ending, module and config match; {replay_text}",
-                v.envelope.sha256(),
-                agent.name_any()
-            );
-            Ok(0)
-        }
-        Ok(_) => {
-            eprintln!("task/{name}: NOT verified: {replay_text}");
-            Ok(EXIT_VERIFY_FAILED)
-        }
-        Err(why) => {
-            eprintln!("task/{name}: NOT verified: {why}");
-            Ok(EXIT_VERIFY_FAILED)
-        }
-    }
-}
-
-/// Most bytes of trace JSON a kept trace may expand to.
-const MAX_TRACE_JSON: u64 = 256 << 20;
-
-/// Replays the Task locally from what the cluster keeps: its kept trace, its input, its
-/// Agent's config and module (from the Agent's ConfigMap, or `module`), against the key the
-/// Agent publishes. Nothing is contacted but the API server.
-async fn replay(
-    client: &Client,
-    ns: &str,
-    task: &Task,
-    agent: &Agent,
-    verified: &ari_crds::verify::Verified<'_>,
-    module: Option<&std::path::Path>,
-) -> anyhow::Result<Replay> {
-    let att = &verified.run;
-    let status = task.status.clone().unwrap_or_default();
-    let kept = match &status.trace_ref {
-        None => {
-            return Ok(Replay::Skipped(
-                "the Task kept no trace (spec.trace: Keep)".into(),
-            ));
-        }
-        Some(r) => match (&r.config_map, &r.key) {
-            (Some(cm), Some(key)) => (cm.clone(), key.clone()),
-            _ => {
-                let why = r
-                    .not_kept
-                    .clone()
-                    .unwrap_or_else(|| "no ConfigMap named".into());
-                return Ok(Replay::Skipped(format!("the trace was not kept: {why}")));
-            }
-        },
-    };
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let gz = configmap_bytes(&cms, &kept.0, &kept.1).await?;
-    let trace = match ari_runtime::Trace::from_gzip(&gz, MAX_TRACE_JSON) {
-        Ok(trace) => trace,
-        Err(e) => {
-            return Ok(Replay::Differs(format!(
-                "the kept trace cannot be read: {e}"
-            )));
-        }
-    };
-    let module = match (module, &agent.spec.module.config_map) {
-        (Some(path), _) => super::read_module(path)?,
-        (None, Some(m)) => configmap_bytes(&cms, &m.name, &m.key).await?,
-        (None, None) => {
-            return Ok(Replay::Skipped(
-                "the Agent's module is not in a ConfigMap: give it with --module FILE".into(),
-            ));
-        }
-    };
-    let input = task_input(client, ns, task).await?;
-    let output = task_output(&cms, &status).await?;
-    let failure = att
-        .ending
-        .failure_kind()
-        .map_err(anyhow::Error::msg)?
-        .map(|kind| {
-            ari_runtime::model::Failure::new(kind, status.message.clone().unwrap_or_default())
-        });
-    let (input, input_base64) = text_or_base64(input);
-    let (output, output_base64) = text_or_base64(output);
-    let report = ari_runtime::RunReport {
-        task_id: att.task.name.clone(),
-        input,
-        input_base64,
-        requirements: att.requirements.clone(),
-        output,
-        output_base64,
-        output_sha256: att.output_sha256.clone(),
-        resources_used: att.resources_used,
-        limits_applied: att.limits_applied.clone(),
-        models: att.models.clone(),
-        attestation: verified.envelope.clone(),
-        trace,
-        error: failure,
-        logs: Vec::new(),
-        agent: None,
-        children: Vec::new(),
-    };
-    let key = agent
-        .status
-        .as_ref()
-        .and_then(|s| s.attestation_public_key.clone())
-        .unwrap_or_default();
-    let opts = ari_runtime::VerifyOptions {
-        trusted_key: Some(ari_runtime::model::attestation::parse_public_key(&key)?),
-        accept_embedded_key: false,
-        signing: None,
-        config: agent.spec.config.clone().unwrap_or_default().into_bytes(),
-    };
-    let verdict = tokio::task::spawn_blocking(move || {
-        let runtime = ari_runtime::Runtime::new(ari_runtime::RuntimeConfig::default())?;
-        anyhow::Ok(ari_runtime::verify_report(&runtime, &report, &module, &opts).map(|_| ()))
-    })
-    .await??;
-    Ok(match verdict {
-        Ok(()) => Replay::Matched,
-        Err(e) => Replay::Differs(e.to_string()),
-    })
-}
-
-/// `binaryData[key]` (or `data[key]`) of the ConfigMap `name`.
-async fn configmap_bytes(cms: &Api<ConfigMap>, name: &str, key: &str) -> anyhow::Result<Vec<u8>> {
-    let cm = cms
-        .get(name)
-        .await
-        .with_context(|| format!("ConfigMap {name}"))?;
-    if let Some(b) = cm.binary_data.as_ref().and_then(|d| d.get(key)) {
-        return Ok(b.0.clone());
-    }
-    cm.data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|t| t.clone().into_bytes())
-        .with_context(|| format!("ConfigMap {name} has no key {key}"))
-}
-
-/// The Task's input bytes, from wherever its spec takes them.
-async fn task_input(client: &Client, ns: &str, task: &Task) -> anyhow::Result<Vec<u8>> {
-    use ari_crds::InputSource;
-    Ok(match task.input_source()? {
-        InputSource::Inline(text) => text.as_bytes().to_vec(),
-        InputSource::Base64(b64) => base64::engine::general_purpose::STANDARD.decode(b64)?,
-        InputSource::ConfigMap(r) => {
-            configmap_bytes(&Api::namespaced(client.clone(), ns), &r.name, &r.key).await?
-        }
-        InputSource::Secret(r) => {
-            let secret: k8s_openapi::api::core::v1::Secret =
-                Api::namespaced(client.clone(), ns).get(&r.name).await?;
-            secret
-                .data
-                .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
-                .with_context(|| format!("Secret {} has no key {}", r.name, r.key))?
-        }
-    })
-}
-
-/// The Task's output bytes: inline, or from its output ConfigMap.
-async fn task_output(
-    cms: &Api<ConfigMap>,
-    status: &ari_crds::TaskStatus,
-) -> anyhow::Result<Vec<u8>> {
-    if let Some(text) = &status.output {
-        return Ok(text.as_bytes().to_vec());
-    }
-    if let Some(b64) = &status.output_base64 {
-        return Ok(base64::engine::general_purpose::STANDARD.decode(b64)?);
-    }
-    match &status.output_ref {
-        Some(r) => configmap_bytes(cms, &r.config_map, &r.key).await,
-        None => Ok(Vec::new()),
-    }
-}
-
-/// UTF-8 text as text, anything else as base64 (as reports carry bytes).
-fn text_or_base64(bytes: Vec<u8>) -> (Option<String>, Option<String>) {
-    match String::from_utf8(bytes) {
-        Ok(text) => (Some(text), None),
-        Err(e) => (
-            None,
-            Some(base64::engine::general_purpose::STANDARD.encode(e.as_bytes())),
-        ),
-    }
 }
 
 /// What one Agent's Tasks used.

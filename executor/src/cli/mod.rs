@@ -55,6 +55,11 @@ pub fn main() -> ExitCode {
         init_logging(false);
         return kubectl::main();
     }
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if kubectl::names_cluster_object(&args) {
+        init_logging(false);
+        return kubectl::main_from(args);
+    }
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Worker(_)));
     let runtime_config = ari_runtime::RuntimeConfig {

@@ -3,7 +3,7 @@
 //! attestations and the outputs passed between its steps; `schema` prints the proposal schema
 //! a planner must follow.
 
-mod verify;
+pub(crate) mod verify;
 
 use std::path::{Path, PathBuf};
 

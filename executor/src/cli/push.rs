@@ -52,7 +52,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<u8> {
 }
 
 /// Whether `registry` (`host[:port]`) is this machine: the only registries worth plain HTTP.
-fn is_loopback(registry: &str) -> bool {
+pub(crate) fn is_loopback(registry: &str) -> bool {
     let host = match registry.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(v6),
         None => registry.split(':').next().unwrap_or(registry),

@@ -11,6 +11,9 @@ use ari_runtime::{RunReport, Runtime, RuntimeConfig, VerifyOptions, verify_tree}
 /// Verify a report of `ari run --json`: the Ed25519 signature, the module, config, input, output
 /// and trace digests, then re-execute from the recorded trace to the same output and trace
 /// digests. Exits 0 when every check passes, 3 when one fails (the message names it).
+///
+/// `ari verify task/NAME` or `plan/NAME` (with `-n`, `--context`, `--kubeconfig`) checks a run
+/// the cluster keeps instead, exactly as `kubectl ari verify` does.
 #[derive(Args)]
 pub struct VerifyArgs {
     /// The JSON report written by `ari run --json`.

@@ -20,7 +20,7 @@ mod livelog;
 mod metrics;
 mod model_shares;
 pub(crate) mod models;
-mod module;
+pub(crate) mod module;
 mod oci;
 mod parent;
 mod peers;

@@ -52,12 +52,47 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
     };
     let key = parse_public_key(&args.public_key)?;
     let name = plan.name_any();
+    let verdict = check_plan(&plan, &tasks, &key, modules.as_ref());
+    for line in &verdict.checked {
+        println!("{line}");
+    }
+    if verdict.failures.is_empty() {
+        println!(
+            "ari plan verify: OK: plan {name}: {} step(s) verified, signed by {}",
+            verdict.checked.len(),
+            args.public_key
+        );
+        Ok(0)
+    } else {
+        for f in &verdict.failures {
+            println!("ari plan verify: FAILED: {f}");
+        }
+        Ok(super::super::EXIT_VERIFY_FAILED)
+    }
+}
+
+/// What checking a Plan found: a line for each step verified, and every failure.
+pub(crate) struct PlanVerdict {
+    pub checked: Vec<String>,
+    pub failures: Vec<String>,
+}
+
+/// Checks every step of `plan` that recorded an attestation against `tasks` (its Tasks, by
+/// name), the namespace's `key` and, when given, each Agent's module digest.
+pub(crate) fn check_plan(
+    plan: &Plan,
+    tasks: &BTreeMap<String, Task>,
+    key: &ed25519_dalek::VerifyingKey,
+    modules: Option<&BTreeMap<String, String>>,
+) -> PlanVerdict {
     let status = plan.status.clone().unwrap_or_default();
-    let steps = match steps_of(&plan, &tasks) {
+    let steps = match steps_of(plan, tasks) {
         Ok(s) => s,
         Err(why) => {
-            println!("ari plan verify: FAILED: {why}");
-            return Ok(super::super::EXIT_VERIFY_FAILED);
+            return PlanVerdict {
+                checked: Vec::new(),
+                failures: vec![why],
+            };
         }
     };
     let outputs: BTreeMap<String, Vec<u8>> = status
@@ -72,32 +107,21 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<u8> {
             Some((s.name.clone(), out.into_bytes()))
         })
         .collect();
-    let mut failures = Vec::new();
-    let mut verified = 0;
-    for st in &status.steps {
-        if st.attestation_sha256.is_none() {
-            continue;
-        }
-        match check_step(st, &steps, &tasks, &outputs, &key, modules.as_ref()) {
-            Ok(ran) => {
-                println!("step {}: {ran}", st.name);
-                verified += 1;
-            }
-            Err(why) => failures.push(format!("step {}: {why}", st.name)),
+    let mut verdict = PlanVerdict {
+        checked: Vec::new(),
+        failures: Vec::new(),
+    };
+    for st in status
+        .steps
+        .iter()
+        .filter(|s| s.attestation_sha256.is_some())
+    {
+        match check_step(st, &steps, tasks, &outputs, key, modules) {
+            Ok(ran) => verdict.checked.push(format!("step {}: {ran}", st.name)),
+            Err(why) => verdict.failures.push(format!("step {}: {why}", st.name)),
         }
     }
-    if failures.is_empty() {
-        println!(
-            "ari plan verify: OK: plan {name}: {verified} step(s) verified, signed by {}",
-            args.public_key
-        );
-        Ok(0)
-    } else {
-        for f in &failures {
-            println!("ari plan verify: FAILED: {f}");
-        }
-        Ok(super::super::EXIT_VERIFY_FAILED)
-    }
+    verdict
 }
 
 /// The steps that ran: the spec's, or the planner's output, which must be what was validated.
