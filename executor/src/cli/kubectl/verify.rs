@@ -363,7 +363,13 @@ impl Verifier {
         let runtime = match &self.runtime {
             Some(r) => r.clone(),
             None => {
-                let r = ari_runtime::Runtime::new(ari_runtime::RuntimeConfig::default())?;
+                // Compiled components are cached on disk by digest, as `ari run` caches them:
+                // a tree of one Agent's children compiles its module once.
+                let config = ari_runtime::RuntimeConfig {
+                    cache_dir: ari_runtime::cache::ArtifactCache::default_dir(),
+                    ..Default::default()
+                };
+                let r = ari_runtime::Runtime::new(config)?;
                 self.runtime = Some(r.clone());
                 r
             }
