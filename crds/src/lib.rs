@@ -29,6 +29,8 @@ pub use agent::{
     SecretKeyRef, SigningGrant, StorageGrant,
 };
 pub use ari_model::ToolOutcome;
+/// Adding a decision to a Task's `spec.approvals`: the one rule every writer follows.
+pub use ari_model::{NotAdded, add_decision};
 pub use capability::{
     CapabilityName, Denied, TaskRequirements, TokensTooLarge, fuel_within_limit,
     requirements_within_grants, tokens_within_limit,

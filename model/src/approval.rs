@@ -92,6 +92,40 @@ pub struct Approval {
     pub reason: Option<String>,
 }
 
+/// Most decisions a Task holds (the CRD's bound on `spec.approvals`).
+pub const MAX_APPROVALS: usize = 64;
+
+/// Why a decision cannot be added to a Task's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAdded {
+    #[error("call {call} was already decided: {decision} by {approver}")]
+    AlreadyDecided {
+        call: String,
+        decision: Decision,
+        approver: String,
+    },
+    #[error("the Task holds {MAX_APPROVALS} decisions, as many as it may")]
+    Full,
+}
+
+/// `approvals` with `approval` added: each call is decided once, and the first decision
+/// stands (the list only grows). `kubectl ari approve` and the A2A gateway both decide so.
+pub fn add_decision(approvals: &[Approval], approval: Approval) -> Result<Vec<Approval>, NotAdded> {
+    if let Some(done) = approvals.iter().find(|a| a.call == approval.call) {
+        return Err(NotAdded::AlreadyDecided {
+            call: done.call.clone(),
+            decision: done.decision,
+            approver: done.approver.clone(),
+        });
+    }
+    if approvals.len() >= MAX_APPROVALS {
+        return Err(NotAdded::Full);
+    }
+    let mut all = approvals.to_vec();
+    all.push(approval);
+    Ok(all)
+}
+
 /// A decided call as the trace and the attestation record it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -121,6 +155,37 @@ pub fn call_id(index: u32, server: &str, tool: &str, arguments: &str) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decided(call: &str, decision: Decision) -> Approval {
+        Approval {
+            call: call.into(),
+            decision,
+            approver: "alice".into(),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_call_is_decided_once_and_the_first_decision_stands() {
+        let one = add_decision(&[], decided("c1", Decision::Approved)).expect("added");
+        let two = add_decision(&one, decided("c2", Decision::Rejected)).expect("another call");
+        assert_eq!(two.len(), 2);
+        let again = add_decision(&two, decided("c1", Decision::Rejected));
+        assert!(matches!(
+            again,
+            Err(NotAdded::AlreadyDecided {
+                decision: Decision::Approved,
+                ..
+            })
+        ));
+        let full: Vec<Approval> = (0..MAX_APPROVALS)
+            .map(|i| decided(&format!("c{i}x"), Decision::Approved))
+            .collect();
+        assert_eq!(
+            add_decision(&full, decided("new", Decision::Approved)),
+            Err(NotAdded::Full)
+        );
+    }
 
     #[test]
     fn named_tools_and_marked_destructive_ones_wait_unless_the_rule_says_otherwise() {

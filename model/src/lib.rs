@@ -24,7 +24,9 @@ pub mod secret;
 pub mod tool;
 pub mod usage;
 
-pub use approval::{Approval, ApprovalRecord, ApprovalRule, Decision, DestructivePolicy};
+pub use approval::{
+    Approval, ApprovalRecord, ApprovalRule, Decision, DestructivePolicy, NotAdded, add_decision,
+};
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
 pub use grant::{

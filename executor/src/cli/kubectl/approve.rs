@@ -46,20 +46,13 @@ pub(super) async fn decide(
             "task/{name} waits for no approval (status.pendingApproval is empty); name one with --call"
         );
     };
-    let mut approvals = task.spec.approvals.clone().unwrap_or_default();
-    if let Some(done) = approvals.iter().find(|a| a.call == call) {
-        bail!(
-            "call {call} of task/{name} was already decided: {} by {}",
-            done.decision,
-            done.approver
-        );
-    }
-    approvals.push(Approval {
+    let decided = Approval {
         call: call.clone(),
         decision,
         approver: whoami(client).await?,
         reason: args.reason.clone(),
-    });
+    };
+    let approvals = with_decision(&task, decided).with_context(|| format!("task/{name}"))?;
     let patch = json!({
         "metadata": {"resourceVersion": task.resource_version()},
         "spec": {"approvals": approvals},
@@ -69,6 +62,11 @@ pub(super) async fn decide(
         .with_context(|| format!("cannot record the decision on task/{name}"))?;
     println!("task/{name}: call {call} {decision}");
     Ok(0)
+}
+
+/// The Task's decisions with `decided` added (a call is decided once).
+fn with_decision(task: &Task, decided: Approval) -> Result<Vec<Approval>, ari_crds::NotAdded> {
+    ari_crds::add_decision(task.spec.approvals.as_deref().unwrap_or_default(), decided)
 }
 
 /// The name the API server knows this client by.
