@@ -11,6 +11,7 @@
 pub mod approval;
 pub mod attestation;
 pub mod capability;
+pub mod card;
 pub mod grant;
 pub mod hosts;
 pub mod keys;
@@ -27,6 +28,7 @@ pub mod usage;
 pub use approval::{Approval, ApprovalRecord, ApprovalRule, Decision, DestructivePolicy};
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
+pub use card::{CardError, CardSignature, SignedCard};
 pub use grant::{
     DelegationGrant, EmptyGrant, GrantSet, ModelsGrant, NetworkGrant, SecretKeyRef, SigningGrant,
     StorageGrant, ToolServerGrant, ToolsGrant,
