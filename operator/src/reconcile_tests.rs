@@ -454,15 +454,22 @@ async fn a_replaced_attestation_key_copy_is_restored_from_the_operator_namespace
     );
 }
 
-/// Reconciles `agent` with the gateway's public URL set, and returns the status written.
+/// Reconciles `agent` as the operator caches it (trimmed), the API server holding it whole,
+/// with the gateway's public URL set; returns the status written.
 async fn reconcile_with_public_url(agent: &Agent, public_url: &str) -> ari_crds::AgentStatus {
-    let (client, log) = mock_client(agent_routes);
+    let whole = serde_json::to_value(agent).unwrap_or_default();
+    let (client, log) = mock_client(move |m, p, b| match (m, p) {
+        ("GET", "/apis/ari.dev/v1alpha1/namespaces/demo/agents/echo") => (200, whole.clone()),
+        _ => agent_routes(m, p, b),
+    });
     let settings = Settings {
         gateway_public_url: public_url.to_owned(),
         ..Settings::default()
     };
     let context = ctx_with(client, Arc::new(FakeRegistry::default()), settings);
-    let res = crate::agent::controller::reconcile(Arc::new(agent.clone()), context).await;
+    let mut cached = agent.clone();
+    crate::cache::trim_agent(&mut cached);
+    let res = crate::agent::controller::reconcile(Arc::new(cached), context).await;
     assert!(res.is_ok(), "{res:?}");
     let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
     serde_json::from_value(st).unwrap_or_else(|e| panic!("{e}"))
