@@ -10,7 +10,9 @@ set -euo pipefail
 
 version="1.3.0"
 cache="${ARI_CACHE:-$HOME/.cache/ari}"
-venv="$cache/a2a-sdk-$version"
+# With the `signing` extra (PyJWT; cryptography for EdDSA): the e2e suite verifies signed
+# agent cards with the SDK's own verifier.
+venv="$cache/a2a-sdk-$version-signing"
 
 log() { printf 'a2a-sdk: %s\n' "$*" >&2; }
 
@@ -19,8 +21,8 @@ if [ ! -f "$venv/.complete" ]; then
   log "installing a2a-sdk $version from PyPI into $venv (first run only, about a minute)"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "a2a-sdk==$version" "httpx>=0.28"
-  "$venv/bin/python" -c "import a2a.client, httpx" 
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "a2a-sdk[signing]==$version" "httpx>=0.28" "cryptography>=43"
+  "$venv/bin/python" -c "import a2a.client, a2a.utils.signing, httpx, cryptography"
   touch "$venv/.complete"
 fi
 echo "$venv/bin/python"

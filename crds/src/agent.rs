@@ -288,6 +288,10 @@ pub struct AgentStatus {
     /// Hex Ed25519 public key that verifies this namespace's task attestations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation_public_key: Option<String>,
+    /// For an exposed Agent: the operator's signature of its A2A card (by the attestation key)
+    /// and the digest of the card it covers; the gateway serves it on that card only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a_card: Option<ari_model::SignedCard>,
 }
 
 impl AgentSpec {

@@ -7,6 +7,7 @@ pub mod a2a;
 pub mod admission;
 pub mod agent;
 pub mod capability;
+pub mod card;
 pub mod conditions;
 pub mod decode;
 pub mod delegation;

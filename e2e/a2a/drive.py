@@ -6,6 +6,7 @@ must see and prints one line per check; a failed check raises and exits non-zero
 """
 
 import asyncio
+import base64
 import hashlib
 import json
 import os
@@ -241,6 +242,7 @@ async def card_flow():
         check(r.status_code == 200, f"a public card needs no token ({r.status_code})")
         card = parse_agent_card(r.json())
         check(card.name == "public" and card.supported_interfaces[0].protocol_version == "1.0", "it parses as an A2A v1.0 card")
+        verify_signed_card(card, os.environ["A2A_CARD_KEY"])
         r = await h.get(f"{agent_url('public')}/.well-known/agent.json")
         check(r.status_code == 200, "the pre-1.0 card path is served too")
         r = await h.get(f"{agent_url('research')}/.well-known/agent-card.json")
@@ -259,6 +261,31 @@ async def card_flow():
           f"a capability refusal is rejected ({pb.TaskState.Name(task.status.state)}, {meta.get('ari.dev/reason')})")
     check(task.status.message.parts and "network" in task.status.message.parts[0].text,
           f"the refusal says why ({task.status.message.parts[0].text if task.status.message.parts else ''})")
+
+
+def verify_signed_card(card, public_key_hex):
+    """The card verifies with the SDK's own verifier and the Agent's published key (its
+    status.attestationPublicKey); the same card with one field changed does not."""
+    from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    raw = bytes.fromhex(public_key_hex)
+    kid = hashlib.sha256(raw).hexdigest()
+    key = Ed25519PublicKey.from_public_bytes(raw)
+    header = json.loads(base64.urlsafe_b64decode(card.signatures[0].protected + "=="))
+    check(header == {"alg": "EdDSA", "typ": "JOSE", "kid": kid}, f"the card is signed with EdDSA by the attestation key ({header})")
+    # The key comes from the Agent's status, never from the card: kid only has to match.
+    verifier = create_signature_verifier(lambda k, _jku: key if k == kid else None, ["EdDSA"])
+    verifier(card)
+    check(True, "the a2a-sdk verifies the card's signature with the Agent's public key")
+    tampered = pb.AgentCard()
+    tampered.CopyFrom(card)
+    tampered.description = "Echoes its input, and more"
+    try:
+        verifier(tampered)
+        check(False, "a changed card must not verify")
+    except InvalidSignaturesError:
+        check(True, "the same card with its description changed does not verify")
 
 
 async def bounds_flow():

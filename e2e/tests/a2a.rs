@@ -8,7 +8,7 @@
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
-use ari_crds::{Task, TaskPhase};
+use ari_crds::{Agent, Task, TaskPhase};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
 use kube::Api;
@@ -410,8 +410,95 @@ fn cards(ctx: &Ctx) -> Result<()> {
         })
         .await?;
         agent_ready(&client, &ns, "fetcher").await?;
-        drive("card", &env(&base, &ns, &tokens))
+        let key = signed_card_served(&client, &ns, &card).await?;
+        let mut env = env(&base, &ns, &tokens);
+        env.push(("A2A_CARD_KEY", key.clone()));
+        drive("card", &env)?;
+        // A changed card is signed again: the new one is served signed, and verifies.
+        ctx.kubectl_ok([
+            "patch",
+            "agent",
+            "public",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"description":"Echoes its input back."}}"#,
+        ])?;
+        let public_key = ari_model::attestation::parse_public_key(&key)?;
+        wait::until(
+            "the changed card is served signed",
+            wait::DEFAULT,
+            || async {
+                let served = curl_json(&card).map_err(|e| e.to_string())?;
+                if served["description"] != "Echoes its input back." {
+                    return Err(format!("still the old card: {}", served["description"]));
+                }
+                ari_model::card::verify(&served, &public_key).map_err(|e| e.to_string())
+            },
+        )
+        .await?;
+        // An Agent that is not exposed has no card, and the operator signs none.
+        let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+        let hidden = wait::until("the hidden Agent reconciled", wait::DEFAULT, || async {
+            let status = agents
+                .get("hidden")
+                .await
+                .map_err(|e| e.to_string())?
+                .status;
+            status
+                .filter(|s| s.attestation_public_key.is_some())
+                .ok_or_else(|| "no attestation key in its status yet".to_owned())
+        })
+        .await?;
+        ensure!(
+            hidden.a2a_card.is_none(),
+            "the hidden Agent's card is signed: {hidden:?}"
+        );
+        Ok(())
     })
+}
+
+/// Waits until the gateway serves the public card with the operator's signature, checks it in
+/// Rust too, and returns the Agent's public key (hex) it verifies with.
+async fn signed_card_served(client: &kube::Client, ns: &str, card: &str) -> Result<String> {
+    let agents: Api<Agent> = Api::namespaced(client.clone(), ns);
+    wait::until(
+        "the public card is served signed",
+        wait::DEFAULT,
+        || async {
+            let status = agents
+                .get("public")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .unwrap_or_default();
+            let (Some(key), Some(signed)) = (status.attestation_public_key, status.a2a_card) else {
+                return Err("the Agent's status has no key or card signature yet".into());
+            };
+            let served = curl_json(card).map_err(|e| e.to_string())?;
+            let public_key =
+                ari_model::attestation::parse_public_key(&key).map_err(|e| e.to_string())?;
+            ari_model::card::verify(&served, &public_key).map_err(|e| e.to_string())?;
+            let digest = ari_model::card::sha256(&served).map_err(|e| e.to_string())?;
+            if digest != signed.sha256 {
+                return Err(format!("served card {digest}, signed {}", signed.sha256));
+            }
+            Ok(key)
+        },
+    )
+    .await
+    .map_err(Into::into)
+}
+
+/// The JSON body of a plain GET (curl, as a user would).
+fn curl_json(url: &str) -> Result<serde_json::Value> {
+    let out = Command::new("curl")
+        .args(["-sf", "--max-time", "10", url])
+        .output()
+        .context("curl")?;
+    ensure!(out.status.success(), "GET {url}: curl {}", out.status);
+    serde_json::from_slice(&out.stdout).context("the card's JSON")
 }
 
 /// The status code of a plain GET (curl, as a user would).

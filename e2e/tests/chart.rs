@@ -381,8 +381,8 @@ fn lint_and_schema(ctx: &Ctx) -> Result<()> {
         "no gateway PodMonitor (its Service has no metrics port)"
     );
     let gw: Deployment = typed(&scoped_docs, "Deployment", GATEWAY)?;
-    let gw_env = |name: &str| {
-        gw.spec
+    let env_of = |dep: &Deployment, name: &str| {
+        dep.spec
             .as_ref()
             .and_then(|s| s.template.spec.as_ref())
             .and_then(|p| p.containers.first())
@@ -390,11 +390,20 @@ fn lint_and_schema(ctx: &Ctx) -> Result<()> {
             .and_then(|env| env.iter().find(|e| e.name == name))
             .and_then(|e| e.value.clone())
     };
+    let gw_env = |name: &str| env_of(&gw, name);
     ensure!(
         gw_env("ARI_WATCH_NAMESPACE").as_deref() == Some("team-a")
             && gw_env("ARI_GATEWAY_PUBLIC_URL").as_deref() == Some("https://a2a.example.com"),
         "gateway env in the watchNamespace render: {:?}",
         gw.spec.as_ref().map(|s| &s.template)
+    );
+    // The operator signs the cards the gateway serves, which name the gateway's URL: both get
+    // the same one.
+    let op: Deployment = typed(&scoped_docs, "Deployment", OPERATOR)?;
+    ensure!(
+        env_of(&op, "ARI_GATEWAY_PUBLIC_URL").as_deref() == Some("https://a2a.example.com"),
+        "operator env in the watchNamespace render: {:?}",
+        op.spec.as_ref().map(|s| &s.template)
     );
     for want in [
         "namespace: team-a",

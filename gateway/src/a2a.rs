@@ -5,12 +5,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The protocol version the card announces and the gateway speaks.
-pub const PROTOCOL_VERSION: &str = "1.0";
-/// The pre-1.0 version whose method names and JSON shapes are also served (see `legacy`).
-pub const LEGACY_PROTOCOL_VERSION: &str = "0.3";
-/// The JSON-RPC binding's name on the card.
-pub const JSONRPC_BINDING: &str = "JSONRPC";
+/// The versions and binding the card announces (the card is built in `ari_crds::card`, where
+/// the operator signs it); `legacy` serves the pre-1.0 one.
+pub use ari_crds::card::{JSONRPC_BINDING, LEGACY_PROTOCOL_VERSION, PROTOCOL_VERSION};
 
 /// Where a task is in its life.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

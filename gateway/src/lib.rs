@@ -4,7 +4,8 @@
 
 pub mod a2a;
 pub mod auth;
-pub mod card;
+/// The card is built where the operator, which signs it, builds it too.
+pub use ari_crds::card;
 pub mod config;
 pub mod convert;
 pub mod error;

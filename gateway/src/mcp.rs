@@ -299,6 +299,7 @@ mod tests {
             .expect("a2a"),
             module_digest: None,
             generation: 1,
+            signed: None,
         };
         let t = tool(&a);
         assert_eq!(t.name, "wordcount");

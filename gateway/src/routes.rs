@@ -228,7 +228,7 @@ async fn agent_card(
             &Error::AgentNotFound(format!("{namespace}/{agent}")),
         );
     };
-    axum::Json(card::card(&found, &gw.public_url)).into_response()
+    axum::Json(card::served(&found, &gw.public_url)).into_response()
 }
 
 fn log_kube(e: &Error) {

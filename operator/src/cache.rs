@@ -13,7 +13,7 @@
 //! config, a `kubectl apply` annotation copying it all), and the operator caches every one. It
 //! writes only an Agent's status (a merge patch of `status`), so nothing trimmed is written back.
 
-use ari_crds::{Agent, Task, TaskPhase};
+use ari_crds::{A2aSpec, Agent, Task, TaskPhase};
 use k8s_openapi::api::core::v1::Pod;
 use sha2::{Digest, Sha256};
 
@@ -44,13 +44,24 @@ pub fn trim_task(t: &mut Task) {
 /// mode, status) and the config as its digest, which the executors' spec hash covers (a config
 /// change still rolls them; `deployment::spec_hash` hashes the spec as cached). Drops
 /// annotations, labels and managedFields (no decision reads them), the description and the
-/// A2A card (the gateway's, not the operator's; the executors use neither).
+/// A2A card's text (the executors use neither). Of `spec.a2a` only whether the Agent is
+/// exposed stays: the operator signs an exposed Agent's card from the Agent read afresh
+/// (`agent::controller`), so a few hundred large cards are not kept here.
 pub fn trim_agent(a: &mut Agent) {
     a.metadata.managed_fields = None;
     a.metadata.annotations = None;
     a.metadata.labels = None;
     a.spec.description = None;
-    a.spec.a2a = None;
+    a.spec.a2a = a
+        .spec
+        .a2a
+        .take()
+        .filter(|card| card.exposed)
+        .map(|card| A2aSpec {
+            exposed: true,
+            public_card: card.public_card,
+            ..A2aSpec::default()
+        });
     if let Some(config) = a.spec.config.as_mut() {
         *config = format!("sha256:{}", hex::encode(Sha256::digest(config.as_bytes())));
     }
@@ -148,6 +159,14 @@ mod tests {
         assert_eq!(a.spec.executor, full.spec.executor);
         assert_eq!(a.spec.mode, full.spec.mode);
         assert_eq!(a.status, full.status);
+        // Whether it is exposed (its card is signed), without the card's text.
+        assert_eq!(
+            a.spec.a2a,
+            Some(A2aSpec {
+                exposed: true,
+                ..A2aSpec::default()
+            })
+        );
         assert_eq!(a.metadata.uid, full.metadata.uid);
         assert_eq!(a.metadata.generation, full.metadata.generation);
         assert_eq!(
@@ -168,7 +187,8 @@ mod tests {
         // A config that spells the digest of another is not taken for it.
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(b"one")));
         assert_ne!(hash("one"), hash(&digest));
-        // The card and the description are the gateway's: changing them rolls nothing.
+        // The card and the description are the gateway's: changing them, exposing or not,
+        // rolls nothing.
         let mut other_card = large_agent("one");
         other_card.spec.a2a = None;
         other_card.spec.description = Some("new".into());

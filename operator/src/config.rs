@@ -120,6 +120,11 @@ pub struct Config {
     /// Longest one registry call (resolve a tag, pull a module) may take in a reconcile.
     #[arg(long, env = "ARI_REGISTRY_TIMEOUT_SECONDS", default_value_t = 30)]
     pub registry_timeout_seconds: u64,
+    /// The A2A gateway's public base URL, exactly as the gateway is given it (the chart sets
+    /// both from `gateway.publicUrl`): it is part of each card the operator signs, so a
+    /// different value here leaves the gateway's cards unsigned.
+    #[arg(long, env = "ARI_GATEWAY_PUBLIC_URL", default_value = "")]
+    pub gateway_public_url: String,
     /// Log format.
     #[arg(long, env = "ARI_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -145,6 +150,8 @@ pub struct Settings {
     pub module_cache_dir: PathBuf,
     /// Bound on each registry call in a reconcile.
     pub registry_timeout: Duration,
+    /// See [`Config::gateway_public_url`].
+    pub gateway_public_url: String,
 }
 
 impl Config {
@@ -199,6 +206,7 @@ impl Config {
                 .clone()
                 .unwrap_or_else(default_module_cache_dir),
             registry_timeout: Duration::from_secs(self.registry_timeout_seconds.max(1)),
+            gateway_public_url: self.gateway_public_url.clone(),
         }
     }
 }
@@ -214,6 +222,7 @@ impl Default for Settings {
             registry: ClientOptions::default(),
             module_cache_dir: default_module_cache_dir(),
             registry_timeout: Duration::from_secs(30),
+            gateway_public_url: String::new(),
         }
     }
 }

@@ -454,6 +454,56 @@ async fn a_replaced_attestation_key_copy_is_restored_from_the_operator_namespace
     );
 }
 
+/// Reconciles `agent` as the operator caches it (trimmed), the API server holding it whole,
+/// with the gateway's public URL set; returns the status written.
+async fn reconcile_with_public_url(agent: &Agent, public_url: &str) -> ari_crds::AgentStatus {
+    let whole = serde_json::to_value(agent).unwrap_or_default();
+    let (client, log) = mock_client(move |m, p, b| match (m, p) {
+        ("GET", "/apis/ari.dev/v1alpha1/namespaces/demo/agents/echo") => (200, whole.clone()),
+        _ => agent_routes(m, p, b),
+    });
+    let settings = Settings {
+        gateway_public_url: public_url.to_owned(),
+        ..Settings::default()
+    };
+    let context = ctx_with(client, Arc::new(FakeRegistry::default()), settings);
+    let mut cached = agent.clone();
+    crate::cache::trim_agent(&mut cached);
+    let res = crate::agent::controller::reconcile(Arc::new(cached), context).await;
+    assert!(res.is_ok(), "{res:?}");
+    let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
+    serde_json::from_value(st).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn an_exposed_agent_gets_the_card_the_gateway_serves_signed_by_its_attestation_key() {
+    use ari_crds::card::{Exposed, served};
+    let url = "https://agents.example.com";
+    let mut a = agent_json();
+    a["spec"]["a2a"] =
+        json!({"exposed": true, "skills": [{"id": "echo", "name": "Echo", "tags": ["text"]}]});
+    let mut agent: Agent = serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}"));
+    let status = reconcile_with_public_url(&agent, url).await;
+    let key = ari_model::attestation::parse_public_key(
+        status.attestation_public_key.as_deref().unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.a2a_card.is_some(), "{status:?}");
+    // The gateway, reading the Agent as written, serves the card with a signature that holds.
+    agent.status = Some(status);
+    let exposed = Exposed::of(&agent).unwrap_or_else(|| panic!("exposed"));
+    assert_eq!(
+        ari_model::card::verify(&served(&exposed, url), &key),
+        Ok(())
+    );
+    // A gateway given another public URL builds another card, and serves it unsigned.
+    assert!(served(&exposed, "").get("signatures").is_none());
+
+    // An Agent that is not exposed gets no signature.
+    let hidden: Agent = serde_json::from_value(agent_json()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(reconcile_with_public_url(&hidden, url).await.a2a_card, None);
+}
+
 fn task_json(status: Value, extra_spec: Value) -> Task {
     let mut spec = json!({"agentRef": {"name": "echo"}, "input": "hi"});
     if let (Some(s), Some(e)) = (spec.as_object_mut(), extra_spec.as_object()) {

@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ari_crds::card::{self, Exposed};
 use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::names;
 use ari_crds::{Agent, AgentStatus};
+use ari_model::SignedCard;
 use ari_model::hosts::HostPattern;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
@@ -294,6 +296,14 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         .await;
     }
     status.attestation_public_key = Some(key.public_key.clone());
+    status.a2a_card = signed_card(
+        &Api::<Agent>::namespaced(client.clone(), &ns),
+        &agent,
+        &status,
+        &ctx.settings.gateway_public_url,
+        &key,
+    )
+    .await?;
 
     // The granted models, with their credentials checked by the marked-Secret rule.
     let granted_models = match &agent.spec.capabilities.models {
@@ -419,6 +429,37 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         (Ok(()), Ok(_)) => Action::requeue(Duration::from_secs(300)),
         (Ok(()), Err(_)) => Action::requeue(module_retry(&status, &now)),
     })
+}
+
+/// The signature of the exposed Agent's A2A card as the gateway will build it from `status`
+/// (the one about to be written), by the key that signs its runs; `None` when not exposed.
+/// Deterministic (Ed25519), so an unchanged card does not change the status.
+async fn signed_card(
+    agents: &Api<Agent>,
+    cached: &Agent,
+    status: &AgentStatus,
+    public_url: &str,
+    key: &key::Ensured,
+) -> Result<Option<SignedCard>, Error> {
+    if !cached.spec.a2a.as_ref().is_some_and(|a| a.exposed) {
+        return Ok(None);
+    }
+    // The cache keeps no card text (`cache::trim_agent`): the Agent as it is now has it.
+    let Some(agent) = agents.get_opt(&cached.name_any()).await? else {
+        return Ok(None);
+    };
+    let Some(exposed) = Exposed::with_status(&agent, Some(status)) else {
+        return Ok(None);
+    };
+    Ok(
+        match ari_model::card::sign(&card::card(&exposed, public_url), &key.signing) {
+            Ok(signed) => Some(signed),
+            Err(e) => {
+                warn!(agent = %agent.name_any(), error = %e, "cannot sign the A2A card");
+                None
+            }
+        },
+    )
 }
 
 /// Sets condition `type_` from what a grant resolved to: `True` when `message` is empty,

@@ -47,10 +47,15 @@ pub fn selector_labels(agent: &str) -> BTreeMap<String, String> {
 }
 
 /// First 16 hex digits of SHA-256 over the spec JSON as the operator caches it
-/// ([`crate::cache::trim_agent`]: the config by its digest, no description or A2A card): a
-/// change of what the executors use rolls the pods.
+/// ([`crate::cache::trim_agent`]: the config by its digest), without the description and the
+/// A2A card, which the executors do not use: a change of what the executors use rolls the pods.
 pub fn spec_hash(agent: &Agent) -> String {
-    let bytes = serde_json::to_vec(&agent.spec).unwrap_or_default();
+    let spec = ari_crds::AgentSpec {
+        description: None,
+        a2a: None,
+        ..agent.spec.clone()
+    };
+    let bytes = serde_json::to_vec(&spec).unwrap_or_default();
     hex::encode(&Sha256::digest(bytes)[..8])
 }
 

@@ -31,19 +31,25 @@ pub enum KeyError {
 pub struct Ensured {
     /// Hex public key, from the source of truth.
     pub public_key: String,
+    /// The key itself, for signing the namespace's A2A cards (its `Debug` shows only the
+    /// public half).
+    pub signing: SigningKey,
     /// The tenant copy existed but differed, and was replaced.
     pub restored: bool,
 }
 
-/// The public key (hex) of a Secret's private key, if it holds a valid one.
-pub fn public_key_hex(secret: &Secret) -> Option<String> {
+/// The private key a Secret holds, if it holds a valid one.
+fn signing_key(secret: &Secret) -> Option<SigningKey> {
     let data = secret.data.as_ref()?;
     let raw = data.get(names::ATTESTATION_PRIVATE_KEY)?;
     let text = std::str::from_utf8(&raw.0).ok()?;
     let bytes: [u8; 32] = hex::decode(text.trim()).ok()?.try_into().ok()?;
-    Some(hex::encode(
-        SigningKey::from_bytes(&bytes).verifying_key().to_bytes(),
-    ))
+    Some(SigningKey::from_bytes(&bytes))
+}
+
+/// The public key (hex) of a Secret's private key, if it holds a valid one.
+pub fn public_key_hex(secret: &Secret) -> Option<String> {
+    signing_key(secret).map(|k| hex::encode(k.verifying_key().to_bytes()))
 }
 
 /// A fresh source Secret (in `operator_ns`) holding a new key for `namespace`.
@@ -134,13 +140,14 @@ pub async fn ensure(
     namespace: &str,
 ) -> Result<Ensured, KeyError> {
     let src = source(operator, operator_ns, namespace).await?;
-    let public_key = public_key_hex(&src).ok_or_else(|| KeyError::Malformed {
+    let signing = signing_key(&src).ok_or_else(|| KeyError::Malformed {
         secret: format!(
             "{operator_ns}/{}",
             names::attestation_source_name(namespace)
         ),
         key: names::ATTESTATION_PRIVATE_KEY,
     })?;
+    let public_key = hex::encode(signing.verifying_key().to_bytes());
     let want = tenant_copy(&src, namespace);
     let mut restored = false;
     match tenant.get_opt(names::ATTESTATION_SECRET).await? {
@@ -169,6 +176,7 @@ pub async fn ensure(
     }
     Ok(Ensured {
         public_key,
+        signing,
         restored,
     })
 }

@@ -1,17 +1,28 @@
-//! The A2A agent card of an exposed Agent, built from what the gateway keeps of it.
+//! The A2A agent card of an exposed Agent. One builder for the two sides that must agree to
+//! the byte: the operator signs the card (it holds the namespace's attestation key) and
+//! publishes the signature in `status.a2aCard`; the gateway (which never reads keys) builds
+//! the same card from the same Agent and serves it with that signature when the digests match
+//! ([`served`]).
 
-use ari_crds::{A2aSpec, Agent};
+use ari_model::card::{SignedCard, attach};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use crate::a2a::{JSONRPC_BINDING, LEGACY_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use crate::{A2aSpec, Agent, AgentStatus};
+
+/// The protocol version the card announces and the gateway speaks.
+pub const PROTOCOL_VERSION: &str = "1.0";
+/// The pre-1.0 version whose method names and JSON shapes are also served.
+pub const LEGACY_PROTOCOL_VERSION: &str = "0.3";
+/// The JSON-RPC binding's name on the card.
+pub const JSONRPC_BINDING: &str = "JSONRPC";
 
 /// The modes a card lists when the Agent names none.
 const DEFAULT_MODE: &str = "text/plain";
 
-/// What the gateway keeps of an exposed Agent: what its card shows and nothing else (not its
-/// config, module source, annotations or the rest of its status), so a few hundred large
-/// Agents cost the gateway their cards, not their whole objects.
+/// What the card of an exposed Agent is built from and nothing else (not its config, module
+/// source, annotations or the rest of its status), so a few hundred large Agents cost the
+/// gateway their cards, not their whole objects.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exposed {
     pub namespace: String,
@@ -20,19 +31,28 @@ pub struct Exposed {
     pub a2a: A2aSpec,
     pub module_digest: Option<String>,
     pub generation: i64,
+    /// The operator's signature, for the card it built (`status.a2aCard`).
+    pub signed: Option<SignedCard>,
 }
 
 impl Exposed {
     /// The Agent's card data when it is exposed, else `None` (it is served as not found).
     pub fn of(agent: &Agent) -> Option<Self> {
+        Self::with_status(agent, agent.status.as_ref())
+    }
+
+    /// As [`Exposed::of`], with `status` in place of the Agent's: the operator signs the card
+    /// of the status it is about to write.
+    pub fn with_status(agent: &Agent, status: Option<&AgentStatus>) -> Option<Self> {
         let a2a = agent.spec.a2a.as_ref().filter(|a| a.exposed)?;
         Some(Self {
             namespace: agent.namespace().unwrap_or_default(),
             name: agent.name_any(),
             description: agent.spec.description.clone(),
             a2a: a2a.clone(),
-            module_digest: agent.status.as_ref().and_then(|s| s.module_digest.clone()),
+            module_digest: status.and_then(|s| s.module_digest.clone()),
             generation: agent.metadata.generation.unwrap_or(0),
+            signed: status.and_then(|s| s.a2a_card.clone()),
         })
     }
 }
@@ -43,7 +63,7 @@ impl Exposed {
 pub fn card(agent: &Exposed, base_url: &str) -> Value {
     let (ns, name, a2a) = (&agent.namespace, &agent.name, &agent.a2a);
     let base_url = base_url.trim_end_matches('/');
-    let modes = |m: &[ari_crds::MediaType]| -> Vec<String> {
+    let modes = |m: &[crate::MediaType]| -> Vec<String> {
         if m.is_empty() {
             vec![DEFAULT_MODE.to_owned()]
         } else {
@@ -104,10 +124,21 @@ pub fn card(agent: &Exposed, base_url: &str) -> Value {
     card
 }
 
+/// The card as the gateway serves it: [`card`], with the operator's signature when it was
+/// made for this very card. While a change is not signed yet (the operator has not reconciled
+/// it), the card goes out unsigned rather than with a signature that fails.
+pub fn served(agent: &Exposed, base_url: &str) -> Value {
+    let mut c = card(agent, base_url);
+    if let Some(signed) = &agent.signed {
+        attach(&mut c, signed);
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ari_crds::{A2aSkill, AgentSpec, ShortText};
+    use crate::{A2aSkill, AgentSpec, ShortText};
 
     fn agent(a2a: Option<A2aSpec>) -> Agent {
         let mut spec: AgentSpec = serde_json::from_value(json!({
@@ -169,5 +200,46 @@ mod tests {
         assert_eq!(c["defaultInputModes"], json!(["text/plain"]));
         assert_eq!(c["skills"][0]["id"], "count");
         assert_eq!(c["description"], "Counts words");
+    }
+
+    #[test]
+    fn the_signature_is_served_only_on_the_card_it_was_made_for() {
+        use ari_model::card::{CardError, SIGNATURES, sign, verify};
+        let key = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
+        let url = "https://agents.example.com";
+        let mut a = agent(Some(A2aSpec {
+            exposed: true,
+            ..A2aSpec::default()
+        }));
+        a.metadata.generation = Some(3);
+        // The operator signs the card of the status it is about to write.
+        let mut status = AgentStatus {
+            module_digest: Some(format!("sha256:{}", "ab".repeat(32))),
+            ..AgentStatus::default()
+        };
+        let exposed = Exposed::with_status(&a, Some(&status)).expect("exposed");
+        status.a2a_card = Some(sign(&card(&exposed, url), &key).expect("signed"));
+        a.status = Some(status);
+        // The gateway builds the same card from the Agent as written, signature attached.
+        let shown = served(&Exposed::of(&a).expect("exposed"), url);
+        assert_eq!(shown[SIGNATURES].as_array().map(Vec::len), Some(1));
+        assert_eq!(verify(&shown, &key.verifying_key()), Ok(()));
+        // A gateway with another public URL builds another card: it goes out unsigned.
+        let elsewhere = served(&Exposed::of(&a).expect("exposed"), "https://other.example");
+        assert!(elsewhere.get(SIGNATURES).is_none());
+        // The spec changed and the operator has not signed again yet: unsigned, not failing.
+        if let Some(a2a) = a.spec.a2a.as_mut() {
+            a2a.skills.push(A2aSkill {
+                id: "new".into(),
+                name: "New".into(),
+                ..A2aSkill::default()
+            });
+        }
+        let changed = served(&Exposed::of(&a).expect("exposed"), url);
+        assert!(changed.get(SIGNATURES).is_none());
+        assert_eq!(
+            verify(&changed, &key.verifying_key()),
+            Err(CardError::Unsigned)
+        );
     }
 }
