@@ -39,6 +39,11 @@ impl TaskState {
         )
     }
 
+    /// Paused until someone acts (A2A's interrupted states).
+    pub fn is_interrupted(self) -> bool {
+        self == Self::InputRequired
+    }
+
     /// Ended, or paused until someone acts (A2A's interrupted states): a blocking call returns.
     pub fn is_interrupted_or_terminal(self) -> bool {
         self.is_terminal() || self == Self::InputRequired

@@ -62,6 +62,8 @@ pub enum Access {
     GetTasks,
     ListTasks,
     CancelTasks,
+    /// Deciding a call a task waits on: the right `kubectl ari approve` needs.
+    DecideTasks,
     GetAgent,
     /// Every caller's tasks, not only one's own: `get` on `tasks/a2a-all`.
     AllCallers,
@@ -74,6 +76,7 @@ impl Access {
             Self::GetTasks => ("get", "tasks", None),
             Self::ListTasks => ("list", "tasks", None),
             Self::CancelTasks => ("patch", "tasks", None),
+            Self::DecideTasks => ("update", "tasks", None),
             Self::GetAgent => ("get", "agents", Some(agent.to_owned())),
             Self::AllCallers => ("get", "tasks", None),
         };

@@ -8,6 +8,7 @@ pub mod auth;
 pub use ari_crds::card;
 pub mod config;
 pub mod convert;
+pub mod decision;
 pub mod error;
 pub mod events;
 pub mod gateway;

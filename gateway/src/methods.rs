@@ -104,13 +104,6 @@ impl Gateway {
         {
             return Err(Error::PushNotSupported);
         }
-        if req.message.task_id.is_some() {
-            // Multi-turn (input-required) does not exist in ari: a task takes one message. The
-            // id is not looked up, so the answer says nothing about whether it exists.
-            return Err(Error::Unsupported(
-                "a task takes exactly one message; send a new message without taskId".into(),
-            ));
-        }
         let context = match &req.message.context_id {
             Some(c) if convert::is_label_value(c) && !c.is_empty() => c.clone(),
             Some(_) => {
@@ -148,14 +141,40 @@ impl Gateway {
         Ok(created)
     }
 
+    /// A new message becomes a Task; one naming a task (`taskId`) answers the call that task
+    /// waits on (`scope`: the tasks the caller may see).
     pub async fn send_message(
         &self,
         t: &Target<'_>,
         caller: &Caller,
+        scope: &Scope,
         params: Value,
     ) -> Result<Value> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
-        let created = self.create(t, caller, &req, false).await?;
+        let created = match req.message.task_id.as_deref() {
+            Some(id) => {
+                let (task, call) = self.answer(t, caller, scope, &req, id).await?;
+                let config = req.configuration.as_ref();
+                if config.is_some_and(|c| {
+                    c.return_immediately == Some(true) || c.blocking == Some(false)
+                }) {
+                    return Ok(json!({"task": convert::task(&task, true, true)}));
+                }
+                // Until it ends, or waits on another call: the decided one is behind it.
+                let task = self
+                    .wait_until(
+                        t.namespace,
+                        &task.name_any(),
+                        self.blocking,
+                        move |s, waits| {
+                            s.is_terminal() || (s.is_interrupted() && waits != Some(call.as_str()))
+                        },
+                    )
+                    .await?;
+                return Ok(json!({"task": convert::task(&task, true, true)}));
+            }
+            None => self.create(t, caller, &req, false).await?,
+        };
         let config = req.configuration.as_ref();
         let immediately = config
             .map(|c| c.return_immediately == Some(true) || c.blocking == Some(false))
@@ -203,9 +222,7 @@ impl Gateway {
     }
 
     /// The Task once `stop` says of its state (it ended, or it also paused for a person), or
-    /// as it is after `limit`. Read once; after that the hub's
-    /// watch says when it changes (its trimmed version says whether it ended), and the whole
-    /// Task is read once more for the answer.
+    /// as it is after `limit`.
     async fn wait_for_end(
         &self,
         namespace: &str,
@@ -213,19 +230,36 @@ impl Gateway {
         limit: Duration,
         stop: fn(TaskState) -> bool,
     ) -> Result<AriTask> {
+        self.wait_until(namespace, name, limit, move |s, _| stop(s))
+            .await
+    }
+
+    /// The Task once `stop` says so of its state and the call it waits on (if any), or as it
+    /// is after `limit`. Read once; after that the hub's watch says when it changes (its
+    /// trimmed version keeps both), and the whole Task is read once more for the answer.
+    async fn wait_until(
+        &self,
+        namespace: &str,
+        name: &str,
+        limit: Duration,
+        stop: impl Fn(TaskState, Option<&str>) -> bool,
+    ) -> Result<AriTask> {
+        let stops = |t: &AriTask| {
+            let waits = t.status.as_ref().and_then(|s| s.pending_approval.as_ref());
+            stop(convert::state(t), waits.map(|p| p.call.as_str()))
+        };
         let api = self.tasks(namespace);
         let not_found = || Error::TaskNotFound(name.to_owned());
         let mut follower = self.hub.follow(namespace, name);
         let deadline = tokio::time::Instant::now() + limit;
         let task = api.get_opt(name).await?.ok_or_else(not_found)?;
-        if stop(convert::state(&task)) {
+        if stops(&task) {
             return Ok(task);
         }
         while let Ok(Ok(())) = tokio::time::timeout_at(deadline, follower.rx.changed()).await {
             let (deleted, ended) = {
                 let s = follower.rx.borrow_and_update();
-                let ended = s.task.as_ref().is_some_and(|t| stop(convert::state(t)));
-                (s.deleted, ended)
+                (s.deleted, s.task.as_ref().is_some_and(|t| stops(t)))
             };
             if deleted {
                 return Err(not_found());
@@ -236,6 +270,64 @@ impl Gateway {
         }
         drop(follower);
         api.get_opt(name).await?.ok_or_else(not_found)
+    }
+
+    /// Records the decision `req` carries about the call task `id` waits on, in the caller's
+    /// name (the router checked they may update Tasks); the Task as written, and the call.
+    /// A task that waits on nothing takes no further message: a task is one turn.
+    async fn answer(
+        &self,
+        t: &Target<'_>,
+        caller: &Caller,
+        scope: &Scope,
+        req: &SendMessageRequest,
+        id: &str,
+    ) -> Result<(AriTask, String)> {
+        let task = self.own_task(t, scope, id).await?;
+        let waiting = task
+            .status
+            .as_ref()
+            .and_then(|s| s.pending_approval.as_ref())
+            .filter(|_| convert::state(&task).is_interrupted());
+        let Some(pending) = waiting else {
+            return Err(Error::Unsupported(format!(
+                "task {id} waits for no decision; a task takes one message otherwise: send a new message without taskId"
+            )));
+        };
+        let call = pending.call.clone();
+        let said = crate::decision::answer(&req.message, &call)?;
+        let decided = ari_crds::Approval {
+            call: call.clone(),
+            decision: said.decision,
+            approver: caller.username.clone(),
+            reason: said.reason,
+        };
+        let approvals =
+            ari_crds::add_decision(task.spec.approvals.as_deref().unwrap_or_default(), decided)
+                .map_err(|e| Error::InvalidParams(e.to_string()))?;
+        // Conditional on the version read: of two people deciding at once, one wins.
+        let patch = json!({
+            "metadata": {"resourceVersion": task.resource_version()},
+            "spec": {"approvals": approvals},
+        });
+        let written = self
+            .tasks(t.namespace)
+            .patch(id, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(ae) if ae.code == 409 => Error::InvalidParams(format!(
+                    "task {id} changed while deciding (someone else decided?); read it again"
+                )),
+                kube::Error::Api(ae) if ae.code == 422 || ae.code == 400 || ae.code == 403 => {
+                    Error::InvalidParams(ae.message.chars().take(300).collect())
+                }
+                e => Error::Kube(e),
+            })?;
+        self.metrics
+            .decisions
+            .with_label_values(&[t.namespace])
+            .inc();
+        Ok((written, call))
     }
 
     pub async fn get_task(&self, t: &Target<'_>, scope: &Scope, params: Value) -> Result<Value> {
@@ -322,15 +414,23 @@ impl Gateway {
         Ok(serde_json::to_value(convert::task(&task, true, true)).unwrap_or_default())
     }
 
-    /// For `SendStreamingMessage`: creates the Task and streams it.
+    /// For `SendStreamingMessage`: creates the Task and streams it (or, for a message naming
+    /// a task, records the decision it carries and streams that task).
     pub async fn send_streaming(
         self: &Arc<Self>,
         t: &Target<'_>,
         caller: &Caller,
+        scope: &Scope,
         params: Value,
         permit: StreamPermit,
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
+        if let Some(id) = req.message.task_id.as_deref() {
+            let (task, _) = self.answer(t, caller, scope, &req, id).await?;
+            return self
+                .stream_task(t.namespace, &task.name_any(), false, permit)
+                .await;
+        }
         let created = self.create(t, caller, &req, true).await?;
         self.stream_task(t.namespace, &created.name_any(), true, permit)
             .await

@@ -10,6 +10,8 @@ pub struct Metrics {
     pub refused: IntCounterVec,
     /// Tasks created from messages.
     pub tasks_created: IntCounterVec,
+    /// Decisions about waiting calls written for A2A callers.
+    pub decisions: IntCounterVec,
     /// Streams open now.
     pub streams_open: IntGauge,
     /// Agents or Tasks skipped because they do not decode.
@@ -46,6 +48,13 @@ impl Metrics {
             ),
             &["namespace"],
         )?;
+        let decisions = IntCounterVec::new(
+            Opts::new(
+                "ari_gateway_decisions_total",
+                "Decisions about calls waiting for approval, written for A2A callers",
+            ),
+            &["namespace"],
+        )?;
         let streams_open = IntGauge::new("ari_gateway_streams_open", "SSE streams open now")?;
         let decode_skipped = IntCounterVec::new(
             Opts::new(
@@ -57,6 +66,7 @@ impl Metrics {
         registry.register(Box::new(calls.clone()))?;
         registry.register(Box::new(refused.clone()))?;
         registry.register(Box::new(tasks_created.clone()))?;
+        registry.register(Box::new(decisions.clone()))?;
         registry.register(Box::new(streams_open.clone()))?;
         registry.register(Box::new(decode_skipped.clone()))?;
         let connections_open = IntGauge::new(
@@ -82,6 +92,7 @@ impl Metrics {
             calls,
             refused,
             tasks_created,
+            decisions,
             streams_open,
             decode_skipped,
             connections_open,

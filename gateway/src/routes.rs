@@ -267,7 +267,14 @@ async fn call(
             return axum::Json(rpc::error(&id, &e)).into_response();
         }
     };
+    // A message naming a task decides the call that task waits on: the right to update
+    // Tasks, and the task must be in the caller's scope.
+    let answers = matches!(method, Method::SendMessage | Method::SendStreamingMessage)
+        && params
+            .pointer("/message/taskId")
+            .is_some_and(|v| !v.is_null());
     let access = match method {
+        Method::SendMessage | Method::SendStreamingMessage if answers => Access::DecideTasks,
         Method::SendMessage | Method::SendStreamingMessage => Access::CreateTasks,
         Method::GetTask | Method::SubscribeToTask => Access::GetTasks,
         Method::ListTasks => Access::ListTasks,
@@ -288,7 +295,7 @@ async fn call(
         agent: &agent,
     };
     let scope = match method {
-        Method::SendMessage | Method::SendStreamingMessage => None,
+        Method::SendMessage | Method::SendStreamingMessage if !answers => None,
         _ => match scope(&gw, &who, &namespace, &agent).await {
             Ok(s) => Some(s),
             Err(e) => return refusal(&gw, &id, &e),
@@ -303,7 +310,7 @@ async fn call(
         };
         let stream = match method {
             Method::SendStreamingMessage => gw
-                .send_streaming(&t, caller, params, permit)
+                .send_streaming(&t, caller, &scope, params, permit)
                 .await
                 .map(|s| s.boxed()),
             _ => gw
@@ -323,7 +330,7 @@ async fn call(
         }
     } else {
         match method {
-            Method::SendMessage => gw.send_message(&t, caller, params).await,
+            Method::SendMessage => gw.send_message(&t, caller, &scope, params).await,
             Method::GetTask => gw.get_task(&t, &scope, params).await,
             Method::ListTasks => gw.list_tasks(&t, &scope, params).await,
             _ => gw.cancel_task(&t, &scope, params).await,
