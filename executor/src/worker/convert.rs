@@ -209,6 +209,7 @@ mod tests {
                 cancelled: None,
                 trace: None,
                 approvals: None,
+                verification: None,
             },
         )
     }
