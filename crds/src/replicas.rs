@@ -63,7 +63,7 @@ impl Task {
 
     /// Claims that were not replicas finishing: the first run and the re-runs after executor
     /// loss. `spec.retries` bounds these, never the replicas asked for.
-    pub fn runs_lost_or_current(&self) -> u32 {
+    pub fn attempts_against_retries(&self) -> u32 {
         let replicas = u32::try_from(self.replicas_run().len()).unwrap_or(u32::MAX);
         self.attempts().saturating_sub(replicas)
     }
