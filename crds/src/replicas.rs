@@ -188,7 +188,15 @@ mod tests {
     #[test]
     fn verdicts_follow_the_replicas_endings_and_digests() {
         use TaskReason::*;
-        let cases: Vec<(&str, u32, Vec<ReplicaRecord>, ReplicaRecord, &str)> = vec![
+        // (name, replicas wanted, earlier replicas, this one, verdict)
+        type Case = (
+            &'static str,
+            u32,
+            Vec<ReplicaRecord>,
+            ReplicaRecord,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
             ("a single run ends as it ended", 1, vec![], ok("a"), "Ends"),
             (
                 "a first agreeing replica asks for the next",
@@ -309,7 +317,15 @@ mod tests {
 
     #[test]
     fn an_executor_runs_a_second_replica_only_when_no_ready_peer_has_run_fewer() {
-        let cases: Vec<(&str, Vec<ReplicaRecord>, &str, BTreeSet<String>, bool)> = vec![
+        // (name, replicas so far, me, ready executors, may run)
+        type Case = (
+            &'static str,
+            Vec<ReplicaRecord>,
+            &'static str,
+            BTreeSet<String>,
+            bool,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "anyone takes the first replica",
                 vec![],
