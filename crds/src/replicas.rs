@@ -33,8 +33,8 @@ pub struct ReplicaRecord {
     pub output_sha256: String,
     /// Hex SHA-256 of the host-call trace (compared).
     pub trace_sha256: String,
-    /// Hex SHA-256 of the signed in-toto Statement (not compared: it names the executor and
-    /// its timings).
+    /// The replica's attestation digest, as a parent lists a child's (not compared: it names
+    /// the executor and its timings).
     pub attestation_sha256: String,
     /// Fuel this replica used (each replica is a whole run's cost).
     pub fuel: u64,
