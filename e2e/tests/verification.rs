@@ -28,6 +28,10 @@ fn main() -> std::process::ExitCode {
             "replicas_fetching_different_answers_fail_verification_mismatch_naming_both_executors",
             mismatch,
         ),
+        (
+            "one_executor_runs_every_replica_and_seed_and_clock_are_shared",
+            one_executor,
+        ),
     ])
 }
 
@@ -185,6 +189,57 @@ fn mismatch(ctx: &Ctx) -> Result<()> {
         );
         let verified = conditions::find(&s.conditions, VERIFIED).context("no Verified")?;
         ensure!(verified.status == "False", "Verified {verified:?}");
+        Ok(())
+    })
+}
+
+/// With one executor it runs every replica. Dice without `spec.seed` and the logical clock agree
+/// only because every replica gets the same seed and start time; an Agent granted storage
+/// refuses replicas (each run would commit its writes).
+fn one_executor(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("alone", |client, ns| async move {
+        let grants = [
+            ("dice", "  capabilities:\n    randomness: {}\n"),
+            ("clock", "  capabilities:\n    timeAccess: {}\n"),
+            (
+                "counter",
+                "  capabilities:\n    storage:\n      maxBytes: 4096\n",
+            ),
+        ];
+        for (name, grant) in grants {
+            ctx.module_configmap(&ns, &format!("{name}-module"), name)?;
+            ctx.apply_ok(&ns, &agent_yaml(name, &format!("{name}-module"), 1, grant))?;
+        }
+        for (name, _) in grants {
+            agent_ready(&client, &ns, name).await?;
+        }
+        let thrice = "  verification:\n    replicas: 3\n";
+        ctx.apply_ok(&ns, &task_yaml("roll", "dice", "20", thrice))?;
+        ctx.apply_ok(&ns, &task_yaml("now", "clock", "", thrice))?;
+        ctx.apply_ok(&ns, &task_yaml("count", "counter", "", VERIFY_TWICE))?;
+        for name in ["roll", "now"] {
+            let t = task_finished(&client, &ns, name, wait::DEFAULT).await?;
+            expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+            let s = t.status.clone().unwrap_or_default();
+            let ran = executors_of(&t);
+            ensure!(
+                ran.len() == 3 && ran.iter().all(|e| *e == ran[0]),
+                "{name}: replicas ran on {ran:?}, want one executor three times"
+            );
+            ensure!(
+                conditions::is_true(&s.conditions, VERIFIED),
+                "{name}: {:?}",
+                s.conditions
+            );
+            ensure!(s.attempts == Some(3), "{name}: attempts {:?}", s.attempts);
+        }
+        let t = task_finished(&client, &ns, "count", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+        let message = t.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            message.contains("spec.verification.replicas") && message.contains("storage"),
+            "message {message:?}"
+        );
         Ok(())
     })
 }
