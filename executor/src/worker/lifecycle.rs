@@ -680,27 +680,8 @@ impl Worker {
         let task = attempt.current.clone();
         let fill = |s: &mut TaskStatus, generation: Option<i64>| {
             // The attempt is ours (checked before the fill), so the Task is Running.
-            let output_ref = output_ref.clone();
-            let _ = match replicas::judge(&task, s, &record) {
-                Verdict::Ends => {
-                    if task.spec.replicas() > 1 {
-                        s.replicas.push(record.clone());
-                    }
-                    convert::finish_with_outcome(s, generation, outcome, output_ref)
-                }
-                Verdict::Next => s.replicate(
-                    record.clone(),
-                    task.spec.replicas(),
-                    generation,
-                    convert::now(),
-                ),
-                Verdict::Verified(message) => s
-                    .verified(record.clone(), &message, generation, convert::now())
-                    .map(|()| convert::record_outcome(s, outcome, output_ref)),
-                Verdict::Mismatch(message) => s
-                    .mismatch(record.clone(), &message, generation, convert::now())
-                    .map(|()| convert::record_usage(s, outcome)),
-            };
+            let _ =
+                replicas::write_ending(s, &task, &record, outcome, output_ref.clone(), generation);
             s.trace_ref = trace_ref.clone();
         };
         self.metrics

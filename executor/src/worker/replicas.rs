@@ -3,11 +3,13 @@
 //! records a replica, verifies the Task or fails it `VerificationMismatch`. The rules are
 //! [`ari_crds::replicas`]'; this module applies them.
 
-use ari_crds::{ReplicaRecord, Task, TaskPhase, TaskReason, TaskStatus, Verdict};
+use ari_crds::lifecycle::NotAllowed;
+use ari_crds::{OutputRef, ReplicaRecord, Task, TaskPhase, TaskReason, TaskStatus, Verdict};
 use ari_runtime::TaskOutcome;
 use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 
+use super::convert;
 use super::peers::Peers;
 
 /// The seed every replica of a verified Task without `spec.seed` uses: derived from its uid,
@@ -69,4 +71,33 @@ pub fn judge(task: &Task, status: &TaskStatus, record: &ReplicaRecord) -> Verdic
 /// the next one, nor for one that disagreed (no output is shown then).
 pub fn keeps_output(verdict: &Verdict) -> bool {
     matches!(verdict, Verdict::Ends | Verdict::Verified(_))
+}
+
+/// Writes the run's ending into the Running `status` as its verdict says: a plain ending (the
+/// replica listed when the Task is verified), the next replica's turn, `Verified`, or
+/// `VerificationMismatch` with the run's usage and attestation but no output.
+pub fn write_ending(
+    s: &mut TaskStatus,
+    task: &Task,
+    record: &ReplicaRecord,
+    outcome: &TaskOutcome,
+    output_ref: Option<OutputRef>,
+    generation: Option<i64>,
+) -> Result<(), NotAllowed> {
+    let now = convert::now();
+    match judge(task, s, record) {
+        Verdict::Ends => {
+            if task.spec.replicas() > 1 {
+                s.replicas.push(record.clone());
+            }
+            convert::finish_with_outcome(s, generation, outcome, output_ref)
+        }
+        Verdict::Next => s.replicate(record.clone(), task.spec.replicas(), generation, now),
+        Verdict::Verified(message) => s
+            .verified(record.clone(), &message, generation, now)
+            .map(|()| convert::record_outcome(s, outcome, output_ref)),
+        Verdict::Mismatch(message) => s
+            .mismatch(record.clone(), &message, generation, now)
+            .map(|()| convert::record_usage(s, outcome)),
+    }
 }
