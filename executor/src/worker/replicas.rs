@@ -101,3 +101,98 @@ pub fn write_ending(
             .map(|()| convert::record_usage(s, outcome)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ari_crds::conditions::{self, VERIFIED};
+    use ari_crds::{Attestation, TaskSpec, Verification};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn task(replicas: u32) -> Task {
+        let mut t = Task::new("t", TaskSpec::for_agent("echo"));
+        t.spec.verification = Some(Verification { replicas });
+        t.metadata.uid = Some("uid-1".into());
+        t.metadata.creation_timestamp = Some(Time(Timestamp::from_second(1_000).expect("time")));
+        t
+    }
+
+    fn outcome(output: &[u8]) -> TaskOutcome {
+        TaskOutcome {
+            task_id: "t".into(),
+            output: output.to_vec(),
+            output_sha256: hex::encode(Sha256::digest(output)),
+            resources_used: Default::default(),
+            limits_applied: Default::default(),
+            attestation: Attestation {
+                payload: String::new(),
+                payload_type: String::new(),
+                signatures: Vec::new(),
+            },
+            failure: None,
+            estimate: None,
+            trace: Default::default(),
+            logs: Vec::new(),
+            children: Vec::new(),
+            delegations_refused: 0,
+            models: Vec::new(),
+            output_not_kept: false,
+            storage_conflict: false,
+        }
+    }
+
+    #[test]
+    fn replicas_of_one_task_share_seed_and_start_and_a_plain_task_gets_neither() {
+        let verified = task(2);
+        assert_eq!(shared_seed(&verified), shared_seed(&verified.clone()));
+        assert!(shared_seed(&verified).is_some());
+        let mut other = task(2);
+        other.metadata.uid = Some("uid-2".into());
+        assert_ne!(
+            shared_seed(&verified),
+            shared_seed(&other),
+            "seeds differ per Task"
+        );
+        assert_eq!(shared_start(&verified), Some(1_000_000_000_000));
+        let plain = task(1);
+        assert_eq!((shared_seed(&plain), shared_start(&plain)), (None, None));
+    }
+
+    /// Two replicas through the real final-write function: the first requeues with its record,
+    /// the second (same output) verifies and shows the output; a different output instead
+    /// fails the Task and shows none.
+    #[test]
+    fn the_final_write_requeues_then_verifies_or_fails_on_a_mismatch() {
+        let t = task(2);
+        let mut s = TaskStatus::default();
+        s.claim("exec-a", None, convert::now()).expect("claim");
+        let first = outcome(b"same");
+        let r = record("exec-a", &first);
+        write_ending(&mut s, &t, &r, &first, None, None).expect("replicate");
+        assert_eq!(s.current_phase(), TaskPhase::Pending);
+        assert_eq!(s.output, None, "a replica that waits shows no output");
+        let after_first = s.clone();
+
+        s.claim("exec-b", None, convert::now()).expect("claim");
+        let r = record("exec-b", &first);
+        write_ending(&mut s, &t, &r, &first, None, None).expect("verify");
+        assert_eq!(s.current_phase(), TaskPhase::Succeeded);
+        assert_eq!(s.output.as_deref(), Some("same"));
+        assert!(conditions::is_true(&s.conditions, VERIFIED));
+
+        let mut s = after_first;
+        s.claim("exec-b", None, convert::now()).expect("claim");
+        let other = outcome(b"different");
+        let r = record("exec-b", &other);
+        write_ending(&mut s, &t, &r, &other, None, None).expect("mismatch");
+        assert_eq!(s.reason, Some(TaskReason::VerificationMismatch));
+        assert_eq!(s.output, None, "which output would be trusted?");
+        let message = s.message.clone().unwrap_or_default();
+        assert!(
+            message.contains("exec-a") && message.contains("exec-b"),
+            "{message}"
+        );
+    }
+}
