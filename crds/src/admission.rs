@@ -73,7 +73,37 @@ pub fn admit(task: &Task, agent: &AgentSpec) -> Result<(), Refusal> {
     }
     fuel_within_limit(task.spec.fuel, agent)?;
     tokens_within_limit(task.spec.tokens, agent)?;
-    Ok(())
+    replicas_allowed(task, agent)
+}
+
+/// `spec.verification.replicas` > 1 runs the Task N times: refused where a run has effects
+/// beyond its own result, which N runs would repeat (docs/verification.md, "Scope in v1").
+fn replicas_allowed(task: &Task, agent: &AgentSpec) -> Result<(), Refusal> {
+    if task.spec.replicas() <= 1 {
+        return Ok(());
+    }
+    let grants = &agent.capabilities;
+    let effect = if task.spec.parent.is_some() {
+        Some("a delegated Task (its parent would see one child run N times)")
+    } else if grants.storage.is_some() {
+        Some("an Agent granted storage (each run would commit its writes)")
+    } else if grants.delegation.is_some() {
+        Some("an Agent granted delegation (each run would create its children)")
+    } else if grants.tools.is_some() {
+        Some("an Agent granted tools (each call, and each approval, would happen N times)")
+    } else {
+        None
+    };
+    match effect {
+        None => Ok(()),
+        Some(what) => Err(Refusal {
+            reason: TaskReason::CapabilityDenied,
+            message: format!(
+                "spec.verification.replicas > 1 is not supported for {what}; see \
+                 docs/verification.md"
+            ),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -126,8 +156,36 @@ mod tests {
                 parent: None,
                 trace: None,
                 approvals: None,
+                verification: None,
             },
         )
+    }
+
+    #[test]
+    fn replicas_are_refused_where_a_run_has_effects_n_runs_would_repeat() {
+        use crate::replicas::Verification;
+        let mut t = task(None);
+        t.spec.verification = Some(Verification { replicas: 2 });
+        assert_eq!(admit(&t, &agent(None)), Ok(()), "no effects: admitted");
+        let mut with_storage = agent(None);
+        with_storage.capabilities.storage = Some(crate::StorageGrant { max_bytes: 1 });
+        let refused = admit(&t, &with_storage).expect_err("storage");
+        assert_eq!(refused.reason, TaskReason::CapabilityDenied);
+        assert!(refused.message.contains("storage"), "{}", refused.message);
+        let mut with_delegation = agent(None);
+        with_delegation.capabilities.delegation = Some(Default::default());
+        let refused = admit(&t, &with_delegation).expect_err("delegation");
+        assert!(
+            refused.message.contains("delegation"),
+            "{}",
+            refused.message
+        );
+        t.spec.verification = Some(Verification { replicas: 1 });
+        assert_eq!(
+            admit(&t, &with_storage),
+            Ok(()),
+            "one replica is a plain run"
+        );
     }
 
     #[test]

@@ -16,6 +16,9 @@ pub const SUCCEEDED: &str = "Succeeded";
 /// Task: `True` while a call waits for a person's decision (`status.pendingApproval`);
 /// `False` once decided, with the decision as its reason.
 pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
+/// Task with `spec.verification.replicas` > 1: `Unknown` while replicas run, `True` once all
+/// agreed, `False` when they disagreed (the Task then fails `VerificationMismatch`).
+pub const VERIFIED: &str = "Verified";
 
 /// Tri-state of a condition (`True`, `False`, `Unknown`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,6 +17,7 @@ pub mod model_config;
 pub mod names;
 pub mod plan;
 pub mod plan_view;
+pub mod replicas;
 pub mod task;
 pub mod verify;
 
@@ -48,6 +49,7 @@ pub use plan::{
     HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, PlanStepReason,
     Planner, StepPhase, StepReason, StepStatus,
 };
+pub use replicas::{MAX_REPLICAS, ReplicaRecord, Verdict, Verification, may_run_next, verdict};
 pub use task::{
     AgentRef, Approval, Attestation, Cost, Decision, DelegationApplied, Ending, Estimate,
     InputError, InputFrom, InputSource, KeyRef, LimitsApplied, ModelCalls, OutputRef,

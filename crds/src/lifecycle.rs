@@ -4,7 +4,8 @@
 //! ```text
 //!   Pending ──claim──▶ Running ──finish──▶ Succeeded | Failed
 //!      │  ▲              │ │
-//!      │  └───requeue────┘ └──fail──▶ Failed
+//!      │  ├───requeue────┤ └──fail──▶ Failed
+//!      │  └──replicate───┘   (a verified Task's replica recorded; the next one runs)
 //!      ├────────fail───────────────▶ Failed
 //!      └────────cancel─────────────▶ Cancelled   (Running ──finish──▶ Cancelled, too)
 //! ```
@@ -21,6 +22,7 @@ use serde_json::{Map, Value, json};
 
 use crate::a2a::LiveLog;
 use crate::conditions::{self, ConditionStatus};
+use crate::replicas::ReplicaRecord;
 use crate::task::{Decision, PendingApproval, Task, TaskPhase, TaskReason, TaskStatus};
 
 /// Longest `status.message` (and condition message) written; longer ones end in `…`.
@@ -212,6 +214,101 @@ impl TaskStatus {
         Ok(())
     }
 
+    /// Running → Pending with replica `record` of `wanted` recorded, for the next replica's
+    /// claim (`spec.verification`). The run's output is not kept: only the last replica's is.
+    pub fn replicate(
+        &mut self,
+        record: ReplicaRecord,
+        wanted: u32,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("replicate", &[TaskPhase::Running])?;
+        let message = format!(
+            "replica {} of {wanted} ran on {}; waiting for the next",
+            self.replicas.len() + 1,
+            record.executor
+        );
+        self.replicas.push(record);
+        self.phase = Some(TaskPhase::Pending);
+        self.executor = None;
+        self.last_heartbeat_time = None;
+        self.pending_approval = None;
+        self.message = Some(message.clone());
+        self.observed_generation = generation;
+        conditions::set(
+            &mut self.conditions,
+            conditions::VERIFIED,
+            ConditionStatus::Unknown,
+            "Replicating",
+            message,
+            generation,
+            now,
+        );
+        Ok(())
+    }
+
+    /// Running → Succeeded/`Completed`, replicas agreeing: replica `record` (the last) is
+    /// recorded and `Verified=True` names them (`message`). The output is the caller's to set.
+    pub fn verified(
+        &mut self,
+        record: ReplicaRecord,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("verify", &[TaskPhase::Running])?;
+        self.replicas.push(record);
+        self.end(
+            TaskPhase::Succeeded,
+            TaskReason::Completed,
+            "completed",
+            generation,
+            now.clone(),
+        );
+        conditions::set(
+            &mut self.conditions,
+            conditions::VERIFIED,
+            ConditionStatus::True,
+            "ReplicasAgree",
+            clip(message),
+            generation,
+            now,
+        );
+        Ok(())
+    }
+
+    /// Running → Failed `VerificationMismatch`: replica `record` disagreed with the earlier
+    /// ones (`message` names the executors on each side). No output is shown: which would be
+    /// trusted?
+    pub fn mismatch(
+        &mut self,
+        record: ReplicaRecord,
+        message: &str,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Result<(), NotAllowed> {
+        self.require("fail", &[TaskPhase::Running])?;
+        self.replicas.push(record);
+        self.end(
+            TaskPhase::Failed,
+            TaskReason::VerificationMismatch,
+            message,
+            generation,
+            now.clone(),
+        );
+        conditions::set(
+            &mut self.conditions,
+            conditions::VERIFIED,
+            ConditionStatus::False,
+            TaskReason::VerificationMismatch.as_str(),
+            clip(message),
+            generation,
+            now,
+        );
+        Ok(())
+    }
+
     /// Pending or Running → Failed with `reason`, without (or instead of) a run's result.
     pub fn fail(
         &mut self,
@@ -376,7 +473,24 @@ mod tests {
         }
     }
 
-    const EVENTS: [Event; 10] = [
+    fn record() -> ReplicaRecord {
+        ReplicaRecord {
+            executor: "pod-a".into(),
+            phase: TaskPhase::Succeeded,
+            reason: TaskReason::Completed,
+            output_sha256: "o".into(),
+            trace_sha256: "t".into(),
+            attestation_sha256: "a".into(),
+            fuel: 1,
+        }
+    }
+
+    const EVENTS: [Event; 13] = [
+        ("replicate", |s| s.replicate(record(), 2, Some(1), now())),
+        ("verify", |s| s.verified(record(), "agree", Some(1), now())),
+        ("mismatch", |s| {
+            s.mismatch(record(), "disagree", Some(1), now())
+        }),
         ("await approval", |s| {
             s.await_approval(pending(), Some(1), now())
         }),
@@ -414,6 +528,12 @@ mod tests {
             (Pending, "cancel", Some(Cancelled)),
             (Pending, "await approval", None),
             (Pending, "approval decided", None),
+            (Pending, "replicate", None),
+            (Pending, "verify", None),
+            (Pending, "mismatch", None),
+            (Running, "replicate", Some(Pending)),
+            (Running, "verify", Some(Succeeded)),
+            (Running, "mismatch", Some(Failed)),
             (Running, "claim", None),
             (Running, "await approval", Some(Running)),
             (Running, "approval decided", Some(Running)),
@@ -612,6 +732,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn replicas_are_recorded_and_the_verified_condition_follows_them() {
+        let mut s = status(TaskPhase::Running);
+        s.replicate(record(), 2, Some(1), now()).expect("replicate");
+        assert_eq!(s.executor, None);
+        assert_eq!(s.replicas.len(), 1);
+        let c = conditions::find(&s.conditions, conditions::VERIFIED).expect("Verified");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("Unknown", "Replicating")
+        );
+        assert_eq!(
+            s.claim("pod-b", Some(1), now()),
+            Ok(2),
+            "the next replica's claim"
+        );
+        s.mismatch(
+            record(),
+            "replicas disagree: [pod-a] vs [pod-b]",
+            Some(1),
+            now(),
+        )
+        .expect("mismatch");
+        assert_eq!(s.reason, Some(TaskReason::VerificationMismatch));
+        assert_eq!(s.replicas.len(), 2);
+        let c = conditions::find(&s.conditions, conditions::VERIFIED).expect("Verified");
+        assert_eq!(c.status, "False");
+        assert!(c.message.contains("pod-b"), "{}", c.message);
+
+        let mut s = status(TaskPhase::Running);
+        s.verified(record(), "2 replicas agree", Some(1), now())
+            .expect("verified");
+        assert_eq!(s.current_phase(), TaskPhase::Succeeded);
+        assert!(conditions::is_true(&s.conditions, conditions::VERIFIED));
     }
 
     #[test]

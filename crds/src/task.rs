@@ -19,6 +19,7 @@ pub use ari_model::{
 use crate::a2a::LiveLog;
 use crate::capability::TaskRequirements;
 use crate::delegation::{ChildStatus, ParentRef};
+pub use crate::replicas::{MAX_REPLICAS, ReplicaRecord, Verification};
 
 /// Most retries after executor loss a Task may ask for.
 pub const MAX_RETRIES: u32 = 10;
@@ -61,6 +62,12 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
     ),
     printcolumn(name = "Duration", type_ = "string", json_path = ".status.duration"),
     printcolumn(
+        name = "Verified",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Verified\")].status",
+        priority = "1"
+    ),
+    printcolumn(
         name = "Parent",
         type_ = "string",
         json_path = ".spec.parent.name",
@@ -75,7 +82,7 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
 #[x_kube(
     // Immutable but for `cancelled`, which may be set (once: it cannot be unset), and
     // `approvals`, which only grows (an entry once written stays as written).
-    validation = Rule::new("self == oldSelf || (((has(self.cancelled) && self.cancelled) || (has(self.cancelled) == has(oldSelf.cancelled) && (!has(self.cancelled) || self.cancelled == oldSelf.cancelled))) && (!has(oldSelf.approvals) || (has(self.approvals) && self.approvals.size() >= oldSelf.approvals.size() && oldSelf.approvals.all(a, self.approvals.exists(b, b == a)))) && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace))").message("Task spec is immutable except that cancelled may be set to true and approvals may be added to"),
+    validation = Rule::new("self == oldSelf || (((has(self.cancelled) && self.cancelled) || (has(self.cancelled) == has(oldSelf.cancelled) && (!has(self.cancelled) || self.cancelled == oldSelf.cancelled))) && (!has(oldSelf.approvals) || (has(self.approvals) && self.approvals.size() >= oldSelf.approvals.size() && oldSelf.approvals.all(a, self.approvals.exists(b, b == a)))) && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace) && has(self.verification) == has(oldSelf.verification) && (!has(self.verification) || self.verification == oldSelf.verification))").message("Task spec is immutable except that cancelled may be set to true and approvals may be added to"),
     validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -142,6 +149,9 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["call"]))]
     pub approvals: Option<Vec<Approval>>,
+    /// Run the Task on `replicas` executors and compare the runs (docs/verification.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
 }
 
 /// A call of the running Task that waits for a person's decision.
@@ -216,6 +226,7 @@ impl TaskSpec {
             parent: None,
             trace: None,
             approvals: None,
+            verification: None,
         }
     }
 }
@@ -340,6 +351,10 @@ pub struct TaskStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub models: Vec<ModelCalls>,
+    /// One entry per replica run so far, oldest first, when `spec.verification.replicas` > 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5))]
+    pub replicas: Vec<ReplicaRecord>,
     /// The newest guest log lines while the Task runs, for A2A streams (only while a gateway
     /// stream follows the Task: the `ari.dev/live-log` lease, set by the gateway alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]

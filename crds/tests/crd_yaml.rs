@@ -68,6 +68,7 @@ fn crds_declare_names_columns_subresources_and_selectable_field() {
             "Tokens In",
             "Tokens Out",
             "Duration",
+            "Verified",
             "Parent",
             "Age"
         ]

@@ -162,10 +162,12 @@ pub enum TaskReason {
     ModeRefused,
     AgentError,
     Cancelled,
+    /// The replicas of `spec.verification` disagreed on ending, output or trace.
+    VerificationMismatch,
 }
 
 impl TaskReason {
-    pub const ALL: [TaskReason; 12] = [
+    pub const ALL: [TaskReason; 13] = [
         TaskReason::Completed,
         TaskReason::Trap,
         TaskReason::FuelExhausted,
@@ -178,6 +180,7 @@ impl TaskReason {
         TaskReason::ModeRefused,
         TaskReason::AgentError,
         TaskReason::Cancelled,
+        TaskReason::VerificationMismatch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -194,6 +197,7 @@ impl TaskReason {
             TaskReason::ModeRefused => "ModeRefused",
             TaskReason::AgentError => "AgentError",
             TaskReason::Cancelled => "Cancelled",
+            TaskReason::VerificationMismatch => "VerificationMismatch",
         }
     }
 

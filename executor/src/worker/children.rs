@@ -245,6 +245,7 @@ impl KubeDelegator {
                 // A child keeps its trace when its own Agent says so.
                 trace: None,
                 approvals: None,
+                verification: None,
                 parent: Some(ParentRef {
                     name: self.parent.name.clone(),
                     uid: self.parent.uid.clone(),

@@ -103,9 +103,17 @@ pub fn finish_with_outcome(
         None => status.finish(None, "completed", generation, now())?,
         Some(f) => status.finish(Some(f.kind.into()), &f.message, generation, now())?,
     }
-    status.duration = Some(ari_crds::format_duration_millis(
-        outcome.resources_used.wall_millis,
-    ));
+    record_outcome(status, outcome, output_ref);
+    Ok(())
+}
+
+/// What a run leaves in status beside its ending: output, usage, limits and attestation.
+pub fn record_outcome(
+    status: &mut TaskStatus,
+    outcome: &TaskOutcome,
+    output_ref: Option<ari_crds::OutputRef>,
+) {
+    record_usage(status, outcome);
     status.output = None;
     status.output_base64 = None;
     status.output_ref = None;
@@ -121,11 +129,7 @@ pub fn finish_with_outcome(
         },
     }
     status.output_sha256 = Some(outcome.output_sha256.clone());
-    // The runtime's values are the status types themselves (ari-model): nothing to convert.
-    status.resources_used = Some(outcome.resources_used);
-    status.limits_applied = Some(outcome.limits_applied.clone());
     status.estimate = outcome.estimate;
-    status.attestation = Some(outcome.attestation.clone());
     status.children = children(outcome);
     status.delegations_refused = Some(outcome.delegations_refused).filter(|n| *n > 0);
     status.models = outcome
@@ -134,7 +138,18 @@ pub fn finish_with_outcome(
         .take(ari_crds::task::MAX_LISTED_MODELS)
         .cloned()
         .collect();
-    Ok(())
+}
+
+/// The run's cost and signed evidence, kept even when its output is not shown (a verified
+/// Task whose replicas disagreed).
+pub fn record_usage(status: &mut TaskStatus, outcome: &TaskOutcome) {
+    status.duration = Some(ari_crds::format_duration_millis(
+        outcome.resources_used.wall_millis,
+    ));
+    // The runtime's values are the status types themselves (ari-model): nothing to convert.
+    status.resources_used = Some(outcome.resources_used);
+    status.limits_applied = Some(outcome.limits_applied.clone());
+    status.attestation = Some(outcome.attestation.clone());
 }
 
 /// A parent's `status.children`: the first [`ari_crds::delegation::MAX_LISTED_CHILDREN`] it
@@ -209,6 +224,7 @@ mod tests {
                 cancelled: None,
                 trace: None,
                 approvals: None,
+                verification: None,
             },
         )
     }

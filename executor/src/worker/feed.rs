@@ -54,6 +54,8 @@ pub async fn feed(
                             info!(task = %t.name_any(), "cancelled while running: stopping it");
                         }
                         let ok = t.is_claimable();
+                        // A replica this pod should leave to a peer waits like a peer's Task.
+                        let owned = owned && super::replicas::my_turn(&t, peers);
                         backlog.offer(t, ok, owned);
                     }
                     Err(e) => {

@@ -28,8 +28,11 @@ use super::convert::{self, OutputPlacement};
 use super::error::TaskError;
 use super::gate;
 use super::parent::ParentCheck;
+use super::peers::Peers;
+use super::replicas;
 use super::slots::Slot;
 use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found};
+use ari_crds::Verdict;
 use ari_runtime::CommitGate;
 use ari_runtime::capability::DelegationContext;
 use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
@@ -197,8 +200,15 @@ enum Handled {
 impl Worker {
     /// Claims, runs and finishes one task. Errors are logged; the task's fate is in its status.
     /// A claim that failed for another reason than a lost race goes back to the backlog.
-    pub async fn handle(self: Arc<Self>, task: Task, slot: Arc<Slot>) {
+    pub async fn handle(self: Arc<Self>, task: Task, slot: Arc<Slot>, peers: &Peers) {
         let name = task.name_any();
+        // A replica a Ready peer should run first: looked at again after `steal_after`, so a
+        // peer that leaves hands the turn back.
+        if !replicas::my_turn(&task, peers) {
+            debug!(task = %name, "a peer has run fewer replicas of this Task; leaving it");
+            self.backlog.retry_later(task);
+            return;
+        }
         match self.clone().handle_inner(task, slot).await {
             Ok(Handled::Done) => {}
             Ok(Handled::NotClaimed(task, e)) => {
@@ -397,7 +407,8 @@ impl Worker {
             .unwrap_or_default()
             .into_bytes();
         req.limits = convert::limits(&self.agent.spec, task, elapsed);
-        req.seed = convert::seed(task)?;
+        req.seed = convert::seed(task)?.or_else(|| replicas::shared_seed(task));
+        req.start_unix_nanos = replicas::shared_start(task);
         req.storage = self.storage.for_task();
         if req.storage.is_some() {
             req.receipt = Some(attempt.uid.clone());
@@ -584,7 +595,11 @@ impl Worker {
     /// The one final write of a run's outcome. Large output goes to a ConfigMap first; output
     /// that cannot be placed fails the Task in that same one write (never left Running).
     async fn finish(&self, attempt: &mut Attempt, outcome: &TaskOutcome) {
+        let record = replicas::record(&self.config.pod_name, outcome);
+        let status = attempt.current.status.clone().unwrap_or_default();
+        let verdict = replicas::judge(&attempt.current, &status, &record);
         let output_ref = match convert::placement(&outcome.output) {
+            _ if !replicas::keeps_output(&verdict) => None,
             OutputPlacement::Inline => None,
             OutputPlacement::ConfigMap => {
                 match self.writer.store_output(attempt, &outcome.output).await {
@@ -656,10 +671,17 @@ impl Worker {
         outcome: &TaskOutcome,
         output_ref: Option<OutputRef>,
     ) {
-        let trace_ref = self.keep_trace(attempt, outcome).await;
+        let record = replicas::record(&self.config.pod_name, outcome);
+        let status = attempt.current.status.clone().unwrap_or_default();
+        let trace_ref = match replicas::judge(&attempt.current, &status, &record) {
+            Verdict::Next => None,
+            _ => self.keep_trace(attempt, outcome).await,
+        };
+        let task = attempt.current.clone();
         let fill = |s: &mut TaskStatus, generation: Option<i64>| {
             // The attempt is ours (checked before the fill), so the Task is Running.
-            let _ = convert::finish_with_outcome(s, generation, outcome, output_ref.clone());
+            let _ =
+                replicas::write_ending(s, &task, &record, outcome, output_ref.clone(), generation);
             s.trace_ref = trace_ref.clone();
         };
         self.metrics
@@ -707,6 +729,11 @@ impl Worker {
             result = self.writer.finish(attempt, &fallback).await;
         }
         match result {
+            Ok(s) if s.current_phase() == TaskPhase::Pending => {
+                // A verified Task's replica: recorded; the next claim runs the next one.
+                self.metrics.fuel.inc_by(fuel);
+                info!(task = %name, replicas = s.replicas.len(), fuel, "replica recorded");
+            }
             Ok(s) => {
                 let (phase, reason) = (
                     s.phase.unwrap_or(TaskPhase::Failed),

@@ -24,6 +24,7 @@ pub(crate) mod module;
 mod oci;
 mod parent;
 mod peers;
+mod replicas;
 mod serve;
 mod slots;
 mod status;
@@ -322,7 +323,7 @@ impl Worker {
             &self.config.agent,
             &self.config.pod_name,
         );
-        let feeder = tokio::spawn(self.clone().feed_backlog(peers));
+        let feeder = tokio::spawn(self.clone().feed_backlog(peers.clone()));
         let mut running = JoinSet::new();
         loop {
             // A free slot first, then a task: a busy executor leaves its peers' tasks to them.
@@ -343,8 +344,9 @@ impl Worker {
                 .set(i64::try_from(self.backlog.len()).unwrap_or(i64::MAX));
             while running.try_join_next().is_some() {}
             let me = self.clone();
+            let peers = peers.clone();
             running.spawn(async move {
-                me.handle(task, slot).await;
+                me.handle(task, slot, &peers).await;
             });
         }
         feeder.abort();

@@ -84,6 +84,18 @@ impl Peers {
         others.iter().all(|p| score(p, task_uid) < mine)
     }
 
+    /// This pod's name.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// The Ready executors of the Agent as far as known, this one included.
+    pub fn ready(&self) -> BTreeSet<String> {
+        let mut all = self.others.read().map(|o| o.clone()).unwrap_or_default();
+        all.insert(self.me.clone());
+        all
+    }
+
     /// How many executors share the work, this one included.
     pub fn count(&self) -> usize {
         self.others.read().map_or(1, |o| o.len() + 1)

@@ -193,14 +193,17 @@ pub fn decide(
                 Some(why) if task.spec.cancelled == Some(true) => Decision::Requeue {
                     message: format!("{why}; cancelled"),
                 },
-                Some(why) if task.attempts() > task.spec.retries() => Decision::Fail {
-                    reason: TaskReason::ExecutorLost,
-                    message: format!(
-                        "{why}; {} attempt(s), retries={}",
-                        task.attempts(),
-                        task.spec.retries()
-                    ),
-                },
+                // A verified Task's finished replicas were claims too; they are not retries.
+                Some(why) if task.attempts_against_retries() > task.spec.retries() => {
+                    Decision::Fail {
+                        reason: TaskReason::ExecutorLost,
+                        message: format!(
+                            "{why}; {} attempt(s), retries={}",
+                            task.attempts_against_retries(),
+                            task.spec.retries()
+                        ),
+                    }
+                }
                 Some(why) => Decision::Requeue {
                     message: format!("{why}; requeued"),
                 },
@@ -442,6 +445,37 @@ mod tests {
             decide(&t, Some(&agent()), ExecutorPod::Running, ts(1_061), TIMING),
             Decision::Fail {
                 reason: TaskReason::DeadlineExceeded,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_lost_replica_is_rerun_because_finished_replicas_are_not_retries() {
+        let record = ari_crds::ReplicaRecord {
+            executor: "echo-executor-abc".into(),
+            phase: TaskPhase::Succeeded,
+            reason: TaskReason::Completed,
+            output_sha256: "o".into(),
+            trace_sha256: "t".into(),
+            attestation_sha256: "a".into(),
+            fuel: 1,
+        };
+        // The second replica's claim is attempt 2, with no retries asked for.
+        let mut status = running(2, 1_001);
+        status.replicas = vec![record];
+        let mut t = task(Some(status));
+        t.spec.verification = Some(ari_crds::Verification { replicas: 2 });
+        t.spec.retries = Some(1);
+        assert!(matches!(
+            decide(&t, Some(&agent()), ExecutorPod::Gone, ts(1_005), TIMING),
+            Decision::Requeue { .. }
+        ));
+        t.spec.retries = None;
+        assert!(matches!(
+            decide(&t, Some(&agent()), ExecutorPod::Gone, ts(1_005), TIMING),
+            Decision::Fail {
+                reason: TaskReason::ExecutorLost,
                 ..
             }
         ));
