@@ -20,7 +20,7 @@ from a2a.client.errors import A2AClientError
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from drivekit import DOCUMENT, check, declare_large_body  # noqa: E402
@@ -318,6 +318,62 @@ async def bounds_flow():
         check(again.status_code == 200, f"a closed stream frees its place ({again.status_code})")
 
 
+def decision(task_id, data):
+    """A follow-up message on `task_id` carrying a kagent hitl/v1-shaped decision."""
+    value = json_format.ParseDict(data, struct_pb2.Value())
+    return pb.Message(message_id=str(uuid.uuid4()), role=pb.ROLE_USER, task_id=task_id,
+                      parts=[pb.Part(data=value)])
+
+
+async def approve_flow():
+    """A destructive tool call waits (input-required); a caller without the right to update
+    Tasks cannot decide it; another caller approves one call and rejects another, each
+    answered on the same task, which then runs on to its end."""
+    caller, approver = os.environ["A2A_TOKEN"], os.environ["A2A_APPROVER_TOKEN"]
+    ask = "call demo delete_everything {\"confirm\":true}"
+    mine = await client("toolbox", caller, streaming=False)
+    events = await collect(mine, pb.SendMessageRequest(message=message(ask)))
+    task = events[-1].task
+    check(task.status.state == pb.TASK_STATE_INPUT_REQUIRED,
+          f"the call waits: input-required ({pb.TaskState.Name(task.status.state)})")
+    pending = json_format.MessageToDict(task.metadata).get("ari.dev/pendingApproval", {})
+    check(pending.get("tool") == "delete_everything" and pending.get("call"), f"the task names the call ({pending})")
+    try:
+        await collect(mine, pb.SendMessageRequest(message=decision(task.id, {"decision_type": "approve"})))
+        check(False, "a caller who may not update Tasks decided a call")
+    except Exception as e:  # noqa: BLE001 (the SDK raises per JSON-RPC code)
+        check("403" in str(e), f"a caller who may not update Tasks cannot decide: 403 ({e})")
+
+    theirs = await client("toolbox", approver, streaming=False)
+    try:
+        await collect(theirs, pb.SendMessageRequest(message=decision(task.id, {"decision_type": "approve", "call": "0" * 16})))
+        check(False, "a decision about another call was taken")
+    except Exception as e:  # noqa: BLE001 (the SDK raises per JSON-RPC code)
+        check("waits on call" in str(e), f"a decision naming another call is refused ({e})")
+    done = await collect(theirs, pb.SendMessageRequest(message=decision(task.id, {"decision_type": "approve"})))
+    ended = done[-1].task
+    check(ended.status.state == pb.TASK_STATE_COMPLETED,
+          f"approved over A2A, the task runs on to completed ({pb.TaskState.Name(ended.status.state)})")
+    text = ended.artifacts[0].parts[0].text if ended.artifacts else ""
+    check(text == "deleted nothing", f"the approved call's result is the output ({text[:120]})")
+    try:
+        await collect(theirs, pb.SendMessageRequest(message=decision(task.id, {"decision_type": "deny"})))
+        check(False, "an ended task took a second decision")
+    except Exception as e:  # noqa: BLE001 (the SDK raises per JSON-RPC code)
+        check("waits for no decision" in str(e), f"a task that waits on nothing takes no further message ({e})")
+
+    events = await collect(mine, pb.SendMessageRequest(message=message(ask)))
+    second = events[-1].task
+    check(second.status.state == pb.TASK_STATE_INPUT_REQUIRED, "a second call waits")
+    done = await collect(theirs, pb.SendMessageRequest(message=decision(
+        second.id, {"decision_type": "reject", "rejection_reason": "not over A2A"})))
+    ended = done[-1].task
+    text = ended.artifacts[0].parts[0].text if ended.artifacts else ""
+    check(text.startswith("error rejected:") and text.endswith("not over A2A"),
+          f"rejected over A2A, the guest gets the reason ({text[:120]})")
+
+
 if __name__ == "__main__":
-    flows = {"main": main_flow, "auth": auth_flow, "card": card_flow, "bounds": bounds_flow}
+    flows = {"main": main_flow, "auth": auth_flow, "card": card_flow, "bounds": bounds_flow,
+             "approve": approve_flow}
     asyncio.run(flows[sys.argv[1]]())

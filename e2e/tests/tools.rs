@@ -260,6 +260,9 @@ rules:
   - apiGroups: [ari.dev]
     resources: [tasks]
     verbs: [create, get]
+  - apiGroups: [ari.dev]
+    resources: [agents]
+    verbs: [get]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -330,8 +333,102 @@ subjects: [{kind: ServiceAccount, name: caller}]
             "toolResult: {result}"
         );
         ensure!(!sse.contains(TOKEN), "the stream holds the server's token");
-        Ok(())
+        approve_over_a2a(ctx, &client, &ns, &base, token.trim()).await
     })
+}
+
+/// The official a2a-sdk decides waiting calls on the same task (e2e/a2a/drive.py `approve`):
+/// `caller` may not (no update on Tasks); `approver` may, and sees every caller's tasks. The
+/// decision is recorded in the approver's name, and the attestation signs it.
+async fn approve_over_a2a(
+    ctx: &Ctx,
+    client: &Client,
+    ns: &str,
+    base: &str,
+    caller: &str,
+) -> Result<()> {
+    ctx.apply_ok(
+        ns,
+        "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: approver}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: a2a-approver}
+rules:
+  - apiGroups: [ari.dev]
+    resources: [tasks]
+    verbs: [create, get, update]
+  - apiGroups: [ari.dev]
+    resources: [tasks/a2a-all]
+    verbs: [get]
+  - apiGroups: [ari.dev]
+    resources: [agents]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: approver}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-approver}
+subjects: [{kind: ServiceAccount, name: approver}]
+",
+    )?;
+    let approver = ctx.kubectl_ok([
+        "create",
+        "token",
+        "approver",
+        "-n",
+        ns,
+        "--duration=1h",
+        "--audience=ari-gateway",
+    ])?;
+    let out = std::process::Command::new(installed_python("ARI_A2A_PYTHON", "a2a-sdk.sh")?)
+        .arg(repo().join("e2e/a2a/drive.py"))
+        .arg("approve")
+        .env("A2A_BASE", base)
+        .env("A2A_NS", ns)
+        .env("A2A_TOKEN", caller)
+        .env("A2A_APPROVER_TOKEN", approver.trim())
+        .output()
+        .context("running e2e/a2a/drive.py approve")?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{said}");
+    ensure!(
+        out.status.success(),
+        "drive.py approve failed:\n{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let who = format!("system:serviceaccount:{ns}:approver");
+    let agent: Agent = Api::namespaced(client.clone(), ns).get("toolbox").await?;
+    let tasks: Vec<Task> = Api::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await?
+        .items;
+    let decided: Vec<&Task> = tasks
+        .iter()
+        .filter(|t| t.spec.approvals.is_some())
+        .collect();
+    ensure!(
+        decided.len() == 2,
+        "two tasks decided over A2A, found {}",
+        decided.len()
+    );
+    for task in decided {
+        verify_attestation(task, &agent)?;
+        let signed = task
+            .status
+            .as_ref()
+            .and_then(|s| s.attestation.clone())
+            .context("no attestation")?
+            .predicate()?;
+        ensure!(
+            signed.approvals.len() == 1 && signed.approvals[0].approver == who,
+            "the attestation signs the A2A approver: {:?}",
+            signed.approvals
+        );
+    }
+    Ok(())
 }
 
 fn tool_using_agent_trials(t: &ToolsCtx) -> Result<()> {
