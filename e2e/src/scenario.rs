@@ -287,6 +287,25 @@ pub fn tail(s: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// Runs one scenario of e2e/a2a/drive.py with the official A2A Python SDK (installed on first
+/// use, cached under ~/.cache/ari); its checks are the trial's.
+pub fn drive_a2a(scenario: &str, env: &[(&str, String)]) -> Result<()> {
+    let mut cmd = std::process::Command::new(installed_python("ARI_A2A_PYTHON", "a2a-sdk.sh")?);
+    cmd.arg(repo().join("e2e/a2a/drive.py")).arg(scenario);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().context("running e2e/a2a/drive.py")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    ensure!(
+        out.status.success(),
+        "drive.py {scenario} failed:\n{stdout}\n{}",
+        tail(&String::from_utf8_lossy(&out.stderr), 40)
+    );
+    Ok(())
+}
+
 /// A name unique within this process.
 pub fn unique() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};

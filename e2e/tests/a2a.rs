@@ -59,29 +59,6 @@ fn waiter_yaml() -> String {
     )
 }
 
-/// The SDK's python (installed on first use, cached under ~/.cache/ari).
-fn python() -> Result<String> {
-    installed_python("ARI_A2A_PYTHON", "a2a-sdk.sh")
-}
-
-/// Runs one scenario of e2e/a2a/drive.py; its checks are the trial's.
-fn drive(scenario: &str, env: &[(&str, String)]) -> Result<()> {
-    let mut cmd = Command::new(python()?);
-    cmd.arg(repo().join("e2e/a2a/drive.py")).arg(scenario);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().context("running drive.py")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{stdout}");
-    ensure!(
-        out.status.success(),
-        "drive.py {scenario} failed:\n{stdout}\n{}",
-        tail(&String::from_utf8_lossy(&out.stderr), 40)
-    );
-    Ok(())
-}
-
 /// Service accounts with the RBAC each caller needs, and a token for each.
 fn callers(ctx: &Ctx, ns: &str) -> Result<Vec<(&'static str, String)>> {
     ctx.apply_ok(
@@ -188,7 +165,7 @@ fn sdk_round_trip(ctx: &Ctx) -> Result<()> {
         research_and_waiter(ctx, &client, &ns).await?;
         let tokens = callers(ctx, &ns)?;
         let base = gateway_url(&client).await?;
-        drive("main", &env(&base, &ns, &tokens))?;
+        drive_a2a("main", &env(&base, &ns, &tokens))?;
         // What the SDK saw is what the cluster holds: Tasks labelled with their context, the
         // research tasks' children owned by them.
         let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
@@ -306,7 +283,7 @@ fn bad_tokens(ctx: &Ctx) -> Result<()> {
         let base = gateway_url(&client).await?;
         let mut env = env(&base, &ns, &tokens);
         env.push(("A2A_OUTSIDER_TOKEN", outsider));
-        drive("auth", &env)
+        drive_a2a("auth", &env)
     })
 }
 
@@ -327,7 +304,7 @@ fn bounds(ctx: &Ctx) -> Result<()> {
         )?;
         let mut env = env(&base, &ns, &tokens);
         env.push(("A2A_WAIT_TASK", "spinner".into()));
-        let result = drive("bounds", &env);
+        let result = drive_a2a("bounds", &env);
         ctx.kubectl_ok([
             "-n",
             &ns,
@@ -413,7 +390,7 @@ fn cards(ctx: &Ctx) -> Result<()> {
         let key = signed_card_served(&client, &ns, &card).await?;
         let mut env = env(&base, &ns, &tokens);
         env.push(("A2A_CARD_KEY", key.clone()));
-        drive("card", &env)?;
+        drive_a2a("card", &env)?;
         // A changed card is signed again: the new one is served signed, and verifies.
         ctx.kubectl_ok([
             "patch",

@@ -383,22 +383,15 @@ subjects: [{kind: ServiceAccount, name: approver}]
         "--duration=1h",
         "--audience=ari-gateway",
     ])?;
-    let out = std::process::Command::new(installed_python("ARI_A2A_PYTHON", "a2a-sdk.sh")?)
-        .arg(repo().join("e2e/a2a/drive.py"))
-        .arg("approve")
-        .env("A2A_BASE", base)
-        .env("A2A_NS", ns)
-        .env("A2A_TOKEN", caller)
-        .env("A2A_APPROVER_TOKEN", approver.trim())
-        .output()
-        .context("running e2e/a2a/drive.py approve")?;
-    let said = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{said}");
-    ensure!(
-        out.status.success(),
-        "drive.py approve failed:\n{said}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    drive_a2a(
+        "approve",
+        &[
+            ("A2A_BASE", base.to_owned()),
+            ("A2A_NS", ns.to_owned()),
+            ("A2A_TOKEN", caller.to_owned()),
+            ("A2A_APPROVER_TOKEN", approver.trim().to_owned()),
+        ],
+    )?;
     let who = format!("system:serviceaccount:{ns}:approver");
     let agent: Agent = Api::namespaced(client.clone(), ns).get("toolbox").await?;
     let tasks: Vec<Task> = Api::namespaced(client.clone(), ns)
