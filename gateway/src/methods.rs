@@ -318,7 +318,7 @@ impl Gateway {
                 kube::Error::Api(ae) if ae.code == 409 => Error::InvalidParams(format!(
                     "task {id} changed while deciding (someone else decided?); read it again"
                 )),
-                kube::Error::Api(ae) if ae.code == 422 || ae.code == 400 || ae.code == 403 => {
+                kube::Error::Api(ae) if ae.code == 422 || ae.code == 400 => {
                     Error::InvalidParams(ae.message.chars().take(300).collect())
                 }
                 e => Error::Kube(e),
