@@ -439,6 +439,10 @@ fn guest_line(line: &str, ns: &str, name: &str) -> Option<(String, String)> {
 struct AgentUse {
     tasks: BTreeMap<String, u64>,
     fuel: u64,
+    /// CPU time of the Tasks' runs, summed.
+    cpu_millis: u64,
+    /// The largest linear memory any one Task's instance reached.
+    peak_memory_bytes: u64,
     input_tokens: u64,
     output_tokens: u64,
     model_calls: u64,
@@ -457,6 +461,8 @@ fn usage_by_agent(tasks: &[Task]) -> BTreeMap<String, AgentUse> {
             .and_then(|s| s.resources_used)
             .unwrap_or_default();
         u.fuel = u.fuel.saturating_add(used.fuel);
+        u.cpu_millis = u.cpu_millis.saturating_add(used.cpu_millis);
+        u.peak_memory_bytes = u.peak_memory_bytes.max(used.memory_bytes);
         u.input_tokens = u.input_tokens.saturating_add(used.input_tokens);
         u.output_tokens = u.output_tokens.saturating_add(used.output_tokens);
         u.model_calls = u.model_calls.saturating_add(used.model_calls);
@@ -476,18 +482,30 @@ async fn top(client: Client, ns: &str, args: &TopArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     println!(
-        "{:<24} {:>6} {:>8} {:>7} {:>14} {:>10} {:>10} {:>6} {:>6}",
-        "AGENT", "TASKS", "RUNNING", "FAILED", "FUEL", "TOKENS-IN", "TOKENS-OUT", "MODEL", "TOOLS"
+        "{:<24} {:>6} {:>8} {:>7} {:>14} {:>9} {:>9} {:>10} {:>10} {:>6} {:>6}",
+        "AGENT",
+        "TASKS",
+        "RUNNING",
+        "FAILED",
+        "FUEL",
+        "CPU(ms)",
+        "PEAK-MEM",
+        "TOKENS-IN",
+        "TOKENS-OUT",
+        "MODEL",
+        "TOOLS"
     );
     for (agent, u) in &by {
         let count = |p: &str| u.tasks.get(p).copied().unwrap_or(0);
         println!(
-            "{:<24} {:>6} {:>8} {:>7} {:>14} {:>10} {:>10} {:>6} {:>6}",
+            "{:<24} {:>6} {:>8} {:>7} {:>14} {:>9} {:>9} {:>10} {:>10} {:>6} {:>6}",
             agent,
             u.tasks.values().sum::<u64>(),
             count("Running"),
             count("Failed"),
             u.fuel,
+            u.cpu_millis,
+            format!("{}Ki", u.peak_memory_bytes / 1024),
             u.input_tokens,
             u.output_tokens,
             u.model_calls,
@@ -546,6 +564,8 @@ mod tests {
                 s.resources_used = Some(ari_crds::ResourcesUsed {
                     fuel,
                     input_tokens: tokens,
+                    cpu_millis: fuel * 2,
+                    memory_bytes: fuel << 16,
                     ..Default::default()
                 });
             }
@@ -558,6 +578,8 @@ mod tests {
         ]);
         let ask = &by["ask"];
         assert_eq!((ask.fuel, ask.input_tokens), (11, 5));
+        // CPU adds up; memory is the largest any one Task reached.
+        assert_eq!((ask.cpu_millis, ask.peak_memory_bytes), (22, 10 << 16));
         assert_eq!(ask.tasks.get("Failed"), Some(&1));
         assert_eq!(by["echo"].tasks.get("Running"), Some(&1));
     }
