@@ -26,7 +26,23 @@ pub struct PushArgs {
 pub fn push(args: PushArgs) -> anyhow::Result<u8> {
     let reference = Reference::parse(&args.reference)?;
     let bytes = super::read_module(&args.file)?;
-    let credentials = match &args.docker_config {
+    let (client, credentials) = registry_client(&reference, args.docker_config.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let digest = runtime.block_on(client.push(&reference, bytes, &credentials))?;
+    println!("{reference}@{digest}");
+    Ok(0)
+}
+
+/// A client for `reference`'s registry (plain HTTP only for one on this machine) and the
+/// credentials of `docker_config` for it (anonymous without one). `kubectl ari verify` pulls
+/// with the same.
+pub(crate) fn registry_client(
+    reference: &Reference,
+    docker_config: Option<&std::path::Path>,
+) -> anyhow::Result<(Client, Credentials)> {
+    let credentials = match docker_config {
         Some(path) => {
             let json = std::fs::read(path)
                 .with_context(|| format!("cannot read docker config {}", path.display()))?;
@@ -43,16 +59,11 @@ pub fn push(args: PushArgs) -> anyhow::Result<u8> {
         insecure_registries,
         ..ClientOptions::default()
     })?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let digest = runtime.block_on(client.push(&reference, bytes, &credentials))?;
-    println!("{reference}@{digest}");
-    Ok(0)
+    Ok((client, credentials))
 }
 
 /// Whether `registry` (`host[:port]`) is this machine: the only registries worth plain HTTP.
-pub(crate) fn is_loopback(registry: &str) -> bool {
+fn is_loopback(registry: &str) -> bool {
     let host = match registry.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(v6),
         None => registry.split(':').next().unwrap_or(registry),

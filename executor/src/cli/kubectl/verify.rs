@@ -179,13 +179,11 @@ struct Verifier {
 
 impl Verifier {
     fn new(client: Client, ns: &str, args: &VerifyArgs) -> anyhow::Result<Self> {
-        let mut files = BTreeMap::new();
-        for a in &args.agents {
-            let (name, path) = a
-                .split_once('=')
-                .with_context(|| format!("--agent `{a}`: expected NAME=FILE"))?;
-            files.insert(name.to_owned(), PathBuf::from(path));
-        }
+        let mut files: BTreeMap<String, PathBuf> =
+            crate::cli::flags::pairs("--agent", &args.agents)?
+                .into_iter()
+                .map(|(name, path)| (name, PathBuf::from(path)))
+                .collect();
         if let Some(m) = &args.module {
             files.insert(String::new(), m.clone());
         }
@@ -549,41 +547,26 @@ fn failed(task: &str, agent: &str, depth: usize, reason: String) -> Checked {
     }
 }
 
-/// Pulls the pinned `image` (plain HTTP only for a registry on this machine, as `ari push`).
+/// Pulls the pinned `image` as `ari push` talks to registries.
 async fn pull(image: &str, docker_config: Option<&std::path::Path>) -> anyhow::Result<Vec<u8>> {
     let reference = ari_oci::Reference::parse(image)?;
-    let credentials = match docker_config {
-        Some(path) => {
-            let json = std::fs::read(path)
-                .with_context(|| format!("cannot read docker config {}", path.display()))?;
-            ari_oci::Credentials::from_docker_config_json(&json, reference.registry())?
-        }
-        None => ari_oci::Credentials::anonymous(),
-    };
-    let insecure_registries = if crate::cli::push::is_loopback(reference.registry()) {
-        vec![reference.registry().to_owned()]
-    } else {
-        Vec::new()
-    };
-    let client = ari_oci::Client::new(ari_oci::ClientOptions {
-        insecure_registries,
-        ..ari_oci::ClientOptions::default()
-    })?;
+    let (client, credentials) = crate::cli::push::registry_client(&reference, docker_config)?;
     let dir = tempfile::tempdir()?;
     let cache = ari_oci::ModuleCache::new(dir.path())?;
     Ok(client.pull(&reference, &credentials, &cache).await?.bytes)
 }
 
-/// [`configmap_bytes`], or `None` when the ConfigMap is gone.
+/// [`configmap_bytes`], or `None` when the ConfigMap is gone (one read either way).
 async fn configmap_bytes_opt(
     cms: &Api<ConfigMap>,
     name: &str,
     key: &str,
 ) -> anyhow::Result<Option<Vec<u8>>> {
-    match cms.get_opt(name).await? {
-        None => Ok(None),
-        Some(_) => configmap_bytes(cms, name, key).await.map(Some),
-    }
+    cms.get_opt(name)
+        .await
+        .with_context(|| format!("ConfigMap {name}"))?
+        .map(|cm| key_bytes(cm, name, key))
+        .transpose()
 }
 
 /// `binaryData[key]` (or `data[key]`) of the ConfigMap `name`.
@@ -592,13 +575,17 @@ async fn configmap_bytes(cms: &Api<ConfigMap>, name: &str, key: &str) -> anyhow:
         .get(name)
         .await
         .with_context(|| format!("ConfigMap {name}"))?;
-    if let Some(b) = cm.binary_data.as_ref().and_then(|d| d.get(key)) {
-        return Ok(b.0.clone());
+    key_bytes(cm, name, key)
+}
+
+/// `binaryData[key]` (or `data[key]`) of `cm`, named `name`.
+fn key_bytes(cm: ConfigMap, name: &str, key: &str) -> anyhow::Result<Vec<u8>> {
+    if let Some(b) = cm.binary_data.and_then(|mut d| d.remove(key)) {
+        return Ok(b.0);
     }
     cm.data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|t| t.clone().into_bytes())
+        .and_then(|mut d| d.remove(key))
+        .map(String::into_bytes)
         .with_context(|| format!("ConfigMap {name} has no key {key}"))
 }
 
