@@ -151,46 +151,31 @@ impl Gateway {
         params: Value,
     ) -> Result<Value> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
-        let created = match req.message.task_id.as_deref() {
+        let (task, decided) = match req.message.task_id.as_deref() {
             Some(id) => {
                 let (task, call) = self.answer(t, caller, scope, &req, id).await?;
-                let config = req.configuration.as_ref();
-                if config.is_some_and(|c| {
-                    c.return_immediately == Some(true) || c.blocking == Some(false)
-                }) {
-                    return Ok(json!({"task": convert::task(&task, true, true)}));
-                }
-                // Until it ends, or waits on another call: the decided one is behind it.
-                let task = self
-                    .wait_until(
-                        t.namespace,
-                        &task.name_any(),
-                        self.blocking,
-                        move |s, waits| {
-                            s.is_terminal() || (s.is_interrupted() && waits != Some(call.as_str()))
-                        },
-                    )
-                    .await?;
-                return Ok(json!({"task": convert::task(&task, true, true)}));
+                (task, Some(call))
             }
-            None => self.create(t, caller, &req, false).await?,
+            None => (self.create(t, caller, &req, false).await?, None),
         };
         let config = req.configuration.as_ref();
         let immediately = config
             .map(|c| c.return_immediately == Some(true) || c.blocking == Some(false))
             .unwrap_or(false);
         let history = config.and_then(|c| c.history_length).is_none_or(|n| n > 0);
-        let name = created.name_any();
         let task = if immediately {
-            created
+            task
         } else {
-            self.wait_for_end(
-                t.namespace,
-                &name,
-                self.blocking,
-                TaskState::is_interrupted_or_terminal,
-            )
-            .await?
+            // Until it ends or pauses; after a decision, a pause on another call (the decided
+            // one is behind it).
+            let stop = move |s: TaskState, waits: Option<&str>| match &decided {
+                Some(call) => {
+                    s.is_terminal() || (s.is_interrupted() && waits != Some(call.as_str()))
+                }
+                None => s.is_interrupted_or_terminal(),
+            };
+            self.wait_until(t.namespace, &task.name_any(), self.blocking, stop)
+                .await?
         };
         Ok(json!({"task": convert::task(&task, history, true)}))
     }
