@@ -134,6 +134,8 @@ fn genuine() -> &'static (Attestation, SigningKey) {
             models: Vec::new(),
             children: Vec::new(),
             approvals: Vec::new(),
+            input_required: false,
+            conversation: None,
             trace_sha256: [2; 32],
             executor: "pod-\"a\"\\é".into(),
         };

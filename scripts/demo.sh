@@ -194,5 +194,18 @@ kill "$mcp"; wait "$mcp" 2>/dev/null || true
 show verify "$work/tools-run.json" --module "$agents/toolbox.wasm" --accept-embedded-key
 
 echo
+echo "== a conversation: a turn that asks, a reply that continues it"
+# intake asks its questions one turn at a time; each turn is its own run (a Task in a cluster,
+# spec.continues), the reply reads the earlier turns from the host and signs the one before it.
+"$ari" run "$agents/intake.wasm" --id laptop --input "a new laptop" --json >"$work/turn1.json"
+python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["output"])' "$work/turn1.json"
+"$ari" run "$agents/intake.wasm" --id laptop-2 --input Ada --continues "$work/turn1.json" --json >"$work/turn2.json"
+python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["output"])' "$work/turn2.json"
+show run "$agents/intake.wasm" --id laptop-3 --input Friday \
+  --continues "$work/turn1.json" --continues "$work/turn2.json"
+# A reply replays from its own trace: the history it read is recorded there.
+show verify "$work/turn2.json" --module "$agents/intake.wasm" --accept-embedded-key
+
+echo
 echo "== what a component imports and exports"
 show inspect "$agents/fetch.wasm"

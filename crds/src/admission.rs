@@ -157,6 +157,7 @@ mod tests {
                 trace: None,
                 approvals: None,
                 verification: None,
+                continues: None,
             },
         )
     }

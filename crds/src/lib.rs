@@ -9,6 +9,7 @@ pub mod agent;
 pub mod capability;
 pub mod card;
 pub mod conditions;
+pub mod conversation;
 pub mod decode;
 pub mod delegation;
 pub mod lifecycle;

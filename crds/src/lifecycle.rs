@@ -2,7 +2,7 @@
 //! writes is a method here, and each refuses the phases it does not start from.
 //!
 //! ```text
-//!   Pending ──claim──▶ Running ──finish──▶ Succeeded | Failed
+//!   Pending ──claim──▶ Running ──finish──▶ Succeeded (Completed | InputRequired) | Failed
 //!      │  ▲              │ │
 //!      │  ├───requeue────┤ └──fail──▶ Failed
 //!      │  └──replicate───┘   (a verified Task's replica recorded; the next one runs)
@@ -343,6 +343,14 @@ impl TaskStatus {
             Some(TaskReason::Cancelled) => self.end(
                 TaskPhase::Cancelled,
                 TaskReason::Cancelled,
+                message,
+                generation,
+                now,
+            ),
+            // The turn succeeded and asks for input: a reply is a new Task (`spec.continues`).
+            Some(TaskReason::InputRequired) => self.end(
+                TaskPhase::Succeeded,
+                TaskReason::InputRequired,
                 message,
                 generation,
                 now,

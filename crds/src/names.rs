@@ -40,6 +40,11 @@ pub const LABEL_TASK: &str = "ari.dev/task";
 pub const LABEL_PARENT: &str = "ari.dev/parent";
 /// Label on a Task created through the A2A gateway: the A2A `contextId` it belongs to.
 pub const LABEL_A2A_CONTEXT: &str = "ari.dev/a2a-context";
+/// Label on every turn of a conversation but the first (and on the first once the operator
+/// saw a reply): the name of its first Task. `kubectl get tasks -l ari.dev/conversation=NAME`.
+pub const LABEL_CONVERSATION: &str = "ari.dev/conversation";
+/// Label on a turn that continues a conversation: its number (2 for the first reply).
+pub const LABEL_TURN: &str = "ari.dev/turn";
 /// Annotation on a Task created through the A2A gateway: who sent the message.
 pub const ANNOTATION_A2A_CALLER: &str = "ari.dev/a2a-caller";
 /// Annotation asking the executor to keep `status.liveLog` current while the Task runs: a

@@ -82,7 +82,7 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
 #[x_kube(
     // Immutable but for `cancelled`, which may be set (once: it cannot be unset), and
     // `approvals`, which only grows (an entry once written stays as written).
-    validation = Rule::new("self == oldSelf || (((has(self.cancelled) && self.cancelled) || (has(self.cancelled) == has(oldSelf.cancelled) && (!has(self.cancelled) || self.cancelled == oldSelf.cancelled))) && (!has(oldSelf.approvals) || (has(self.approvals) && self.approvals.size() >= oldSelf.approvals.size() && oldSelf.approvals.all(a, self.approvals.exists(b, b == a)))) && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace) && has(self.verification) == has(oldSelf.verification) && (!has(self.verification) || self.verification == oldSelf.verification))").message("Task spec is immutable except that cancelled may be set to true and approvals may be added to"),
+    validation = Rule::new("self == oldSelf || (((has(self.cancelled) && self.cancelled) || (has(self.cancelled) == has(oldSelf.cancelled) && (!has(self.cancelled) || self.cancelled == oldSelf.cancelled))) && (!has(oldSelf.approvals) || (has(self.approvals) && self.approvals.size() >= oldSelf.approvals.size() && oldSelf.approvals.all(a, self.approvals.exists(b, b == a)))) && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.continues) == has(oldSelf.continues) && (!has(self.continues) || self.continues == oldSelf.continues) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace) && has(self.verification) == has(oldSelf.verification) && (!has(self.verification) || self.verification == oldSelf.verification))").message("Task spec is immutable except that cancelled may be set to true and approvals may be added to"),
     validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -136,6 +136,14 @@ pub struct TaskSpec {
     /// a user who sets it is refused (see docs/delegation.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+    /// The Task this one replies to: the previous turn of a conversation, which ended asking
+    /// for input (`Succeeded`, reason `InputRequired`, its output the question). This Task's
+    /// input is the reply; its guest reads the earlier turns (`interface conversation`).
+    /// Same Agent and same A2A caller as that turn, or the Task ends `ConversationRefused`
+    /// (docs/conversations.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub continues: Option<String>,
     /// `Keep`: the host-call trace is kept beside the Task (a ConfigMap it owns), so the run
     /// can be replayed from the cluster (`kubectl ari verify`); `Digest` (the default): only
     /// its digest, which the attestation signs. The Agent's `spec.trace` when absent. A kept
@@ -224,6 +232,7 @@ impl TaskSpec {
             ttl_seconds_after_finished: None,
             cancelled: None,
             parent: None,
+            continues: None,
             trace: None,
             approvals: None,
             verification: None,

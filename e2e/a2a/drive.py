@@ -377,7 +377,72 @@ async def approve_flow():
           f"rejected over A2A, the guest gets the reason ({text[:120]})")
 
 
+def reply(task, text):
+    """A follow-up on `task`: the same taskId and contextId, as A2A asks of a reply."""
+    m = message(text, task.context_id)
+    m.task_id = task.id
+    return m
+
+
+def question(task):
+    msg = task.status.message
+    return msg.parts[0].text if msg.parts else ""
+
+
+async def conversation_flow():
+    """A conversation with `intake` (examples/agents/intake): each turn ends input-required
+    with a question, a reply on the same task is the next turn, the last ends completed with
+    every answer; another caller cannot join it."""
+    token, other = os.environ["A2A_TOKEN"], os.environ["A2A_OTHER_TOKEN"]
+    mine = await client("intake", token, streaming=False)
+    events = await collect(mine, pb.SendMessageRequest(message=message("a new laptop")))
+    first = events[-1].task
+    check(first.status.state == pb.TASK_STATE_INPUT_REQUIRED,
+          f"the first turn asks for input ({pb.TaskState.Name(first.status.state)})")
+    check(question(first) == "What is your name?", f"the question is the status message ({question(first)!r})")
+
+    theirs = await client("intake", other, streaming=False)
+    try:
+        await collect(theirs, pb.SendMessageRequest(message=reply(first, "Mallory")))
+        check(False, "another caller joined the conversation")
+    except TaskNotFoundError:
+        check(True, "another caller's reply: TaskNotFoundError, as for a task that does not exist")
+
+    events = await collect(mine, pb.SendMessageRequest(message=reply(first, "Ada")))
+    second = events[-1].task
+    check(second.id == first.id and second.context_id == first.context_id,
+          f"the reply continues the same task ({second.id}, {second.context_id})")
+    check(second.status.state == pb.TASK_STATE_INPUT_REQUIRED and question(second) == "When do you need it?",
+          f"the second turn asks the next question ({question(second)!r})")
+
+    streaming = await client("intake", token, streaming=True)
+    events = await collect(streaming, pb.SendMessageRequest(message=reply(second, "Friday")))
+    check(all((e.task.id if e.HasField("task") else e.status_update.task_id if e.HasField("status_update")
+               else e.artifact_update.task_id) == first.id for e in events),
+          "a streamed reply streams under the conversation's task id")
+    last = events[-1].status_update
+    check(last.status.state == pb.TASK_STATE_COMPLETED, f"the last turn completes ({pb.TaskState.Name(last.status.state)})")
+
+    done = await mine.get_task(pb.GetTaskRequest(id=first.id))
+    out = json.loads(done.artifacts[0].parts[0].text)
+    check(out == {"request": "a new laptop", "answers": {"What is your name?": "Ada", "When do you need it?": "Friday"}},
+          f"the answer holds every turn's input ({out})")
+    said = [(pb.Role.Name(m.role), m.parts[0].text) for m in done.history]
+    check(said == [("ROLE_USER", "a new laptop"), ("ROLE_AGENT", "What is your name?"), ("ROLE_USER", "Ada"),
+                   ("ROLE_AGENT", "When do you need it?"), ("ROLE_USER", "Friday")],
+          f"the task's history is the whole conversation ({said})")
+    listed = await mine.list_tasks(pb.ListTasksRequest(context_id=first.context_id))
+    check([(t.id, t.status.state) for t in listed.tasks] == [(first.id, pb.TASK_STATE_COMPLETED)],
+          f"ListTasks shows the conversation once, as it is now ({[(t.id, t.status.state) for t in listed.tasks]})")
+    try:
+        await collect(mine, pb.SendMessageRequest(message=reply(first, "more")))
+        check(False, "a completed conversation took a reply")
+    except Exception as e:  # noqa: BLE001 (the SDK raises per JSON-RPC code)
+        check("asks no question" in str(e), f"a completed conversation takes no reply ({e})")
+    print(json.dumps({"task": first.id}))
+
+
 if __name__ == "__main__":
     flows = {"main": main_flow, "auth": auth_flow, "card": card_flow, "bounds": bounds_flow,
-             "approve": approve_flow}
+             "approve": approve_flow, "conversation": conversation_flow}
     asyncio.run(flows[sys.argv[1]]())

@@ -11,7 +11,8 @@ use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, Task, TaskPhase};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
-use kube::Api;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 
 fn main() -> std::process::ExitCode {
     trials::run_phases(
@@ -26,6 +27,10 @@ fn main() -> std::process::ExitCode {
             ("a2a_card_is_served_only_for_exposed_agents", cards),
             ("readme_cluster_sections_work_as_written", readme_sections),
             ("mcp_sdk_lists_and_calls_exposed_agents", mcp_clients),
+            (
+                "a2a_conversation_takes_replies_on_the_same_task_and_only_its_callers",
+                conversation,
+            ),
         ]],
     )
 }
@@ -585,4 +590,145 @@ fn readme_sections(ctx: &Ctx) -> Result<()> {
         "SendMessage did not answer with echo's completed task:\n{a2a}"
     );
     Ok(())
+}
+
+/// A conversation (issue 30, item 3) driven by the official SDK (`drive.py conversation`):
+/// three turns of `intake` on one A2A task, another caller refused. Then what the cluster
+/// holds: the turns are Tasks `kubectl get -l ari.dev/conversation=` lists, each reply's
+/// attestation signs the turn before it; a namespace user cannot join the caller's
+/// conversation with kubectl (a reply without the caller's name ends `ConversationRefused`,
+/// one claiming it is refused by the admission policy).
+fn conversation(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("a2a-chat", |client, ns| async move {
+        ctx.module_configmap(&ns, "intake-module", "intake")?;
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml("intake", "intake-module", 1, "  a2a:\n    exposed: true\n"),
+        )?;
+        agent_ready(&client, &ns, "intake").await?;
+        let mut tokens = callers(ctx, &ns)?;
+        ctx.apply_ok(
+            &ns,
+            "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: other}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: other}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-caller}
+subjects: [{kind: ServiceAccount, name: other}]
+",
+        )?;
+        let other = ctx.kubectl_ok([
+            "create",
+            "token",
+            "other",
+            "-n",
+            &ns,
+            "--duration=1h",
+            "--audience=ari-gateway",
+        ])?;
+        tokens.push(("A2A_OTHER_TOKEN", other.trim().to_owned()));
+        let base = gateway_url(&client).await?;
+        drive_a2a("conversation", &env(&base, &ns, &tokens))?;
+
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let all = tasks.list(&Default::default()).await?.items;
+        let first = all
+            .iter()
+            .find(|t| t.spec.continues.is_none())
+            .context("the conversation's first Task")?
+            .name_any();
+        let selector = format!("ari.dev/conversation={first}");
+        let turns = wait::until("the conversation's three turns labelled", wait::DEFAULT, || {
+            let tasks = tasks.clone();
+            let selector = selector.clone();
+            async move {
+                let listed = tasks
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items;
+                if listed.len() == 3 {
+                    Ok(listed)
+                } else {
+                    Err(format!("{} Tasks labelled", listed.len()))
+                }
+            }
+        })
+        .await?;
+        for reply in turns.iter().filter(|t| t.spec.continues.is_some()) {
+            let previous = reply.spec.continues.clone().unwrap_or_default();
+            let before = tasks.get(&previous).await?;
+            let link = reply
+                .status
+                .as_ref()
+                .and_then(|s| s.attestation.as_ref())
+                .context("a reply's attestation")?
+                .predicate()?
+                .conversation
+                .context("a reply's attestation names its place")?;
+            let signed = before
+                .status
+                .and_then(|s| s.attestation)
+                .context("the previous turn's attestation")?
+                .sha256();
+            ensure!(
+                link.previous == previous
+                    && link.previous_attestation_sha256 == signed
+                    && link.conversation == first,
+                "{} signs {link:?}, not {previous} ({signed}) of {first}",
+                reply.name_any()
+            );
+        }
+
+        // A namespace user replies to the caller's question with kubectl: refused when it
+        // runs (no caller on it), and refused at once when it claims to be the caller.
+        let last = turns
+            .iter()
+            .max_by_key(|t| t.labels().get("ari.dev/turn").cloned())
+            .map(ResourceExt::name_any)
+            .context("the last turn")?;
+        let asked = tasks
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|t| {
+                t.status.as_ref().and_then(|s| s.reason) == Some(ari_crds::TaskReason::InputRequired)
+            })
+            .map(|t| t.name_any())
+            .context("a turn that asked")?;
+        ensure!(asked != last, "the last turn completed");
+        ctx.apply_ok(
+            &ns,
+            &task_yaml("join", "intake", "I am the caller", &format!("  continues: {asked}\n")),
+        )?;
+        let joined = task_finished(&client, &ns, "join", wait::DEFAULT).await?;
+        let status = joined.status.unwrap_or_default();
+        ensure!(
+            status.reason == Some(ari_crds::TaskReason::ConversationRefused)
+                && status.message.as_deref().is_some_and(|m| m.contains("another caller")),
+            "a kubectl reply to the caller's question: {:?} {:?}",
+            status.reason,
+            status.message
+        );
+        let forged = ctx.apply(
+            &ns,
+            &task_yaml("forged", "intake", "I am the caller", &format!("  continues: {asked}\n"))
+                .replace(
+                    "metadata:\n  name: forged",
+                    &format!(
+                        "metadata:\n  name: forged\n  annotations: {{ari.dev/a2a-caller: \"system:serviceaccount:{ns}:caller\"}}"
+                    ),
+                ),
+        )?;
+        let err = String::from_utf8_lossy(&forged.stderr);
+        ensure!(
+            !forged.status.success() && err.contains("written only by"),
+            "a Task claiming the caller's name is refused: {err}"
+        );
+        Ok(())
+    })
 }

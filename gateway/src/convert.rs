@@ -1,7 +1,9 @@
 //! Between A2A and ari: a message becomes a Task's input; a Task becomes an A2A task with its
 //! state, its output as an artifact and its attestation and usage as metadata.
 
-use ari_crds::names::{ANNOTATION_A2A_CALLER, ANNOTATION_LIVE_LOG, LABEL_A2A_CONTEXT};
+use ari_crds::names::{
+    ANNOTATION_A2A_CALLER, ANNOTATION_LIVE_LOG, LABEL_A2A_CONTEXT, LABEL_CONVERSATION, LABEL_TURN,
+};
 use ari_crds::{Task as AriTask, TaskPhase, TaskReason, TaskSpec};
 use base64::Engine as _;
 use kube::ResourceExt;
@@ -37,6 +39,7 @@ pub fn state(task: &AriTask) -> TaskState {
             TaskState::InputRequired
         }
         (Some(TaskPhase::Running), _) => TaskState::Working,
+        (Some(TaskPhase::Succeeded), Some(TaskReason::InputRequired)) => TaskState::InputRequired,
         (Some(TaskPhase::Succeeded), _) => TaskState::Completed,
         (Some(TaskPhase::Cancelled), _) => TaskState::Canceled,
         (Some(TaskPhase::Failed), Some(TaskReason::CapabilityDenied | TaskReason::ModeRefused)) => {
@@ -44,6 +47,19 @@ pub fn state(task: &AriTask) -> TaskState {
         }
         (Some(TaskPhase::Failed), _) => TaskState::Failed,
     }
+}
+
+/// Whether the Task's turn ended asking for input: a reply continues its conversation.
+pub fn asked(task: &AriTask) -> bool {
+    task.status
+        .as_ref()
+        .is_some_and(|s| s.reason == Some(TaskReason::InputRequired))
+}
+
+/// The output of a turn as text for a message (bytes as base64: a message part is text).
+fn output_text(task: &AriTask) -> Option<String> {
+    let s = task.status.as_ref()?;
+    s.output.clone().or_else(|| s.output_base64.clone())
 }
 
 /// The A2A `contextId` of a Task created through the gateway.
@@ -137,22 +153,25 @@ pub fn task_metadata(task: &AriTask) -> Map<String, Value> {
     m
 }
 
-/// The Task's status as A2A shows it; a failure's message rides along as an agent message.
+/// The Task's status as A2A shows it; a failure's message rides along as an agent message,
+/// and so does the question of a turn that asks for input.
 pub fn status(task: &AriTask) -> TaskStatus {
     let state = state(task);
-    let message = task
-        .status
-        .as_ref()
-        .and_then(|s| s.message.clone())
-        .filter(|_| matches!(state, TaskState::Failed | TaskState::Rejected))
-        .map(|text| Message {
-            message_id: format!("{}-status", task.name_any()),
-            context_id: Some(context_id(task)),
-            task_id: Some(task.name_any()),
-            role: "ROLE_AGENT".into(),
-            parts: vec![Part::text(text)],
-            metadata: None,
-        });
+    let text = match state {
+        TaskState::Failed | TaskState::Rejected => {
+            task.status.as_ref().and_then(|s| s.message.clone())
+        }
+        TaskState::InputRequired if asked(task) => output_text(task),
+        _ => None,
+    };
+    let message = text.map(|text| Message {
+        message_id: format!("{}-status", task.name_any()),
+        context_id: Some(context_id(task)),
+        task_id: Some(task.name_any()),
+        role: "ROLE_AGENT".into(),
+        parts: vec![Part::text(text)],
+        metadata: None,
+    });
     TaskStatus {
         state,
         message,
@@ -190,6 +209,52 @@ pub fn task(task: &AriTask, with_history: bool, with_artifacts: bool) -> Task {
         history,
         metadata: (!metadata.is_empty()).then_some(metadata),
     }
+}
+
+/// A conversation as one A2A task (`turns`: its first Task, then each reply in order): the id
+/// and context of the first, the state, output and metadata of the last, and in `history`
+/// each turn's message and the question it ended with.
+pub fn conversation(turns: &[AriTask], with_history: bool, with_artifacts: bool) -> Option<Task> {
+    let (first, last) = (turns.first()?, turns.last()?);
+    let id = first.name_any();
+    let context = context_id(first);
+    let mut view = task(last, false, with_artifacts);
+    view.id = id.clone();
+    view.context_id = context.clone();
+    if let Some(m) = &mut view.status.message {
+        m.task_id = Some(id.clone());
+    }
+    if with_history {
+        for turn in turns {
+            let mut asked = task(turn, true, false).history;
+            if let Some(question) = output_text(turn).filter(|_| self::asked(turn)) {
+                asked.push(Message {
+                    message_id: format!("{}-question", turn.name_any()),
+                    context_id: None,
+                    task_id: None,
+                    role: "ROLE_AGENT".into(),
+                    parts: vec![Part::text(question)],
+                    metadata: None,
+                });
+            }
+            for mut m in asked {
+                m.task_id = Some(id.clone());
+                m.context_id = Some(context.clone());
+                view.history.push(m);
+            }
+        }
+    }
+    Some(view)
+}
+
+/// A reply's place in its conversation, for [`new_task`].
+pub struct Reply {
+    /// The conversation's `contextId` (its first Task's).
+    pub context: String,
+    /// The Task it continues (the latest turn).
+    pub continues: String,
+    pub conversation: String,
+    pub turn: u32,
 }
 
 /// Annotation on a Task created from a message: the message's id.
@@ -280,6 +345,7 @@ pub fn new_task(
     message: &Message,
     input: Input,
     live_log: Option<String>,
+    reply: Option<Reply>,
 ) -> AriTask {
     let mut spec = TaskSpec::for_agent(agent);
     match input {
@@ -300,16 +366,27 @@ pub fn new_task(
     if let Some(lease) = live_log {
         annotations.insert(ANNOTATION_LIVE_LOG.to_owned(), lease);
     }
+    let mut labels: std::collections::BTreeMap<String, String> = [
+        (LABEL_A2A_CONTEXT.to_owned(), context.to_owned()),
+        (LABEL_A2A_CALLER_ID.to_owned(), caller_id(caller)),
+    ]
+    .into();
+    // A reply is named after its conversation and turn: two replies to the same question
+    // race for one name, and the second is refused instead of forking the conversation.
+    let (name, generate_name) = match reply {
+        Some(r) => {
+            labels.insert(LABEL_CONVERSATION.to_owned(), r.conversation.clone());
+            labels.insert(LABEL_TURN.to_owned(), r.turn.to_string());
+            spec.continues = Some(r.continues);
+            (Some(format!("{}-{}", r.conversation, r.turn)), None)
+        }
+        None => (None, Some(format!("{}-a2a-", truncate_name(agent, 40)))),
+    };
     AriTask {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}-a2a-", truncate_name(agent, 40))),
-            labels: Some(
-                [
-                    (LABEL_A2A_CONTEXT.to_owned(), context.to_owned()),
-                    (LABEL_A2A_CALLER_ID.to_owned(), caller_id(caller)),
-                ]
-                .into(),
-            ),
+            name,
+            generate_name,
+            labels: Some(labels),
             annotations: Some(annotations),
             ..ObjectMeta::default()
         },
@@ -412,7 +489,15 @@ mod tests {
             ..Message::default()
         };
         let caller = "ü".repeat(300);
-        let t = new_task("a", "c", &caller, &message, Input::Text("x".into()), None);
+        let t = new_task(
+            "a",
+            "c",
+            &caller,
+            &message,
+            Input::Text("x".into()),
+            None,
+            None,
+        );
         let ann = t.metadata.annotations.unwrap_or_default();
         let id = &ann[ANNOTATION_MESSAGE_ID];
         assert!(id.len() <= MAX_ANNOTATION && id.chars().all(|c| c == 'é'));
@@ -436,7 +521,7 @@ mod tests {
     fn only_a_streamed_message_asks_for_a_live_log() {
         let m = Message::default();
         let live = |t: &AriTask| t.annotations().get(ANNOTATION_LIVE_LOG).cloned();
-        let plain = new_task("a", "c", "u", &m, Input::Text("x".into()), None);
+        let plain = new_task("a", "c", "u", &m, Input::Text("x".into()), None, None);
         assert_eq!(live(&plain), None, "SendMessage: no stream follows");
         let lease = "2026-01-01T00:00:30Z".to_owned();
         let streamed = new_task(
@@ -446,7 +531,94 @@ mod tests {
             &m,
             Input::Text("x".into()),
             Some(lease.clone()),
+            None,
         );
         assert_eq!(live(&streamed), Some(lease));
+    }
+
+    fn turn(name: &str, input: &str, asked: Option<&str>, output: Option<&str>) -> AriTask {
+        let mut spec = TaskSpec::for_agent("intake");
+        spec.input = Some(input.into());
+        let mut t = AriTask::new(name, spec);
+        t.metadata.labels = Some([(LABEL_A2A_CONTEXT.to_owned(), "ctx".to_owned())].into());
+        t.status = Some(AriStatus {
+            phase: Some(TaskPhase::Succeeded),
+            reason: Some(if asked.is_some() {
+                TaskReason::InputRequired
+            } else {
+                TaskReason::Completed
+            }),
+            output: asked.or(output).map(str::to_owned),
+            ..AriStatus::default()
+        });
+        t
+    }
+
+    #[test]
+    fn a_turn_that_asks_is_input_required_with_its_question_as_the_status_message() {
+        let t = turn("c1", "a laptop", Some("Your name?"), None);
+        let s = status(&t);
+        assert_eq!(s.state, TaskState::InputRequired);
+        let text = s
+            .message
+            .and_then(|m| m.parts.first().and_then(|p| p.text.clone()));
+        assert_eq!(text.as_deref(), Some("Your name?"));
+    }
+
+    #[test]
+    fn a_conversation_is_one_task_with_the_first_id_the_last_state_and_every_turn_in_history() {
+        let turns = [
+            turn("c1", "a laptop", Some("Your name?"), None),
+            turn("c1-2", "Ada", None, Some("{\"done\":true}")),
+        ];
+        let view = conversation(&turns, true, true).expect("a view");
+        assert_eq!(view.id, "c1");
+        assert_eq!(view.context_id, "ctx");
+        assert_eq!(view.status.state, TaskState::Completed);
+        let said: Vec<(String, String)> = view
+            .history
+            .iter()
+            .map(|m| (m.role.clone(), m.parts[0].text.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("ROLE_USER".to_owned(), "a laptop".to_owned()),
+                ("ROLE_AGENT".to_owned(), "Your name?".to_owned()),
+                ("ROLE_USER".to_owned(), "Ada".to_owned()),
+            ]
+        );
+        assert!(
+            view.history
+                .iter()
+                .all(|m| m.task_id.as_deref() == Some("c1"))
+        );
+        assert_eq!(view.artifacts.len(), 1, "the last turn's output");
+    }
+
+    #[test]
+    fn a_reply_is_named_after_its_conversation_and_turn_and_continues_the_latest() {
+        let reply = Reply {
+            context: "ctx".into(),
+            continues: "c1-2".into(),
+            conversation: "c1".into(),
+            turn: 3,
+        };
+        let m = Message::default();
+        let t = new_task(
+            "intake",
+            "ctx",
+            "u",
+            &m,
+            Input::Text("Friday".into()),
+            None,
+            Some(reply),
+        );
+        assert_eq!(t.metadata.name.as_deref(), Some("c1-3"));
+        assert_eq!(t.metadata.generate_name, None);
+        assert_eq!(t.spec.continues.as_deref(), Some("c1-2"));
+        let labels = t.metadata.labels.unwrap_or_default();
+        assert_eq!(labels[LABEL_CONVERSATION], "c1");
+        assert_eq!(labels[LABEL_TURN], "3");
     }
 }

@@ -50,6 +50,20 @@ pub fn answer(message: &Message, call: &str) -> Result<Answer, Error> {
     })
 }
 
+/// Whether a `SendMessage` request's message carries a decision (a data part with a
+/// `decision_type`), read before the request is parsed: deciding needs the right to update
+/// Tasks, replying to a question only the right to create them.
+pub fn carries_decision(params: &Value) -> bool {
+    params
+        .pointer("/message/parts")
+        .and_then(Value::as_array)
+        .is_some_and(|parts| {
+            parts
+                .iter()
+                .any(|p| p.pointer("/data/decision_type").is_some())
+        })
+}
+
 /// The decision one data part carries, if it carries one.
 fn from_data(data: &Value, call: &str) -> Result<Option<Answer>, Error> {
     let Some(kind) = data.get("decision_type").and_then(Value::as_str) else {

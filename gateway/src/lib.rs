@@ -7,6 +7,7 @@ pub mod auth;
 /// The card is built where the operator, which signs it, builds it too.
 pub use ari_crds::card;
 pub mod config;
+pub mod conversation;
 pub mod convert;
 pub mod decision;
 pub mod error;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ari_crds::Task as AriTask;
-use ari_crds::names::LABEL_A2A_CONTEXT;
+use ari_crds::names::{LABEL_A2A_CONTEXT, LABEL_TURN};
 use futures::{Stream, StreamExt};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -76,12 +76,17 @@ pub fn visible(task: &AriTask, agent: &str, scope: &Scope) -> bool {
 }
 
 impl Gateway {
-    fn tasks(&self, namespace: &str) -> Api<AriTask> {
+    pub(crate) fn tasks(&self, namespace: &str) -> Api<AriTask> {
         Api::namespaced(self.client.clone(), namespace)
     }
 
     /// A Task of this Agent created through A2A and in the caller's scope, or `TaskNotFound`.
-    async fn own_task(&self, t: &Target<'_>, scope: &Scope, id: &str) -> Result<AriTask> {
+    pub(crate) async fn own_task(
+        &self,
+        t: &Target<'_>,
+        scope: &Scope,
+        id: &str,
+    ) -> Result<AriTask> {
         if !ari_crds::names::is_object_name(id) {
             return Err(Error::TaskNotFound(convert::cut(id, 64).to_owned()));
         }
@@ -90,28 +95,30 @@ impl Gateway {
             .ok_or_else(|| Error::TaskNotFound(id.to_owned()))
     }
 
-    /// Creates the Task a message becomes; `streamed`: a stream follows it from the start (it
-    /// is created with a live-log lease).
-    async fn create(
+    /// Creates the Task a message becomes (a new conversation, or the `reply` to one);
+    /// `streamed`: a stream follows it from the start (it is created with a live-log lease).
+    pub(crate) async fn create(
         &self,
         t: &Target<'_>,
         caller: &Caller,
         req: &SendMessageRequest,
         streamed: bool,
+        reply: Option<convert::Reply>,
     ) -> Result<AriTask> {
         if let Some(c) = &req.configuration
             && (c.push_notification_config.is_some() || c.task_push_notification_config.is_some())
         {
             return Err(Error::PushNotSupported);
         }
-        let context = match &req.message.context_id {
-            Some(c) if convert::is_label_value(c) && !c.is_empty() => c.clone(),
-            Some(_) => {
+        let context = match (&reply, &req.message.context_id) {
+            (Some(r), _) => r.context.clone(),
+            (None, Some(c)) if convert::is_label_value(c) && !c.is_empty() => c.clone(),
+            (None, Some(_)) => {
                 return Err(Error::InvalidParams(
                     "contextId must be at most 63 letters, digits, '-', '_' or '.'".into(),
                 ));
             }
-            None => uuid::Uuid::new_v4().to_string(),
+            (None, None) => uuid::Uuid::new_v4().to_string(),
         };
         let input = convert::input(&req.message)?;
         let lease = streamed.then(|| livelog::lease_until(k8s_openapi::jiff::Timestamp::now()));
@@ -122,6 +129,7 @@ impl Gateway {
             &req.message,
             input,
             lease,
+            reply,
         );
         let created = self
             .tasks(t.namespace)
@@ -141,8 +149,9 @@ impl Gateway {
         Ok(created)
     }
 
-    /// A new message becomes a Task; one naming a task (`taskId`) answers the call that task
-    /// waits on (`scope`: the tasks the caller may see).
+    /// A new message becomes a Task; one naming a task (`taskId`) follows up on it: it
+    /// answers the call the task waits on, or replies to the question it asked (`scope`: the
+    /// tasks the caller may see).
     pub async fn send_message(
         &self,
         t: &Target<'_>,
@@ -152,11 +161,8 @@ impl Gateway {
     ) -> Result<Value> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
         let (task, decided) = match req.message.task_id.as_deref() {
-            Some(id) => {
-                let (task, call) = self.answer(t, caller, scope, &req, id).await?;
-                (task, Some(call))
-            }
-            None => (self.create(t, caller, &req, false).await?, None),
+            Some(id) => self.follow_up(t, caller, scope, &req, id, false).await?,
+            None => (self.create(t, caller, &req, false, None).await?, None),
         };
         let config = req.configuration.as_ref();
         let immediately = config
@@ -177,7 +183,62 @@ impl Gateway {
             self.wait_until(t.namespace, &task.name_any(), self.blocking, stop)
                 .await?
         };
-        Ok(json!({"task": convert::task(&task, history, true)}))
+        Ok(json!({"task": self.view(t, scope, task, history).await?}))
+    }
+
+    /// What a message naming task `id` does: a decision answers the call its latest turn
+    /// waits on (the Task as written, and the call); anything else replies to the question
+    /// its latest turn asked (the new turn). Otherwise the task takes no further message.
+    async fn follow_up(
+        &self,
+        t: &Target<'_>,
+        caller: &Caller,
+        scope: &Scope,
+        req: &SendMessageRequest,
+        id: &str,
+        streamed: bool,
+    ) -> Result<(AriTask, Option<String>)> {
+        let turns = self.turns(t, scope, id).await?;
+        let latest = turns.latest();
+        let waits = latest
+            .status
+            .as_ref()
+            .is_some_and(|s| s.pending_approval.is_some())
+            && convert::state(latest).is_interrupted();
+        if waits {
+            let (task, call) = self.answer(t, caller, req, latest.clone()).await?;
+            return Ok((task, Some(call)));
+        }
+        if convert::asked(latest) {
+            let turn = self.reply(t, caller, req, &turns, streamed).await?;
+            return Ok((turn, None));
+        }
+        Err(Error::Unsupported(format!(
+            "task {id} waits for no decision and asks no question; send a new message without taskId"
+        )))
+    }
+
+    /// The A2A task `task` is part of, as the caller sees it: a conversation whole (under
+    /// its first Task's id) once someone replied to it, else the Task itself.
+    async fn view(
+        &self,
+        t: &Target<'_>,
+        scope: &Scope,
+        task: AriTask,
+        history: bool,
+    ) -> Result<crate::a2a::Task> {
+        let continued = task
+            .labels()
+            .contains_key(ari_crds::names::LABEL_CONVERSATION);
+        if convert::asked(&task) || continued {
+            let turns = self.turns(t, scope, &task.name_any()).await?;
+            if !turns.replies.is_empty()
+                && let Some(view) = convert::conversation(&turns.all(), history, true)
+            {
+                return Ok(view);
+            }
+        }
+        Ok(convert::task(&task, history, true))
     }
 
     /// Runs `input` as one Task of the Agent for an MCP tool call (a message of one text part,
@@ -196,7 +257,7 @@ impl Gateway {
                 "parts": [{"text": input}],
             }
         }))?;
-        let created = self.create(t, caller, &req, false).await?;
+        let created = self.create(t, caller, &req, false, None).await?;
         self.wait_for_end(
             t.namespace,
             &created.name_any(),
@@ -257,18 +318,18 @@ impl Gateway {
         api.get_opt(name).await?.ok_or_else(not_found)
     }
 
-    /// Records the decision `req` carries about the call task `id` waits on, in the caller's
-    /// name (the router checked they may update Tasks); the Task as written, and the call.
-    /// A task that waits on nothing takes no further message: a task is one turn.
+    /// Records the decision `req` carries about the call `task` waits on, in the caller's
+    /// name (the router checked they may update Tasks when the message carries a decision);
+    /// the Task as written, and the call.
     async fn answer(
         &self,
         t: &Target<'_>,
         caller: &Caller,
-        scope: &Scope,
         req: &SendMessageRequest,
-        id: &str,
+        task: AriTask,
     ) -> Result<(AriTask, String)> {
-        let task = self.own_task(t, scope, id).await?;
+        let id = task.name_any();
+        let id = id.as_str();
         let waiting = task
             .status
             .as_ref()
@@ -276,7 +337,7 @@ impl Gateway {
             .filter(|_| convert::state(&task).is_interrupted());
         let Some(pending) = waiting else {
             return Err(Error::Unsupported(format!(
-                "task {id} waits for no decision; a task takes one message otherwise: send a new message without taskId"
+                "task {id} waits for no decision"
             )));
         };
         let call = pending.call.clone();
@@ -319,7 +380,8 @@ impl Gateway {
         let req: TaskIdRequest = crate::rpc::params(params)?;
         let task = self.own_task(t, scope, &req.id).await?;
         let history = req.history_length.is_none_or(|n| n > 0);
-        Ok(serde_json::to_value(convert::task(&task, history, true)).unwrap_or_default())
+        let view = self.view(t, scope, task, history).await?;
+        Ok(serde_json::to_value(view).unwrap_or_default())
     }
 
     pub async fn list_tasks(&self, t: &Target<'_>, scope: &Scope, params: Value) -> Result<Value> {
@@ -330,12 +392,13 @@ impl Gateway {
                 "pageSize must be 1 to {MAX_PAGE}"
             )));
         }
+        // A conversation is listed once, as its first Task: replies are its turns.
         let labels = match req.context_id.as_deref().filter(|c| !c.is_empty()) {
             Some(c) if convert::is_label_value(c) => {
-                format!("{},{LABEL_A2A_CONTEXT}={c}", scope.selector())
+                format!("{},{LABEL_A2A_CONTEXT}={c},!{LABEL_TURN}", scope.selector())
             }
             Some(_) => return Err(Error::InvalidParams("contextId is not a valid id".into())),
-            None => scope.selector(),
+            None => format!("{},!{LABEL_TURN}", scope.selector()),
         };
         let status = match req
             .status
@@ -367,12 +430,20 @@ impl Gateway {
             })?;
         let remaining = list.metadata.remaining_item_count.unwrap_or(0);
         let artifacts = req.include_artifacts.unwrap_or(false);
-        let tasks: Vec<_> = list
-            .items
-            .iter()
-            .filter(|task| status.is_none_or(|s| convert::state(task) == s))
-            .map(|task| convert::task(task, false, artifacts))
-            .collect();
+        let mut tasks = Vec::with_capacity(list.items.len());
+        for task in list.items {
+            // A conversation shows its latest turn (one more read for those that asked).
+            let view = if convert::asked(&task) {
+                let turns = self.turns(t, scope, &task.name_any()).await?;
+                convert::conversation(&turns.all(), false, artifacts)
+            } else {
+                None
+            };
+            let view = view.unwrap_or_else(|| convert::task(&task, false, artifacts));
+            if status.is_none_or(|s| view.status.state == s) {
+                tasks.push(view);
+            }
+        }
         let total = tasks.len() as i64 + remaining;
         Ok(serde_json::to_value(ListTasksResponse {
             page_size: tasks.len() as i64,
@@ -411,12 +482,13 @@ impl Gateway {
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let req: SendMessageRequest = crate::rpc::params(params)?;
         if let Some(id) = req.message.task_id.as_deref() {
-            let (task, _) = self.answer(t, caller, scope, &req, id).await?;
+            let (task, decided) = self.follow_up(t, caller, scope, &req, id, true).await?;
+            // A reply was just created with a live-log lease, like a new message's Task.
             return self
-                .stream_task(t.namespace, &task.name_any(), false, permit)
+                .stream_task(t.namespace, &task.name_any(), decided.is_none(), permit)
                 .await;
         }
-        let created = self.create(t, caller, &req, true).await?;
+        let created = self.create(t, caller, &req, true, None).await?;
         self.stream_task(t.namespace, &created.name_any(), true, permit)
             .await
     }
@@ -490,9 +562,15 @@ impl Gateway {
     ) -> Result<impl Stream<Item = StreamItem> + Send + 'static + use<>> {
         let api = self.tasks(namespace);
         let (first, events) = self.follow(namespace, name, permit).await?;
-        let head = StreamItem::Result(Box::new(StreamResponse::Task(convert::task(
-            &first, true, false,
-        ))));
+        // A reply streams under its conversation's id, the A2A task the caller named.
+        let shown = first
+            .labels()
+            .get(ari_crds::names::LABEL_CONVERSATION)
+            .cloned()
+            .unwrap_or_else(|| name.to_owned());
+        let mut head = convert::task(&first, true, false);
+        head.id = shown.clone();
+        let head = StreamItem::Result(Box::new(StreamResponse::Task(head)));
         let context = convert::context_id(&first);
         drop(first);
         let events = livelog::while_followed(api.clone(), name, fresh, events);
@@ -501,14 +579,15 @@ impl Gateway {
         let items = events.then(move |ev| {
             let api = api.clone();
             let name = name.clone();
+            let shown = shown.clone();
             let context = context.clone();
-            let item = a2a_items(&ev, &mut state, &name, &context);
+            let item = a2a_items(&ev, &mut state, &shown, &context);
             async move {
                 match ev {
                     Event::Done { .. } => {
                         // The end carries the output and the attestation: read them once.
                         let task = api.get_opt(&name).await.ok().flatten();
-                        final_items(task.as_ref(), &name, &context)
+                        final_items(task.as_ref(), &shown, &context)
                     }
                     _ => item,
                 }
@@ -596,6 +675,9 @@ fn final_items(task: Option<&AriTask>, name: &str, context: &str) -> Vec<StreamI
         )));
     }
     let mut status = convert::status(task);
+    if let Some(m) = &mut status.message {
+        m.task_id = Some(name.to_owned());
+    }
     status.timestamp = status
         .timestamp
         .or_else(|| Some(chrono::Utc::now().to_rfc3339()));

@@ -267,14 +267,16 @@ async fn call(
             return axum::Json(rpc::error(&id, &e)).into_response();
         }
     };
-    // A message naming a task decides the call that task waits on: the right to update
-    // Tasks, and the task must be in the caller's scope.
-    let answers = matches!(method, Method::SendMessage | Method::SendStreamingMessage)
+    // A message naming a task follows up on it, which must be in the caller's scope: a
+    // decision about the call it waits on needs the right to update Tasks; a reply to its
+    // question (the next turn, a new Task) the right to create them.
+    let follows_up = matches!(method, Method::SendMessage | Method::SendStreamingMessage)
         && params
             .pointer("/message/taskId")
             .is_some_and(|v| !v.is_null());
+    let decides = follows_up && crate::decision::carries_decision(&params);
     let access = match method {
-        Method::SendMessage | Method::SendStreamingMessage if answers => Access::DecideTasks,
+        Method::SendMessage | Method::SendStreamingMessage if decides => Access::DecideTasks,
         Method::SendMessage | Method::SendStreamingMessage => Access::CreateTasks,
         Method::GetTask | Method::SubscribeToTask => Access::GetTasks,
         Method::ListTasks => Access::ListTasks,
@@ -295,7 +297,7 @@ async fn call(
         agent: &agent,
     };
     let scope = match method {
-        Method::SendMessage | Method::SendStreamingMessage if !answers => None,
+        Method::SendMessage | Method::SendStreamingMessage if !follows_up => None,
         _ => match scope(&gw, &who, &namespace, &agent).await {
             Ok(s) => Some(s),
             Err(e) => return refusal(&gw, &id, &e),

@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::approval::ApprovalRecord;
 use crate::capability::CapabilityName;
+use crate::conversation::ConversationLink;
 use crate::limits::LimitsApplied;
 use crate::outcome::{FailureKind, TaskPhase, TaskReason};
 use crate::usage::{ModelCalls, ResourcesUsed};
@@ -90,8 +91,13 @@ pub struct Ending {
 }
 
 impl Ending {
-    pub fn of(failure: Option<FailureKind>) -> Self {
+    /// How a run ended: its failure, else whether the guest ended its turn asking for input.
+    pub fn of(failure: Option<FailureKind>, input_required: bool) -> Self {
         match failure {
+            None if input_required => Ending {
+                phase: TaskPhase::Succeeded,
+                reason: TaskReason::InputRequired,
+            },
             None => Ending {
                 phase: TaskPhase::Succeeded,
                 reason: TaskReason::Completed,
@@ -111,7 +117,7 @@ impl Ending {
     /// can have (a pending phase, or `ExecutorLost`, which only the operator decides).
     pub fn failure_kind(&self) -> Result<Option<FailureKind>, String> {
         match (self.phase, self.reason) {
-            (TaskPhase::Succeeded, TaskReason::Completed) => Ok(None),
+            (TaskPhase::Succeeded, TaskReason::Completed | TaskReason::InputRequired) => Ok(None),
             (TaskPhase::Cancelled, TaskReason::Cancelled) => Ok(Some(FailureKind::Cancelled)),
             (TaskPhase::Failed, reason) => reason
                 .failure_kind()
@@ -213,6 +219,9 @@ pub struct RunPredicate {
     /// Each call that waited for a person: who decided what, when, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalRecord>,
+    /// For a turn that continues a conversation: the turn before it and its attestation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ConversationLink>,
     /// Digest of the recorded host-call trace.
     pub trace_sha256: String,
     /// Who ran it (pod or host name).
@@ -238,6 +247,9 @@ pub struct Claims {
     pub models: Vec<ModelCalls>,
     pub children: Vec<ChildAttestation>,
     pub approvals: Vec<ApprovalRecord>,
+    /// The guest ended its turn asking for input (it succeeded, and called `ask-for-input`).
+    pub input_required: bool,
+    pub conversation: Option<ConversationLink>,
     pub trace_sha256: [u8; 32],
     pub executor: String,
 }
@@ -275,12 +287,13 @@ impl Statement {
                 requirements: claims.requirements,
                 seed: hex::encode(claims.seed),
                 limits_applied: claims.limits_applied,
-                ending: Ending::of(claims.failure),
+                ending: Ending::of(claims.failure, claims.input_required),
                 output_sha256: claims.output_sha256,
                 resources_used: claims.resources_used,
                 models: claims.models,
                 children: claims.children,
                 approvals: claims.approvals,
+                conversation: claims.conversation,
                 trace_sha256: hex::encode(claims.trace_sha256),
                 executor: claims.executor,
                 public_key: hex::encode(key.as_bytes()),
@@ -471,6 +484,8 @@ mod tests {
                 attestation_sha256: sha256_hex(b"child"),
             }],
             approvals: Vec::new(),
+            input_required: false,
+            conversation: None,
             trace_sha256: [1; 32],
             executor: "test \"pod\"".into(),
         }
@@ -519,7 +534,7 @@ mod tests {
         let edits: Vec<Edit> = vec![
             (
                 "phase",
-                Box::new(|p| p.ending = Ending::of(Some(FailureKind::Trap))),
+                Box::new(|p| p.ending = Ending::of(Some(FailureKind::Trap), false)),
             ),
             (
                 "namespace",

@@ -164,10 +164,16 @@ pub enum TaskReason {
     Cancelled,
     /// The replicas of `spec.verification` disagreed on ending, output or trace.
     VerificationMismatch,
+    /// The turn ended asking for input (a `Succeeded` Task): its output is the question, and
+    /// a Task that continues it (`spec.continues`) is the next turn.
+    InputRequired,
+    /// `spec.continues` names no turn this Task may continue: not found, another Agent's, not
+    /// ended asking for input, or another caller's conversation.
+    ConversationRefused,
 }
 
 impl TaskReason {
-    pub const ALL: [TaskReason; 13] = [
+    pub const ALL: [TaskReason; 15] = [
         TaskReason::Completed,
         TaskReason::Trap,
         TaskReason::FuelExhausted,
@@ -181,6 +187,8 @@ impl TaskReason {
         TaskReason::AgentError,
         TaskReason::Cancelled,
         TaskReason::VerificationMismatch,
+        TaskReason::InputRequired,
+        TaskReason::ConversationRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -198,6 +206,8 @@ impl TaskReason {
             TaskReason::AgentError => "AgentError",
             TaskReason::Cancelled => "Cancelled",
             TaskReason::VerificationMismatch => "VerificationMismatch",
+            TaskReason::InputRequired => "InputRequired",
+            TaskReason::ConversationRefused => "ConversationRefused",
         }
     }
 

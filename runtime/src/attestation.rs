@@ -40,6 +40,8 @@ mod tests {
             models: Vec::new(),
             children: Vec::new(),
             approvals: Vec::new(),
+            input_required: false,
+            conversation: None,
             trace_sha256: [1; 32],
             executor: "pod".into(),
         }

@@ -8,6 +8,8 @@ wasmtime::component::bindgen!({
     world: "ari-agent",
 });
 
+/// The `conversation` interface's records.
+pub use ainur::ari::conversation;
 pub use ainur::ari::host::{HttpHeader, IncomingResponse, LogLevel, OutgoingRequest};
 /// The `model` interface's records, which its capability converts.
 pub use ainur::ari::model;

@@ -77,7 +77,9 @@ mod tests {
                 "models",
                 "servers",
                 "list-tools",
-                "call-tool"
+                "call-tool",
+                "history",
+                "ask-for-input"
             ]
         );
     }

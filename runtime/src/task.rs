@@ -11,6 +11,7 @@ use wasmtime::{Store, UpdateDeadline};
 use crate::attestation::{Attestation, Claims, TaskIdentity, sha256_hex};
 use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
 use crate::cancel::{CancelToken, Cancelled};
+use crate::capability::conversation::ConversationCapability;
 use crate::capability::delegation::{ChildSummary, TaskDelegation};
 use crate::capability::log::LogCapability;
 use crate::capability::model::{self, ModelCapability};
@@ -79,6 +80,11 @@ pub struct TaskRequest {
     pub tool_tap: Option<Arc<dyn crate::capability::ToolTap>>,
     /// Decides tool calls that need approval; `None`: such calls are rejected.
     pub approver: Option<Arc<dyn crate::capability::Approver>>,
+    /// The earlier turns of the conversation this task continues, for the guest's `history`
+    /// (empty in a replay, which reads them from the trace).
+    pub history: Vec<ari_model::Turn>,
+    /// Where this task sits in its conversation, signed in the attestation.
+    pub conversation: Option<ari_model::ConversationLink>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -110,6 +116,8 @@ impl TaskRequest {
             model_tap: None,
             tool_tap: None,
             approver: None,
+            history: Vec::new(),
+            conversation: None,
         }
     }
 }
@@ -164,6 +172,10 @@ pub struct TaskOutcome {
     /// guest delegating in a tight loop shows here.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delegations_refused: u32,
+    /// The guest ended its turn asking for input (a success): the Task ends `InputRequired`,
+    /// its output the question.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub input_required: bool,
     /// Rebuilt from a storage receipt: the committed run's output bytes were not kept (only
     /// `output_sha256`), see [`TaskOutcome::from_receipt`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -253,6 +265,8 @@ impl TaskRequest {
             model_tap: self.model_tap.clone(),
             tool_tap: self.tool_tap.clone(),
             approver: self.approver.clone(),
+            history: self.history.clone(),
+            conversation: self.conversation.clone(),
         })
     }
 }
@@ -308,7 +322,15 @@ impl TaskOutcome {
             logs: Vec::new(),
             children: Vec::new(),
             delegations_refused: 0,
+            input_required: false,
             storage_conflict: false,
+        })
+        .map(|mut o| {
+            o.input_required = o
+                .attestation
+                .statement()
+                .is_ok_and(|s| s.predicate.ending.reason == ari_model::TaskReason::InputRequired);
+            o
         })
     }
 }
@@ -387,6 +409,7 @@ impl LoadedAgent {
             models: left.models,
             children: left.children,
             delegations_refused: left.usage.delegations_refused,
+            asked_for_input: left.asked_for_input,
         };
         match (failure, run.end) {
             (None, GuestEnd::Done(result)) => {
@@ -529,6 +552,7 @@ fn capabilities(
         approver: req.approver.clone(),
         replay: matches!(mode, Mode::Replay(_)),
         tokens: applied.tokens.unwrap_or(0),
+        history: std::mem::take(&mut req.history),
     };
     TaskCapabilities::new(&req.grants, setup, mode)
 }
@@ -542,6 +566,7 @@ struct Leftovers {
     usage: CapUsage,
     replay_left: usize,
     trace: Trace,
+    asked_for_input: bool,
 }
 
 impl Leftovers {
@@ -556,6 +581,7 @@ impl Leftovers {
             logs: caps.get::<LogCapability>().lines(),
             usage: caps.usage(),
             replay_left: caps.replay_remaining(),
+            asked_for_input: caps.get::<ConversationCapability>().asked(),
             trace: caps.take_trace(),
         }
     }
@@ -646,6 +672,8 @@ struct Sealer<'a> {
     models: Vec<ModelCalls>,
     children: Vec<ChildSummary>,
     delegations_refused: u32,
+    /// The guest called `ask-for-input`: a success ends `InputRequired`.
+    asked_for_input: bool,
 }
 
 impl Sealer<'_> {
@@ -659,6 +687,7 @@ impl Sealer<'_> {
     ) -> TaskOutcome {
         let req = self.req;
         let output_sha256 = sha256_hex(&output);
+        let input_required = failure.is_none() && self.asked_for_input;
         let attestation = Attestation::sign(
             Claims {
                 task: TaskIdentity {
@@ -682,6 +711,8 @@ impl Sealer<'_> {
                     .filter_map(ChildSummary::attested)
                     .collect(),
                 approvals: crate::capability::tools::approvals_of(&trace),
+                input_required,
+                conversation: req.conversation.clone(),
                 trace_sha256: trace.sha256(),
                 executor: req.executor.clone(),
             },
@@ -701,6 +732,7 @@ impl Sealer<'_> {
             logs,
             children: self.children.clone(),
             delegations_refused: self.delegations_refused,
+            input_required,
             output_not_kept: false,
             storage_conflict: false,
         }

@@ -697,6 +697,9 @@ mod tests {
                 TraceEvent::Delegation(_) => r.replay_next::<DelegationEvent>(&[kind]).map(|_| ()),
                 TraceEvent::Model(_) => r.replay_next::<ModelEvent>(&[kind]).map(|_| ()),
                 TraceEvent::Tools(_) => r.replay_next::<ToolEvent>(&[kind]).map(|_| ()),
+                TraceEvent::Conversation(_) => r
+                    .replay_next::<crate::capability::conversation::ConversationEvent>(&[kind])
+                    .map(|_| ()),
             }
             .unwrap();
         }

@@ -166,6 +166,7 @@ fn verify_one(
     req.seed = Some(seed);
     req.executor = att.executor.clone();
     req.replay = Some(report.trace.clone());
+    req.conversation = att.conversation.clone();
     // The depth decides which calls the grant refuses; the trace serves what children returned.
     if let Some(d) = &att.limits_applied.delegation {
         req.delegation = Some(crate::capability::DelegationContext {
@@ -183,6 +184,18 @@ fn verify_one(
                 replay.failure_kind(),
                 replay.failure.as_ref().map(|f| f.message.as_str())
             ),
+        )));
+    }
+    let asked = att.ending.reason == ari_model::TaskReason::InputRequired;
+    if replay.input_required != asked {
+        return Err(VerifyError::Replay(format!(
+            "the original run {} for input, the replay {}",
+            if asked { "asked" } else { "did not ask" },
+            if replay.input_required {
+                "did"
+            } else {
+                "did not"
+            },
         )));
     }
     if replay.output_sha256 != att.output_sha256 {

@@ -256,6 +256,19 @@ export interface ToolResult {
   isError: boolean;
 }
 
+/** One earlier turn of a conversation. */
+export interface Turn {
+  number: number;
+  input: Uint8Array;
+  output: Uint8Array;
+}
+
+/** Conversations: end a turn asking for input, read the earlier turns. */
+export const conversation: {
+  history(): Turn[];
+  askForInput(): void;
+};
+
 /** MCP tools (capability `tools`); failures throw a `ToolError`. */
 export const tools: {
   servers(): string[];

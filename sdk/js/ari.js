@@ -14,6 +14,7 @@
 import * as wit from "ainur:ari/host@2.0.0";
 import * as witModel from "ainur:ari/model@2.0.0";
 import * as witTools from "ainur:ari/tools@2.0.0";
+import * as witConversation from "ainur:ari/conversation@2.0.0";
 
 export class AriError extends Error {
   constructor(message = "") {
@@ -455,6 +456,15 @@ export const tools = {
     const r = callTools(witTools.callTool, String(server), String(tool), text);
     return { text: r.text, content: r.content, structured: r.structured ?? undefined, isError: Boolean(r.isError) };
   },
+};
+
+// Conversations: end a turn asking for input, read the earlier turns of the one continued.
+export const conversation = {
+  /** The earlier turns, oldest first: `{number, input, output}` (bytes); empty on a first turn. */
+  history: () =>
+    [...witConversation.history()].map((t) => ({ number: t.number, input: t.input, output: t.output })),
+  /** Ends this turn asking for input: the task ends InputRequired, its output the question. */
+  askForInput: () => witConversation.askForInput(),
 };
 
 export const toHex = (data) => Array.from(data, (b) => b.toString(16).padStart(2, "0")).join("");

@@ -1,5 +1,6 @@
 //! Command-line interface: one module per subcommand.
 
+mod conversation;
 mod flags;
 mod inspect;
 mod kubectl;

@@ -109,6 +109,10 @@ pub struct RunArgs {
     models: super::models::ModelArgs,
     #[command(flatten)]
     tools: super::tools::ToolArgs,
+    /// Reply to a conversation: the `--json` report of a turn that ended asking for input.
+    /// Repeat for every earlier turn, oldest first; the agent reads them as its history.
+    #[arg(long = "continues", value_name = "REPORT")]
+    continues: Vec<PathBuf>,
     /// Print one JSON report instead of the output.
     #[arg(long)]
     json: bool,
@@ -169,6 +173,10 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     req.seed = seed;
     req.storage = Some(storage);
     req.approver = Some(args.tools.approver());
+    if let Some((history, link)) = super::conversation::continued(&args.continues)? {
+        req.history = history;
+        req.conversation = Some(link);
+    }
     let (outcome, code) = match runtime.load(&bytes) {
         Ok(agent) => {
             let outcome = agent.run(req);
@@ -209,6 +217,12 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             let mut out = std::io::stdout().lock();
             out.write_all(&outcome.output)?;
             out.flush()?;
+            if outcome.input_required {
+                eprintln!(
+                    "ari: the agent asks for input (its output is the question); reply with \
+                     --continues on this run's --json report"
+                );
+            }
         }
         Some(f) => eprintln!("ari: {}: {}", f.kind, f.message),
     }

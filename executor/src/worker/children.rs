@@ -246,6 +246,7 @@ impl KubeDelegator {
                 trace: None,
                 approvals: None,
                 verification: None,
+                continues: None,
                 parent: Some(ParentRef {
                     name: self.parent.name.clone(),
                     uid: self.parent.uid.clone(),
@@ -411,38 +412,11 @@ impl KubeChild {
 
     /// A succeeded child's output: inline in its status, or in its output ConfigMap.
     async fn output(&self, status: &ari_crds::TaskStatus) -> Result<Vec<u8>, ChildFailure> {
-        let host = |message: String| ChildFailure {
-            reason: "HostError".into(),
-            message,
-        };
-        if let Some(text) = &status.output {
-            return Ok(text.clone().into_bytes());
-        }
-        if let Some(b64) = &status.output_base64 {
-            return base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|e| host(format!("the child's outputBase64 is not base64: {e}")));
-        }
-        let Some(r) = &status.output_ref else {
-            return Ok(Vec::new());
-        };
-        let cm = self.configmaps.get(&r.config_map).await.map_err(|e| {
-            host(format!(
-                "the child's output ConfigMap {}: {e}",
-                r.config_map
-            ))
-        })?;
-        cm.binary_data
-            .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
-            .or_else(|| {
-                cm.data
-                    .and_then(|d| d.get(&r.key).map(|s| s.clone().into_bytes()))
-            })
-            .ok_or_else(|| {
-                host(format!(
-                    "the child's output ConfigMap {} has no key {}",
-                    r.config_map, r.key
-                ))
+        super::output::read(&self.configmaps, status)
+            .await
+            .map_err(|message| ChildFailure {
+                reason: "HostError".into(),
+                message: format!("the child's {message}"),
             })
     }
 

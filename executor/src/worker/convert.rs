@@ -100,6 +100,12 @@ pub fn finish_with_outcome(
     output_ref: Option<ari_crds::OutputRef>,
 ) -> Result<(), NotAllowed> {
     match &outcome.failure {
+        None if outcome.input_required => status.finish(
+            Some(ari_crds::TaskReason::InputRequired),
+            "the agent asks for input: its output is the question; a Task that continues this one is the reply",
+            generation,
+            now(),
+        )?,
         None => status.finish(None, "completed", generation, now())?,
         Some(f) => status.finish(Some(f.kind.into()), &f.message, generation, now())?,
     }
@@ -162,7 +168,7 @@ pub fn children(outcome: &TaskOutcome) -> Vec<ari_crds::ChildStatus> {
         .map(|c| {
             let phase = match c.reason.as_deref() {
                 None => TaskPhase::Running,
-                Some("Completed") => TaskPhase::Succeeded,
+                Some("Completed" | "InputRequired") => TaskPhase::Succeeded,
                 Some("Cancelled") => TaskPhase::Cancelled,
                 Some(_) => TaskPhase::Failed,
             };
@@ -225,6 +231,7 @@ mod tests {
                 trace: None,
                 approvals: None,
                 verification: None,
+                continues: None,
             },
         )
     }
@@ -347,6 +354,8 @@ mod tests {
                 models: vec![calls.clone()],
                 children: Vec::new(),
                 approvals: Vec::new(),
+                input_required: false,
+                conversation: None,
                 trace_sha256: [2; 32],
                 executor: "pod".into(),
             },
@@ -370,6 +379,7 @@ mod tests {
             children: Vec::new(),
             delegations_refused: 0,
             models: vec![calls.clone()],
+            input_required: false,
             output_not_kept: false,
             storage_conflict: false,
         };

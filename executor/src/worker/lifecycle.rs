@@ -300,6 +300,13 @@ impl Worker {
                 return Ok(Handled::Done);
             }
         };
+        let continued = match self.conversation(&attempt.current).await {
+            Ok(continued) => continued,
+            Err((reason, message)) => {
+                self.finish_failed(&mut attempt, reason, message).await;
+                return Ok(Handled::Done);
+            }
+        };
         // `slot` is held until this Task is finished: the run's delegator only shares it.
         let mut req = match self.request(&attempt, input, elapsed, slot.clone()) {
             Ok(req) => req,
@@ -309,6 +316,10 @@ impl Worker {
                 return Ok(Handled::Done);
             }
         };
+        if let Some(c) = continued {
+            req.history = c.history;
+            req.conversation = Some(c.link);
+        }
         let lost = Arc::new(AtomicBool::new(false));
         if req.storage.is_some() {
             req.commit_gate = Some(self.commit_gate(&attempt, lost.clone()));
@@ -457,7 +468,7 @@ impl Worker {
     }
 
     /// The Task's input, or the reason and message it fails with (before any instance runs).
-    async fn resolve_input(&self, task: &Task) -> Result<Vec<u8>, (TaskReason, String)> {
+    pub(super) async fn resolve_input(&self, task: &Task) -> Result<Vec<u8>, (TaskReason, String)> {
         let host = |m: String| (TaskReason::HostError, m);
         match task.input_source().map_err(|e| host(e.to_string()))? {
             InputSource::Inline(s) => Ok(s.as_bytes().to_vec()),

@@ -138,6 +138,7 @@ mod tests {
             children: Vec::new(),
             delegations_refused: 0,
             models: Vec::new(),
+            input_required: false,
             output_not_kept: false,
             storage_conflict: false,
         }

@@ -229,6 +229,7 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
     if task.is_finished() {
         cancel_children(&ctx, &tasks, &task).await?;
     }
+    super::conversation::label_turn(&tasks, &task).await?;
 
     let agent = match task.phase() {
         TaskPhase::Pending => ctx.agent(&ns, &task.spec.agent_ref.name).await?,

@@ -3,4 +3,5 @@
 
 pub mod children;
 pub mod controller;
+pub mod conversation;
 pub mod decide;

@@ -14,6 +14,7 @@
 //! `TaskCapabilities::get`, and it keeps only what is shared: the recorder and the denials.
 
 pub mod clock;
+pub mod conversation;
 pub mod crypto;
 pub mod delegation;
 mod error;
@@ -127,6 +128,8 @@ pub struct TaskSetup {
     pub replay: bool,
     /// The task's token budget for model calls.
     pub tokens: u64,
+    /// The earlier turns of the conversation this task continues (empty: none, or a replay).
+    pub history: Vec<ari_model::Turn>,
 }
 
 impl TaskSetup {
@@ -146,6 +149,7 @@ impl TaskSetup {
             approver: None,
             replay: false,
             tokens: 0,
+            history: Vec::new(),
         }
     }
 }
@@ -224,6 +228,7 @@ capabilities! {
     delegation: delegation::TaskDelegation => Delegation(delegation::DelegationEvent),
     model: model::ModelCapability => Model(model::ModelEvent),
     tools: tools::ToolsCapability => Tools(tools::ToolEvent),
+    conversation: conversation::ConversationCapability => Conversation(conversation::ConversationEvent),
 }
 
 impl TaskCapabilities {

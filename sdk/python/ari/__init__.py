@@ -12,7 +12,7 @@ An agent subclasses :class:`Agent`, implements :meth:`Agent.execute`, and names 
     Agent = ari.export(Echo)
 
 Host functions live in :mod:`ari.host`, language models in :mod:`ari.model`, MCP tools in
-:mod:`ari.tools`. Every typed error
+:mod:`ari.tools`, conversations in :mod:`ari.conversation`. Every typed error
 of the contract (``error-code``, ``storage-error``, ``http-error``, ``delegation-error``, and
 ``model-error`` as a :class:`ModelError`, ``tool-error`` as a :class:`ToolError`) arrives as one of the exceptions below, and an
 exception raised from ``execute`` leaves as the matching ``error-code``.

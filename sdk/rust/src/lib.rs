@@ -52,6 +52,7 @@
 //! native binary panics.
 
 mod agent;
+pub mod conversation;
 mod error;
 pub mod hex;
 pub mod host;

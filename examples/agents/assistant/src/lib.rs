@@ -48,7 +48,8 @@ pub fn settings(config: &str) -> Result<Settings, String> {
             Some(("model", name)) => s.model = Some(name.trim().to_owned()),
             Some(("tool", tool)) => {
                 let (name, what) = tool.split_once(':').unwrap_or((tool, ""));
-                s.tools.push((name.trim().to_owned(), what.trim().to_owned()));
+                s.tools
+                    .push((name.trim().to_owned(), what.trim().to_owned()));
             }
             _ => return Err(format!("config: cannot read {line:?}")),
         }
@@ -88,7 +89,10 @@ impl Agent for Assistant {
                 .next()
                 .ok_or_else(|| Error::Denied("no model is granted to this agent".into()))?,
         };
-        let mut request = ChatRequest::new(name).system(SYSTEM).user(question).max_tokens(256);
+        let mut request = ChatRequest::new(name)
+            .system(SYSTEM)
+            .user(question)
+            .max_tokens(256);
         for (agent, what) in &settings.tools {
             request = request.tool(Tool::new(agent.clone(), PARAMETERS).description(what.clone()));
         }

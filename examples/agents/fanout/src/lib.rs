@@ -29,7 +29,11 @@ impl Agent for FanOut {
             Ok("") | Err(_) => "wordcount",
             Ok(name) => name,
         };
-        let lines: Vec<&str> = task.input_str()?.lines().filter(|l| !l.trim().is_empty()).collect();
+        let lines: Vec<&str> = task
+            .input_str()?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
         // Each child may spend up to 50 M fuel of this task's; what it leaves comes back.
         let share = Budget::fuel(50_000_000);
         let children = lines

@@ -45,7 +45,8 @@ pub fn settings(config: &str) -> Result<Settings, String> {
             Some(("model", name)) => s.model = Some(name.trim().to_owned()),
             Some(("agent", agent)) => {
                 let (name, what) = agent.split_once(':').unwrap_or((agent, ""));
-                s.agents.push((name.trim().to_owned(), what.trim().to_owned()));
+                s.agents
+                    .push((name.trim().to_owned(), what.trim().to_owned()));
             }
             _ => return Err(format!("config: cannot read {line:?}")),
         }

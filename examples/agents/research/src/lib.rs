@@ -34,7 +34,10 @@ fn as_json(answer: &[u8]) -> String {
 impl Agent for Research {
     fn execute(task: Task) -> Result<Output, Error> {
         let document = &task.input;
-        log::info(&format!("researching a document of {} bytes", document.len()));
+        log::info(&format!(
+            "researching a document of {} bytes",
+            document.len()
+        ));
         // All three run at once; each may spend up to 20 M fuel of this task's.
         let children = SUBAGENTS
             .iter()

@@ -1,0 +1,72 @@
+//! Labels on the turns of a conversation, so `kubectl get tasks -l ari.dev/conversation=NAME`
+//! lists them: a reply (`spec.continues`) gets its conversation and turn number, its
+//! conversation's first Task the conversation label. The A2A gateway labels the replies it
+//! creates itself; this covers replies created with kubectl. Whether a reply may continue at
+//! all is the executor's check ([`ari_crds::conversation::admit_turn`]), made when it claims.
+
+use ari_crds::Task;
+use ari_crds::conversation::admit_turn;
+use ari_crds::names::{LABEL_CONVERSATION, LABEL_TURN};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use tracing::debug;
+
+use crate::error::Error;
+
+/// Labels `task` and its conversation's first Task, when `task` is a reply not labelled yet
+/// and may continue what it names. A refused reply is left to its executor, which ends it
+/// `ConversationRefused` with the reason.
+/// `cached` is the trimmed copy the controller sees (no labels or annotations): only a reply
+/// that has not finished is read whole, so this costs a read per reconcile of a running
+/// reply, none for other Tasks.
+pub async fn label_turn(tasks: &Api<Task>, cached: &Task) -> Result<(), Error> {
+    let Some(previous) = cached.spec.continues.as_deref() else {
+        return Ok(());
+    };
+    if cached.is_finished() {
+        return Ok(());
+    }
+    let Some(task) = tasks.get_opt(&cached.name_any()).await? else {
+        return Ok(());
+    };
+    if task.labels().contains_key(LABEL_TURN) {
+        return Ok(());
+    }
+    let previous = tasks.get_opt(previous).await?;
+    let place = match admit_turn(&task, previous.as_ref()) {
+        Ok(place) => place,
+        Err(refusal) => {
+            debug!(task = %task.name_any(), why = %refusal.message, "not labelling a refused reply");
+            return Ok(());
+        }
+    };
+    let labels: serde_json::Map<_, _> = place
+        .labels()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), json!(v)))
+        .collect();
+    patch_labels(tasks, &task.name_any(), labels).await?;
+    let first = json!({ LABEL_CONVERSATION: place.conversation })
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    patch_labels(tasks, &place.conversation, first).await
+}
+
+async fn patch_labels(
+    tasks: &Api<Task>,
+    name: &str,
+    labels: serde_json::Map<String, serde_json::Value>,
+) -> Result<(), Error> {
+    let patch = json!({"metadata": {"labels": labels}});
+    match tasks
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // The first Task may be gone (its TTL): the reply keeps its labels.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
