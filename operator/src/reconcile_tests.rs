@@ -550,6 +550,7 @@ fn task_ctx_full(
         base: ctx(client),
         seen: Seen::default(),
         announced: Seen::default(),
+        labelled: Seen::default(),
         started: k8s_openapi::jiff::Timestamp::now(),
         agents,
         pods,

@@ -341,6 +341,7 @@ fn task_controller(
         base: ctx,
         seen: Seen::default(),
         announced: Seen::default(),
+        labelled: Seen::default(),
         started: k8s_openapi::jiff::Timestamp::now(),
         agents: agents.clone(),
         pods: pods.clone(),

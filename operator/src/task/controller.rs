@@ -31,7 +31,7 @@ pub struct Seen(Mutex<HashSet<String>>);
 const SEEN_CAP: usize = 100_000;
 
 impl Seen {
-    fn first_time(&self, uid: &str) -> bool {
+    pub fn first_time(&self, uid: &str) -> bool {
         let Ok(mut set) = self.0.lock() else {
             return false;
         };
@@ -57,6 +57,8 @@ pub struct TaskContext {
     pub children: Arc<ChildIndex>,
     /// Failed Tasks that already have their Event.
     pub announced: Seen,
+    /// Replies (`spec.continues`) whose conversation labels were seen to once.
+    pub labelled: Seen,
     /// When this process began leading (set after the Lease is won): failures before it were
     /// announced by an earlier leader.
     pub started: Timestamp,
@@ -229,7 +231,12 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
     if task.is_finished() {
         cancel_children(&ctx, &tasks, &task).await?;
     }
-    super::conversation::label_turn(&tasks, &task).await?;
+    if task.spec.continues.is_some()
+        && let Some(uid) = task.uid()
+        && ctx.labelled.first_time(&uid)
+    {
+        super::conversation::label_turn(&tasks, &task).await?;
+    }
 
     let agent = match task.phase() {
         TaskPhase::Pending => ctx.agent(&ns, &task.spec.agent_ref.name).await?,

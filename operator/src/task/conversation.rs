@@ -14,44 +14,50 @@ use tracing::debug;
 
 use crate::error::Error;
 
-/// Labels `task` and its conversation's first Task, when `task` is a reply not labelled yet
-/// and may continue what it names. A refused reply is left to its executor, which ends it
-/// `ConversationRefused` with the reason.
-/// `cached` is the trimmed copy the controller sees (no labels or annotations): only a reply
-/// that has not finished is read whole, so this costs a read per reconcile of a running
-/// reply, none for other Tasks.
+/// Labels `cached`, a reply, when it is not labelled yet and may continue what it names, and
+/// its conversation's first Task. A refused reply is left to its executor, which ends it
+/// `ConversationRefused` with the reason. `cached` is the trimmed copy the controller sees (no
+/// labels or annotations), so the reply is read whole: the controller calls this once per
+/// reply and process.
 pub async fn label_turn(tasks: &Api<Task>, cached: &Task) -> Result<(), Error> {
     let Some(previous) = cached.spec.continues.as_deref() else {
         return Ok(());
     };
-    if cached.is_finished() {
-        return Ok(());
-    }
     let Some(task) = tasks.get_opt(&cached.name_any()).await? else {
         return Ok(());
     };
-    if task.labels().contains_key(LABEL_TURN) {
-        return Ok(());
-    }
-    let previous = tasks.get_opt(previous).await?;
-    let place = match admit_turn(&task, previous.as_ref()) {
-        Ok(place) => place,
-        Err(refusal) => {
-            debug!(task = %task.name_any(), why = %refusal.message, "not labelling a refused reply");
-            return Ok(());
+    // Replies the gateway made carry their labels already; the first Task still needs its own.
+    let conversation = match task.labels().get(LABEL_CONVERSATION) {
+        Some(c) if task.labels().contains_key(LABEL_TURN) => c.clone(),
+        _ => {
+            let previous = tasks.get_opt(previous).await?;
+            let place = match admit_turn(&task, previous.as_ref()) {
+                Ok(place) => place,
+                Err(refusal) => {
+                    debug!(task = %task.name_any(), why = %refusal.message, "not labelling a refused reply");
+                    return Ok(());
+                }
+            };
+            let labels: serde_json::Map<_, _> = place
+                .labels()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), json!(v)))
+                .collect();
+            patch_labels(tasks, &task.name_any(), labels).await?;
+            place.conversation
         }
     };
-    let labels: serde_json::Map<_, _> = place
-        .labels()
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), json!(v)))
-        .collect();
-    patch_labels(tasks, &task.name_any(), labels).await?;
-    let first = json!({ LABEL_CONVERSATION: place.conversation })
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    patch_labels(tasks, &place.conversation, first).await
+    // Only ever the first Task's own name on it, so a reply's labels (anyone's to write) can
+    // mislabel nothing.
+    let first = tasks.get_opt(&conversation).await?;
+    if first.is_some_and(|f| f.labels().get(LABEL_CONVERSATION) != Some(&conversation)) {
+        let label = json!({ LABEL_CONVERSATION: conversation })
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        patch_labels(tasks, &conversation, label).await?;
+    }
+    Ok(())
 }
 
 async fn patch_labels(
