@@ -12,6 +12,7 @@ pub mod approval;
 pub mod attestation;
 pub mod capability;
 pub mod card;
+pub mod declaration;
 pub mod grant;
 pub mod hosts;
 pub mod keys;
@@ -31,6 +32,7 @@ pub use approval::{
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};
 pub use card::{CardError, CardSignature, SignedCard};
+pub use declaration::{Declaration, DeclarationError};
 pub use grant::{
     DelegationGrant, EmptyGrant, GrantSet, ModelsGrant, NetworkGrant, SecretKeyRef, SigningGrant,
     StorageGrant, ToolServerGrant, ToolsGrant,
