@@ -1,5 +1,6 @@
 //! Command-line interface: one module per subcommand.
 
+mod declaration;
 mod flags;
 mod inspect;
 mod kubectl;
