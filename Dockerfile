@@ -36,9 +36,24 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && mkdir -p /out \
     && cp target/release/ari-operator target/release/ari target/release/ari-gateway /out/
 
+# The stock agent component that runs declarative Agents (docs/declarative.md), built from
+# stock/declarative through the public SDK. The operator and the executor images carry
+# the same bytes at /usr/share/ari/declarative.wasm: the operator pins their digest in each
+# declarative Agent's executors (ARI_MODULE_DIGEST), which refuse any other bytes.
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS stock-agent
+WORKDIR /src
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    rustup target add wasm32-wasip2 \
+    && cargo build --locked --release --target wasm32-wasip2 \
+       --manifest-path stock/Cargo.toml -p declarative --target-dir /tmp/wasm \
+    && mkdir -p /out \
+    && cp /tmp/wasm/wasm32-wasip2/release/declarative.wasm /out/declarative.wasm
+
 # The operator: Agent and Task controllers, /metrics /healthz /readyz on 8080.
 FROM ${RUNTIME_BASE} AS operator
 COPY --from=build /out/ari-operator /usr/local/bin/ari-operator
+COPY --from=stock-agent /out/declarative.wasm /usr/share/ari/declarative.wasm
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/ari-operator"]
@@ -47,6 +62,7 @@ ENTRYPOINT ["/usr/local/bin/ari-operator"]
 # `ari run` / `ari verify` for local use. /metrics and /readyz on 8080.
 FROM ${RUNTIME_BASE} AS executor
 COPY --from=build /out/ari /usr/local/bin/ari
+COPY --from=stock-agent /out/declarative.wasm /usr/share/ari/declarative.wasm
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/ari"]

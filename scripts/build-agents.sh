@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the example agents (examples/agents) and the hostile test fixtures (fixtures/agents) into
+# Builds the example agents (examples/agents), the hostile test fixtures (fixtures/agents) and the
+# stock agent components (stock/: `declarative`, which runs declarative Agents) into
 # wasm32-wasip2 components and copies them to ${ARI_TARGET_DIR:-<repo>/target}/agents/<name>.wasm. Cargo's target dir is cached under the same
 # root, and files are only copied when they changed, so a second run does almost nothing.
 set -euo pipefail
@@ -10,7 +11,7 @@ out="$root/agents"
 
 rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
-manifests=("$repo/examples/agents/Cargo.toml" "$repo/fixtures/agents/Cargo.toml")
+manifests=("$repo/examples/agents/Cargo.toml" "$repo/fixtures/agents/Cargo.toml" "$repo/stock/Cargo.toml")
 for manifest in "${manifests[@]}"; do
   cargo build --release --target wasm32-wasip2 --manifest-path "$manifest" \
     --target-dir "$cargo_target" "$@"

@@ -156,8 +156,37 @@ print("parent budget:", r["limitsApplied"]["tokens"], "| child given:", child["l
       "| child spent:", child["resourcesUsed"].get("inputTokens", 0) + child["resourcesUsed"].get("outputTokens", 0),
       "| charged to the parent:", r["resourcesUsed"].get("childrenTokens", 0))
 PY
+# A declared agent: a prompt, the model and another Agent as its tool, run by the stock
+# component (stock/declarative); the declaration is the config its attestation signs.
+cat >"$work/declared.yaml" <<'YAML'
+apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata: {name: counter}
+spec:
+  declarative:
+    instructions: You count words with the wordcount tool, then say how many there are.
+    model: tiny
+    tools:
+      - agent: {name: wordcount, description: counts the words of a text}
+    maxTurns: 3
+    maxTokensPerTurn: 32
+YAML
+"$ari" run "$agents/declarative.wasm" --declaration "$work/declared.yaml" --input "How many words in: a b c?" \
+  --grant models=tiny --grant delegation=wordcount --agent "wordcount=$agents/wordcount.wasm" \
+  --tokens 4000 "${models[@]}" --json >"$work/declared-run.json"
+python3 - "$work/declared-run.json" <<'PY'
+import base64, json, sys
+r = json.load(open(sys.argv[1]))
+p = json.loads(base64.b64decode(r["attestation"]["payload"]))["predicate"]
+print("declared agent: model calls", r["resourcesUsed"].get("modelCalls", 0),
+      "| module (the stock component)", p["moduleSha256"][:16], "| config (the declaration)", p["configSha256"][:16])
+PY
+# Naming what is not granted is refused before anything runs.
+show run "$agents/declarative.wasm" --declaration "$work/declared.yaml" --input "x" --grant models=tiny "${models[@]}"
 # The replay needs no model: stop the server first.
 kill "$server"; wait "$server" 2>/dev/null || true
+show verify "$work/declared-run.json" --module "$agents/declarative.wasm" --declaration "$work/declared.yaml" \
+  --agent "wordcount=$agents/wordcount.wasm" --accept-embedded-key
 pub="$(pubkey_of "$work/model-run.json")"
 show verify "$work/model-run.json" --module "$agents/ask.wasm" --public-key "$pub"
 

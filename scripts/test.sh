@@ -60,7 +60,7 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "guest agents' own unit tests (native)"
-for guests in examples/agents fixtures/agents; do
+for guests in examples/agents fixtures/agents stock; do
   (cd "$guests" && cargo test --locked --target-dir "$repo/target/agents-native")
 done
 

@@ -128,6 +128,7 @@ mod tests {
             mode,
             callers: None,
             config: None,
+            declarative: None,
             a2a: None,
             trace: None,
         }

@@ -13,6 +13,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::AgentMode;
+pub use ari_model::declaration::{
+    ConfigMapKeyRef, Declaration, DeclaredAgent, DeclaredFormat, DeclaredServer, DeclaredTool,
+    FormatKind,
+};
 pub use ari_model::grant::{
     DelegationGrant, EmptyGrant, GrantSet, NetworkGrant, SecretKeyRef, SigningGrant, StorageGrant,
 };
@@ -73,11 +77,28 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
 )]
 #[x_kube(
     validation = Rule::new("!has(self.a2a) || !self.a2a.exposed || !has(self.mode) || self.mode != 'subagent'").message("a subagent-mode Agent cannot be exposed over A2A (spec.a2a.exposed)"),
+    validation = Rule::new("has(self.declarative) != has(self.module)").message("exactly one of spec.module (a component) and spec.declarative (run by the stock agent component) must be set"),
+    validation = Rule::new("!has(self.declarative) || !has(self.config)").message("spec.config is for a component; a declarative Agent's config is its declaration"),
+    validation = Rule::new("!has(self.declarative) || has(self.declarative.instructions) != has(self.declarative.instructionsFrom)").message("exactly one of declarative.instructions and declarative.instructionsFrom must be set"),
+    validation = Rule::new("!has(self.declarative) || (has(self.capabilities) && has(self.capabilities.models) && self.declarative.model in self.capabilities.models.allowed)").message("declarative.model must be granted in capabilities.models.allowed"),
+    validation = Rule::new("!has(self.declarative) || !has(self.declarative.tools) || self.declarative.tools.all(t, has(t.mcpServer) != has(t.agent))").message("each of declarative.tools is exactly one of mcpServer and agent"),
+    validation = Rule::new("!has(self.declarative) || !has(self.declarative.tools) || self.declarative.tools.all(t, !has(t.mcpServer) || (has(self.capabilities) && has(self.capabilities.tools) && self.capabilities.tools.servers.exists(s, s.name == t.mcpServer.name)))").message("each MCP server of declarative.tools must be granted in capabilities.tools.servers"),
+    validation = Rule::new("!has(self.declarative) || !has(self.declarative.tools) || self.declarative.tools.all(t, !has(t.agent) || (has(self.capabilities) && has(self.capabilities.delegation) && (t.agent.name in self.capabilities.delegation.agents || '*' in self.capabilities.delegation.agents)))").message("each Agent of declarative.tools must be granted in capabilities.delegation.agents"),
+    validation = Rule::new("!has(self.declarative) || !has(self.declarative.subagents) || self.declarative.subagents.all(a, has(self.capabilities) && has(self.capabilities.delegation) && (a.name in self.capabilities.delegation.agents || '*' in self.capabilities.delegation.agents))").message("each of declarative.subagents must be granted in capabilities.delegation.agents"),
+    validation = Rule::new("!has(self.declarative) || !has(self.declarative.responseFormat) || (self.declarative.responseFormat.type == 'JsonSchema') == has(self.declarative.responseFormat.schema)").message("declarative.responseFormat.schema is set exactly when its type is JsonSchema"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
-    /// Where the component comes from; exactly one source.
+    /// Where the component comes from; exactly one source. Absent for a declarative Agent,
+    /// which runs the stock agent component the operator pins.
+    #[serde(default, skip_serializing_if = "ModuleSource::is_empty")]
     pub module: ModuleSource,
+    /// An agent declared instead of coded: its system prompt, model, tools, subagents,
+    /// approvals and turn limit, run by the stock agent component under this Agent's grants
+    /// and limits. Everything it names must be granted in `capabilities` (it grants nothing);
+    /// its canonical bytes are the component's config, so attestations sign its digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declarative: Option<Declaration>,
     /// Capabilities granted to the agent; anything absent is denied.
     #[serde(default)]
     pub capabilities: GrantSet,
@@ -271,8 +292,12 @@ pub struct AgentStatus {
     /// `Valid`, `ModuleResolved`, `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// For a declarative Agent: `sha256:<hex>` of its declaration's canonical bytes (the
+    /// system prompt resolved), the config its Tasks' attestations sign as `configSha256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declaration_digest: Option<String>,
     /// `sha256:<hex>` of the component (declared for `url`, computed for `configMap` and
-    /// `image`).
+    /// `image`; the stock agent component's for a declarative Agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_digest: Option<String>,
     /// For `module.image`: the `registry/repository@sha256:...` the executors run, i.e. the
@@ -315,6 +340,11 @@ impl ModuleSource {
     /// The declared lowercase hex SHA-256, if any.
     pub fn declared_sha256(&self) -> Option<&str> {
         self.sha256.as_deref()
+    }
+
+    /// Whether no field is set (a declarative Agent's `module`).
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
     }
 
     /// How many of `configMap`, `url` and `image` are set (valid specs have exactly one).

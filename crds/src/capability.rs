@@ -71,6 +71,7 @@ mod tests {
             mode: None,
             callers: None,
             config: None,
+            declarative: None,
             a2a: None,
             trace: None,
         }

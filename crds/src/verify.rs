@@ -32,7 +32,7 @@ pub enum Unverified {
     )]
     Module { attested: String, current: String },
     #[error(
-        "the attestation's config {attested} is not the digest {current} of the Agent's current spec.config (changed since the run?)"
+        "the attestation's config {attested} is not the digest {current} of the Agent's current spec.config or declaration (changed since the run?)"
     )]
     Config { attested: String, current: String },
 }
@@ -92,8 +92,18 @@ pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<Verified<'a>, Un
             current: module,
         });
     }
-    // The executor signs the config it handed the guest: the Agent's `spec.config`.
-    let config = sha256_hex(agent.spec.config.as_deref().unwrap_or_default().as_bytes());
+    // The executor signs the config it handed the guest: the Agent's `spec.config`, or for a
+    // declarative Agent its declaration's canonical bytes, whose digest the operator publishes
+    // (the system prompt may come from a ConfigMap, so the spec alone does not fix it).
+    let config = match &agent.spec.declarative {
+        Some(_) => agent
+            .status
+            .as_ref()
+            .and_then(|s| s.declaration_digest.as_deref())
+            .map(|d| d.trim_start_matches("sha256:").to_owned())
+            .unwrap_or_default(),
+        None => sha256_hex(agent.spec.config.as_deref().unwrap_or_default().as_bytes()),
+    };
     if att.config_sha256 != config {
         return Err(Unverified::Config {
             attested: att.config_sha256.clone(),

@@ -43,7 +43,10 @@ fn agent_module_needs_exactly_one_source() {
         agent_errors(json!({"module": {"configMap": {"name": "m", "key": "k"}}})),
         ""
     );
-    assert!(agent_errors(json!({"module": {}})).contains("exactly one of module.configMap"));
+    // An empty module is left out when the Agent is written back, so the spec-level rule (a
+    // module or a declaration) is the one that speaks here; the API server, seeing `{}`, also
+    // applies the module's own rule.
+    assert!(agent_errors(json!({"module": {}})).contains("exactly one of spec.module"));
     let both = json!({"module": {"configMap": {"name": "m", "key": "k"}, "url": "https://x/m.wasm", "sha256": SHA}});
     assert!(agent_errors(both).contains("exactly one of module.configMap"));
 }
@@ -179,5 +182,123 @@ fn every_rule_compiles_within_cost_budget() {
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema JSON");
         walk(&schema["openAPIV3Schema"], &crd.spec.names.kind, &mut found);
     }
-    assert_eq!(found.len(), 8, "{found:?}");
+    assert_eq!(found.len(), 17, "{found:?}");
+}
+
+/// A declarative Agent granted what its declaration names.
+fn declarative(declaration: Value, capabilities: Value) -> Value {
+    json!({"declarative": declaration, "capabilities": capabilities})
+}
+
+fn granted() -> Value {
+    json!({
+        "models": {"allowed": ["small"]},
+        "tools": {"servers": [{"name": "tracker", "tools": ["search", "close"]}]},
+        "delegation": {"agents": ["summarize", "expert"]}
+    })
+}
+
+#[test]
+fn a_declarative_agent_needs_no_module_and_may_not_have_one() {
+    let d = json!({"instructions": "triage", "model": "small"});
+    assert_eq!(agent_errors(declarative(d.clone(), granted())), "");
+    let mut both = declarative(d, granted());
+    both["module"] = json!({"configMap": {"name": "m", "key": "k"}});
+    assert!(agent_errors(both).contains("exactly one of spec.module"));
+    assert!(agent_errors(json!({})).contains("exactly one of spec.module"));
+}
+
+#[test]
+fn a_declarations_instructions_come_from_exactly_one_place_and_it_takes_no_config() {
+    let neither = json!({"model": "small"});
+    assert!(agent_errors(declarative(neither, granted())).contains("instructionsFrom"));
+    let both = json!({"model": "small", "instructions": "x",
+                      "instructionsFrom": {"name": "prompts", "key": "triage"}});
+    assert!(agent_errors(declarative(both, granted())).contains("instructionsFrom"));
+    let mut with_config = declarative(json!({"instructions": "x", "model": "small"}), granted());
+    with_config["config"] = json!("model=small");
+    assert!(agent_errors(with_config).contains("spec.config is for a component"));
+}
+
+#[test]
+fn a_declaration_names_only_granted_models_servers_and_agents() {
+    let model = json!({"instructions": "x", "model": "large"});
+    assert!(
+        agent_errors(declarative(model, granted())).contains("declarative.model must be granted")
+    );
+    let no_models = json!({"tools": {"servers": [{"name": "tracker", "tools": ["*"]}]}});
+    let small = json!({"instructions": "x", "model": "small"});
+    assert!(agent_errors(declarative(small, no_models)).contains("declarative.model"));
+    let server = json!({"instructions": "x", "model": "small",
+                        "tools": [{"mcpServer": {"name": "wiki", "tools": ["read"]}}]});
+    assert!(agent_errors(declarative(server, granted())).contains("capabilities.tools.servers"));
+    let agent_tool = json!({"instructions": "x", "model": "small",
+                            "tools": [{"agent": {"name": "stranger"}}]});
+    assert!(
+        agent_errors(declarative(agent_tool, granted()))
+            .contains("each Agent of declarative.tools must be granted")
+    );
+    let sub = json!({"instructions": "x", "model": "small", "subagents": [{"name": "stranger"}]});
+    assert!(agent_errors(declarative(sub, granted())).contains("declarative.subagents"));
+    let fine = json!({"instructions": "x", "model": "small",
+                      "tools": [{"mcpServer": {"name": "tracker", "tools": ["search"],
+                                               "requireApproval": ["search"]}},
+                                {"agent": {"name": "summarize", "description": "summarises"}}],
+                      "subagents": [{"name": "expert"}]});
+    assert_eq!(agent_errors(declarative(fine, granted())), "");
+}
+
+#[test]
+fn a_tool_entry_is_one_kind_and_a_schema_goes_with_json_schema_only() {
+    let two = json!({"instructions": "x", "model": "small",
+                     "tools": [{"agent": {"name": "summarize"},
+                                "mcpServer": {"name": "tracker", "tools": ["search"]}}]});
+    assert!(
+        agent_errors(declarative(two, granted())).contains("exactly one of mcpServer and agent")
+    );
+    let schemaless = json!({"instructions": "x", "model": "small",
+                            "responseFormat": {"type": "JsonSchema"}});
+    assert!(agent_errors(declarative(schemaless, granted())).contains("responseFormat.schema"));
+    let object = json!({"instructions": "x", "model": "small",
+                        "responseFormat": {"type": "JsonObject"}});
+    assert_eq!(agent_errors(declarative(object, granted())), "");
+}
+
+/// Every Agent of `examples/manifests/declarative`, which the docs tell users to copy.
+fn declarative_examples() -> Vec<(String, Agent)> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/manifests/declarative");
+    let mut agents = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("the examples directory") {
+        let path = entry.expect("an entry").path();
+        let text = std::fs::read_to_string(&path).expect("read an example");
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc).expect("YAML");
+            if value.get("kind").and_then(serde_yaml::Value::as_str) == Some("Agent") {
+                let agent: Agent = serde_yaml::from_value(value).expect("an Agent");
+                agents.push((path.display().to_string(), agent));
+            }
+        }
+    }
+    agents
+}
+
+#[test]
+fn the_declarative_examples_keep_the_rules_and_their_grants() {
+    let agents = declarative_examples();
+    assert!(agents.len() >= 2, "{agents:?}");
+    for (path, agent) in agents {
+        assert_eq!(
+            agent.validate_cel().map_err(|e| format!("{e:?}")),
+            Ok(()),
+            "{path}"
+        );
+        let d = agent.spec.declarative.as_ref().expect("declarative");
+        assert_eq!(
+            d.ungranted(&agent.spec.capabilities),
+            Vec::<String>::new(),
+            "{path}"
+        );
+        assert_eq!(d.check(), Ok(()), "{path}");
+    }
 }

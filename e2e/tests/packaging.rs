@@ -214,6 +214,27 @@ fn targets_operator_executor_and_gateway_run_on_distroless_nonroot() -> Result<(
 }
 
 #[test]
+fn the_operator_and_executor_carry_one_stock_agent_component_where_they_look_for_it() -> Result<()>
+{
+    let df = dockerfile()?;
+    let built = df.stage("stock-agent")?.one("RUN")?;
+    ensure!(
+        built.contains("--target wasm32-wasip2") && built.contains("-p declarative"),
+        "the stock-agent stage does not build examples/agents/declarative: {built}"
+    );
+    for target in ["operator", "executor"] {
+        let copies = df.stage(target)?.all("COPY");
+        ensure!(
+            copies.contains(
+                &"--from=stock-agent /out/declarative.wasm /usr/share/ari/declarative.wasm"
+            ),
+            "target {target} does not carry the stock agent component at /usr/share/ari/declarative.wasm: {copies:?}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn build_stage_compiles_the_workspace_binaries_in_release_mode() -> Result<()> {
     let df = dockerfile()?;
     let bins = workspace_bins()?;
@@ -348,7 +369,15 @@ fn each_image_runs_its_binary_as_the_uid_the_pods_ask_for() -> Result<()> {
     let df = dockerfile()?;
     for (target, _, bin) in IMAGES {
         let stage = df.stage(target)?;
-        let copy = stage.one("COPY")?;
+        // The binary's COPY; the operator and executor also copy the stock agent component.
+        let binaries: Vec<&str> = stage
+            .all("COPY")
+            .into_iter()
+            .filter(|c| c.starts_with("--from=build "))
+            .collect();
+        let [copy] = binaries[..] else {
+            bail!("target {target}: want one COPY --from=build, got {binaries:?}");
+        };
         let words: Vec<&str> = copy.split_whitespace().collect();
         let (src, dst) = match words[..] {
             ["--from=build", src, dst] => (src, dst),

@@ -13,6 +13,7 @@ pub mod attestation;
 pub mod capability;
 pub mod card;
 pub mod conversation;
+pub mod declaration;
 pub mod grant;
 pub mod hosts;
 pub mod keys;
@@ -33,6 +34,7 @@ pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentit
 pub use capability::{CapabilityName, UnknownCapability};
 pub use card::{CardError, CardSignature, SignedCard};
 pub use conversation::{ConversationLink, Turn};
+pub use declaration::{Declaration, DeclarationError};
 pub use grant::{
     DelegationGrant, EmptyGrant, GrantSet, ModelsGrant, NetworkGrant, SecretKeyRef, SigningGrant,
     StorageGrant, ToolServerGrant, ToolsGrant,

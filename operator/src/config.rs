@@ -132,7 +132,15 @@ pub struct Config {
     /// applies, else `info,kube=warn`.
     #[arg(long, env = "ARI_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// The stock agent component that runs declarative Agents, as the operator image carries
+    /// it (the executor image carries the same bytes at the same path). Its digest is read once
+    /// at start and pinned in every declarative Agent's executors.
+    #[arg(long, env = "ARI_STOCK_AGENT", default_value = STOCK_AGENT_PATH)]
+    pub stock_agent: PathBuf,
 }
+
+/// Where the operator and executor images carry the stock agent component.
+pub const STOCK_AGENT_PATH: &str = "/usr/share/ari/declarative.wasm";
 
 /// What the controllers need from the configuration (cheap to build in tests).
 #[derive(Debug, Clone)]
@@ -152,6 +160,9 @@ pub struct Settings {
     pub registry_timeout: Duration,
     /// See [`Config::gateway_public_url`].
     pub gateway_public_url: String,
+    /// `sha256:<hex>` of the stock agent component (see [`Config::stock_agent`]), or why there
+    /// is none: declarative Agents then stay `ModuleResolved=False`.
+    pub stock_agent: Result<String, String>,
 }
 
 impl Config {
@@ -207,8 +218,22 @@ impl Config {
                 .unwrap_or_else(default_module_cache_dir),
             registry_timeout: Duration::from_secs(self.registry_timeout_seconds.max(1)),
             gateway_public_url: self.gateway_public_url.clone(),
+            stock_agent: stock_agent_digest(&self.stock_agent),
         }
     }
+}
+
+/// The stock agent component's digest, once it is read and checked to be an agent component.
+pub fn stock_agent_digest(path: &std::path::Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        format!(
+            "the stock agent component {} cannot be read: {e}",
+            path.display()
+        )
+    })?;
+    crate::agent::module::check_component(&bytes)
+        .map_err(|e| format!("the stock agent component {}: {e}", path.display()))?;
+    crate::agent::module::digest_of(&bytes, None).map_err(|e| e.to_string())
 }
 
 impl Default for Settings {
@@ -223,6 +248,7 @@ impl Default for Settings {
             module_cache_dir: default_module_cache_dir(),
             registry_timeout: Duration::from_secs(30),
             gateway_public_url: String::new(),
+            stock_agent: Err("no stock agent component configured".to_owned()),
         }
     }
 }
@@ -245,6 +271,34 @@ mod tests {
     fn parse(args: &[&str]) -> Config {
         let argv = std::iter::once("ari-operator").chain(args.iter().copied());
         Config::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_stock_agent_is_pinned_only_when_it_is_an_agent_component() {
+        let dir = std::env::temp_dir().join(format!("ari-stock-agent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let missing = stock_agent_digest(&dir.join("declarative.wasm"));
+        assert!(
+            missing
+                .as_ref()
+                .is_err_and(|e| e.contains("cannot be read")),
+            "{missing:?}"
+        );
+        let garbage = dir.join("garbage.wasm");
+        std::fs::write(&garbage, b"not wasm").unwrap_or_else(|e| panic!("{e}"));
+        let refused = stock_agent_digest(&garbage);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("not a WebAssembly component")),
+            "{refused:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            parse(&[]).stock_agent,
+            std::path::Path::new(STOCK_AGENT_PATH),
+            "the images carry it there"
+        );
     }
 
     #[test]

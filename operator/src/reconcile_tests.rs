@@ -1196,3 +1196,115 @@ async fn granted_models_reach_the_executors_only_with_marked_credentials_and_by_
         "{available}"
     );
 }
+
+/// A declarative Agent named `echo` (the routes' name) whose prompt is in ConfigMap `prompts`.
+fn declarative_agent(model: &str) -> Agent {
+    let a = json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+        "metadata": {"name": "echo", "namespace": "demo", "uid": "agent-uid", "generation": 1},
+        "spec": {
+            "declarative": {"instructionsFrom": {"name": "prompts", "key": "triage"},
+                            "model": model},
+            "capabilities": {"models": {"allowed": ["small"]}}
+        }
+    });
+    serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `agent_routes` plus the prompt's ConfigMap and an empty list of ModelConfigs.
+fn declarative_routes(method: &str, path: &str, body: &Value) -> (u16, Value) {
+    match (method, path) {
+        ("GET", "/api/v1/namespaces/demo/configmaps/prompts") => (
+            200,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "prompts"},
+                   "data": {"triage": "You triage tickets."}}),
+        ),
+        ("GET", "/apis/ari.dev/v1alpha1/namespaces/demo/modelconfigs") => (
+            200,
+            json!({"apiVersion": "ari.dev/v1alpha1", "kind": "ModelConfigList",
+                   "metadata": {}, "items": []}),
+        ),
+        _ => agent_routes(method, path, body),
+    }
+}
+
+fn with_stock(stock: Result<String, String>) -> Settings {
+    Settings {
+        stock_agent: stock,
+        ..Settings::default()
+    }
+}
+
+#[tokio::test]
+async fn a_declarative_agent_runs_the_pinned_stock_component_with_its_declarations_digest() {
+    let (client, log) = mock_client(declarative_routes);
+    let stock = format!("sha256:{}", "5".repeat(64));
+    let context = ctx_with(
+        client,
+        Arc::new(FakeRegistry::default()),
+        with_stock(Ok(stock.clone())),
+    );
+    let agent = declarative_agent("small");
+    let res = crate::agent::controller::reconcile(Arc::new(agent.clone()), context).await;
+    assert!(res.is_ok(), "{res:?}");
+
+    // The digest of the declaration with the ConfigMap's prompt in place.
+    let declared = agent.spec.declarative.clone().unwrap_or_default();
+    let resolved = declared
+        .resolved(Some("You triage tickets.".into()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let digest = format!("sha256:{}", resolved.sha256());
+    let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
+    assert_eq!(st["declarationDigest"], digest.as_str(), "{st}");
+    assert_eq!(st["moduleDigest"], stock.as_str(), "{st}");
+
+    let dep = one(&log, "PATCH", "deployments/echo-executor").body;
+    let env = dep["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    let var = |name: &str| {
+        env.as_array()
+            .and_then(|vs| vs.iter().find(|v| v["name"] == name).cloned())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(var("ARI_MODULE_DIGEST")["value"], stock.as_str());
+    assert_eq!(var("ARI_DECLARATION_DIGEST")["value"], digest.as_str());
+}
+
+#[tokio::test]
+async fn without_a_stock_component_a_declarative_agent_is_not_resolved_and_gets_no_executors() {
+    let (client, log) = mock_client(declarative_routes);
+    let context = ctx_with(
+        client,
+        Arc::new(FakeRegistry::default()),
+        with_stock(Err("the stock agent component cannot be read".into())),
+    );
+    let res =
+        crate::agent::controller::reconcile(Arc::new(declarative_agent("small")), context).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(find(&log, "PATCH", "deployments").is_empty());
+    let c = written_condition(&log, "ModuleResolved");
+    assert_eq!(c["status"], "False");
+    assert_eq!(c["reason"], "StockAgentMissing", "{c}");
+}
+
+#[tokio::test]
+async fn a_declaration_naming_an_ungranted_model_is_invalid_and_gets_no_executors() {
+    let (client, log) = mock_client(declarative_routes);
+    let context = ctx_with(
+        client,
+        Arc::new(FakeRegistry::default()),
+        with_stock(Ok(format!("sha256:{}", "5".repeat(64)))),
+    );
+    let res =
+        crate::agent::controller::reconcile(Arc::new(declarative_agent("large")), context).await;
+    assert!(res.is_ok(), "{res:?}");
+    assert!(find(&log, "PATCH", "deployments/echo-executor").is_empty());
+    let c = written_condition(&log, "Valid");
+    assert_eq!(c["status"], "False");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("model large: not in capabilities.models.allowed"),
+        "{c}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Command-line interface: one module per subcommand.
 
 mod conversation;
+mod declaration;
 mod flags;
 mod inspect;
 mod kubectl;

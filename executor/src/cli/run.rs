@@ -94,8 +94,14 @@ pub struct RunArgs {
     #[arg(long, default_value = "local")]
     id: String,
     /// Handed to the agent's `initialize` (an Agent's `spec.config` in a cluster).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "declaration")]
     config: Option<String>,
+    /// Run a declarative Agent: FILE holds an Agent with `spec.declarative` (and any ConfigMap
+    /// its `instructionsFrom` names) or a bare declaration; the component is the stock one
+    /// (`target/agents/declarative.wasm`). Its config is the declaration's canonical bytes, as
+    /// in a cluster, and it may name only what --grant grants.
+    #[arg(long, value_name = "FILE")]
+    declaration: Option<PathBuf>,
     /// Another Agent this task may delegate to: NAME=FILE (repeatable).
     #[arg(long = "agent", value_name = "NAME=FILE")]
     agents: Vec<String>,
@@ -133,6 +139,15 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .with_models(models.clone())
             .with_tools(tools.clone()),
     )?;
+    let declaration = args
+        .declaration
+        .as_deref()
+        .map(super::declaration::load)
+        .transpose()?;
+    let grants = match &declaration {
+        Some(d) => super::declaration::grants(d, grants)?,
+        None => grants,
+    };
     let limits = Limits {
         fuel: args.fuel,
         memory_bytes: size("--memory", &args.memory)?,
@@ -165,7 +180,10 @@ pub fn run(args: RunArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
     let key = Arc::new(key);
     let delegator = local_agents(&runtime, &args, key.clone(), (&models, &tools))?;
     let mut req = TaskRequest::new(args.id.clone(), input.clone(), key);
-    req.config = args.config.clone().unwrap_or_default().into_bytes();
+    req.config = match &declaration {
+        Some(d) => d.canonical_bytes(),
+        None => args.config.clone().unwrap_or_default().into_bytes(),
+    };
     req.delegation = delegator.as_ref().map(LocalDelegator::root_context);
     req.requirements = requirements.clone();
     req.grants = grants;

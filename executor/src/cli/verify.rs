@@ -42,8 +42,12 @@ pub struct VerifyArgs {
     config: Option<String>,
     /// The config, read from a file byte for byte (e.g. `kubectl get agent NAME -o
     /// jsonpath='{.spec.config}' > FILE`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "declaration")]
     config_file: Option<PathBuf>,
+    /// The declaration a declarative Agent's run was given (`ari run --declaration FILE`):
+    /// its canonical bytes are the config.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    declaration: Option<PathBuf>,
     /// The config of one of the --agent Agents: NAME=TEXT (repeatable), as `ari run` took it.
     #[arg(long = "agent-config", value_name = "NAME=TEXT")]
     agent_configs: Vec<String>,
@@ -72,11 +76,12 @@ pub fn verify(args: VerifyArgs, config: RuntimeConfig) -> anyhow::Result<u8> {
             .as_deref()
             .map(LoadedSigningKey::from_file)
             .transpose()?,
-        config: match (&args.config, &args.config_file) {
-            (Some(text), _) => text.clone().into_bytes(),
-            (None, Some(path)) => std::fs::read(path)
+        config: match (&args.config, &args.config_file, &args.declaration) {
+            (Some(text), _, _) => text.clone().into_bytes(),
+            (None, Some(path), _) => std::fs::read(path)
                 .with_context(|| format!("cannot read config file {}", path.display()))?,
-            (None, None) => Vec::new(),
+            (None, None, Some(path)) => super::declaration::load(path)?.canonical_bytes(),
+            (None, None, None) => Vec::new(),
         },
     };
     let mut modules = std::collections::BTreeMap::new();

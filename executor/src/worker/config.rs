@@ -40,6 +40,12 @@ pub struct WorkerConfig {
     pub module_digest: Option<String>,
     /// `ARI_MODULE_IMAGE`: for `module.image`, the `repo@sha256:...` the operator resolved.
     pub module_image: Option<String>,
+    /// `ARI_STOCK_AGENT`: where this image carries the stock agent component that runs
+    /// declarative Agents (pinned by `ARI_MODULE_DIGEST` like any module).
+    pub stock_agent: PathBuf,
+    /// `ARI_DECLARATION_DIGEST`: for a declarative Agent, the digest of the declaration the
+    /// operator resolved; one that resolves otherwise here is refused (see `declarative`).
+    pub declaration_digest: Option<String>,
     /// `ARI_MODULE_PULL_SECRET`: the pull secret's `.dockerconfigjson` (never printed).
     pub module_pull_secret: Option<String>,
     /// The operator admin's registry network rules (`ARI_INSECURE_REGISTRIES`,
@@ -60,6 +66,9 @@ pub struct WorkerConfig {
     pub tools: GrantedTools,
 }
 
+/// Where the executor image carries the stock agent component (the operator's image too).
+pub const STOCK_AGENT_PATH: &str = "/usr/share/ari/declarative.wasm";
+
 impl std::fmt::Debug for WorkerConfig {
     // Hand-written so the signing key can never reach a log line.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,6 +84,8 @@ impl std::fmt::Debug for WorkerConfig {
             .field("heartbeat", &self.heartbeat)
             .field("steal_after", &self.steal_after)
             .field("module_image", &self.module_image)
+            .field("stock_agent", &self.stock_agent)
+            .field("declaration_digest", &self.declaration_digest)
             .field("module_pull_secret", &self.module_pull_secret.is_some())
             .field("registry", &self.registry)
             .field("live_log_rate", &self.live_log_rate)
@@ -184,6 +195,10 @@ impl WorkerConfig {
             steal_after,
             module_digest: get("ARI_MODULE_DIGEST"),
             module_image: get("ARI_MODULE_IMAGE"),
+            stock_agent: get("ARI_STOCK_AGENT")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(STOCK_AGENT_PATH)),
+            declaration_digest: get("ARI_DECLARATION_DIGEST"),
             module_pull_secret: get("ARI_MODULE_PULL_SECRET"),
             registry: ari_oci::ClientOptions::from_env(&get),
             live_log_rate,

@@ -81,6 +81,13 @@ pub enum ModuleError {
     AgentWithoutNamespace,
     #[error("exactly one of module.configMap, module.url and module.image must be set")]
     SourceCount,
+    #[error("the stock agent component {path} cannot be read: {error}")]
+    StockAgent {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{0}")]
+    Declaration(String),
     #[error("ConfigMap {namespace}/{name} has no binaryData key {key:?}")]
     ConfigMapKey {
         namespace: String,

@@ -410,13 +410,7 @@ impl Worker {
         req.uid = task.uid();
         req.requirements = convert::requirements(task);
         req.grants = self.grants.clone();
-        req.config = self
-            .agent
-            .spec
-            .config
-            .clone()
-            .unwrap_or_default()
-            .into_bytes();
+        req.config = self.agent_config.clone();
         req.limits = convert::limits(&self.agent.spec, task, elapsed);
         req.seed = convert::seed(task)?.or_else(|| replicas::shared_seed(task));
         req.start_unix_nanos = replicas::shared_start(task);

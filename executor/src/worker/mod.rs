@@ -13,6 +13,7 @@ mod children;
 mod config;
 mod conversation;
 mod convert;
+mod declarative;
 mod error;
 mod feed;
 mod gate;
@@ -63,6 +64,8 @@ pub struct Worker {
     agent: ari_crds::Agent,
     runtime_agent: ari_runtime::LoadedAgent,
     grants: Grants,
+    /// What every task's `initialize` gets: `spec.config`, or the resolved declaration.
+    agent_config: Vec<u8>,
     storage: AgentStorage,
     attestation_key: Arc<SigningKey>,
     metrics: Arc<Metrics>,
@@ -138,10 +141,14 @@ async fn prepare(
     // A module that cannot be fetched or loaded is bad input (or a passing network fault), not
     // a crash: stay up and not Ready (the Agent shows no available executor), retry now and
     // then, and leave at once on SIGTERM. Exiting instead would crash-loop the pod.
-    let runtime_agent = loop {
+    let (runtime_agent, agent_config) = loop {
         // A download stuck on a slow server must not hold up SIGTERM.
         let loaded = tokio::select! {
-            r = load_module(&client, &agent, &config, waiting) => r,
+            r = async {
+                let agent_config = declarative::config(&client, &agent, &config).await?;
+                let loaded = load_module(&client, &agent, &config, waiting).await?;
+                Ok::<_, WorkerError>((loaded, agent_config))
+            } => r,
             _ = stop.wait_for(|s| *s) => {
                 return Err(ModuleError::Shutdown.into());
             }
@@ -177,8 +184,12 @@ async fn prepare(
         )?)),
         None => None,
     };
-    let grants =
-        Grants::load(agent.spec.capabilities.clone(), signing_key).map_err(ConfigError::Grants)?;
+    // A declaration only adds approvals to the grants (`Declaration::narrow`).
+    let capabilities = match &agent.spec.declarative {
+        Some(d) => d.narrow(agent.spec.capabilities.clone()),
+        None => agent.spec.capabilities.clone(),
+    };
+    let grants = Grants::load(capabilities, signing_key).map_err(ConfigError::Grants)?;
     let grants = match &agent.spec.capabilities.models {
         Some(_) => grants.with_models(loaded_models(&client, &config, &agent)?),
         None => grants,
@@ -223,6 +234,7 @@ async fn prepare(
         agent,
         runtime_agent,
         grants,
+        agent_config,
         storage,
         metrics,
         cancels: Arc::default(),

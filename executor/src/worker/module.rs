@@ -37,6 +37,18 @@ pub async fn fetch(
         .as_deref()
         .ok_or(ModuleError::AgentWithoutNamespace)?;
     let source = &agent.spec.module;
+    if agent.spec.declarative.is_some() {
+        // The stock agent component this image carries, pinned by the operator like any module.
+        let path = &config.stock_agent;
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|error| ModuleError::StockAgent {
+                path: path.clone(),
+                error,
+            })?;
+        check_pinned(pinned, &bytes)?;
+        return Ok(bytes);
+    }
     let bytes = match (&source.config_map, &source.url) {
         _ if source.source_count() != 1 => {
             return Err(ModuleError::SourceCount.into());

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use super::image::{self, ResolvedImage};
-use super::{deployment, key, models, module, rbac, signing, tools};
+use super::{declarative, deployment, key, models, module, rbac, signing, tools};
 use crate::context::Context;
 use crate::error::Error;
 
@@ -113,6 +113,13 @@ pub fn validate(agent: &Agent) -> Result<(), String> {
         for h in &net.allowed_hosts {
             HostPattern::parse(h).map_err(|e| format!("network.allowedHosts {h}: {e}"))?;
         }
+    }
+    if agent.spec.declarative.is_some() {
+        // The stock component is the module: `spec.module` must be absent (CEL says so too).
+        if !agent.spec.module.is_empty() {
+            return Err("spec.module and spec.declarative are exclusive".into());
+        }
+        return super::declarative::validate(agent);
     }
     if agent.spec.module.source_count() != 1 {
         return Err(
@@ -218,10 +225,15 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     } else {
         Err(module::ModuleError::NoSource)
     };
-    let module = resolved.as_ref().map(|(digest, _)| digest.clone());
-    let image = resolved.as_ref().ok().and_then(|(_, image)| image.clone());
+    let module = resolved.as_ref().map(|(digest, _, _)| digest.clone());
+    let image = resolved
+        .as_ref()
+        .ok()
+        .and_then(|(_, image, _)| image.clone());
+    let declaration = resolved.as_ref().ok().and_then(|(_, _, d)| d.clone());
+    status.declaration_digest = declaration.clone();
     match &resolved {
-        Ok((digest, image)) => {
+        Ok((digest, image, _)) => {
             status.module_digest = Some(digest.clone());
             status.module_image = image.as_ref().map(|i| i.pinned.clone());
             let message = match image {
@@ -366,6 +378,7 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
             model_list,
             tool_list,
         );
+        let dep = deployment::with_declaration(dep, declaration.as_deref());
         match apply(&deps, &dep_name, &dep).await {
             Ok(applied) => {
                 let st = applied.status.unwrap_or_default();
@@ -493,20 +506,30 @@ fn availability(
     );
 }
 
-/// The module's digest, and for `module.image` what the image resolved to.
+/// The module's digest, for `module.image` what the image resolved to, and for a declarative
+/// Agent its declaration's digest (its module is the stock agent component).
 async fn resolve_module(
     agent: &Agent,
     ctx: &Context,
     ns: &str,
-) -> Result<(String, Option<ResolvedImage>), module::ModuleError> {
+) -> Result<(String, Option<ResolvedImage>, Option<String>), module::ModuleError> {
     let source = &agent.spec.module;
+    let config_maps = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns);
+    if let Some(d) = &agent.spec.declarative {
+        let (_, declaration) = declarative::resolve(d, &config_maps).await?;
+        let stock = ctx
+            .settings
+            .stock_agent
+            .clone()
+            .map_err(module::ModuleError::StockAgentMissing)?;
+        return Ok((stock, None, Some(declaration)));
+    }
     if source.image.is_some() {
         let secrets = Api::<Secret>::namespaced(ctx.client.clone(), ns);
         let resolved = ctx.images.resolve(source, &secrets).await?;
-        return Ok((resolved.module_digest.clone(), Some(resolved)));
+        return Ok((resolved.module_digest.clone(), Some(resolved), None));
     }
-    let config_maps = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns);
-    Ok((module::resolve(source, &config_maps).await?, None))
+    Ok((module::resolve(source, &config_maps).await?, None, None))
 }
 
 /// Backoff for an unresolved module: from how long `ModuleResolved` has been False.

@@ -104,6 +104,26 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
+/// A declarative Agent's executors get the declaration's digest (`ARI_DECLARATION_DIGEST`),
+/// as they get the module's: they build the declaration's bytes themselves and refuse to run
+/// one that hashes otherwise (a ConfigMap prompt edited since), and a new digest rolls them.
+pub fn with_declaration(mut dep: Deployment, digest: Option<&str>) -> Deployment {
+    let Some(digest) = digest else {
+        return dep;
+    };
+    let containers = dep
+        .spec
+        .iter_mut()
+        .filter_map(|s| s.template.spec.as_mut())
+        .flat_map(|p| p.containers.iter_mut());
+    for c in containers {
+        c.env
+            .get_or_insert_with(Vec::new)
+            .push(env("ARI_DECLARATION_DIGEST", digest));
+    }
+    dep
+}
+
 /// The Deployment for `agent`, owned by it, with the module digest in the pod template.
 ///
 /// `attestation_public_key` is the namespace key's public half from the operator's source of

@@ -1,6 +1,7 @@
 //! The Agent controller and the objects it keeps in sync.
 
 pub mod controller;
+pub mod declarative;
 pub mod deployment;
 pub mod granted;
 pub mod image;

@@ -19,6 +19,13 @@ pub enum ModuleError {
     KeyMissing { name: String, key: String },
     #[error("module digest sha256:{actual} does not match declared sha256 {declared}")]
     DigestMismatch { actual: String, declared: String },
+    #[error("ConfigMap {name} has no data key {key}")]
+    DataKeyMissing { name: String, key: String },
+    #[error("{0}")]
+    Declaration(String),
+    /// The operator has no stock agent component to run a declarative Agent with.
+    #[error("{0}")]
+    StockAgentMissing(String),
     #[error("module has no source")]
     NoSource,
     #[error("url modules need sha256")]
@@ -40,7 +47,9 @@ impl ModuleError {
     pub fn reason(&self) -> &'static str {
         match self {
             ModuleError::ConfigMapNotFound(_) => "ConfigMapNotFound",
-            ModuleError::KeyMissing { .. } => "KeyMissing",
+            ModuleError::KeyMissing { .. } | ModuleError::DataKeyMissing { .. } => "KeyMissing",
+            ModuleError::Declaration(_) => "InvalidDeclaration",
+            ModuleError::StockAgentMissing(_) => "StockAgentMissing",
             ModuleError::DigestMismatch { .. } => "DigestMismatch",
             ModuleError::Invalid(_) => "InvalidModule",
             ModuleError::NoSource | ModuleError::UrlWithoutDigest => "InvalidSource",

@@ -261,6 +261,7 @@ mod tests {
                 mode: None,
                 callers: None,
                 config: None,
+                declarative: None,
                 a2a: None,
                 trace: None,
             },

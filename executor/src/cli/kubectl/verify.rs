@@ -356,7 +356,7 @@ impl Verifier {
             trusted_key: Some(ari_runtime::model::attestation::parse_public_key(&key)?),
             accept_embedded_key: false,
             signing: None,
-            config: agent.spec.config.clone().unwrap_or_default().into_bytes(),
+            config: self.agent_config(agent).await?,
         };
         let runtime = match &self.runtime {
             Some(r) => r.clone(),
@@ -455,7 +455,24 @@ impl Verifier {
         Ok(Ok(Some(bytes)))
     }
 
-    /// The Agent's component from its source: ConfigMap, URL (https) or its pinned image.
+    /// What the Agent's tasks hand `initialize`: `spec.config`, or a declarative Agent's
+    /// declaration with its system prompt read as the executor reads it.
+    async fn agent_config(&self, agent: &Agent) -> anyhow::Result<Vec<u8>> {
+        let Some(d) = &agent.spec.declarative else {
+            return Ok(agent.spec.config.clone().unwrap_or_default().into_bytes());
+        };
+        let text = match &d.instructions_from {
+            Some(r) => Some(
+                String::from_utf8(configmap_bytes(&self.cms, &r.name, &r.key).await?)
+                    .with_context(|| format!("ConfigMap {} key {}: not UTF-8", r.name, r.key))?,
+            ),
+            None => None,
+        };
+        Ok(d.resolved(text)?.canonical_bytes())
+    }
+
+    /// The Agent's component from its source: ConfigMap, URL (https) or its pinned image (a
+    /// declarative Agent's, the stock component, comes from `--agent NAME=FILE`).
     async fn fetch(&self, agent: &Agent) -> anyhow::Result<Option<Vec<u8>>> {
         let ModuleSource {
             config_map, url, ..
