@@ -34,6 +34,7 @@ pub fn allowlist(data: &[u8]) {
     let spec = GrantSet {
         network: Some(NetworkGrant {
             allowed_hosts: vec![entry.to_owned()],
+            approval: None,
         }),
         ..GrantSet::default()
     };

@@ -25,6 +25,7 @@ fn agents() -> Agents {
         grants: GrantSet {
             network: Some(NetworkGrant {
                 allowed_hosts: vec!["https://*.example.com".into()],
+                approval: None,
             }),
             ..Default::default()
         },

@@ -218,6 +218,7 @@ mod tests {
             agents: agents.iter().map(|a| (*a).to_owned()).collect(),
             max_depth: Some(2),
             max_children: Some(4),
+            approval: None,
         });
         spec
     }

@@ -52,9 +52,9 @@ pub use plan::{
 };
 pub use replicas::{MAX_REPLICAS, ReplicaRecord, Verdict, Verification, may_run_next, verdict};
 pub use task::{
-    AgentRef, Approval, Attestation, Cost, Decision, DelegationApplied, Ending, Estimate,
-    InputError, InputFrom, InputSource, KeyRef, LimitsApplied, ModelCalls, OutputRef,
-    PendingApproval, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason, TaskSpec,
+    AgentRef, Approval, Attestation, CallKind, CallSubject, Cost, Decision, DelegationApplied,
+    Ending, Estimate, InputError, InputFrom, InputSource, KeyRef, LimitsApplied, ModelCalls,
+    OutputRef, PendingApproval, ResourcesUsed, Task, TaskIdentity, TaskPhase, TaskReason, TaskSpec,
     TaskStatus, TokenUsage, TracePolicy, TraceRef, format_duration_millis,
 };
 

@@ -122,8 +122,8 @@ impl TaskStatus {
     ) -> Result<(), NotAllowed> {
         self.require("await an approval for", &[TaskPhase::Running])?;
         let message = clip(&format!(
-            "call {} of tool `{}` of server `{}` waits for approval (kubectl ari approve|reject)",
-            pending.call, pending.tool, pending.server
+            "{} waits for approval (kubectl ari approve|reject)",
+            pending.describe()
         ));
         self.pending_approval = Some(pending);
         conditions::set(
@@ -472,13 +472,15 @@ mod tests {
     type Event = (&'static str, fn(&mut TaskStatus) -> Result<(), NotAllowed>);
 
     fn pending() -> PendingApproval {
-        PendingApproval {
-            call: "0-abc".into(),
-            server: "files".into(),
-            tool: "wipe".into(),
-            arguments: "{}".into(),
-            since: now(),
-        }
+        PendingApproval::new(
+            "0-abc".into(),
+            &crate::task::CallSubject::Tool {
+                server: "files".into(),
+                tool: "wipe".into(),
+            },
+            "{}",
+            now(),
+        )
     }
 
     fn record() -> ReplicaRecord {
@@ -886,5 +888,62 @@ mod tests {
         s.fail(TaskReason::DeadlineExceeded, "late", Some(1), now())
             .expect("running");
         assert_eq!(s.pending_approval, None, "an ended Task waits for nothing");
+    }
+
+    #[test]
+    fn a_waiting_delegation_or_request_says_what_kind_of_call_it_is_within_bounds() {
+        use crate::task::{CallKind, CallSubject};
+        let long = "é".repeat(400);
+        let child = PendingApproval::new(
+            "0-d".into(),
+            &CallSubject::Delegation {
+                agent: "deployer".into(),
+            },
+            &long,
+            now(),
+        );
+        assert_eq!(child.kind, CallKind::Delegation);
+        assert_eq!(child.agent.as_deref(), Some("deployer"));
+        assert!(
+            child.arguments.len() <= crate::task::PREVIEW_BYTES
+                && long.starts_with(&child.arguments)
+        );
+        let json = serde_json::to_value(&child).expect("json");
+        assert_eq!(json["kind"], "Delegation");
+        assert!(json.get("server").is_none() && json.get("tool").is_none());
+        let request = PendingApproval::new(
+            "1-n".into(),
+            &CallSubject::Network {
+                method: "POST".into(),
+                url: format!("https://api.example.com/{long}"),
+            },
+            "{}",
+            now(),
+        );
+        assert!(
+            request
+                .url
+                .as_ref()
+                .is_some_and(|u| u.len() <= crate::task::URL_PREVIEW_BYTES)
+        );
+        let mut s = status(TaskPhase::Running);
+        s.await_approval(request, Some(1), now()).expect("running");
+        let message = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::AWAITING_APPROVAL)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        assert!(
+            message.contains("request POST https://api.example.com/"),
+            "{message}"
+        );
+        // A status written before `kind` existed reads back as a tool call.
+        let old: PendingApproval = serde_json::from_value(serde_json::json!({
+            "call": "0-abc", "server": "files", "tool": "wipe", "arguments": "{}",
+            "since": "2026-01-01T00:00:00Z"
+        }))
+        .expect("old status");
+        assert_eq!(old.kind, CallKind::Tool);
     }
 }

@@ -12,8 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use ari_model::{
-    Approval, Attestation, Cost, Decision, DelegationApplied, Ending, Estimate, LimitsApplied,
-    ModelCalls, ResourcesUsed, TaskIdentity, TaskPhase, TaskReason, TokenUsage,
+    Approval, Attestation, CallKind, CallSubject, Cost, Decision, DelegationApplied, Ending,
+    Estimate, LimitsApplied, ModelCalls, ResourcesUsed, TaskIdentity, TaskPhase, TaskReason,
+    TokenUsage,
 };
 
 use crate::a2a::LiveLog;
@@ -167,12 +168,99 @@ pub struct TaskSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PendingApproval {
     /// The id a decision names (`spec.approvals[].call`).
+    #[schemars(length(max = 64))]
     pub call: String,
+    /// What kind of call waits: `Tool` (an MCP tool call), `Delegation` (a child Task on
+    /// another Agent) or `Network` (an HTTP request). Absent means `Tool`.
+    #[serde(default)]
+    pub kind: CallKind,
+    /// A tool call's MCP server.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub server: String,
+    /// A tool call's tool.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 128))]
     pub tool: String,
-    /// The call's arguments as the guest wrote them, cut to 256 bytes.
+    /// A delegation's Agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub agent: Option<String>,
+    /// A request's method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    pub method: Option<String>,
+    /// A request's URL, without user or password, cut to 512 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub url: Option<String>,
+    /// What the call sends, cut to 256 bytes: a tool's arguments as the guest wrote them, a
+    /// child's input, a request's body (as text).
+    #[schemars(length(max = 256))]
     pub arguments: String,
     pub since: Time,
+}
+
+/// Most bytes of a waiting call's `arguments` a Task's status shows.
+pub const PREVIEW_BYTES: usize = 256;
+/// Most bytes of a waiting request's URL a Task's status shows.
+pub const URL_PREVIEW_BYTES: usize = 512;
+
+impl PendingApproval {
+    /// `call` (doing `subject`, sending `arguments`) as a Task's status shows it, each part cut
+    /// to its bound on a character boundary.
+    pub fn new(call: String, subject: &CallSubject, arguments: &str, since: Time) -> Self {
+        let mut pending = Self {
+            call,
+            kind: subject.kind(),
+            server: String::new(),
+            tool: String::new(),
+            agent: None,
+            method: None,
+            url: None,
+            arguments: cut(arguments, PREVIEW_BYTES),
+            since,
+        };
+        match subject {
+            CallSubject::Tool { server, tool } => {
+                pending.server = cut(server, 253);
+                pending.tool = cut(tool, 128);
+            }
+            CallSubject::Delegation { agent } => pending.agent = Some(cut(agent, 253)),
+            CallSubject::Network { method, url } => {
+                pending.method = Some(cut(method, 16));
+                pending.url = Some(cut(url, URL_PREVIEW_BYTES));
+            }
+        }
+        pending
+    }
+
+    /// The waiting call in words, for a condition's message.
+    pub fn describe(&self) -> String {
+        let subject = match self.kind {
+            CallKind::Tool => CallSubject::Tool {
+                server: self.server.clone(),
+                tool: self.tool.clone(),
+            },
+            CallKind::Delegation => CallSubject::Delegation {
+                agent: self.agent.clone().unwrap_or_default(),
+            },
+            CallKind::Network => CallSubject::Network {
+                method: self.method.clone().unwrap_or_default(),
+                url: self.url.clone().unwrap_or_default(),
+            },
+        };
+        format!("call {} ({subject})", self.call)
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// Whether a Task's host-call trace is kept, or only its digest.

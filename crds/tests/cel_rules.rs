@@ -182,7 +182,7 @@ fn every_rule_compiles_within_cost_budget() {
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema JSON");
         walk(&schema["openAPIV3Schema"], &crd.spec.names.kind, &mut found);
     }
-    assert_eq!(found.len(), 17, "{found:?}");
+    assert_eq!(found.len(), 19, "{found:?}");
 }
 
 /// A declarative Agent granted what its declaration names.
@@ -301,4 +301,41 @@ fn the_declarative_examples_keep_the_rules_and_their_grants() {
         );
         assert_eq!(d.check(), Ok(()), "{path}");
     }
+
+#[test]
+fn approval_marks_only_granted_hosts_and_agents() {
+    let cm = json!({"name": "m", "key": "k"});
+    let network = |marked: Value| {
+        json!({"module": {"configMap": cm}, "capabilities": {"network": {
+            "allowedHosts": ["https://a.example", "https://b.example"],
+            "approval": {"hosts": marked}}}})
+    };
+    assert_eq!(agent_errors(network(json!(["https://b.example"]))), "");
+    assert!(
+        agent_errors(network(json!(["https://c.example"])))
+            .contains("network.approval.hosts must be entries of network.allowedHosts")
+    );
+    let delegation = |agents: Value, marked: Value| {
+        json!({"module": {"configMap": cm}, "capabilities": {"delegation": {
+            "agents": agents, "approval": {"agents": marked}}}})
+    };
+    assert_eq!(
+        agent_errors(delegation(
+            json!(["deployer", "reader"]),
+            json!(["deployer"])
+        )),
+        ""
+    );
+    assert_eq!(
+        agent_errors(delegation(json!(["deployer"]), json!(["*"]))),
+        ""
+    );
+    assert_eq!(
+        agent_errors(delegation(json!(["*"]), json!(["anyone"]))),
+        ""
+    );
+    assert!(
+        agent_errors(delegation(json!(["reader"]), json!(["deployer"])))
+            .contains("delegation.approval.agents must be `*` or Agents of delegation.agents")
+    );
 }

@@ -57,6 +57,10 @@ fn main() -> std::process::ExitCode {
             "kubectl_ari_verify_replays_a_whole_tree_and_names_the_child_that_fails",
             verify_tree,
         ),
+        (
+            "a_delegation_to_a_marked_agent_waits_for_kubectl_ari_approve_and_is_attested",
+            approved_child,
+        ),
     ])
 }
 
@@ -793,6 +797,120 @@ fn verify_tree(ctx: &Ctx) -> Result<()> {
                 ))
                 && err.contains("its parent's attestation signs"),
             "verify with a replaced child: {code:?} {err}"
+        );
+        Ok(())
+    })
+}
+
+/// Issue 30, item 2, beyond tools: a delegation to an Agent the grant marks waits. The Task
+/// shows what kind of call waits and for which Agent, no child Task exists meanwhile;
+/// `kubectl ari approve` (unchanged: it names the call the status shows) lets the child run,
+/// and the parent's signed attestation names the approver.
+fn approved_child(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("approve-child", |client, ns| async move {
+        ctx.module_configmap(&ns, "fanout-module", "fanout")?;
+        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
+        ctx.apply_ok(&ns, &agent("wordcount", "wordcount-module", 1, ""))?;
+        ctx.apply_ok(
+            &ns,
+            &agent(
+                "fanout",
+                "fanout-module",
+                1,
+                "  limits:
+    timeoutSeconds: 600
+  capabilities:
+    delegation:
+      agents: [wordcount]
+      approval:
+        agents: [wordcount]
+",
+            ),
+        )?;
+        agent_ready(&client, &ns, "wordcount").await?;
+        let parent_agent = agent_ready(&client, &ns, "fanout").await?;
+        ctx.apply_ok(
+            &ns,
+            &task_yaml(
+                "waits",
+                "fanout",
+                "alpha beta gamma",
+                "  deadlineSeconds: 600\n",
+            ),
+        )?;
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let waiting = wait::until(
+            "Task waits showing its delegation",
+            wait::DEFAULT,
+            || async {
+                let t = tasks.get("waits").await.map_err(|e| e.to_string())?;
+                let status = t.status.unwrap_or_default();
+                let shown = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "AwaitingApproval" && c.status == "True");
+                match status.pending_approval {
+                    Some(p) if shown => Ok(p),
+                    _ => Err(format!(
+                        "phase {:?}, conditions {:?}",
+                        status.phase, status.conditions
+                    )),
+                }
+            },
+        )
+        .await?;
+        ensure!(
+            waiting.kind == ari_crds::CallKind::Delegation
+                && waiting.agent.as_deref() == Some("wordcount")
+                && waiting.arguments == "alpha beta gamma"
+                && waiting.server.is_empty(),
+            "pendingApproval: {waiting:?}"
+        );
+        let created = children_of(&client, &ns, "waits").await?;
+        ensure!(
+            created.is_empty(),
+            "{} child Tasks before a decision",
+            created.len()
+        );
+
+        let out = ctx.kubectl_ari(&["approve", "task/waits", "-n", &ns])?;
+        ensure!(
+            out.status.success(),
+            "kubectl ari approve: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let parent = task_finished(&client, &ns, "waits", wait::DEFAULT).await?;
+        expect_reason(&parent, TaskPhase::Succeeded, TaskReason::Completed)?;
+        ensure!(
+            output(&parent) == r#"{"parts":1,"words":3}"#,
+            "output {:?}",
+            output(&parent)
+        );
+        ensure!(
+            children_of(&client, &ns, "waits").await?.len() == 1,
+            "the approved child ran once"
+        );
+        verify_attestation(&parent, &parent_agent)?;
+        let status = parent.status.clone().unwrap_or_default();
+        let attested = status
+            .attestation
+            .clone()
+            .context("no attestation")?
+            .predicate()?;
+        let approver = parent.spec.approvals.clone().unwrap_or_default()[0]
+            .approver
+            .clone();
+        ensure!(
+            attested.approvals.len() == 1
+                && attested.approvals[0].approver == approver
+                && attested.approvals[0].call == waiting.call
+                && attested.approvals[0].decision == ari_crds::Decision::Approved
+                && attested.approvals[0].subject
+                    == ari_crds::CallSubject::Delegation {
+                        agent: "wordcount".into()
+                    },
+            "the attestation's approvals: {:?} (approver {approver})",
+            attested.approvals
         );
         Ok(())
     })

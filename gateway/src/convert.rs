@@ -445,21 +445,24 @@ mod tests {
     fn a_task_waiting_for_approval_is_input_required_and_says_which_call() {
         let mut t = with(TaskPhase::Running, None);
         if let Some(s) = t.status.as_mut() {
-            s.pending_approval = Some(ari_crds::PendingApproval {
-                call: "0-5e1f2ecb0e9169b5".into(),
-                server: "demo".into(),
-                tool: "delete_everything".into(),
-                arguments: "{}".into(),
-                since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            s.pending_approval = Some(ari_crds::PendingApproval::new(
+                "0-5e1f2ecb0e9169b5".into(),
+                &ari_crds::CallSubject::Tool {
+                    server: "demo".into(),
+                    tool: "delete_everything".into(),
+                },
+                "{}",
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                     k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
                 ),
-            });
+            ));
         }
         let s = state(&t);
         assert_eq!(s, TaskState::InputRequired);
         assert!(s.is_interrupted_or_terminal() && !s.is_terminal());
         let m = task_metadata(&t);
         assert_eq!(m[meta::PENDING_APPROVAL]["call"], "0-5e1f2ecb0e9169b5");
+        assert_eq!(m[meta::PENDING_APPROVAL]["kind"], "Tool");
         // Trimmed for followers, it is still paused.
         assert_eq!(state(&crate::hub::trim(t)), TaskState::InputRequired);
     }

@@ -580,8 +580,10 @@ mod tests {
                 Box::new(|p| {
                     p.approvals.push(ApprovalRecord {
                         call: "0-00".into(),
-                        server: "files".into(),
-                        tool: "wipe".into(),
+                        subject: crate::approval::CallSubject::Tool {
+                            server: "files".into(),
+                            tool: "wipe".into(),
+                        },
                         decision: crate::approval::Decision::Approved,
                         approver: "mallory".into(),
                         reason: None,

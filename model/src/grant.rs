@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::approval::ApprovalRule;
+use crate::approval::{AgentsApproval, ApprovalRule, HostsApproval};
 use crate::capability::CapabilityName;
 use crate::hosts::{AllowList, BadEntry};
 use crate::limits::{
@@ -67,6 +67,17 @@ impl GrantSet {
         }
     }
 
+    /// Whether a call under these grants may wait for a person's decision: any tool call (a
+    /// server may mark a tool destructive), or a delegation or request the grant marks.
+    pub fn may_ask_approval(&self) -> bool {
+        self.tools.is_some()
+            || self.network.as_ref().is_some_and(|n| n.approval.is_some())
+            || self
+                .delegation
+                .as_ref()
+                .is_some_and(|d| d.approval.is_some())
+    }
+
     /// The names of the granted capabilities, in [`CapabilityName::ALL`] order.
     pub fn names(&self) -> BTreeSet<CapabilityName> {
         CapabilityName::ALL
@@ -84,11 +95,13 @@ impl GrantSet {
             .as_ref()
             .map(|n| n.allowed_hosts.clone())
             .unwrap_or_default();
+        applied.network_approval = self.network.as_ref().and_then(|n| n.approval.clone());
         applied.delegation = self.delegation.as_ref().map(|g| DelegationApplied {
             agents: g.agents.clone(),
             max_depth: g.depth_limit(),
             max_children: g.children_limit(),
             depth,
+            approval: g.approval.clone(),
         });
         // Names only: what each resolved to is the host's to add (it loaded the ModelConfigs).
         applied.models = self
@@ -125,14 +138,15 @@ impl GrantSet {
             }),
             network: has(CapabilityName::Network).then(|| NetworkGrant {
                 allowed_hosts: applied.allowed_hosts.clone(),
+                approval: applied.network_approval.clone(),
             }),
             randomness: flag(CapabilityName::Randomness),
             signing: None,
             time_access: flag(CapabilityName::TimeAccess),
-            delegation: applied
-                .delegation
-                .as_ref()
-                .map(|d| DelegationGrant::new(d.agents.clone(), d.max_depth, d.max_children)),
+            delegation: applied.delegation.as_ref().map(|d| DelegationGrant {
+                approval: d.approval.clone(),
+                ..DelegationGrant::new(d.agents.clone(), d.max_depth, d.max_children)
+            }),
             models: has(CapabilityName::Models).then(|| ModelsGrant {
                 allowed: applied.models.iter().map(|m| m.name.clone()).collect(),
             }),
@@ -169,6 +183,13 @@ pub struct StorageGrant {
 /// Network grant.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("x-kubernetes-validations" = [{
+        "rule": "!has(self.approval) || self.approval.hosts.all(h, h in self.allowedHosts)",
+        "message": "network.approval.hosts must be entries of network.allowedHosts"
+    }]))
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkGrant {
     /// Spin-style origins `scheme://host[:port]`; `*` allowed as the leftmost label only.
@@ -177,12 +198,25 @@ pub struct NetworkGrant {
         schemars(length(max = 64), inner(length(min = 1, max = 512)))
     )]
     pub allowed_hosts: Vec<String>,
+    /// Which hosts' requests wait for a person's decision before the host sends them
+    /// (docs/capabilities.md, *network*). Absent: none wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<HostsApproval>,
 }
 
 impl NetworkGrant {
     /// The entries parsed (see [`crate::hosts`]); the first bad one is the error.
     pub fn allow_list(&self) -> Result<AllowList, BadEntry> {
         AllowList::parse(&self.allowed_hosts)
+    }
+
+    /// The hosts whose requests wait for a decision, parsed as the allow-list is (`None`:
+    /// none wait); the first bad one is the error.
+    pub fn approval_list(&self) -> Result<Option<AllowList>, BadEntry> {
+        self.approval
+            .as_ref()
+            .map(|a| AllowList::parse(&a.hosts))
+            .transpose()
     }
 }
 
@@ -303,6 +337,13 @@ impl ToolServerGrant {
 /// Delegation grant: which Agents a task may call, how deep and how many.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("x-kubernetes-validations" = [{
+        "rule": "!has(self.approval) || self.approval.agents.all(a, a == '*' || a in self.agents || '*' in self.agents)",
+        "message": "delegation.approval.agents must be `*` or Agents of delegation.agents"
+    }]))
+)]
 #[serde(rename_all = "camelCase")]
 pub struct DelegationGrant {
     /// Agent names in the same namespace; `*` (written deliberately) allows any.
@@ -322,6 +363,10 @@ pub struct DelegationGrant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_CHILDREN_CEILING)))]
     pub max_children: Option<u32>,
+    /// Which Agents' delegations wait for a person's decision before the child Task is
+    /// created (docs/capabilities.md, *delegation*). Absent: none wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<AgentsApproval>,
 }
 
 impl DelegationGrant {
@@ -331,7 +376,15 @@ impl DelegationGrant {
             agents,
             max_depth: Some(max_depth),
             max_children: Some(max_children),
+            approval: None,
         }
+    }
+
+    /// Whether delegating to `agent` waits for a person's decision.
+    pub fn needs_approval(&self, agent: &str) -> bool {
+        self.approval
+            .as_ref()
+            .is_some_and(|a| a.needs_approval(agent))
     }
 
     /// Whether `agent` is named (or `*` was granted).
@@ -403,11 +456,19 @@ mod tests {
             storage: Some(StorageGrant { max_bytes: 7 }),
             network: Some(NetworkGrant {
                 allowed_hosts: vec!["https://example.com".into()],
+                approval: Some(HostsApproval {
+                    hosts: vec!["https://example.com".into()],
+                }),
             }),
             randomness: Some(EmptyGrant {}),
             signing: None,
             time_access: Some(EmptyGrant {}),
-            delegation: Some(DelegationGrant::new(vec!["a".into()], 2, 5)),
+            delegation: Some(DelegationGrant {
+                approval: Some(AgentsApproval {
+                    agents: vec!["a".into()],
+                }),
+                ..DelegationGrant::new(vec!["a".into()], 2, 5)
+            }),
             models: Some(ModelsGrant {
                 allowed: vec!["tiny".into()],
             }),
@@ -449,6 +510,7 @@ mod tests {
                 agents: vec!["a".into()],
                 max_depth,
                 max_children,
+                approval: None,
             };
             assert_eq!((g.depth_limit(), g.children_limit()), want);
         }

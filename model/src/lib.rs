@@ -28,7 +28,8 @@ pub mod tool;
 pub mod usage;
 
 pub use approval::{
-    Approval, ApprovalRecord, ApprovalRule, Decision, DestructivePolicy, NotAdded, add_decision,
+    AgentsApproval, Approval, ApprovalRecord, ApprovalRule, CallKind, CallSubject, Decision,
+    DestructivePolicy, HostsApproval, NotAdded, add_decision,
 };
 pub use attestation::{Attestation, AttestationError, Claims, Ending, TaskIdentity, sha256_hex};
 pub use capability::{CapabilityName, UnknownCapability};

@@ -29,6 +29,10 @@ pub struct LimitsApplied {
     /// The network allow-list, when `network` is granted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_hosts: Vec<String>,
+    /// The hosts whose requests waited for a person's decision, when the network grant names
+    /// any (a replay reads the same decisions from the trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_approval: Option<crate::approval::HostsApproval>,
     /// The delegation grant and where the task sat in its tree, when `delegation` is granted
     /// (a replay refuses the same calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,6 +173,9 @@ pub struct DelegationApplied {
     /// The task's own depth (a root task is 0).
     #[cfg_attr(feature = "schema", schemars(range(max = 4_294_967_295u32)))]
     pub depth: u32,
+    /// Which Agents' delegations waited for a person's decision (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::AgentsApproval>,
 }
 
 /// Depth of a delegation tree when the grant does not say (the root is depth 0). One figure

@@ -160,6 +160,7 @@ mod tests {
             storage: Some(StorageGrant { max_bytes: 100 }),
             network: Some(NetworkGrant {
                 allowed_hosts: vec!["https://*.example.com".into()],
+                approval: None,
             }),
             randomness: Some(EmptyGrant {}),
             ..Default::default()
@@ -308,6 +309,7 @@ mod tests {
         let mut grants = granted();
         grants.network = Some(NetworkGrant {
             allowed_hosts: vec!["https://a.example".into()],
+            approval: None,
         });
         let req = TaskRequirements {
             capabilities: vec![CapabilityName::TimeAccess],

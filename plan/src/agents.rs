@@ -88,6 +88,7 @@ pub(crate) mod tests {
         let mut a = plain();
         a.grants.network = Some(NetworkGrant {
             allowed_hosts: vec!["https://*.example.com".into()],
+            approval: None,
         });
         a.grants.storage = Some(StorageGrant { max_bytes: 100 });
         let req = TaskRequirements {
@@ -103,6 +104,7 @@ pub(crate) mod tests {
         let mut a = plain();
         a.grants.network = Some(NetworkGrant {
             allowed_hosts: vec!["https://a.example".into()],
+            approval: None,
         });
         let req = TaskRequirements {
             capabilities: vec![CapabilityName::Randomness],

@@ -17,6 +17,7 @@ fn agent(ready: bool, mode: AgentMode) -> AgentView {
         grants: GrantSet {
             network: Some(NetworkGrant {
                 allowed_hosts: vec!["https://api.example.com".into()],
+                approval: None,
             }),
             ..Default::default()
         },

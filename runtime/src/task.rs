@@ -78,7 +78,8 @@ pub struct TaskRequest {
     pub model_tap: Option<Arc<dyn crate::capability::ModelTap>>,
     /// Sees the task's tool calls as they are made (A2A followers); `None`: nobody does.
     pub tool_tap: Option<Arc<dyn crate::capability::ToolTap>>,
-    /// Decides tool calls that need approval; `None`: such calls are rejected.
+    /// Decides calls that need approval (tools, delegation, network); `None`: such calls are
+    /// rejected.
     pub approver: Option<Arc<dyn crate::capability::Approver>>,
     /// The earlier turns of the conversation this task continues, for the guest's `history`
     /// (empty in a replay, which reads them from the trace).
@@ -710,7 +711,7 @@ impl Sealer<'_> {
                     .iter()
                     .filter_map(ChildSummary::attested)
                     .collect(),
-                approvals: crate::capability::tools::approvals_of(&trace),
+                approvals: crate::capability::approvals_of(&trace),
                 input_required,
                 conversation: req.conversation.clone(),
                 trace_sha256: trace.sha256(),

@@ -329,6 +329,14 @@ impl ari_runtime::capability::Approver for Person {
     }
 }
 
+/// A call of `tool` of `demo`, as an approval names it.
+fn tool_call(tool: &str) -> ari_model::CallSubject {
+    ari_model::CallSubject::Tool {
+        server: "demo".into(),
+        tool: tool.into(),
+    }
+}
+
 /// `toolbox` granted every tool of `demo`, with `rule` deciding which calls need approval.
 fn approving(
     input: &str,
@@ -364,8 +372,8 @@ fn a_destructive_call_waits_for_a_person_and_runs_only_once_approved_and_replays
     let asked = alice.asked();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(
-        (asked[0].tool.as_str(), asked[0].arguments.as_str()),
-        ("delete_everything", "{\"confirm\":true}")
+        (&asked[0].subject, asked[0].arguments.as_str()),
+        (&tool_call("delete_everything"), "{\"confirm\":true}")
     );
     assert_eq!(
         asked[0].call,
@@ -392,9 +400,13 @@ fn a_destructive_call_waits_for_a_person_and_runs_only_once_approved_and_replays
         (
             decided.approver.as_str(),
             decided.decision,
-            decided.tool.as_str()
+            &decided.subject
         ),
-        ("alice", ari_model::Decision::Approved, "delete_everything")
+        (
+            "alice",
+            ari_model::Decision::Approved,
+            &tool_call("delete_everything")
+        )
     );
     mcp.stop();
     // The replay reads the decision from the trace: nobody is asked, no server is needed.
@@ -466,7 +478,8 @@ fn the_grant_decides_which_calls_wait_named_tools_and_destructive_ones_unless_it
             Some(carol.clone()),
         ));
         assert_eq!(outcome.failure, None, "{rule:?}: {:?}", outcome.failure);
-        let asked: Vec<String> = carol.asked().into_iter().map(|r| r.tool).collect();
+        let asked: Vec<_> = carol.asked().into_iter().map(|r| r.subject).collect();
+        let want: Vec<_> = want.iter().map(|t| tool_call(t)).collect();
         assert_eq!(asked, want, "{rule:?}");
         assert_eq!(outcome.resources_used.tool_calls, 2, "{rule:?}");
     }

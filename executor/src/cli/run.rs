@@ -43,8 +43,11 @@ MCP tools: declare a server with --mcp NAME=URL (its streamable HTTP endpoint; -
 --mcp-token-file or --mcp-token-env, --mcp-header-env for the rest) and grant its tools with
 --grant tools=NAME:TOOL[,TOOL...] (`*` for all). The credentials stay with ari: the agent only
 names the server and the tool; every exchange is recorded, so `ari verify` replays the run
-without the server. A call of a tool the server marks destructive, or one --require-approval
-names, waits for approval: --approve-calls approves it in your name, otherwise it is rejected.";
+without the server.
+
+Approvals: a call of a tool the server marks destructive, or one --require-approval names
+(NAME:TOOL, delegation=AGENT, network=ORIGIN), waits for approval: --approve-calls approves it
+in your name, otherwise it is rejected. Decisions are recorded, so `ari verify` replays them.";
 
 /// Run an agent component on one input, under limits, and print its output.
 #[derive(Args)]

@@ -38,8 +38,10 @@ pub struct ToolArgs {
     /// Longest one tool call may take, in seconds (less when the task's deadline is sooner).
     #[arg(long = "mcp-call-timeout", default_value_t = Limits::default().call_timeout.as_secs_f64())]
     call_timeout: f64,
-    /// Tools of NAME whose every call waits for approval (`*`: all), besides those the server
-    /// marks destructive: NAME:TOOL[,TOOL...] (repeatable).
+    /// Calls that wait for approval (repeatable): NAME:TOOL[,TOOL...], tools of MCP server NAME
+    /// (`*`: all), besides those the server marks destructive; delegation=AGENT[,AGENT...],
+    /// delegations to granted Agents (`*`: all); network=ORIGIN[,ORIGIN...], requests to
+    /// granted hosts (entries of --grant network=, written the same way).
     #[arg(long = "require-approval", value_name = "NAME:TOOL[,TOOL...]")]
     require_approval: Vec<String>,
     /// Approve, in your name, every call that waits for approval; without it they are
@@ -76,31 +78,67 @@ impl ToolArgs {
         })
     }
 
-    /// `grants` with the tools `--require-approval` names marked.
+    /// `grants` with the tools, delegations and hosts `--require-approval` names marked.
     pub fn with_approvals(&self, grants: Grants) -> anyhow::Result<Grants> {
         if self.require_approval.is_empty() {
             return Ok(grants);
         }
         let mut spec = grants.spec().clone();
+        let list = |items: &str| -> Vec<String> {
+            items
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
         for value in &self.require_approval {
-            let (server, tools) = value.split_once(':').with_context(|| {
-                format!("--require-approval expects NAME:TOOL[,TOOL...], got {value:?}")
-            })?;
-            let entry = spec
-                .tools
-                .as_mut()
-                .and_then(|t| t.servers.iter_mut().find(|s| s.name == server.trim()))
-                .with_context(|| {
-                    format!("--require-approval {value}: no --grant tools={server}:... to mark")
-                })?;
-            let rule = entry.approval.get_or_insert_with(Default::default);
-            rule.tools.extend(
-                tools
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_owned),
-            );
+            match value.split_once('=') {
+                Some(("delegation", agents)) => {
+                    let grant = spec.delegation.as_mut().with_context(|| {
+                        format!("--require-approval {value}: no --grant delegation=... to mark")
+                    })?;
+                    let agents = list(agents);
+                    if let Some(agent) = agents.iter().find(|a| *a != "*" && !grant.allows(a)) {
+                        bail!("--require-approval {value}: Agent {agent} is not granted");
+                    }
+                    let rule = grant.approval.get_or_insert_with(Default::default);
+                    rule.agents.extend(agents);
+                }
+                Some(("network", hosts)) => {
+                    let grant = spec.network.as_mut().with_context(|| {
+                        format!("--require-approval {value}: no --grant network=... to mark")
+                    })?;
+                    let hosts = list(hosts);
+                    if let Some(host) = hosts.iter().find(|h| !grant.allowed_hosts.contains(h)) {
+                        bail!(
+                            "--require-approval {value}: {host} is not an entry of --grant network="
+                        );
+                    }
+                    let rule = grant.approval.get_or_insert_with(Default::default);
+                    rule.hosts.extend(hosts);
+                }
+                _ => {
+                    let (server, tools) = value.split_once(':').with_context(|| {
+                        format!(
+                            "--require-approval expects NAME:TOOL[,TOOL...], \
+                             delegation=AGENT[,AGENT...] or network=ORIGIN[,ORIGIN...], \
+                             got {value:?}"
+                        )
+                    })?;
+                    let entry = spec
+                        .tools
+                        .as_mut()
+                        .and_then(|t| t.servers.iter_mut().find(|s| s.name == server.trim()))
+                        .with_context(|| {
+                            format!(
+                                "--require-approval {value}: no --grant tools={server}:... to mark"
+                            )
+                        })?;
+                    let rule = entry.approval.get_or_insert_with(Default::default);
+                    rule.tools.extend(list(tools));
+                }
+            }
         }
         Ok(Grants::load(spec, grants.key().cloned())?
             .with_models(grants.models().clone())

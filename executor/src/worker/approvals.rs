@@ -1,6 +1,7 @@
-//! Approvals in the cluster: a tool call that needs a person's decision pauses its Task.
+//! Approvals in the cluster: a call (a tool call, a delegation, a request) that needs a
+//! person's decision pauses its Task.
 //!
-//! The runtime's `tools` capability has decided the call needs approval; this module shows the
+//! The runtime's capability has decided the call needs approval; this module shows the
 //! call on the Task (`status.pendingApproval`, condition `AwaitingApproval`), lends the Task's
 //! executor slot while it waits (as a waiting parent does, [`super::slots`]), and watches the
 //! Task until `spec.approvals` names the call, the Task is cancelled or deleted, or its
@@ -23,8 +24,6 @@ use super::children::cancelled;
 use super::convert;
 use super::slots::Slot;
 
-/// Most bytes of a waiting call's arguments the Task's status shows.
-const ARGUMENTS_PREVIEW: usize = 256;
 /// Pause before watching the Task again after the watch failed (an API server restart).
 const REWATCH: Duration = Duration::from_millis(500);
 
@@ -66,7 +65,7 @@ impl KubeApprover {
         if let Err(e) = self.show(request).await {
             return Waited::Failed(format!("cannot show the waiting call on the Task: {e}"));
         }
-        info!(task = %self.task, call = %request.call, tool = %request.tool, server = %request.server, "a call waits for approval");
+        info!(task = %self.task, call = %request.call, kind = %request.subject.kind(), "a call waits for approval");
         let watched = tokio::select! {
             watched = self.watch(&request.call) => Some(watched),
             () = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => None,
@@ -96,13 +95,12 @@ impl KubeApprover {
 
     /// Shows the waiting call on the Task's status.
     async fn show(&self, request: &ApprovalRequest) -> Result<(), String> {
-        let pending = PendingApproval {
-            call: request.call.clone(),
-            server: request.server.clone(),
-            tool: request.tool.clone(),
-            arguments: preview(&request.arguments),
-            since: convert::now(),
-        };
+        let pending = PendingApproval::new(
+            request.call.clone(),
+            &request.subject,
+            &request.arguments,
+            convert::now(),
+        );
         self.record(move |s, generation, now| s.await_approval(pending.clone(), generation, now))
             .await
     }
@@ -166,27 +164,9 @@ fn decision_for(task: &Task, call: &str) -> Option<Approval> {
         .cloned()
 }
 
-/// `arguments` cut to [`ARGUMENTS_PREVIEW`] bytes on a character boundary.
-fn preview(arguments: &str) -> String {
-    let mut end = arguments.len().min(ARGUMENTS_PREVIEW);
-    while !arguments.is_char_boundary(end) {
-        end -= 1;
-    }
-    arguments[..end].to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_long_multibyte_argument_is_cut_on_a_character_boundary() {
-        let long = "é".repeat(200);
-        let cut = preview(&long);
-        assert!(cut.len() <= ARGUMENTS_PREVIEW && cut.len() >= ARGUMENTS_PREVIEW - 1);
-        assert!(long.starts_with(&cut));
-        assert_eq!(preview("{}"), "{}");
-    }
 
     #[test]
     fn only_a_decision_naming_the_call_decides_it() {

@@ -318,11 +318,13 @@ mod tests {
             capabilities: vec![CapabilityName::Network, CapabilityName::Storage],
             storage_max_bytes: Some(60),
             allowed_hosts: vec!["https://example.com".into()],
+            network_approval: None,
             delegation: Some(ari_crds::DelegationApplied {
                 agents: vec!["summarize".into()],
                 max_depth: 2,
                 max_children: 3,
                 depth: 1,
+                approval: None,
             }),
             models: vec![ari_runtime::model::ModelApplied {
                 name: "small".into(),

@@ -419,7 +419,7 @@ impl Worker {
             req.receipt = Some(attempt.uid.clone());
         }
         req.executor = self.config.pod_name.clone();
-        if self.grants.spec().tools.is_some() {
+        if self.grants.spec().may_ask_approval() {
             req.approver = Some(Arc::new(KubeApprover {
                 handle: tokio::runtime::Handle::current(),
                 tasks: self.tasks.clone(),

@@ -136,7 +136,7 @@ async fn prepare(
             d.max_depth
                 .unwrap_or(ari_crds::delegation::DEFAULT_MAX_DEPTH)
         }),
-        agent.spec.capabilities.tools.is_some(),
+        agent.spec.capabilities.may_ask_approval(),
     );
     // A module that cannot be fetched or loaded is bad input (or a passing network fault), not
     // a crash: stay up and not Ready (the Agent shows no available executor), retry now and

@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use ari_model::CapabilityName;
+use ari_model::approval::CallSubject;
 
+use super::approval::{ApprovalGate, Verdict};
 use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::attestation::sha256_hex;
 use crate::cancel::CancelToken;
@@ -55,7 +57,11 @@ pub enum DelegationFailure {
     BudgetExhausted(String),
     Failed(ChildFailure),
     InvalidHandle(String),
-    /// The host itself failed (a diverged replay).
+    /// A person rejected the delegation, which needed approval (who, which call, why).
+    /// Nothing was started; not a denial.
+    Rejected(String),
+    /// The host itself failed (a diverged replay), or the task's deadline passed or it was
+    /// cancelled while the delegation waited for a decision.
     Host(CapError),
 }
 
@@ -137,11 +143,14 @@ pub struct TaskDelegation {
     pending: BTreeMap<u32, Pending>,
     children: Vec<ChildSummary>,
     refused: u32,
+    /// Delegations that wait for a person's decision.
+    approvals: ApprovalGate,
 }
 
 impl TaskDelegation {
     pub fn new(grant: Option<DelegationGrant>) -> Self {
         Self {
+            approvals: ApprovalGate::new(None, CancelToken::new()),
             grant,
             context: None,
             task: String::new(),
@@ -240,8 +249,39 @@ impl TaskDelegation {
         Ok(())
     }
 
+    /// When the grant marks `agent`, waits for a person's decision about delegating `input` to
+    /// it (a replay reads it from the trace); nothing is started before. The caller has run
+    /// [`TaskDelegation::check`]. A rejection is the guest's; the deadline or a cancellation
+    /// ends the task ([`DelegationFailure::Host`]).
+    pub fn approve(
+        &mut self,
+        agent: &str,
+        input: &[u8],
+        rec: &mut Recorder,
+    ) -> Result<(), DelegationFailure> {
+        if !self.grant.as_ref().is_some_and(|g| g.needs_approval(agent)) {
+            return Ok(());
+        }
+        let request = self.approvals.request(
+            CallSubject::Delegation {
+                agent: agent.to_owned(),
+            },
+            &[b"delegation", agent.as_bytes(), input],
+            String::from_utf8_lossy(input).into_owned(),
+        );
+        match self
+            .approvals
+            .decide::<DelegationEvent>(&request, rec)
+            .map_err(DelegationFailure::Host)?
+        {
+            Verdict::Approved => Ok(()),
+            Verdict::Rejected(why) => Err(DelegationFailure::Rejected(why)),
+            Verdict::Deadline => Err(DelegationFailure::Host(CapError::DeadlineExceeded)),
+        }
+    }
+
     /// Starts a child with `share` (taken from the parent once it started); returns its
-    /// handle. The caller has run [`TaskDelegation::check`].
+    /// handle. The caller has run [`TaskDelegation::check`] and [`TaskDelegation::approve`].
     pub fn start(
         &mut self,
         agent: &str,
@@ -510,6 +550,7 @@ impl Capability for TaskDelegation {
 
     fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
         let mut delegation = Self::new(grants.spec().delegation.clone());
+        delegation.approvals = ApprovalGate::for_task(task);
         delegation.set_context(
             task.delegation.take(),
             &task.task,
@@ -521,6 +562,7 @@ impl Capability for TaskDelegation {
 
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = Some(deadline);
+        self.approvals.set_deadline(deadline);
     }
 
     fn add_usage(&self, usage: &mut CapUsage) {

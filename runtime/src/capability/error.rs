@@ -24,6 +24,10 @@ pub enum CapError {
     /// epoch deadline would have ended it.
     #[error("http: task deadline exceeded")]
     DeadlineExceeded,
+    /// A person rejected the call, which needed approval (who, which call, why). Nothing was
+    /// sent; not a denial and not a host failure: the guest decides what to do.
+    #[error("rejected: {0}")]
+    Rejected(String),
     /// The task was cancelled while the host waited on its behalf: the task ends `Cancelled`,
     /// and nothing of the call is recorded.
     #[error("the task was cancelled")]

@@ -19,6 +19,8 @@ use super::{GrantError, LoadedModels, LoadedTools, delegation, storage};
 pub struct Grants {
     spec: GrantSet,
     hosts: Option<AllowList>,
+    /// The network grant's hosts whose requests wait for a decision, parsed once.
+    approval_hosts: Option<AllowList>,
     key: Option<LoadedSigningKey>,
     models: LoadedModels,
     tools: LoadedTools,
@@ -65,6 +67,16 @@ impl Grants {
                 grant: "network",
                 reason: e.to_string(),
             })?;
+        let approval_hosts = spec
+            .network
+            .as_ref()
+            .map(NetworkGrant::approval_list)
+            .transpose()
+            .map_err(|e| GrantError::Invalid {
+                grant: "network",
+                reason: format!("approval.hosts: {e}"),
+            })?
+            .flatten();
         if spec.signing.is_some() && key.is_none() {
             return Err(GrantError::Invalid {
                 grant: "signing",
@@ -74,6 +86,7 @@ impl Grants {
         Ok(Self {
             spec,
             hosts,
+            approval_hosts,
             key,
             models: LoadedModels::default(),
             tools: LoadedTools::default(),
@@ -158,6 +171,7 @@ impl Grants {
         if !hosts.is_empty() {
             spec.network = Some(NetworkGrant {
                 allowed_hosts: hosts,
+                approval: None,
             });
         }
         Self::load(spec, key)
@@ -171,6 +185,11 @@ impl Grants {
     /// The network allow-list, parsed (`None`: network not granted).
     pub fn hosts(&self) -> Option<&AllowList> {
         self.hosts.as_ref()
+    }
+
+    /// The hosts whose requests wait for a person's decision, parsed (`None`: none wait).
+    pub fn approval_hosts(&self) -> Option<&AllowList> {
+        self.approval_hosts.as_ref()
     }
 
     /// The signing key the host loaded (`None`: signing not granted).
@@ -303,6 +322,7 @@ mod tests {
         let network = GrantSet {
             network: Some(NetworkGrant {
                 allowed_hosts: vec!["example.com".into()],
+                approval: None,
             }),
             ..GrantSet::default()
         };

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use url::Url;
 
 use ari_model::CapabilityName;
+use ari_model::approval::CallSubject;
 
+use super::approval::{ApprovalGate, Verdict};
 use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::cancel::{CancelToken, Interrupted, run_cancellable};
 use crate::host::HostFunctions;
@@ -82,8 +84,25 @@ const RESERVED_HEADERS: &[&str] = &[
 /// Credentials that must not follow a redirect to another origin.
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie"];
 
+/// Headers whose values a call id leaves out (only their names count): credentials, which no
+/// hash of a person-visible id should be computed from.
+const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "cookie",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "x-auth-token",
+];
+
+/// Most bytes of a request body handed to the approver to show (it cuts further).
+const BODY_PREVIEW: usize = 1024;
+
 pub struct HttpCapability {
     grant: Option<allowlist::AllowList>,
+    /// Hosts whose requests wait for a person's decision (`None`: none).
+    approval_hosts: Option<allowlist::AllowList>,
+    approvals: ApprovalGate,
     limits: HttpLimits,
     /// The task's cancel token: an exchange in flight returns as soon as it fires.
     cancel: CancelToken,
@@ -140,6 +159,8 @@ impl HttpCapability {
     pub fn new(grant: Option<allowlist::AllowList>, limits: HttpLimits) -> Self {
         Self {
             grant,
+            approval_hosts: None,
+            approvals: ApprovalGate::new(None, CancelToken::new()),
             limits,
             cancel: CancelToken::new(),
             deadline: None,
@@ -179,6 +200,13 @@ impl HttpCapability {
                     CapError::Denied(format!("redirect hop {hop}: {reason}"))
                 }
             })?;
+            if self
+                .approval_hosts
+                .as_ref()
+                .is_some_and(|hosts| hosts.check(parsed.as_str()).is_ok())
+            {
+                self.approve(&method, &parsed, &headers, &body, rec)?;
+            }
             self.bytes += request_bytes(&method, parsed.as_str(), &headers, &body);
             let resp = self.exchange(&method, &parsed, &headers, &body, rec)?;
             self.bytes += response_bytes(&resp);
@@ -216,6 +244,52 @@ impl HttpCapability {
         }
     }
 
+    /// Waits for a person's decision about one hop to a host the grant marks (a replay reads
+    /// it from the trace); nothing is sent before. The call is named by the method, the URL
+    /// (without password), the headers (a credential's name only) and the body's digest.
+    fn approve(
+        &mut self,
+        method: &str,
+        url: &Url,
+        headers: &[(String, String)],
+        body: &[u8],
+        rec: &mut Recorder,
+    ) -> Result<(), CapError> {
+        let mut shown = url.clone();
+        // Only fails for URLs that cannot have a password, which then have none.
+        let _ = shown.set_password(None);
+        let headers: String = headers
+            .iter()
+            .map(|(name, value)| {
+                if SECRET_HEADERS.contains(&name.as_str()) {
+                    format!("{name}\n")
+                } else {
+                    format!("{name}: {value}\n")
+                }
+            })
+            .collect();
+        let body_sha256 = crate::attestation::sha256_hex(body);
+        let request = self.approvals.request(
+            CallSubject::Network {
+                method: method.to_owned(),
+                url: shown.to_string(),
+            },
+            &[
+                b"network",
+                method.as_bytes(),
+                shown.as_str().as_bytes(),
+                headers.as_bytes(),
+                body_sha256.as_bytes(),
+            ],
+            String::from_utf8_lossy(&body[..body.len().min(BODY_PREVIEW)]).into_owned(),
+        );
+        match self.approvals.decide::<HttpEvent>(&request, rec)? {
+            Verdict::Approved => Ok(()),
+            Verdict::Rejected(why) => Err(CapError::Rejected(why)),
+            Verdict::Deadline => Err(CapError::DeadlineExceeded),
+        }
+    }
+
     /// One hop: over the network (recorded) or from the trace (replay).
     fn exchange(
         &mut self,
@@ -230,6 +304,9 @@ impl HttpCapability {
             let (m, u) = match &event {
                 HttpEvent::Exchange { method, url, .. } | HttpEvent::Error { method, url, .. } => {
                     (method.as_str(), url.as_str())
+                }
+                HttpEvent::Approval { .. } | HttpEvent::ApprovalDeadline => {
+                    return Err(crate::trace::internal_kind_mismatch());
                 }
             };
             if m != method || u != url.as_str() {
@@ -255,6 +332,9 @@ impl HttpCapability {
                     Err(CapError::DeadlineExceeded)
                 }
                 HttpEvent::Error { error, .. } => Err(CapError::Failed(error)),
+                HttpEvent::Approval { .. } | HttpEvent::ApprovalDeadline => {
+                    Err(crate::trace::internal_kind_mismatch())
+                }
             };
         }
         let result = self.send(method, url, headers, body);
@@ -396,12 +476,15 @@ impl Capability for HttpCapability {
     fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
         let mut http = Self::new(grants.hosts().cloned(), HttpLimits::default());
         http.cancel = task.cancel.clone();
+        http.approval_hosts = grants.approval_hosts().cloned();
+        http.approvals = ApprovalGate::for_task(task);
         http
     }
 
-    /// Bounds every later hop by `deadline`.
+    /// Bounds every later hop (and every wait for a decision) by `deadline`.
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = Some(deadline);
+        self.approvals.set_deadline(deadline);
     }
 
     fn add_usage(&self, usage: &mut CapUsage) {

@@ -41,11 +41,6 @@ impl CallCancel {
         }
     }
 
-    /// The task's cancellation.
-    pub(crate) fn token(&self) -> &CancelToken {
-        &self.cancel
-    }
-
     /// The notification the task's cancellation wakes, registered on first use.
     fn woken(&self) -> &Notify {
         self.woken.get_or_init(|| {

@@ -13,6 +13,7 @@
 //! `TaskCapabilities::call` (with the trace recorder; a denial is noted) or
 //! `TaskCapabilities::get`, and it keeps only what is shared: the recorder and the denials.
 
+pub mod approval;
 pub mod clock;
 pub mod conversation;
 pub mod crypto;
@@ -27,6 +28,7 @@ pub mod random;
 pub mod storage;
 pub mod tools;
 
+pub use approval::{ApprovalRequest, Approver, Decided, Waited, approvals_of};
 pub use crypto::{HashAlgorithm, LoadedSigningKey};
 pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Settled};
 pub use error::{CapError, GrantError};
@@ -37,7 +39,6 @@ pub use model::{LoadedModels, ModelTap};
 pub use storage::StorageGrant;
 pub use tools::LoadedTools;
 pub use tools::ToolTap;
-pub use tools::{ApprovalRequest, Approver, Decided, Waited};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -120,9 +121,9 @@ pub struct TaskSetup {
     pub model_tap: Option<Arc<dyn model::ModelTap>>,
     /// Sees tool calls as they are made (see [`tools::ToolTap`]).
     pub tool_tap: Option<Arc<dyn tools::ToolTap>>,
-    /// Decides tool calls that need approval (see [`tools::Approver`]); without one, such
-    /// calls are rejected.
-    pub approver: Option<Arc<dyn tools::Approver>>,
+    /// Decides calls that need approval (tool calls, delegations, requests; see
+    /// [`approval::Approver`]); without one, such calls are rejected.
+    pub approver: Option<Arc<dyn approval::Approver>>,
     /// Whether the task replays a trace (capabilities that serve records need to know before
     /// their first call).
     pub replay: bool,

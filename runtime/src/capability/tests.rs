@@ -171,6 +171,7 @@ fn net(hosts: &[String]) -> Grants {
         GrantSet {
             network: Some(NetworkGrant {
                 allowed_hosts: hosts.to_vec(),
+                approval: None,
             }),
             ..GrantSet::default()
         },

@@ -10,10 +10,8 @@
 //! whole (request without credentials, answer or error), so a replay serves the answers and
 //! contacts no server.
 
-pub mod approval;
 mod events;
 mod link;
-pub use approval::{ApprovalRequest, Approver, Decided, Waited};
 pub use events::ToolEvent;
 pub use link::FUEL;
 
@@ -24,10 +22,12 @@ use ari_mcp::record::{Call, CallRecord, Replayer};
 use ari_mcp::{
     CallError, Client, Limits, Session, Source, ToolError, ToolInfo, ToolResult, ToolServer,
 };
+use ari_model::approval::CallSubject;
 use ari_model::grant::ToolsGrant;
 use ari_model::{CapabilityName, ToolOutcome, ToolServerApplied};
 use std::sync::Arc;
 
+use super::approval::{ApprovalGate, Verdict};
 use super::io::CallCancel;
 use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::host::HostFunctions;
@@ -99,11 +99,8 @@ pub struct ToolsCapability {
     cancel: CallCancel,
     deadline: Option<Instant>,
     tap: Option<Arc<dyn ToolTap>>,
-    /// Who decides calls that need approval (`None`: no one to ask, or a replay, whose trace
-    /// has the decisions).
-    approver: Option<Arc<dyn Approver>>,
-    /// Calls this task asked approval for so far (the next one's index).
-    approvals_asked: u32,
+    /// Calls that wait for a person's decision.
+    approvals: ApprovalGate,
 }
 
 /// What a call came to, for the host function.
@@ -141,17 +138,13 @@ impl Capability for ToolsCapability {
             } else {
                 task.tool_tap.clone()
             },
-            approver: if task.replay {
-                None
-            } else {
-                task.approver.clone()
-            },
-            approvals_asked: 0,
+            approvals: ApprovalGate::for_task(task),
         }
     }
 
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = Some(deadline);
+        self.approvals.set_deadline(deadline);
     }
 
     fn add_usage(&self, usage: &mut CapUsage) {
@@ -284,11 +277,18 @@ impl ToolsCapability {
             .and_then(|g| g.server(name))
             .is_some_and(|s| s.needs_approval(tool, destructive));
         if needs_approval {
-            let request = self.approval_request(name, tool, arguments);
-            match self.approve(&request, recorder)? {
-                Ending::Done(Ok(())) => {}
-                Ending::Done(Err(rejected)) => return Ok(Ending::Done(Err(rejected))),
-                Ending::Deadline => return Ok(Ending::Deadline),
+            let request = self.approvals.request(
+                CallSubject::Tool {
+                    server: name.to_owned(),
+                    tool: tool.to_owned(),
+                },
+                &[name.as_bytes(), tool.as_bytes(), arguments.as_bytes()],
+                arguments.to_owned(),
+            );
+            match self.approvals.decide::<ToolEvent>(&request, recorder)? {
+                Verdict::Approved => {}
+                Verdict::Rejected(why) => return Ok(Ending::Done(Err(ToolError::rejected(why)))),
+                Verdict::Deadline => return Ok(Ending::Deadline),
             }
         }
         if self.take_record(recorder)? {
@@ -298,76 +298,6 @@ impl ToolsCapability {
         let exchange = self.session.call(&server, tool, admitted, until);
         let result = self.cancel.wait(exchange)?;
         self.finish(recorder, result)
-    }
-
-    /// The next call asking approval, named by its place and content.
-    fn approval_request(&mut self, server: &str, tool: &str, arguments: &str) -> ApprovalRequest {
-        let index = self.approvals_asked;
-        self.approvals_asked += 1;
-        ApprovalRequest {
-            call: ari_model::approval::call_id(index, server, tool, arguments),
-            server: server.to_owned(),
-            tool: tool.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    /// Waits for a person's decision about `request` (a replay reads it from the trace): `Ok`
-    /// to go on, the guest's `rejected` error, or the deadline.
-    fn approve(
-        &mut self,
-        request: &ApprovalRequest,
-        recorder: &mut Recorder,
-    ) -> Result<Ending<()>, CapError> {
-        let record = if recorder.is_replay() {
-            match recorder.replay_next::<ToolEvent>(ToolEvent::DECIDED)? {
-                ToolEvent::Approval { record } if record.call == request.call => record,
-                ToolEvent::Deadline => return Ok(Ending::Deadline),
-                other => {
-                    return Err(CapError::Failed(format!(
-                        "replay diverged: call {} asked approval, the trace has {other:?}",
-                        request.call
-                    )));
-                }
-            }
-        } else {
-            let until = self
-                .deadline
-                .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600));
-            let waited = match &self.approver {
-                Some(approver) => approver.decide(request, until, self.cancel.token()),
-                None => approval::NoOneToAsk.decide(request, until, self.cancel.token()),
-            };
-            match waited {
-                Waited::Decided(decided) => {
-                    let record = approval::record(request, decided);
-                    recorder.record(ToolEvent::Approval {
-                        record: record.clone(),
-                    });
-                    record
-                }
-                Waited::Deadline => {
-                    recorder.record(ToolEvent::Deadline);
-                    return Ok(Ending::Deadline);
-                }
-                Waited::Cancelled => return Err(CapError::Cancelled),
-                Waited::Failed(why) => {
-                    return Err(CapError::Failed(format!(
-                        "approval could not be asked: {why}"
-                    )));
-                }
-            }
-        };
-        Ok(Ending::Done(match record.decision {
-            ari_model::Decision::Approved => Ok(()),
-            ari_model::Decision::Rejected => Err(ToolError::rejected(format!(
-                "{} rejected call {} of tool `{}`{}",
-                record.approver,
-                record.call,
-                clip(&record.tool),
-                record.reason.map(|r| format!(": {r}")).unwrap_or_default()
-            ))),
-        }))
     }
 
     /// Lists `server`'s tools: one exchange, recorded.
@@ -464,18 +394,6 @@ pub fn replayed(applied: &ToolServerApplied) -> Option<ToolServer> {
 /// A guest-chosen name as an error message shows it: at most 64 characters.
 fn clip(name: &str) -> String {
     name.chars().take(64).collect()
-}
-
-/// Who decided which calls of a run, in order, from its trace (for its attestation).
-pub fn approvals_of(trace: &crate::trace::Trace) -> Vec<ari_model::ApprovalRecord> {
-    trace
-        .events
-        .iter()
-        .filter_map(|e| match ToolEvent::try_from(e.clone()) {
-            Ok(ToolEvent::Approval { record }) => Some(record),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The records a replay reads, kept apart from the rest of the trace (for `ari verify`'s

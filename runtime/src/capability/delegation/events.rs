@@ -1,6 +1,7 @@
 //! Delegation as trace events: what starting a child answered and what each awaited child
 //! returned, so a replay of the parent needs no other Agent and no cluster.
 
+use ari_model::approval::ApprovalRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::{CapabilityEvent, put_bytes};
@@ -45,12 +46,22 @@ pub enum DelegationEvent {
         reserved: u64,
         used: u64,
     },
+    /// A person's decision about a delegation that needed approval, made before the child was
+    /// asked for.
+    #[serde(rename = "childApproval")]
+    Approval { record: ApprovalRecord },
+    /// The task's deadline passed while a delegation waited for a decision: the task ended
+    /// `DeadlineExceeded` there.
+    #[serde(rename = "childApprovalDeadline")]
+    ApprovalDeadline,
 }
 
 impl DelegationEvent {
     pub const STARTED: &'static str = "childStarted";
     pub const FINISHED: &'static str = "childFinished";
     pub const TOKENS: &'static str = "childTokens";
+    pub const APPROVAL: &'static str = "childApproval";
+    pub const APPROVAL_DEADLINE: &'static str = "childApprovalDeadline";
 }
 
 fn put_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
@@ -64,14 +75,21 @@ fn put_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
 }
 
 impl CapabilityEvent for DelegationEvent {
-    const KINDS: &'static [(u8, &'static str)] =
-        &[(8, Self::STARTED), (9, Self::FINISHED), (12, Self::TOKENS)];
+    const KINDS: &'static [(u8, &'static str)] = &[
+        (8, Self::STARTED),
+        (9, Self::FINISHED),
+        (12, Self::TOKENS),
+        (16, Self::APPROVAL),
+        (17, Self::APPROVAL_DEADLINE),
+    ];
 
     fn kind(&self) -> &'static str {
         match self {
             Self::Started { .. } => Self::STARTED,
             Self::Finished { .. } => Self::FINISHED,
             Self::Tokens { .. } => Self::TOKENS,
+            Self::Approval { .. } => Self::APPROVAL,
+            Self::ApprovalDeadline => Self::APPROVAL_DEADLINE,
         }
     }
 
@@ -122,6 +140,11 @@ impl CapabilityEvent for DelegationEvent {
                 out.extend_from_slice(&reserved.to_le_bytes());
                 out.extend_from_slice(&used.to_le_bytes());
             }
+            // Plain strings and enums: serializing cannot fail.
+            Self::Approval { record } => {
+                put_bytes(out, &serde_json::to_vec(record).unwrap_or_default())
+            }
+            Self::ApprovalDeadline => {}
         }
     }
 
@@ -147,7 +170,28 @@ impl CapabilityEvent for DelegationEvent {
                     + message.len()
                     + attestation_sha256.len()
             }
-            Self::Tokens { .. } => 0,
+            Self::Tokens { .. } | Self::ApprovalDeadline => 0,
+            Self::Approval { record } => crate::capability::approval::record_heap_bytes(record),
+        }
+    }
+}
+
+impl crate::capability::approval::ApprovalEvents for DelegationEvent {
+    const DECIDED: &'static [&'static str] = &[Self::APPROVAL, Self::APPROVAL_DEADLINE];
+
+    fn decided(record: ApprovalRecord) -> Self {
+        Self::Approval { record }
+    }
+
+    fn deadline() -> Self {
+        Self::ApprovalDeadline
+    }
+
+    fn read(self) -> Result<Option<ApprovalRecord>, Self> {
+        match self {
+            Self::Approval { record } => Ok(Some(record)),
+            Self::ApprovalDeadline => Ok(None),
+            other => Err(other),
         }
     }
 }

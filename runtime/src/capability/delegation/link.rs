@@ -7,6 +7,7 @@ use wasmtime::component::LinkerInstance;
 
 use super::{ChildFailure, DelegationFailure, Share, TaskDelegation};
 use crate::bindings::{self, ChildBudget, DelegationError};
+use crate::capability::CapError;
 use crate::capability::model::ModelCapability;
 use crate::fuel_costs::FuelCost;
 use crate::host::{Cx, HostFunctions, charge, check_trace, guest_result};
@@ -84,6 +85,23 @@ fn start(
     };
     if let Err(refused) = checked {
         return to_guest(cx, Err(refused));
+    }
+    // A delegation the grant marks waits for a person first: the child's time is what is left
+    // once it is decided.
+    let approved = cx
+        .data()
+        .caps()
+        .with(|d: &mut TaskDelegation, rec| d.approve(agent, input, rec));
+    match approved {
+        Ok(()) => {}
+        Err(DelegationFailure::Host(CapError::DeadlineExceeded)) => {
+            check_trace(cx)?;
+            return Err(wasmtime::Trap::Interrupt.into());
+        }
+        Err(DelegationFailure::Host(CapError::Cancelled)) => {
+            return Err(crate::cancel::Cancelled.into());
+        }
+        Err(other) => return to_guest(cx, Err(other)),
     }
     // Without fuel metering (a benchmark switch) the child gets what its own Agent allows.
     let left = cx.get_fuel().ok();
@@ -198,6 +216,9 @@ fn delegation_error(failure: DelegationFailure) -> DelegationError {
             DelegationError::Failed(bindings::ChildFailure { reason, message })
         }
         DelegationFailure::InvalidHandle(m) => DelegationError::InvalidHandle(m),
+        // Nothing ran, as for an Agent that cannot take the task; the message says who
+        // rejected it and why.
+        DelegationFailure::Rejected(m) => DelegationError::Unavailable(format!("rejected: {m}")),
         DelegationFailure::Host(e) => DelegationError::Unavailable(e.to_string()),
     }
 }

@@ -1,6 +1,7 @@
 //! Every HTTP hop as a trace event: the response (or transport error) the guest was given, so a
 //! replay needs no network.
 
+use ari_model::approval::ApprovalRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::{CapabilityEvent, put_bytes};
@@ -26,20 +27,37 @@ pub enum HttpEvent {
         url: String,
         error: String,
     },
+    /// A person's decision about a hop to a host that needed approval, made before it was
+    /// sent.
+    #[serde(rename = "httpApproval")]
+    Approval { record: ApprovalRecord },
+    /// The task's deadline passed while a hop waited for a decision: the task ended
+    /// `DeadlineExceeded` there.
+    #[serde(rename = "httpApprovalDeadline")]
+    ApprovalDeadline,
 }
 
 impl HttpEvent {
     pub const EXCHANGE: &'static str = "http";
     pub const ERROR: &'static str = "httpError";
+    pub const APPROVAL: &'static str = "httpApproval";
+    pub const APPROVAL_DEADLINE: &'static str = "httpApprovalDeadline";
 }
 
 impl CapabilityEvent for HttpEvent {
-    const KINDS: &'static [(u8, &'static str)] = &[(4, Self::EXCHANGE), (5, Self::ERROR)];
+    const KINDS: &'static [(u8, &'static str)] = &[
+        (4, Self::EXCHANGE),
+        (5, Self::ERROR),
+        (18, Self::APPROVAL),
+        (19, Self::APPROVAL_DEADLINE),
+    ];
 
     fn kind(&self) -> &'static str {
         match self {
             Self::Exchange { .. } => Self::EXCHANGE,
             Self::Error { .. } => Self::ERROR,
+            Self::Approval { .. } => Self::APPROVAL,
+            Self::ApprovalDeadline => Self::APPROVAL_DEADLINE,
         }
     }
 
@@ -67,6 +85,11 @@ impl CapabilityEvent for HttpEvent {
                 put_bytes(out, url.as_bytes());
                 put_bytes(out, error.as_bytes());
             }
+            // Plain strings and enums: serializing cannot fail.
+            Self::Approval { record } => {
+                put_bytes(out, &serde_json::to_vec(record).unwrap_or_default())
+            }
+            Self::ApprovalDeadline => {}
         }
     }
 
@@ -88,6 +111,28 @@ impl CapabilityEvent for HttpEvent {
                         .sum::<usize>()
             }
             Self::Error { method, url, error } => method.len() + url.len() + error.len(),
+            Self::Approval { record } => crate::capability::approval::record_heap_bytes(record),
+            Self::ApprovalDeadline => 0,
+        }
+    }
+}
+
+impl crate::capability::approval::ApprovalEvents for HttpEvent {
+    const DECIDED: &'static [&'static str] = &[Self::APPROVAL, Self::APPROVAL_DEADLINE];
+
+    fn decided(record: ApprovalRecord) -> Self {
+        Self::Approval { record }
+    }
+
+    fn deadline() -> Self {
+        Self::ApprovalDeadline
+    }
+
+    fn read(self) -> Result<Option<ApprovalRecord>, Self> {
+        match self {
+            Self::Approval { record } => Ok(Some(record)),
+            Self::ApprovalDeadline => Ok(None),
+            other => Err(other),
         }
     }
 }

@@ -81,14 +81,27 @@ impl CapabilityEvent for ToolEvent {
             // The record's JSON size stands for its heap size (strings and values dominate).
             Self::Call { record } => record.0.canonical_bytes().len(),
             Self::Deadline => 0,
-            Self::Approval { record } => {
-                record.call.len()
-                    + record.server.len()
-                    + record.tool.len()
-                    + record.approver.len()
-                    + record.reason.as_ref().map_or(0, String::len)
-                    + record.decided_at.len()
-            }
+            Self::Approval { record } => crate::capability::approval::record_heap_bytes(record),
+        }
+    }
+}
+
+impl crate::capability::approval::ApprovalEvents for ToolEvent {
+    const DECIDED: &'static [&'static str] = Self::DECIDED;
+
+    fn decided(record: ApprovalRecord) -> Self {
+        Self::Approval { record }
+    }
+
+    fn deadline() -> Self {
+        Self::Deadline
+    }
+
+    fn read(self) -> Result<Option<ApprovalRecord>, Self> {
+        match self {
+            Self::Approval { record } => Ok(Some(record)),
+            Self::Deadline => Ok(None),
+            other => Err(other),
         }
     }
 }
