@@ -301,6 +301,7 @@ fn the_declarative_examples_keep_the_rules_and_their_grants() {
         );
         assert_eq!(d.check(), Ok(()), "{path}");
     }
+}
 
 #[test]
 fn approval_marks_only_granted_hosts_and_agents() {
