@@ -111,7 +111,8 @@ fn cases() -> Vec<Case> {
         rejected(
             "agent-no-module",
             agent("no-module", "  description: nothing\n"),
-            &["spec.module", "Required value"],
+            // A module or a declaration (issue 31): neither is refused by the CRD's rule.
+            &["exactly one of spec.module", "spec.declarative"],
         ),
         rejected(
             "agent-empty-module",
