@@ -717,8 +717,15 @@ fn conversations(ctx: &Ctx) -> Result<()> {
         };
         let (_, exists) = rpc(&gw, &bob, &path, "SendMessage", join(&id)).await?;
         let (_, missing) = rpc(&gw, &bob, &path, "SendMessage", join("idle-a2a-nosuch")).await?;
+        // (A reply needs only `create`, which bob has: both are "task not found", each naming
+        // the id bob sent, which tells him nothing he did not know.)
+        let said = |answer: &serde_json::Value, task: &str| {
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            (answer["error"]["code"].clone(), message.replace(task, "ID"))
+        };
         ensure!(
-            exists["error"] == missing["error"],
+            said(&exists, &id) == said(&missing, "idle-a2a-nosuch")
+                && exists["error"]["code"] == -32001,
             "a taskId is an existence oracle: {exists} vs {missing}"
         );
         // The auditor may see every caller's conversations.
