@@ -159,11 +159,12 @@ fn world_imports_host_and_exports_agent_only() {
         interface(&resolve, pkg, "host"),
         interface(&resolve, pkg, "model"),
         interface(&resolve, pkg, "tools"),
+        interface(&resolve, pkg, "conversation"),
     ];
     expected.sort();
     assert_eq!(
         imports, expected,
-        "the world imports `host`, `model`, `tools` and the shared `types`"
+        "the world imports `host`, `model`, `tools`, `conversation` and the shared `types`"
     );
     assert_eq!(ids(&world.exports), [interface(&resolve, pkg, "agent")]);
     assert_eq!(world.exports.len(), 1, "the world exports only `agent`");
