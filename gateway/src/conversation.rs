@@ -44,8 +44,15 @@ impl Turns {
 
 impl Gateway {
     /// The conversation A2A task `id` names, in the caller's scope: the Task itself and the
-    /// replies to it. A reply's own name leads to its conversation's first Task.
-    pub(crate) async fn turns(&self, t: &Target<'_>, scope: &Scope, id: &str) -> Result<Turns> {
+    /// most recent `keep` replies to it (1 where only the latest turn matters, at most
+    /// [`VIEW_TURNS`]). A reply's own name leads to its conversation's first Task.
+    pub(crate) async fn turns(
+        &self,
+        t: &Target<'_>,
+        scope: &Scope,
+        id: &str,
+        keep: usize,
+    ) -> Result<Turns> {
         let task = self.own_task(t, scope, id).await?;
         let first = match task.labels().get(LABEL_CONVERSATION) {
             Some(root) if root != id => self.own_task(t, scope, &root.clone()).await?,
@@ -80,7 +87,7 @@ impl Gateway {
         numbered.sort();
         let count = numbered.last().map_or(1, |(n, _)| *n);
         let mut replies = Vec::new();
-        for (_, reply) in numbered.iter().rev().take(VIEW_TURNS).rev() {
+        for (_, reply) in numbered.iter().rev().take(keep.min(VIEW_TURNS)).rev() {
             if let Some(task) = self.tasks(t.namespace).get_opt(reply).await?
                 && task.spec.agent_ref.name == t.agent
             {

@@ -16,6 +16,7 @@ use crate::a2a::{
     TaskArtifactUpdateEvent, TaskIdRequest, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use crate::auth::Caller;
+use crate::conversation::VIEW_TURNS;
 use crate::convert::{self, LABEL_A2A_CALLER_ID, meta};
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -198,7 +199,8 @@ impl Gateway {
         id: &str,
         streamed: bool,
     ) -> Result<(AriTask, Option<String>)> {
-        let turns = self.turns(t, scope, id).await?;
+        // Only the latest turn decides what the message does.
+        let turns = self.turns(t, scope, id, 1).await?;
         let latest = turns.latest();
         let waits = latest
             .status
@@ -231,7 +233,8 @@ impl Gateway {
             .labels()
             .contains_key(ari_crds::names::LABEL_CONVERSATION);
         if convert::asked(&task) || continued {
-            let turns = self.turns(t, scope, &task.name_any()).await?;
+            let keep = if history { VIEW_TURNS } else { 1 };
+            let turns = self.turns(t, scope, &task.name_any(), keep).await?;
             if !turns.replies.is_empty()
                 && let Some(view) = convert::conversation(&turns.all(), history, true)
             {
@@ -434,7 +437,8 @@ impl Gateway {
         for task in list.items {
             // A conversation shows its latest turn (one more read for those that asked).
             let view = if convert::asked(&task) {
-                let turns = self.turns(t, scope, &task.name_any()).await?;
+                // No history in a listing: the latest turn only, one read per conversation.
+                let turns = self.turns(t, scope, &task.name_any(), 1).await?;
                 convert::conversation(&turns.all(), false, artifacts)
             } else {
                 None
