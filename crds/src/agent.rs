@@ -53,6 +53,7 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
     category = "ari",
     derive = "PartialEq",
     cel,
+    selectable = ".spec.executor.pool",
     doc = "An Agent: a WebAssembly component, the capabilities it is granted and its executor pool.",
     printcolumn(
         name = "Ready",
@@ -88,6 +89,7 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
     validation = Rule::new("!has(self.declarative) || !has(self.declarative.tools) || self.declarative.tools.all(t, !has(t.agent) || (has(self.capabilities) && has(self.capabilities.delegation) && (t.agent.name in self.capabilities.delegation.agents || '*' in self.capabilities.delegation.agents)))").message("each Agent of declarative.tools must be granted in capabilities.delegation.agents"),
     validation = Rule::new("!has(self.declarative) || !has(self.declarative.subagents) || self.declarative.subagents.all(a, has(self.capabilities) && has(self.capabilities.delegation) && (a.name in self.capabilities.delegation.agents || '*' in self.capabilities.delegation.agents))").message("each of declarative.subagents must be granted in capabilities.delegation.agents"),
     validation = Rule::new("!has(self.declarative) || !has(self.declarative.responseFormat) || (self.declarative.responseFormat.type == 'JsonSchema') == has(self.declarative.responseFormat.schema)").message("declarative.responseFormat.schema is set exactly when its type is JsonSchema"),
+    validation = Rule::new(crate::pool::POOLABLE_RULE).message("an Agent in an executor pool may not be declarative or be granted models, tools, signing, storage or delegation, nor pull its image with a secret, in this version: remove spec.executor.pool to give it executors of its own (docs/operator.md, Executor pools)"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
@@ -264,10 +266,18 @@ impl Limits {
     }
 }
 
-/// The executor pool.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+/// The Agent's executors: its own Deployment, or a share of a namespace's `ExecutorPool`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[x_kube(
+    validation = Rule::new("!has(self.pool) || (!has(self.replicas) && !has(self.resources) && !has(self.nodeSelector) && !has(self.tolerations))").message("a pooled Agent runs in its pool's pods: set replicas, resources, nodeSelector and tolerations on the ExecutorPool"),
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutorSpec {
+    /// The `ExecutorPool` of this namespace whose pods run this Agent's Tasks, instead of a
+    /// Deployment of its own. `concurrency` then caps the Agent's share of each pool pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$"))]
+    pub pool: Option<String>,
     /// Executor pods (default 1). Forced to 1 when storage is granted without Redis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]

@@ -18,6 +18,7 @@ pub mod model_config;
 pub mod names;
 pub mod plan;
 pub mod plan_view;
+pub mod pool;
 pub mod replicas;
 pub mod task;
 pub mod verify;
@@ -50,6 +51,7 @@ pub use plan::{
     HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, PlanStepReason,
     Planner, StepPhase, StepReason, StepStatus,
 };
+pub use pool::{ExecutorPool, ExecutorPoolSpec, ExecutorPoolStatus, unpoolable};
 pub use replicas::{MAX_REPLICAS, ReplicaRecord, Verdict, Verification, may_run_next, verdict};
 pub use task::{
     AgentRef, Approval, Attestation, CallKind, CallSubject, Cost, Decision, DelegationApplied,
@@ -78,6 +80,11 @@ pub fn plan_crd_yaml() -> Result<String, serde_yaml::Error> {
 /// The CRD YAML for `ModelConfig`, as checked in at `crds/ari.dev_modelconfigs.yaml`.
 pub fn model_config_crd_yaml() -> Result<String, serde_yaml::Error> {
     serde_yaml::to_string(&ModelConfig::crd())
+}
+
+/// The CRD YAML for `ExecutorPool`, as checked in at `crds/ari.dev_executorpools.yaml`.
+pub fn executor_pool_crd_yaml() -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&ExecutorPool::crd())
 }
 
 /// The CRD YAML for `MCPServer`, as checked in at `crds/ari.dev_mcpservers.yaml`.

@@ -182,7 +182,7 @@ fn every_rule_compiles_within_cost_budget() {
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema JSON");
         walk(&schema["openAPIV3Schema"], &crd.spec.names.kind, &mut found);
     }
-    assert_eq!(found.len(), 18, "{found:?}");
+    assert_eq!(found.len(), 20, "{found:?}");
 }
 
 /// A declarative Agent granted what its declaration names.
@@ -347,5 +347,44 @@ fn approval_marks_only_granted_hosts_and_agents() {
     assert!(
         agent_errors(delegation(json!(["reader"]), json!(["deployer"])))
             .contains("delegation.approval.agents must be `*` or Agents of delegation.agents")
+    );
+}
+
+#[test]
+fn a_pooled_agent_takes_its_pods_from_the_pool_and_needs_no_secret_of_its_own() {
+    let module = json!({"url": "https://example.com/m.wasm", "sha256": format!("sha256:{SHA}")});
+    let pooled = |executor: Value, capabilities: Value| {
+        agent_errors(json!({"module": module, "executor": executor, "capabilities": capabilities}))
+    };
+    assert_eq!(
+        pooled(json!({"pool": "shared", "concurrency": 2}), json!({})),
+        ""
+    );
+    assert_eq!(
+        pooled(
+            json!({"pool": "shared"}),
+            json!({"network": {"allowedHosts": ["example.com"]}})
+        ),
+        ""
+    );
+    let e = pooled(json!({"pool": "shared", "replicas": 3}), json!({}));
+    assert!(e.contains("set replicas, resources"), "{e}");
+    let e = pooled(
+        json!({"pool": "shared"}),
+        json!({"models": {"allowed": ["m"]}}),
+    );
+    assert!(e.contains("remove spec.executor.pool"), "{e}");
+    let e = pooled(
+        json!({"pool": "shared"}),
+        json!({"delegation": {"agents": ["b"]}}),
+    );
+    assert!(e.contains("remove spec.executor.pool"), "{e}");
+    // Without a pool, the same grants stand as before.
+    assert_eq!(
+        pooled(
+            json!({"replicas": 3}),
+            json!({"delegation": {"agents": ["b"]}})
+        ),
+        ""
     );
 }

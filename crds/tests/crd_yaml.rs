@@ -100,12 +100,13 @@ fn a_task_may_require_every_capability_there_is() {
 }
 
 /// Every CRD file crdgen writes.
-const CRD_FILES: [&str; 5] = [
+const CRD_FILES: [&str; 6] = [
     "ari.dev_agents.yaml",
     "ari.dev_tasks.yaml",
     "ari.dev_plans.yaml",
     "ari.dev_modelconfigs.yaml",
     "ari.dev_mcpservers.yaml",
+    "ari.dev_executorpools.yaml",
 ];
 
 #[test]

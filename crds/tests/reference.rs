@@ -1,4 +1,4 @@
-//! `docs/reference.md`, every field of Agent, Task, Plan and ModelConfig, rendered from the
+//! `docs/reference.md`, every field of Agent, Task, Plan, ModelConfig and ExecutorPool, rendered from the
 //! CRDs the types generate (their openAPIV3Schema: types, bounds, defaults, enums, CEL rules,
 //! descriptions). The test fails when the page differs from what the types say;
 //! `ARI_BLESS=1 cargo test -p ari-crds --test reference` rewrites it.
@@ -6,14 +6,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ari_crds::{Agent, ModelConfig, Plan, Task};
+use ari_crds::{Agent, ExecutorPool, ModelConfig, Plan, Task};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
 const HEADER: &str = "\
 # API reference: `ari.dev/v1alpha1`
 
-Every field of the four custom resources, generated from their CRD schemas (which the Rust
+Every field of five of the custom resources, generated from their CRD schemas (which the Rust
 types in `crds/src/` generate) by `crds/tests/reference.rs`. A test fails when this page and
 the types differ; regenerate with `ARI_BLESS=1 cargo test -p ari-crds --test reference`.
 Rules marked *CEL* are checked by the API server on every write; `kubectl explain agent.spec`
@@ -218,7 +218,13 @@ fn section(crd: &Value) -> String {
 
 fn render() -> String {
     let mut doc = HEADER.to_owned();
-    for crd in [Agent::crd(), Task::crd(), Plan::crd(), ModelConfig::crd()] {
+    for crd in [
+        Agent::crd(),
+        Task::crd(),
+        Plan::crd(),
+        ModelConfig::crd(),
+        ExecutorPool::crd(),
+    ] {
         let v = serde_json::to_value(&crd).expect("CRD as JSON");
         doc.push_str(&section(&v));
     }

@@ -1,4 +1,4 @@
-//! Writes the Agent, Task, Plan, ModelConfig and MCPServer CRD YAML (to a directory, default `crds/`), or
+//! Writes the Agent, Task, Plan, ModelConfig MCPServer and ExecutorPool CRD YAML (to a directory, default `crds/`), or
 //! prints them.
 //!
 //! `cargo run -p ari-crds --bin crdgen` refreshes the checked-in files;
@@ -12,12 +12,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plans = ari_crds::plan_crd_yaml()?;
     let model_configs = ari_crds::model_config_crd_yaml()?;
     let mcp_servers = ari_crds::mcp_server_crd_yaml()?;
+    let pools = ari_crds::executor_pool_crd_yaml()?;
     let arg = std::env::args().nth(1);
     if arg.as_deref() == Some("--stdout") {
         print!("{agents}---\n{tasks}");
         print!("---\n{plans}");
         print!("---\n{model_configs}");
         print!("---\n{mcp_servers}");
+        print!("---\n{pools}");
         return Ok(());
     }
     let dir = arg
@@ -28,5 +30,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(dir.join("ari.dev_plans.yaml"), plans)?;
     std::fs::write(dir.join("ari.dev_modelconfigs.yaml"), model_configs)?;
     std::fs::write(dir.join("ari.dev_mcpservers.yaml"), mcp_servers)?;
+    std::fs::write(dir.join("ari.dev_executorpools.yaml"), pools)?;
     Ok(())
 }

@@ -1,0 +1,207 @@
+//! The `ExecutorPool` custom resource: executor pods of one namespace shared by many Agents.
+//!
+//! A dedicated Agent gets a Deployment of its own; an Agent whose `spec.executor.pool` names an
+//! ExecutorPool of its namespace runs in that pool's pods instead, each pod serving every Agent
+//! of the pool, its modules compiled once per digest and loaded on a Task's arrival. So a new
+//! Agent in a warm pool is Ready without a pod starting, and idle Agents cost a watch entry,
+//! not a pod (issue 29; docs/operator.md, "Executor pools").
+//!
+//! Isolation inside a pod is Wasmtime's: an instance, its memory and its fuel per Task, as
+//! before. What a pool cannot yet give each Agent on its own (a Secret-held key, a
+//! single-writer store, delegation's pod-bound admission rule) is refused by
+//! [`unpoolable`] and the Agent CRD's rule: such Agents keep a dedicated executor.
+
+// Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
+// duplicated attribute; they are distinct columns.
+#![allow(clippy::duplicated_attributes)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentSpec;
+
+/// Pool pods when `spec.replicas` is left out.
+pub const DEFAULT_POOL_REPLICAS: i32 = 2;
+/// Tasks one pool pod runs at once, over all its Agents, when `spec.concurrency` is left out.
+pub const DEFAULT_POOL_CONCURRENCY: u32 = 16;
+/// Compiled modules one pool pod keeps in memory when `spec.hotModules` is left out.
+pub const DEFAULT_HOT_MODULES: u32 = 256;
+
+/// Executor pods shared by the Agents of a namespace that name this pool.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[kube(
+    group = "ari.dev",
+    version = "v1alpha1",
+    kind = "ExecutorPool",
+    plural = "executorpools",
+    namespaced,
+    status = "ExecutorPoolStatus",
+    shortname = "xpool",
+    category = "ari",
+    derive = "PartialEq",
+    doc = "Executor pods shared by the Agents of its namespace that name it in spec.executor.pool: each pod serves all of them, compiling each module once and loading it when a Task arrives.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".status.readyReplicas"
+    ),
+    printcolumn(name = "Agents", type_ = "integer", json_path = ".status.agents"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorPoolSpec {
+    /// Pool pods (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub replicas: Option<i32>,
+    /// Tasks one pod runs at once over all its Agents (default 16). Each Agent's own
+    /// `spec.executor.concurrency` caps its share, so one busy Agent cannot take them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub concurrency: Option<u32>,
+    /// Compiled modules a pod keeps in memory (default 256); a colder one is loaded from the
+    /// pod's on-disk artifact cache, by digest, when its next Task arrives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub hot_modules: Option<u32>,
+    /// Container resources of each pool pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+impl ExecutorPoolSpec {
+    pub fn replicas(&self) -> i32 {
+        self.replicas.unwrap_or(DEFAULT_POOL_REPLICAS)
+    }
+
+    pub fn concurrency(&self) -> u32 {
+        self.concurrency.unwrap_or(DEFAULT_POOL_CONCURRENCY)
+    }
+
+    pub fn hot_modules(&self) -> u32 {
+        self.hot_modules.unwrap_or(DEFAULT_HOT_MODULES)
+    }
+}
+
+/// Observed state of a pool, written by the operator.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorPoolStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`: at least one pool pod is available.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2_147_483_647))]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2_147_483_647))]
+    pub ready_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2_147_483_647))]
+    pub available_replicas: Option<i32>,
+    /// Agents of the namespace naming this pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2_147_483_647))]
+    pub agents: Option<i32>,
+}
+
+/// What keeps an Agent out of a pool in this version, or `None` when it may join one.
+///
+/// Each refused grant needs something per Agent that a shared pod cannot hold apart yet: model
+/// and tool credentials and the signing key reach a dedicated pod as environment variables
+/// from Secrets; storage without Redis is single-writer per pod; a pull secret likewise; and
+/// the `executor-writes` admission policy ties a child Task to its parent Agent's own pods.
+pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
+    let c = &spec.capabilities;
+    if spec.declarative.is_some() {
+        Some("a declarative Agent (its model's key)")
+    } else if c.models.is_some() {
+        Some("capabilities.models (model keys)")
+    } else if c.tools.is_some() {
+        Some("capabilities.tools (tool credentials)")
+    } else if c.signing.is_some() {
+        Some("capabilities.signing (its key)")
+    } else if c.storage.is_some() {
+        Some("capabilities.storage (one writer per store)")
+    } else if c.delegation.is_some() {
+        Some("capabilities.delegation (children are tied to their parent's own pods)")
+    } else if spec.module.image_pull_secrets.is_some() {
+        Some("module.imagePullSecrets (the pull secret)")
+    } else {
+        None
+    }
+}
+
+/// The CEL rule on `AgentSpec` that [`unpoolable`] is the Rust side of, so `kubectl apply`
+/// refuses such an Agent at once.
+pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || (!has(self.declarative) && (!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.models) && !has(self.capabilities.tools) && !has(self.capabilities.signing) && !has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(v: serde_json::Value) -> AgentSpec {
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("spec: {e}"))
+    }
+
+    #[test]
+    fn only_agents_whose_grants_need_nothing_of_their_own_may_join_a_pool() {
+        let module = serde_json::json!({"url": "http://x/m.wasm", "sha256": "sha256:00"});
+        let cases = [
+            (serde_json::json!({}), None),
+            (
+                serde_json::json!({"network": {"allowedHosts": ["example.com"]}}),
+                None,
+            ),
+            (
+                serde_json::json!({"randomness": {}, "timeAccess": {}}),
+                None,
+            ),
+            (
+                serde_json::json!({"storage": {"maxBytes": 1024}}),
+                Some("storage"),
+            ),
+            (
+                serde_json::json!({"delegation": {"agents": ["a"]}}),
+                Some("delegation"),
+            ),
+            (
+                serde_json::json!({"signing": {"keyId": "k", "secretRef": {"name": "k", "key": "k"}}}),
+                Some("signing"),
+            ),
+            (
+                serde_json::json!({"models": {"allowed": ["m"]}}),
+                Some("models"),
+            ),
+        ];
+        for (caps, want) in cases {
+            let s = spec(serde_json::json!({"module": module, "capabilities": caps,
+                                            "executor": {"pool": "shared"}}));
+            let got = unpoolable(&s);
+            match want {
+                None => assert_eq!(got, None, "{caps}"),
+                Some(w) => assert!(got.is_some_and(|g| g.contains(w)), "{caps}: {got:?}"),
+            }
+        }
+    }
+}
