@@ -34,6 +34,8 @@ pub fn attestation_source_name(namespace: &str) -> String {
 
 /// Label on executor pods and on task-output ConfigMaps: the Agent name.
 pub const LABEL_AGENT: &str = "ari.dev/agent";
+/// Label on a pool's executor pods: the `ExecutorPool`'s name.
+pub const LABEL_POOL: &str = "ari.dev/pool";
 /// Label on task-output ConfigMaps: the Task name.
 pub const LABEL_TASK: &str = "ari.dev/task";
 /// Label on a child Task: its parent Task's name (or uid when the name is too long for a label).

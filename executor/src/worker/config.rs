@@ -14,7 +14,11 @@ use super::{ConfigError, KeyMismatch, WorkerError};
 
 /// What one executor pod needs to know about itself.
 pub struct WorkerConfig {
+    /// The Agent this pod runs; in a pool pod, the Agent of one hosted worker (see
+    /// [`Self::for_pooled`]) and empty for the pod itself.
     pub agent: String,
+    /// `ARI_POOL_NAME` / `ARI_HOT_MODULES`: set when this pod serves an `ExecutorPool`.
+    pub pool: Option<PoolSettings>,
     pub namespace: String,
     pub pod_name: String,
     /// Tasks run at once in this pod.
@@ -66,6 +70,14 @@ pub struct WorkerConfig {
     pub tools: GrantedTools,
 }
 
+/// A pool pod's own settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSettings {
+    pub name: String,
+    /// Compiled modules kept in memory; colder Agents are evicted when idle.
+    pub hot_modules: usize,
+}
+
 /// Where the executor image carries the stock agent component (the operator's image too).
 pub const STOCK_AGENT_PATH: &str = "/usr/share/ari/declarative.wasm";
 
@@ -74,6 +86,7 @@ impl std::fmt::Debug for WorkerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerConfig")
             .field("agent", &self.agent)
+            .field("pool", &self.pool)
             .field("namespace", &self.namespace)
             .field("pod_name", &self.pod_name)
             .field("concurrency", &self.concurrency)
@@ -108,7 +121,12 @@ impl WorkerConfig {
     /// As [`Self::from_env`], from any lookup (tests pass a map).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let required = |k: &'static str| get(k).ok_or(ConfigError::Missing(k));
-        let agent = required("ARI_AGENT_NAME")?;
+        let pool = pool_settings(&get)?;
+        // A pool pod serves the Agents naming its pool; any other pod, one Agent.
+        let agent = match &pool {
+            Some(_) => String::new(),
+            None => required("ARI_AGENT_NAME")?,
+        };
         let namespace = required("POD_NAMESPACE")?;
         let pod_name = required("POD_NAME")?;
         let key_text = required("ARI_ATTESTATION_KEY")?;
@@ -179,6 +197,7 @@ impl WorkerConfig {
             .transpose()?;
         Ok(Self {
             agent,
+            pool,
             namespace,
             pod_name,
             concurrency,
@@ -205,6 +224,90 @@ impl WorkerConfig {
             parked_memory_bytes,
             models: GrantedModels::from_lookup(&get)?,
             tools: GrantedTools::from_lookup(&get)?,
+        })
+    }
+}
+
+/// `ARI_POOL_NAME` and `ARI_HOT_MODULES` (default 256, at most 100,000).
+fn pool_settings(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<PoolSettings>, ConfigError> {
+    let Some(name) = get("ARI_POOL_NAME") else {
+        return Ok(None);
+    };
+    let hot_modules = match get("ARI_HOT_MODULES") {
+        None => usize::try_from(ari_crds::pool::DEFAULT_HOT_MODULES).unwrap_or(usize::MAX),
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=100_000).contains(n))
+            .ok_or(ConfigError::Invalid {
+                var: "ARI_HOT_MODULES",
+                value: v,
+                want: "1..=100000",
+            })?,
+    };
+    Ok(Some(PoolSettings { name, hot_modules }))
+}
+
+impl WorkerConfig {
+    /// The settings of one Agent hosted by this pool pod: the pod's own, with the Agent's
+    /// name, its executor concurrency (its share of the pod) and the module the operator
+    /// resolved (`status.moduleDigest`, `status.moduleImage`). A pooled Agent holds no
+    /// Secret-borne setting (`ari_crds::unpoolable`), so those stay empty.
+    pub fn for_pooled(&self, agent: &ari_crds::Agent, resolved: &Resolved) -> Self {
+        let share = usize::try_from(agent.spec.concurrency()).unwrap_or(usize::MAX);
+        Self {
+            agent: kube::ResourceExt::name_any(agent),
+            pool: self.pool.clone(),
+            namespace: self.namespace.clone(),
+            pod_name: self.pod_name.clone(),
+            concurrency: share.min(self.concurrency),
+            metrics_addr: self.metrics_addr,
+            redis_url: self.redis_url.clone(),
+            state_dir: self.state_dir.clone(),
+            cache_dir: self.cache_dir.clone(),
+            attestation_key: self.attestation_key.clone(),
+            attestation_key_mismatch: None,
+            signing_key: None,
+            heartbeat: self.heartbeat,
+            steal_after: self.steal_after,
+            module_digest: Some(resolved.digest.clone()),
+            module_image: resolved.image.clone(),
+            stock_agent: self.stock_agent.clone(),
+            declaration_digest: None,
+            module_pull_secret: None,
+            registry: self.registry.clone(),
+            live_log_rate: self.live_log_rate,
+            parked_memory_bytes: self.parked_memory_bytes,
+            models: GrantedModels::default(),
+            tools: GrantedTools::default(),
+        }
+    }
+}
+
+/// The module of a pooled Agent as the operator resolved it for the Agent's current spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub digest: String,
+    pub image: Option<String>,
+}
+
+impl Resolved {
+    /// From the Agent's status, once the operator has resolved its current generation's
+    /// module; `None` before then (its Tasks wait) or when the module did not resolve.
+    pub fn of(agent: &ari_crds::Agent) -> Option<Self> {
+        let status = agent.status.as_ref()?;
+        if status.observed_generation != agent.metadata.generation {
+            return None;
+        }
+        let resolved = ari_crds::conditions::is_true(
+            &status.conditions,
+            ari_crds::conditions::MODULE_RESOLVED,
+        );
+        Some(Self {
+            digest: status.module_digest.clone().filter(|_| resolved)?,
+            image: status.module_image.clone(),
         })
     }
 }

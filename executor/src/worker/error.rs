@@ -42,6 +42,9 @@ pub enum ConfigError {
     },
     #[error("ARI_METRICS_ADDR: {0}")]
     MetricsAddr(#[from] AddrParseError),
+    /// A pool pod's watch of its Agents ended before it listed them.
+    #[error("the watch of the pool's Agents ended before it listed them")]
+    AgentWatchEnded,
     #[error("ARI_ATTESTATION_KEY is not an Ed25519 key (64 hex digits or PKCS#8 PEM)")]
     AttestationKey,
     #[error(

@@ -7,6 +7,8 @@
 //! pod is its first choice — failed with a message saying why, guarded by its
 //! resourceVersion.
 
+use std::sync::Arc;
+
 use ari_crds::{Task, TaskReason, TaskStatus};
 use futures::TryStreamExt;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
@@ -26,64 +28,130 @@ pub fn dynamic_tasks(client: kube::Client, namespace: &str) -> Api<DynamicObject
     Api::namespaced_with(client, namespace, &ApiResource::erase::<Task>(&()))
 }
 
-/// Feeds `backlog` from the watch of `agent`'s Tasks until the watch ends.
+/// Where a Task's events go: the backlog of its Agent, when this pod serves that Agent.
+pub trait Route: Send + Sync {
+    /// Whether this pod serves `agent`'s Tasks.
+    fn serves(&self, agent: &str) -> bool;
+    /// The backlog of `agent`'s Tasks here, made ready for them (a pool hosts the Agent);
+    /// `None` when this pod does not serve `agent`.
+    fn backlog(&self, agent: &str) -> Option<Arc<Backlog>>;
+    /// As [`Self::backlog`], but only when `agent` is already hosted here: a finished Task
+    /// must not load its Agent's module.
+    fn hosted(&self, agent: &str) -> Option<Arc<Backlog>> {
+        self.backlog(agent)
+    }
+    /// Empties every backlog (the watch is listing again).
+    fn clear(&self);
+}
+
+/// A dedicated pod: its one Agent (the watch's field selector already keeps to it).
+pub struct OneAgent(pub Arc<Backlog>);
+
+impl Route for OneAgent {
+    fn serves(&self, _agent: &str) -> bool {
+        true
+    }
+
+    fn backlog(&self, _agent: &str) -> Option<Arc<Backlog>> {
+        Some(self.0.clone())
+    }
+
+    fn clear(&self) {
+        self.0.clear();
+    }
+}
+
+/// What the feed updates besides the backlogs.
+pub struct Context<'a> {
+    pub peers: &'a Peers,
+    pub metrics: &'a Metrics,
+    pub cancels: &'a Cancels,
+    pub live: &'a LiveLogs,
+}
+
+/// The Agent a Task names, read from the untyped object (an undecodable Task has one too).
+fn agent_of(o: &DynamicObject) -> Option<&str> {
+    o.data.get("spec")?.get("agentRef")?.get("name")?.as_str()
+}
+
+/// Feeds the backlogs from the watch of the Tasks `selector` picks, until the watch ends.
 pub async fn feed(
     api: Api<DynamicObject>,
-    agent: &str,
-    backlog: &Backlog,
-    peers: &Peers,
-    metrics: &Metrics,
-    cancels: &Cancels,
-    live: &LiveLogs,
+    selector: Option<&str>,
+    route: &dyn Route,
+    cx: &Context<'_>,
 ) {
-    let selector = format!("spec.agentRef.name={agent}");
-    let stream =
-        watcher(api.clone(), watcher::Config::default().fields(&selector)).default_backoff();
+    let mut config = watcher::Config::default();
+    if let Some(selector) = selector {
+        config = config.fields(selector);
+    }
+    let stream = watcher(api.clone(), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     loop {
         match stream.try_next().await {
             Ok(Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
-                let owned = o.uid().is_none_or(|uid| peers.owns(&uid));
-                match decode(&o) {
-                    Ok(t) => {
-                        live.seen(&t);
-                        if t.is_cancelled()
-                            && let Some(uid) = t.uid()
-                            && cancels.cancel(&uid)
-                        {
-                            info!(task = %t.name_any(), "cancelled while running: stopping it");
-                        }
-                        let ok = t.is_claimable();
-                        // A replica this pod should leave to a peer waits like a peer's Task.
-                        let owned = owned && super::replicas::my_turn(&t, peers);
-                        backlog.offer(t, ok, owned);
-                    }
-                    Err(e) => {
-                        metrics.undecodable.inc();
-                        warn!(task = %o.name_any(), error = %e, "skipping a Task this executor cannot decode");
-                        backlog.remove(&o.name_any());
-                        if owned {
-                            fail_undecodable(&api, &o, &e).await;
-                        }
-                    }
-                }
+                offer(&api, &o, route, cx).await;
             }
             Ok(Some(watcher::Event::Delete(o))) => {
                 if let Some(uid) = o.uid() {
-                    cancels.deleted(&uid);
+                    cx.cancels.deleted(&uid);
                 }
-                backlog.remove(&o.name_any());
+                if let Some(backlog) = agent_of(&o).and_then(|a| route.hosted(a)) {
+                    backlog.remove(&o.name_any());
+                }
             }
-            Ok(Some(watcher::Event::Init)) => backlog.clear(),
+            Ok(Some(watcher::Event::Init)) => route.clear(),
             Ok(Some(watcher::Event::InitDone)) => {
-                info!(
-                    backlog = backlog.len(),
-                    executors = peers.count(),
-                    "task watch synced"
-                );
+                info!(executors = cx.peers.count(), "task watch synced");
             }
             Ok(None) => return,
             Err(e) => warn!(error = %e, "task watch error"),
+        }
+    }
+}
+
+/// Offers one Task (as watched or listed) to its Agent's backlog, when this pod serves it.
+pub async fn offer(
+    api: &Api<DynamicObject>,
+    o: &DynamicObject,
+    route: &dyn Route,
+    cx: &Context<'_>,
+) {
+    let Some(agent) = agent_of(o).filter(|a| route.serves(a)) else {
+        return;
+    };
+    let owned = o.uid().is_none_or(|uid| cx.peers.owns(&uid));
+    match decode(o) {
+        Ok(t) => {
+            let ok = t.is_claimable();
+            let backlog = if ok {
+                route.backlog(agent)
+            } else {
+                route.hosted(agent)
+            };
+            let Some(backlog) = backlog else {
+                return;
+            };
+            cx.live.seen(&t);
+            if t.is_cancelled()
+                && let Some(uid) = t.uid()
+                && cx.cancels.cancel(&uid)
+            {
+                info!(task = %t.name_any(), "cancelled while running: stopping it");
+            }
+            // A replica this pod should leave to a peer waits like a peer's Task.
+            let owned = owned && super::replicas::my_turn(&t, cx.peers);
+            backlog.offer(t, ok, owned);
+        }
+        Err(e) => {
+            cx.metrics.undecodable.inc();
+            warn!(task = %o.name_any(), error = %e, "skipping a Task this executor cannot decode");
+            if let Some(backlog) = route.hosted(agent) {
+                backlog.remove(&o.name_any());
+            }
+            if owned {
+                fail_undecodable(api, o, &e).await;
+            }
         }
     }
 }
@@ -188,7 +256,7 @@ mod tests {
             .await;
         assert!(typed.is_err(), "the typed list decoded: {typed:?}");
 
-        let backlog = Backlog::new(Duration::from_millis(0));
+        let backlog = Arc::new(Backlog::new(Duration::from_millis(0)));
         let peers = Peers::alone("echo-executor-a");
         let metrics = Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}"));
         let api = dynamic_tasks(client, "demo");
@@ -205,8 +273,15 @@ mod tests {
         };
         let cancels = Cancels::default();
         let live = LiveLogs::new(Default::default());
+        let cx = Context {
+            peers: &peers,
+            metrics: &metrics,
+            cancels: &cancels,
+            live: &live,
+        };
+        let route = OneAgent(backlog.clone());
         tokio::select! {
-            _ = feed(api, "echo", &backlog, &peers, &metrics, &cancels, &live) => panic!("the watch ended"),
+            _ = feed(api, Some("spec.agentRef.name=echo"), &route, &cx) => panic!("the watch ended"),
             _ = fed => {}
         }
         let next = tokio::time::timeout(Duration::from_secs(1), backlog.next())

@@ -19,6 +19,8 @@ pub struct Metrics {
     pub backlog: IntGauge,
     pub cache_hits: IntGauge,
     pub compiles: IntGauge,
+    /// In a pool pod: Agents whose module is loaded now.
+    pub hosted_agents: IntGauge,
     pub task_seconds: Histogram,
     pub live_log_writes: IntCounter,
     pub live_log_deferred: IntCounter,
@@ -71,6 +73,10 @@ impl Metrics {
             "Modules loaded from the precompiled artifact cache",
         )?;
         let compiles = IntGauge::new("ari_executor_module_compiles", "Modules compiled")?;
+        let hosted_agents = IntGauge::new(
+            "ari_executor_hosted_agents",
+            "In a pool pod: Agents whose module is loaded now",
+        )?;
         let task_seconds = Histogram::with_opts(
             HistogramOpts::new(
                 "ari_executor_task_duration_seconds",
@@ -125,6 +131,7 @@ impl Metrics {
         registry.register(Box::new(backlog.clone()))?;
         registry.register(Box::new(cache_hits.clone()))?;
         registry.register(Box::new(compiles.clone()))?;
+        registry.register(Box::new(hosted_agents.clone()))?;
         registry.register(Box::new(task_seconds.clone()))?;
         Ok(Self {
             registry,
@@ -138,6 +145,7 @@ impl Metrics {
             undecodable,
             backlog,
             cache_hits,
+            hosted_agents,
             compiles,
             task_seconds,
             live_log_writes,

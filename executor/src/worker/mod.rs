@@ -1,10 +1,12 @@
-//! `ari worker`: what an Agent's executor pod runs.
+//! `ari worker`: what an executor pod runs, for one Agent or for an `ExecutorPool`.
 //!
-//! Loads its Agent's component once (compile or artifact cache), then watches only its
-//! Agent's Tasks (field selector on `spec.agentRef.name`), claims each with a
+//! A dedicated pod loads its Agent's component once (compile or artifact cache), then watches
+//! only its Agent's Tasks (field selector on `spec.agentRef.name`), claims each with a
 //! resourceVersion-guarded status write, runs up to `concurrency` at once on blocking threads,
-//! and writes each final status in one write. On SIGTERM it stops claiming and finishes what it
-//! runs. The operator is not on this path. See docs/operator.md for the claim protocol.
+//! and writes each final status in one write. A pool pod does the same for every Agent naming
+//! its pool, one [`Worker`] per Agent loaded when its first Task arrives (see [`pool`]). On
+//! SIGTERM it stops claiming and finishes what it runs. The operator is not on this path. See
+//! docs/operator.md for the claim protocol.
 
 mod approvals;
 mod backlog;
@@ -27,6 +29,7 @@ mod oci;
 mod output;
 mod parent;
 mod peers;
+mod pool;
 mod replicas;
 mod serve;
 mod slots;
@@ -37,7 +40,7 @@ mod tools;
 use ari_testkit::mock_api as testutil;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use ari_crds::Task;
 use ed25519_dalek::SigningKey;
@@ -69,7 +72,7 @@ pub struct Worker {
     storage: AgentStorage,
     attestation_key: Arc<SigningKey>,
     metrics: Arc<Metrics>,
-    backlog: Backlog,
+    backlog: Arc<Backlog>,
     /// Claim, heartbeat, output and final writes (see [`status`]).
     writer: status::Writer,
     /// Cancel tokens of the runs under way (see [`cancels`]).
@@ -78,6 +81,40 @@ pub struct Worker {
     live: Arc<livelog::LiveLogs>,
     /// Running slots, and room for parents parked while their children run (see [`slots`]).
     slots: Arc<Slots>,
+    /// In a pool pod, the pod's running places, shared by all its Agents: a Task takes one
+    /// of these beside its Agent's own slot.
+    pod_slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// Tasks being handled now (a pool evicts only an idle Agent).
+    active: Arc<AtomicUsize>,
+}
+
+/// What every Agent served by one process shares.
+#[derive(Clone)]
+struct Shared {
+    client: Client,
+    metrics: Arc<Metrics>,
+    cancels: Arc<cancels::Cancels>,
+    /// Live logs, and the pod's live-log write budget.
+    live: Arc<livelog::LiveLogs>,
+    attestation_key: Arc<SigningKey>,
+    /// A pool pod's one engine, which every Agent's module is loaded into; a dedicated pod
+    /// makes its own, sized for its Agent.
+    runtime: Option<Runtime>,
+    pod_slots: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl Shared {
+    fn new(client: Client, metrics: Arc<Metrics>, config: &WorkerConfig) -> Self {
+        Self {
+            client,
+            metrics,
+            cancels: Arc::default(),
+            live: Arc::new(livelog::LiveLogs::new(config.live_log_rate)),
+            attestation_key: Arc::new(config.attestation_key.clone()),
+            runtime: None,
+            pod_slots: None,
+        }
+    }
 }
 
 /// Runs the worker until SIGTERM/SIGINT.
@@ -104,6 +141,11 @@ pub async fn run(config: WorkerConfig) -> Result<(), WorkerError> {
         let _ = stop_tx.send(true);
     });
 
+    if config.pool.is_some() {
+        let result = pool::serve(client, config, metrics, ready, stop_rx).await;
+        let _ = server.await;
+        return result;
+    }
     let worker = Arc::new(prepare(client, config, metrics, stop_rx.clone()).await?);
     ready.store(true, Ordering::Release);
     info!(agent = %worker.config.agent, digest = %worker.runtime_agent.module_sha256(), "ready");
@@ -113,6 +155,21 @@ pub async fn run(config: WorkerConfig) -> Result<(), WorkerError> {
     result
 }
 
+/// A replaced attestation key must sign nothing: stay up and not Ready rather than
+/// crash-loop (issue 13, item 10), and leave on SIGTERM.
+async fn refuse_replaced_key(
+    config: &WorkerConfig,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<(), WorkerError> {
+    if let Some(mismatch) = &config.attestation_key_mismatch {
+        let why = ConfigError::AttestationKeyReplaced(mismatch.clone());
+        error!(error = %why, "attestation key does not match the operator's; not ready");
+        let _ = stop.wait_for(|s| *s).await;
+        return Err(why.into());
+    }
+    Ok(())
+}
+
 /// Everything before Ready: the Agent, its module (verified, compiled or cached), grants, storage.
 async fn prepare(
     client: Client,
@@ -120,16 +177,32 @@ async fn prepare(
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Worker, WorkerError> {
-    // A replaced attestation key must sign nothing; stay up and not Ready rather than
-    // crash-loop (issue 13, item 10).
-    if let Some(mismatch) = &config.attestation_key_mismatch {
-        let why = ConfigError::AttestationKeyReplaced(mismatch.clone());
-        error!(error = %why, "attestation key does not match the operator's; not ready");
-        let _ = stop.wait_for(|s| *s).await;
-        return Err(why.into());
-    }
+    refuse_replaced_key(&config, &mut stop).await?;
     let agents: Api<ari_crds::Agent> = Api::namespaced(client.clone(), &config.namespace);
     let agent = agents.get(&config.agent).await?;
+    let shared = Shared::new(client, metrics, &config);
+    let backlog = Arc::new(Backlog::new(config.steal_after));
+    build(shared, config, agent, backlog, stop).await
+}
+
+/// One Agent's worker: its module fetched, verified and loaded (retried while it cannot be,
+/// until `stop`), its grants, storage and slots.
+async fn build(
+    shared: Shared,
+    config: WorkerConfig,
+    agent: ari_crds::Agent,
+    backlog: Arc<Backlog>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Worker, WorkerError> {
+    let Shared {
+        client,
+        metrics,
+        cancels,
+        live,
+        attestation_key,
+        runtime,
+        pod_slots,
+    } = shared;
     let waiting = slots::waiting_for(
         config.concurrency,
         agent.spec.capabilities.delegation.as_ref().map(|d| {
@@ -146,7 +219,8 @@ async fn prepare(
         let loaded = tokio::select! {
             r = async {
                 let agent_config = declarative::config(&client, &agent, &config).await?;
-                let loaded = load_module(&client, &agent, &config, waiting).await?;
+                let loaded =
+                    load_module(&client, &agent, &config, waiting, runtime.as_ref()).await?;
                 Ok::<_, WorkerError>((loaded, agent_config))
             } => r,
             _ = stop.wait_for(|s| *s) => {
@@ -227,9 +301,9 @@ async fn prepare(
         },
         tasks: Api::namespaced(client.clone(), &config.namespace),
         client,
-        attestation_key: Arc::new(config.attestation_key.clone()),
-        backlog: Backlog::new(config.steal_after),
-        live: Arc::new(livelog::LiveLogs::new(config.live_log_rate)),
+        attestation_key,
+        backlog,
+        live,
         config,
         agent,
         runtime_agent,
@@ -237,8 +311,10 @@ async fn prepare(
         agent_config,
         storage,
         metrics,
-        cancels: Arc::default(),
+        cancels,
         slots,
+        pod_slots,
+        active: Arc::default(),
     })
 }
 
@@ -246,29 +322,38 @@ async fn prepare(
 const MODULE_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Fetches the Agent's component, verifies its digest and compiles it (or loads the cached
-/// artifact).
-/// The engine's pool has an instance slot for each running task and each parked parent.
+/// artifact), into `shared` (a pool pod's engine) or an engine of its own.
 async fn load_module(
     client: &Client,
     agent: &ari_crds::Agent,
     config: &WorkerConfig,
     waiting: usize,
+    shared: Option<&Runtime>,
 ) -> Result<ari_runtime::LoadedAgent, WorkerError> {
     let bytes = module::fetch(client, agent, config).await?;
-    let mut runtime_config = RuntimeConfig::default();
-    runtime_config.engine.pool = ari_runtime::engine::PoolConfig::for_concurrency(
-        config.concurrency.saturating_add(waiting),
-    );
-    if let Some(dir) = &config.cache_dir {
-        runtime_config.cache_dir = Some(dir.clone());
-    }
+    let runtime = shared.cloned();
+    let runtime_config = runtime_config(config, config.concurrency.saturating_add(waiting));
     tokio::task::spawn_blocking(move || {
-        let runtime = Runtime::new(runtime_config)?;
+        let runtime = match runtime {
+            Some(r) => r,
+            None => Runtime::new(runtime_config)?,
+        };
         runtime.load(&bytes)
     })
     .await
     .map_err(ModuleError::LoadTask)?
     .map_err(WorkerError::from)
+}
+
+/// An engine whose pool has an instance slot for each of `instances` (running tasks and
+/// parked parents), caching compiled artifacts under the pod's cache directory.
+fn runtime_config(config: &WorkerConfig, instances: usize) -> RuntimeConfig {
+    let mut runtime_config = RuntimeConfig::default();
+    runtime_config.engine.pool = ari_runtime::engine::PoolConfig::for_concurrency(instances);
+    if let Some(dir) = &config.cache_dir {
+        runtime_config.cache_dir = Some(dir.clone());
+    }
+    runtime_config
 }
 
 /// The granted models the operator handed over, behind one model client for the process. A
@@ -329,15 +414,27 @@ fn signing_key(config: &WorkerConfig, name: &str, key: &str) -> Result<SigningKe
 impl Worker {
     async fn serve_tasks(
         self: Arc<Self>,
-        mut stop: tokio::sync::watch::Receiver<bool>,
+        stop: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), WorkerError> {
         let peers = Peers::watch(
             self.client.clone(),
             &self.config.namespace,
-            &self.config.agent,
+            (ari_crds::names::LABEL_AGENT, &self.config.agent),
             &self.config.pod_name,
         );
         let feeder = tokio::spawn(self.clone().feed_backlog(peers.clone()));
+        let result = self.claim_loop(peers, stop).await;
+        feeder.abort();
+        result
+    }
+
+    /// Claims and runs this Agent's Tasks from its backlog until `stop`, then waits for the
+    /// runs under way.
+    async fn claim_loop(
+        self: Arc<Self>,
+        peers: Peers,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), WorkerError> {
         let mut running = JoinSet::new();
         loop {
             // A free slot first, then a task: a busy executor leaves its peers' tasks to them.
@@ -353,17 +450,29 @@ impl Worker {
                 }
                 _ = stop.wait_for(|s| *s) => break,
             };
-            self.metrics
-                .backlog
-                .set(i64::try_from(self.backlog.len()).unwrap_or(i64::MAX));
+            // In a pool, a place in the pod too: taken only with a task in hand, so idle
+            // Agents hold none.
+            let place = match &self.pod_slots {
+                None => None,
+                Some(pod) => tokio::select! {
+                    p = pod.clone().acquire_owned() => p.ok(),
+                    _ = stop.wait_for(|s| *s) => break,
+                },
+            };
+            if self.pod_slots.is_none() {
+                self.metrics
+                    .backlog
+                    .set(i64::try_from(self.backlog.len()).unwrap_or(i64::MAX));
+            }
             while running.try_join_next().is_some() {}
             let me = self.clone();
             let peers = peers.clone();
+            let active = Active::enter(&self.active);
             running.spawn(async move {
                 me.handle(task, slot, &peers).await;
+                drop((place, active));
             });
         }
-        feeder.abort();
         // Drain: every handler back means every running task wrote its status (a parent
         // parked on a child holds no slot, so counting slots would not tell).
         while running.join_next().await.is_some() {}
@@ -374,16 +483,41 @@ impl Worker {
     /// Keeps the backlog in step with the Agent's Tasks (see [`feed`]).
     async fn feed_backlog(self: Arc<Self>, peers: Peers) {
         let api = feed::dynamic_tasks(self.client.clone(), &self.config.namespace);
+        let route = feed::OneAgent(self.backlog.clone());
+        let selector = format!("spec.agentRef.name={}", self.config.agent);
         feed::feed(
             api,
-            &self.config.agent,
-            &self.backlog,
-            &peers,
-            &self.metrics,
-            &self.cancels,
-            &self.live,
+            Some(&selector),
+            &route,
+            &feed::Context {
+                peers: &peers,
+                metrics: &self.metrics,
+                cancels: &self.cancels,
+                live: &self.live,
+            },
         )
         .await;
+    }
+
+    /// Whether no Task of this Agent is being handled or waiting here.
+    fn idle(&self) -> bool {
+        self.active.load(Ordering::Acquire) == 0 && self.backlog.len() == 0
+    }
+}
+
+/// One Task being handled, counted in [`Worker::active`] until dropped.
+struct Active(Arc<AtomicUsize>);
+
+impl Active {
+    fn enter(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

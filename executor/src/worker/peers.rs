@@ -1,4 +1,4 @@
-//! Which executor pod of an Agent should claim a Task first.
+//! Which executor pod of an Agent (or of a pool) should claim a Task first.
 //!
 //! Every executor of an Agent sees every Task. If all of them raced for each one, every Task
 //! would cost one winning claim plus a losing, 409-ed claim per peer on the API server. Instead
@@ -34,14 +34,12 @@ impl Peers {
         }
     }
 
-    /// Starts watching the Agent's executor pods; the set follows their readiness.
-    pub fn watch(client: Client, namespace: &str, agent: &str, me: &str) -> Self {
+    /// Starts watching the executor pods carrying label `(key, value)`: an Agent's own
+    /// (`ari.dev/agent`) or a pool's (`ari.dev/pool`); the set follows their readiness.
+    pub fn watch(client: Client, namespace: &str, (key, value): (&str, &str), me: &str) -> Self {
         let peers = Self::alone(me);
         let api: Api<Pod> = Api::namespaced(client, namespace);
-        let selector = format!(
-            "app.kubernetes.io/name=ari-executor,{}={agent}",
-            ari_crds::names::LABEL_AGENT
-        );
+        let selector = format!("app.kubernetes.io/name=ari-executor,{key}={value}");
         let (store, writer) = reflector::store();
         let stream = reflector(
             writer,
