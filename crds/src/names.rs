@@ -6,6 +6,9 @@ pub const OPERATOR_FIELD_MANAGER: &str = "ari-operator";
 pub const EXECUTOR_FIELD_MANAGER: &str = "ari-executor";
 /// ServiceAccount (and Role/RoleBinding) of the executors, one per namespace.
 pub const EXECUTOR_SERVICE_ACCOUNT: &str = "ari-executor";
+/// ServiceAccount of pool executors: as `ari-executor` without creating or changing Tasks
+/// (pooled Agents do not delegate), and outside the `executor-writes` policy's pod-name rule.
+pub const POOL_SERVICE_ACCOUNT: &str = "ari-pool-executor";
 /// Secret holding the namespace's attestation signing key.
 pub const ATTESTATION_SECRET: &str = "ari-attestation-key";
 /// Key in [`ATTESTATION_SECRET`]: the 32-byte Ed25519 secret key (seed) as 64 hex digits.
@@ -65,6 +68,11 @@ pub const ANNOTATION_SPEC_HASH: &str = "ari.dev/spec-hash";
 /// Name of an Agent's executor Deployment.
 pub fn executor_deployment_name(agent: &str) -> String {
     format!("{agent}-executor")
+}
+
+/// Name of an `ExecutorPool`'s Deployment. Never an Agent's: those end in `-executor`.
+pub fn pool_deployment_name(pool: &str) -> String {
+    format!("{pool}-pool")
 }
 
 /// Name of the ConfigMap holding a Task's large output.

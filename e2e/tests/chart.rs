@@ -1413,6 +1413,10 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 // MCPServers likewise.
                 ("watch", "ari.dev", "mcpservers", ""),
                 ("patch", "ari.dev", "mcpservers/status", any),
+                // ExecutorPools: read (a pooled Agent's reconcile gets its pool), status written.
+                ("get", "ari.dev", "executorpools", any),
+                ("watch", "ari.dev", "executorpools", ""),
+                ("patch", "ari.dev", "executorpools/status", any),
                 ("create", "apps", "deployments", any),
                 ("patch", "apps", "deployments", any),
                 // The executors of an Agent that became invalid (issue 13, item 1).
@@ -1444,6 +1448,8 @@ fn operator_rbac(ctx: &Ctx) -> Result<()> {
                 ("create", "ari.dev", "modelconfigs", any),
                 ("get", "ari.dev", "mcpservers", any),
                 ("patch", "ari.dev", "mcpservers", any),
+                ("patch", "ari.dev", "executorpools", any),
+                ("create", "ari.dev", "executorpools", any),
                 ("patch", "ari.dev", "agents", any),
                 ("delete", "ari.dev", "agents", any),
                 ("escalate", rbac, "roles", any),

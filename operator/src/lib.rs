@@ -14,6 +14,7 @@ pub mod mcp_server;
 mod metrics;
 pub mod model_config;
 pub mod plan;
+pub mod pool;
 mod probe;
 mod run;
 pub mod task;

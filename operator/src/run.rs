@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ari_crds::names;
 use ari_crds::plan_view::LABEL_PLAN_UID;
-use ari_crds::{Agent, MCPServer, ModelConfig, Plan, Task};
+use ari_crds::{Agent, ExecutorPool, MCPServer, ModelConfig, Plan, Task};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -166,6 +166,7 @@ async fn lead(
         (agents.clone(), pods),
         &ctl_stop,
     );
+    let pool_ctl = pool_controller(cfg, &client, ctx.clone(), agents.clone(), ctl_stop.clone());
     let plan_ctl = plan_controller(
         cfg,
         client.clone(),
@@ -178,7 +179,7 @@ async fn lead(
     let tool_ctl = mcp_server_controller(cfg, client, ctx, ctl_stop)?;
     let gauges = tokio::spawn(task_gauges(tasks, metrics));
 
-    tokio::join!(agent_ctl, task_ctl, plan_ctl, model_ctl, tool_ctl);
+    tokio::join!(agent_ctl, task_ctl, plan_ctl, pool_ctl, model_ctl, tool_ctl);
     gauges.abort();
     pod_cache.abort();
     Ok(lost_leadership.await.unwrap_or(false))
@@ -223,6 +224,7 @@ fn agent_controller(
     let agents_of_ns = agent_store.clone();
     let agents_granting = agent_store.clone();
     let agents_granting_tools = agent_store.clone();
+    let agents_pooled = agent_store.clone();
     let controller = Controller::for_stream(agent_events, agent_store.clone())
         .watches(
             scoped::<Secret>(cfg, client),
@@ -278,6 +280,24 @@ fn agent_controller(
                                 .tools
                                 .as_ref()
                                 .is_some_and(|t| t.servers.iter().any(|s| s.name == name))
+                    })
+                    .map(|a| ObjectRef::from_obj(a.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        // A pool's readiness is its Agents' readiness.
+        .watches(
+            scoped::<ExecutorPool>(cfg, client),
+            watcher::Config::default(),
+            move |pool: ExecutorPool| {
+                let ns = pool.metadata.namespace.unwrap_or_default();
+                let name = pool.metadata.name.unwrap_or_default();
+                agents_pooled
+                    .state()
+                    .into_iter()
+                    .filter(|a| {
+                        a.metadata.namespace.as_deref() == Some(ns.as_str())
+                            && a.spec.executor.pool.as_deref() == Some(name.as_str())
                     })
                     .map(|a| ObjectRef::from_obj(a.as_ref()))
                     .collect::<Vec<_>>()
@@ -449,6 +469,35 @@ fn model_config_controller(
         .graceful_shutdown_on(wait_true(stop))
         .run(mc::reconcile, mc::error_policy, model_ctx)
         .for_each(|_| async {}))
+}
+
+/// The ExecutorPool controller: each pool's Deployment and status.
+fn pool_controller(
+    cfg: &Config,
+    client: &Client,
+    ctx: Arc<Context>,
+    agents: Store<Agent>,
+    stop: watch::Receiver<bool>,
+) -> impl Future<Output = ()> + Send + use<> {
+    use crate::pool::controller::{self as pc, PoolContext};
+    let (store, writer) = reflector::store();
+    let events = decode::watch::<ExecutorPool>(
+        client.clone(),
+        cfg.namespace.as_deref(),
+        watcher::Config::default(),
+        ctx.metrics.count_skipped(),
+    )
+    .reflect(writer)
+    .applied_objects();
+    let pool_ctx = Arc::new(PoolContext { base: ctx, agents });
+    Controller::for_stream(events, store)
+        .owns(
+            scoped::<Deployment>(cfg, client),
+            watcher::Config::default().labels(EXECUTOR_LABEL),
+        )
+        .graceful_shutdown_on(wait_true(stop))
+        .run(pc::reconcile, pc::error_policy, pool_ctx)
+        .for_each(|_| async {})
 }
 
 /// The MCPServer controller, listing at most a few servers' tools at once.

@@ -6,12 +6,11 @@ use std::time::Duration;
 use ari_crds::card::{self, Exposed};
 use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::names;
-use ari_crds::{Agent, AgentStatus};
+use ari_crds::{Agent, AgentStatus, ExecutorPool};
 use ari_model::SignedCard;
 use ari_model::hosts::HostPattern;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -266,23 +265,11 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     }
 
     // Namespace-wide pieces: executor identity and the attestation key.
-    let sa = names::EXECUTOR_SERVICE_ACCOUNT;
-    apply(
-        &Api::<ServiceAccount>::namespaced(client.clone(), &ns),
-        sa,
-        &rbac::service_account(&ns),
-    )
-    .await?;
-    apply(
-        &Api::<Role>::namespaced(client.clone(), &ns),
-        sa,
+    rbac::apply_identity(
+        &client,
+        &ns,
+        names::EXECUTOR_SERVICE_ACCOUNT,
         &rbac::role(&ns),
-    )
-    .await?;
-    apply(
-        &Api::<RoleBinding>::namespaced(client.clone(), &ns),
-        sa,
-        &rbac::role_binding(&ns),
     )
     .await?;
     let op_ns = &ctx.settings.operator_namespace;
@@ -356,6 +343,7 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
 
     let mut available = 0;
     let mut rejected = None;
+    let mut no_pool = None;
     let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
     let dep_name = names::executor_deployment_name(&name);
     if valid.is_err() {
@@ -368,6 +356,31 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         }
         status.replicas = Some(0);
         status.ready_replicas = Some(0);
+    } else if let (Ok(_), Some(pool)) = (&module, &agent.spec.executor.pool) {
+        // Pooled: no Deployment of its own (one left from before it joined goes; looked for
+        // only when the spec changed), and the pool's pods are its executors.
+        if old.observed_generation != gen_ {
+            match deps.delete(&dep_name, &DeleteParams::background()).await {
+                Ok(_) => {
+                    info!(agent = %name, namespace = %ns, pool = %pool, "deleted the executors of an Agent that joined a pool")
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let found = Api::<ExecutorPool>::namespaced(client.clone(), &ns)
+            .get_opt(pool)
+            .await?;
+        let st = found
+            .as_ref()
+            .and_then(|p| p.status.clone())
+            .unwrap_or_default();
+        status.replicas = Some(st.replicas.unwrap_or(0));
+        status.ready_replicas = Some(st.ready_replicas.unwrap_or(0));
+        match crate::pool::controller::agent_ready(found.as_ref(), pool) {
+            Ok(n) => available = n,
+            Err((reason, message)) => no_pool = Some((reason, message)),
+        }
     } else if let Ok(digest) = &module {
         let dep = deployment::build(
             &agent,
@@ -399,9 +412,10 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
             Err(e) => return Err(e.into()),
         }
     }
-    let (rs, rr, rm) = match (&valid, rejected.clone()) {
-        (Err((r, m)), _) if *r != "Invalid" => (ConditionStatus::False, *r, m.clone()),
-        (_, Some(m)) => (ConditionStatus::False, DEPLOYMENT_REJECTED, m),
+    let (rs, rr, rm) = match (&valid, rejected.clone(), no_pool) {
+        (Err((r, m)), _, _) if *r != "Invalid" => (ConditionStatus::False, *r, m.clone()),
+        (_, Some(m), _) => (ConditionStatus::False, DEPLOYMENT_REJECTED, m),
+        (_, None, Some((r, m))) => (ConditionStatus::False, r, m),
         _ => ready_condition(module.is_ok(), available),
     };
     conditions::set(

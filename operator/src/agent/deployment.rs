@@ -1,4 +1,5 @@
-//! The executor Deployment of an Agent (a pure builder, applied by the controller).
+//! The executor Deployment of an Agent or of an `ExecutorPool` (pure builders, applied by the
+//! controllers).
 
 use std::collections::BTreeMap;
 
@@ -13,11 +14,11 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, ObjectFieldSelector, PodDNSConfig, PodDNSConfigOption, PodSpec, PodTemplateSpec,
-    Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Volume,
-    VolumeMount,
+    Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Toleration,
+    Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
@@ -141,48 +142,12 @@ pub fn build(
     tools: &[ExecutorToolServer],
 ) -> Deployment {
     let name = agent.name_any();
-    let labels = selector_labels(&name);
-    // Always the operator's image: executor images are trusted, Agent authors are not.
-    let image = settings.executor_image.clone();
     let mut env_vars = vec![
         env("ARI_AGENT_NAME", &name),
-        field_env("POD_NAME", "metadata.name"),
-        field_env("POD_NAMESPACE", "metadata.namespace"),
-        field_env("POD_IP", "status.podIP"),
-        env(
-            "ARI_METRICS_ADDR",
-            format!("$(POD_IP):{EXECUTOR_HTTP_PORT}"),
-        ),
         env("ARI_CONCURRENCY", agent.spec.concurrency().to_string()),
         env("ARI_MODULE_DIGEST", module_digest),
-        // Three beats per timeout, so one late beat never looks like a lost executor.
-        env(
-            "ARI_HEARTBEAT_SECONDS",
-            (settings.heartbeat_timeout.as_secs() / 3)
-                .max(1)
-                .to_string(),
-        ),
-        // The root filesystem is read-only: state and the compiled-module cache live in
-        // emptyDirs.
-        env("ARI_STATE_DIR", STATE_DIR),
-        env("ARI_CACHE_DIR", CACHE_DIR),
     ];
-    if let Some(url) = &settings.redis_url {
-        env_vars.push(env("ARI_REDIS_URL", url));
-    }
-    env_vars.push(env("ARI_ATTESTATION_PUBLIC_KEY", attestation_public_key));
-    env_vars.push(EnvVar {
-        name: "ARI_ATTESTATION_KEY".to_owned(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: names::ATTESTATION_SECRET.to_owned(),
-                key: names::ATTESTATION_PRIVATE_KEY.to_owned(),
-                optional: Some(false),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    env_vars.extend(common_env(settings, attestation_public_key));
     // The signing grant's key reaches the executor the way the attestation key does: the
     // kubelet resolves the Secret, so the executor's ServiceAccount needs no Secret access.
     if let Some(signing) = &agent.spec.capabilities.signing {
@@ -204,11 +169,102 @@ pub fn build(
     }
     env_vars.extend(model_env(models));
     env_vars.extend(tool_env(tools));
+    let replicas = effective_replicas(agent, settings);
+    assemble(
+        ExecutorPods {
+            name: names::executor_deployment_name(&name),
+            namespace: agent.namespace(),
+            labels: selector_labels(&name),
+            owner: agent.controller_owner_ref(&()),
+            replicas,
+            // One writer at a time for the embedded store: never surge a second pod.
+            single_writer: replicas <= 1,
+            env: env_vars,
+            annotations: BTreeMap::from([
+                (
+                    names::ANNOTATION_MODULE_DIGEST.to_owned(),
+                    module_digest.to_owned(),
+                ),
+                (names::ANNOTATION_SPEC_HASH.to_owned(), spec_hash(agent)),
+            ]),
+            resources: agent.spec.executor.resources.clone(),
+            node_selector: agent.spec.executor.node_selector.clone(),
+            tolerations: agent.spec.executor.tolerations.clone(),
+            service_account: names::EXECUTOR_SERVICE_ACCOUNT,
+        },
+        settings,
+    )
+}
+
+/// What every executor pod gets, dedicated or pooled: its own name and address, the
+/// heartbeat, where state and the compiled-module cache live, Redis, and the namespace's
+/// attestation key (by reference) with the public half the operator published.
+fn common_env(settings: &Settings, attestation_public_key: &str) -> Vec<EnvVar> {
+    let mut vars = vec![
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_IP", "status.podIP"),
+        env(
+            "ARI_METRICS_ADDR",
+            format!("$(POD_IP):{EXECUTOR_HTTP_PORT}"),
+        ),
+        // Three beats per timeout, so one late beat never looks like a lost executor.
+        env(
+            "ARI_HEARTBEAT_SECONDS",
+            (settings.heartbeat_timeout.as_secs() / 3)
+                .max(1)
+                .to_string(),
+        ),
+        // The root filesystem is read-only: state and the compiled-module cache live in
+        // emptyDirs.
+        env("ARI_STATE_DIR", STATE_DIR),
+        env("ARI_CACHE_DIR", CACHE_DIR),
+    ];
+    if let Some(url) = &settings.redis_url {
+        vars.push(env("ARI_REDIS_URL", url));
+    }
+    vars.push(env("ARI_ATTESTATION_PUBLIC_KEY", attestation_public_key));
+    vars.push(EnvVar {
+        name: "ARI_ATTESTATION_KEY".to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: names::ATTESTATION_SECRET.to_owned(),
+                key: names::ATTESTATION_PRIVATE_KEY.to_owned(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    vars
+}
+
+/// The variable parts of an executor Deployment; [`assemble`] adds the rest.
+pub struct ExecutorPods {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub owner: Option<OwnerReference>,
+    pub replicas: i32,
+    /// Never two pods at once during a rollout (a single-writer store).
+    pub single_writer: bool,
+    pub env: Vec<EnvVar>,
+    pub annotations: BTreeMap<String, String>,
+    pub resources: Option<ResourceRequirements>,
+    pub node_selector: Option<BTreeMap<String, String>>,
+    pub tolerations: Option<Vec<Toleration>>,
+    pub service_account: &'static str,
+}
+
+/// An executor Deployment: always the operator's executor image (executor images are
+/// trusted, Agent authors are not), non-root with a read-only root, no capabilities, seccomp
+/// RuntimeDefault, emptyDirs for state and cache, and `/readyz` as readiness.
+pub fn assemble(p: ExecutorPods, settings: &Settings) -> Deployment {
     let container = Container {
         name: "executor".to_owned(),
-        image: Some(image),
+        image: Some(settings.executor_image.clone()),
         args: Some(vec!["worker".to_owned()]),
-        env: Some(env_vars),
+        env: Some(p.env),
         ports: Some(vec![ContainerPort {
             name: Some("http".to_owned()),
             container_port: EXECUTOR_HTTP_PORT,
@@ -224,14 +280,7 @@ pub fn build(
             ..Default::default()
         }),
         // Requests by default, so executors are not the first pods evicted (BestEffort).
-        resources: Some(
-            agent
-                .spec
-                .executor
-                .resources
-                .clone()
-                .unwrap_or_else(default_resources),
-        ),
+        resources: Some(p.resources.unwrap_or_else(default_resources)),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: "state".to_owned(),
@@ -261,29 +310,21 @@ pub fn build(
         }),
         ..Default::default()
     };
-    let annotations = BTreeMap::from([
-        (
-            names::ANNOTATION_MODULE_DIGEST.to_owned(),
-            module_digest.to_owned(),
-        ),
-        (names::ANNOTATION_SPEC_HASH.to_owned(), spec_hash(agent)),
-    ]);
     Deployment {
         metadata: ObjectMeta {
-            name: Some(names::executor_deployment_name(&name)),
-            namespace: agent.namespace(),
-            labels: Some(labels.clone()),
-            owner_references: agent.controller_owner_ref(&()).map(|o| vec![o]),
+            name: Some(p.name),
+            namespace: p.namespace,
+            labels: Some(p.labels.clone()),
+            owner_references: p.owner.map(|o| vec![o]),
             ..Default::default()
         },
         spec: Some(DeploymentSpec {
-            replicas: Some(effective_replicas(agent, settings)),
+            replicas: Some(p.replicas),
             selector: LabelSelector {
-                match_labels: Some(labels.clone()),
+                match_labels: Some(p.labels.clone()),
                 ..Default::default()
             },
-            // One writer at a time for the embedded store: never surge a second pod.
-            strategy: (effective_replicas(agent, settings) <= 1).then(|| DeploymentStrategy {
+            strategy: p.single_writer.then(|| DeploymentStrategy {
                 type_: Some("RollingUpdate".to_owned()),
                 rolling_update: Some(RollingUpdateDeployment {
                     max_surge: Some(IntOrString::Int(0)),
@@ -292,12 +333,12 @@ pub fn build(
             }),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    annotations: Some(annotations),
+                    labels: Some(p.labels),
+                    annotations: Some(p.annotations),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
-                    service_account_name: Some(names::EXECUTOR_SERVICE_ACCOUNT.to_owned()),
+                    service_account_name: Some(p.service_account.to_owned()),
                     automount_service_account_token: Some(true),
                     containers: vec![container],
                     volumes: Some(
@@ -310,8 +351,8 @@ pub fn build(
                             })
                             .collect(),
                     ),
-                    node_selector: agent.spec.executor.node_selector.clone(),
-                    tolerations: agent.spec.executor.tolerations.clone(),
+                    node_selector: p.node_selector,
+                    tolerations: p.tolerations,
                     termination_grace_period_seconds: Some(60),
                     // ndots:5 would send every outbound name (1–4 dots) through all the
                     // cluster search domains first.
@@ -329,6 +370,56 @@ pub fn build(
         }),
         status: None,
     }
+}
+
+/// Labels selecting a pool's executor pods.
+pub fn pool_labels(pool: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_owned(),
+            "ari-executor".to_owned(),
+        ),
+        (names::LABEL_POOL.to_owned(), pool.to_owned()),
+    ])
+}
+
+/// The Deployment of an `ExecutorPool`, owned by it: pods that serve every Agent naming the
+/// pool, under the pool ServiceAccount (which may not create Tasks: pooled Agents do not
+/// delegate in this version).
+pub fn build_pool(
+    pool: &ari_crds::ExecutorPool,
+    settings: &Settings,
+    attestation_public_key: &str,
+) -> Deployment {
+    let name = pool.name_any();
+    let mut env_vars = vec![
+        env("ARI_POOL_NAME", &name),
+        env("ARI_CONCURRENCY", pool.spec.concurrency().to_string()),
+        env("ARI_HOT_MODULES", pool.spec.hot_modules().to_string()),
+    ];
+    env_vars.extend(common_env(settings, attestation_public_key));
+    // Pooled Agents may name `module.image` (without a pull secret): pulls follow the
+    // operator admin's registry rules.
+    for (var, value) in settings.registry.network_env() {
+        env_vars.push(env(var, value));
+    }
+    assemble(
+        ExecutorPods {
+            name: names::pool_deployment_name(&name),
+            namespace: pool.namespace(),
+            labels: pool_labels(&name),
+            owner: pool.controller_owner_ref(&()),
+            replicas: pool.spec.replicas().max(0),
+            single_writer: false,
+            env: env_vars,
+            annotations: BTreeMap::new(),
+            resources: pool.spec.resources.clone(),
+            node_selector: pool.spec.node_selector.clone(),
+            tolerations: pool.spec.tolerations.clone(),
+            service_account: names::POOL_SERVICE_ACCOUNT,
+        },
+        settings,
+    )
 }
 
 /// The granted models for the executor: their specs in `ARI_MODELS` (no key in them) and each

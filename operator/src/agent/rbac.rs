@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-fn meta(namespace: &str) -> ObjectMeta {
+fn meta(namespace: &str, name: &str) -> ObjectMeta {
     ObjectMeta {
-        name: Some(names::EXECUTOR_SERVICE_ACCOUNT.to_owned()),
+        name: Some(name.to_owned()),
         namespace: Some(namespace.to_owned()),
         labels: Some(BTreeMap::from([(
             "app.kubernetes.io/managed-by".to_owned(),
@@ -33,9 +33,10 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-pub fn service_account(namespace: &str) -> ServiceAccount {
+/// The ServiceAccount `name` (dedicated or pool executors) of `namespace`.
+pub fn service_account(namespace: &str, name: &str) -> ServiceAccount {
     ServiceAccount {
-        metadata: meta(namespace),
+        metadata: meta(namespace, name),
         ..Default::default()
     }
 }
@@ -44,7 +45,7 @@ pub fn service_account(namespace: &str) -> ServiceAccount {
 /// write Task status, create output ConfigMaps, read module ConfigMaps, see its peer pods, emit Events.
 pub fn role(namespace: &str) -> Role {
     Role {
-        metadata: meta(namespace),
+        metadata: meta(namespace, names::EXECUTOR_SERVICE_ACCOUNT),
         rules: Some(vec![
             rule(&["ari.dev"], &["agents"], &["get", "list", "watch"]),
             // Create and patch: a delegating guest's children are Tasks, cancelled (`patch`
@@ -64,26 +65,80 @@ pub fn role(namespace: &str) -> Role {
     }
 }
 
-pub fn role_binding(namespace: &str) -> RoleBinding {
+/// What a pool executor needs: as [`role`], but Tasks are only read (their status written),
+/// since pooled Agents do not delegate and so never create or cancel a child.
+pub fn pool_role(namespace: &str) -> Role {
+    Role {
+        metadata: meta(namespace, names::POOL_SERVICE_ACCOUNT),
+        rules: Some(vec![
+            rule(&["ari.dev"], &["agents"], &["get", "list", "watch"]),
+            rule(&["ari.dev"], &["tasks"], &["get", "list", "watch"]),
+            rule(&["ari.dev"], &["tasks/status"], &["get", "update", "patch"]),
+            rule(&[""], &["configmaps"], &["get", "create"]),
+            rule(&[""], &["pods"], &["get", "list", "watch"]),
+            rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
+        ]),
+    }
+}
+
+/// Binds the Role named `name` to the ServiceAccount of that name.
+pub fn role_binding(namespace: &str, name: &str) -> RoleBinding {
     RoleBinding {
-        metadata: meta(namespace),
+        metadata: meta(namespace, name),
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".to_owned(),
             kind: "Role".to_owned(),
-            name: names::EXECUTOR_SERVICE_ACCOUNT.to_owned(),
+            name: name.to_owned(),
         },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".to_owned(),
-            name: names::EXECUTOR_SERVICE_ACCOUNT.to_owned(),
+            name: name.to_owned(),
             namespace: Some(namespace.to_owned()),
             ..Default::default()
         }]),
     }
 }
 
+/// The ServiceAccount, Role and RoleBinding `name` of `namespace`, applied by the operator.
+pub async fn apply_identity(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    role: &Role,
+) -> Result<(), kube::Error> {
+    use kube::api::{Api, Patch, PatchParams};
+    let pp = PatchParams::apply(names::OPERATOR_FIELD_MANAGER).force();
+    Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .patch(name, &pp, &Patch::Apply(service_account(namespace, name)))
+        .await?;
+    Api::<Role>::namespaced(client.clone(), namespace)
+        .patch(name, &pp, &Patch::Apply(role))
+        .await?;
+    Api::<RoleBinding>::namespaced(client.clone(), namespace)
+        .patch(name, &pp, &Patch::Apply(role_binding(namespace, name)))
+        .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_executor_reads_tasks_and_writes_only_their_status() {
+        let rules = pool_role("ns").rules.unwrap_or_default();
+        let task_verbs: Vec<&str> = rules
+            .iter()
+            .filter(|r| r.resources.iter().flatten().any(|x| x == "tasks"))
+            .flat_map(|r| r.verbs.iter().map(String::as_str))
+            .collect();
+        assert_eq!(task_verbs, ["get", "list", "watch"]);
+        assert!(
+            !rules
+                .iter()
+                .any(|r| r.resources.iter().flatten().any(|x| x == "secrets"))
+        );
+    }
 
     #[test]
     fn role_grants_nothing_beyond_the_worker_needs() {
@@ -115,7 +170,7 @@ mod tests {
         );
         assert!(!flat.contains(&("tasks".into(), "update".into())));
         assert!(!flat.contains(&("configmaps".into(), "list".into())));
-        let rb = role_binding("ns");
+        let rb = role_binding("ns", names::EXECUTOR_SERVICE_ACCOUNT);
         assert_eq!(
             rb.subjects.unwrap_or_default()[0].namespace.as_deref(),
             Some("ns")

@@ -1,0 +1,305 @@
+//! Executor pools on a real control plane (issue 29, item 1; docs/operator.md, "Executor
+//! pools"): Agents naming an `ExecutorPool` run in its pods, none of their own; each Task is
+//! signed and verifies as a dedicated Agent's; a pooled Agent the pool cannot hold apart is
+//! refused at apply; and a CPU-spinning Agent fills only its own share of a pool pod while
+//! its neighbour's Tasks go on.
+//! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
+
+use anyhow::{Context, Result, ensure};
+use ari_crds::{Agent, ExecutorPool, Task, TaskPhase};
+use ari_e2e::scenario::*;
+use ari_e2e::{trials, wait};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+fn main() -> std::process::ExitCode {
+    trials::run(vec![
+        (
+            "agents_in_a_pool_share_its_pods_and_each_signs_its_own_runs",
+            shared,
+        ),
+        (
+            "a_spinning_agent_fills_only_its_own_share_of_a_pool_pod",
+            spinner,
+        ),
+    ])
+}
+
+fn pool_yaml(name: &str, replicas: u32, concurrency: u32) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: ExecutorPool
+metadata:
+  name: {name}
+spec:
+  replicas: {replicas}
+  concurrency: {concurrency}
+"
+    )
+}
+
+/// An Agent of ConfigMap module `configmap` in pool `pool`; `extra` is appended to `spec`.
+fn pooled_yaml(name: &str, configmap: &str, pool: &str, concurrency: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: {name}
+spec:
+  module:
+    configMap:
+      name: {configmap}
+      key: module.wasm
+  executor:
+    pool: {pool}
+    concurrency: {concurrency}
+{extra}"
+    )
+}
+
+/// Waits until the Agent's `Ready` condition is True (a pooled Agent has no Deployment of its
+/// own to settle).
+async fn pooled_ready(client: &Client, ns: &str, name: &str) -> Result<Agent> {
+    agent_ready_within(client, ns, name, wait::DEFAULT).await
+}
+
+async fn executor_pods(client: &Client, ns: &str) -> Result<Vec<String>> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    let list = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=ari-executor"))
+        .await?;
+    Ok(list.items.iter().map(|p| p.name_any()).collect())
+}
+
+fn shared(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("pools", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
+
+        // Named before the pool exists: valid, not Ready, saying why.
+        ctx.apply_ok(&ns, &pooled_yaml("early", "echo-module", "shared", 2, ""))?;
+        let (reason, message) = wait::until("early says PoolNotFound", wait::DEFAULT, || async {
+            let a = Api::<Agent>::namespaced(client.clone(), &ns)
+                .get("early")
+                .await
+                .map_err(|e| e.to_string())?;
+            let ready = a
+                .status
+                .as_ref()
+                .and_then(|s| ari_crds::conditions::find(&s.conditions, "Ready").cloned());
+            match ready {
+                Some(c) if c.reason == "PoolNotFound" => Ok((c.reason, c.message)),
+                other => Err(format!("Ready: {other:?}")),
+            }
+        })
+        .await?;
+        ensure!(message.contains("shared"), "{reason}: {message}");
+
+        ctx.apply_ok(&ns, &pool_yaml("shared", 1, 8))?;
+        let agents: Vec<(String, &str)> = (0..6)
+            .map(|i| (format!("echo-{i}"), "echo-module"))
+            .chain((0..6).map(|i| (format!("count-{i}"), "wordcount-module")))
+            .collect();
+        for (name, module) in &agents {
+            ctx.apply_ok(&ns, &pooled_yaml(name, module, "shared", 2, ""))?;
+        }
+        pooled_ready(&client, &ns, "early").await?;
+        let mut keys = Vec::new();
+        for (name, _) in &agents {
+            keys.push(pooled_ready(&client, &ns, name).await?);
+        }
+
+        // One pod for thirteen Agents; no Deployment of an Agent's own.
+        let pods = wait::until("one pool pod", wait::DEFAULT, || async {
+            let pods = executor_pods(&client, &ns)
+                .await
+                .map_err(|e| e.to_string())?;
+            if pods.len() == 1 {
+                Ok(pods)
+            } else {
+                Err(format!("executor pods: {pods:?}"))
+            }
+        })
+        .await?;
+        let deps = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?;
+        let names: Vec<String> = deps.items.iter().map(|d| d.name_any()).collect();
+        ensure!(names == ["shared-pool"], "deployments: {names:?}");
+        let pool = Api::<ExecutorPool>::namespaced(client.clone(), &ns)
+            .get("shared")
+            .await?;
+        let agents_counted = wait::until("the pool counts its Agents", wait::DEFAULT, || async {
+            let p = Api::<ExecutorPool>::namespaced(client.clone(), &ns)
+                .get("shared")
+                .await
+                .map_err(|e| e.to_string())?;
+            match p.status.as_ref().and_then(|s| s.agents) {
+                Some(13) => Ok(13),
+                other => Err(format!("agents: {other:?}")),
+            }
+        })
+        .await?;
+        ensure!(agents_counted == 13, "{pool:?}");
+
+        // Each Agent's Task runs in the pool pod, with its own module, and is signed.
+        for (name, _) in &agents {
+            ctx.apply_ok(
+                &ns,
+                &task_yaml(&format!("t-{name}"), name, "one two three", ""),
+            )?;
+        }
+        for ((name, module), agent) in agents.iter().zip(&keys) {
+            let t = task_finished(&client, &ns, &format!("t-{name}"), wait::DEFAULT).await?;
+            let s = t.status.clone().unwrap_or_default();
+            ensure!(s.phase == Some(TaskPhase::Succeeded), "{name}: {s:?}");
+            ensure!(
+                s.executor.as_deref() == Some(pods[0].as_str()),
+                "{name} ran on {:?}, not the pool pod {}",
+                s.executor,
+                pods[0]
+            );
+            let out = s.output.clone().unwrap_or_default();
+            let want_echo = *module == "echo-module";
+            ensure!(
+                (out == "one two three") == want_echo,
+                "{name} answered {out:?}"
+            );
+            verify_attestation(&t, agent).with_context(|| format!("{name}'s attestation"))?;
+        }
+
+        // Grants a pool cannot hold apart are refused at apply, saying what to do.
+        let refused = ctx.apply(
+            &ns,
+            &pooled_yaml(
+                "delegator",
+                "echo-module",
+                "shared",
+                1,
+                "  capabilities:\n    delegation:\n      agents: [\"echo-0\"]\n",
+            ),
+        )?;
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        ensure!(
+            !refused.status.success() && stderr.contains("remove spec.executor.pool"),
+            "a delegating pooled Agent was not refused: {stderr}"
+        );
+        let refused = ctx.apply(
+            &ns,
+            &pooled_yaml("sized", "echo-module", "shared", 1, "").replace(
+                "    concurrency: 1\n",
+                "    concurrency: 1\n    replicas: 3\n",
+            ),
+        )?;
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        ensure!(
+            !refused.status.success() && stderr.contains("on the ExecutorPool"),
+            "a pooled Agent setting replicas was not refused: {stderr}"
+        );
+        Ok(())
+    })
+}
+
+/// Whether the Task's phase is `phase`.
+async fn in_phase(api: &Api<Task>, name: &str, phase: TaskPhase) -> Result<bool> {
+    let t = api.get(name).await?;
+    Ok(t.status.and_then(|s| s.phase) == Some(phase))
+}
+
+fn spinner(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("pool-spin", |client, ns| async move {
+        ctx.module_configmap(&ns, "spin-module", "spin")?;
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        // Two places per pod; the spinner may hold one of them.
+        ctx.apply_ok(&ns, &pool_yaml("shared", 1, 2))?;
+        ctx.apply_ok(
+            &ns,
+            &pooled_yaml(
+                "spinner",
+                "spin-module",
+                "shared",
+                1,
+                "  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 300\n",
+            ),
+        )?;
+        ctx.apply_ok(&ns, &pooled_yaml("echo", "echo-module", "shared", 2, ""))?;
+        pooled_ready(&client, &ns, "spinner").await?;
+        pooled_ready(&client, &ns, "echo").await?;
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+
+        // A fork bomb of spinning Tasks: one runs, the rest wait for the spinner's one slot.
+        let spins: Vec<String> = (0..4).map(|i| format!("spin-{i}")).collect();
+        for s in &spins {
+            ctx.apply_ok(&ns, &task_yaml(s, "spinner", "spin", ""))?;
+        }
+        let first = wait::until("a spinning Task Running", wait::DEFAULT, || async {
+            for s in &spins {
+                if in_phase(&tasks, s, TaskPhase::Running)
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    return Ok(s.clone());
+                }
+            }
+            Err("none Running yet".to_owned())
+        })
+        .await?;
+
+        // The neighbour's Tasks all finish while that first spin still runs: they had the
+        // pod's other place, which the spinner's backlog could not take.
+        for i in 0..3 {
+            ctx.apply_ok(
+                &ns,
+                &task_yaml(&format!("echo-{i}"), "echo", "still here", ""),
+            )?;
+        }
+        for i in 0..3 {
+            let t = task_finished(&client, &ns, &format!("echo-{i}"), wait::DEFAULT).await?;
+            let s = t.status.unwrap_or_default();
+            ensure!(
+                s.phase == Some(TaskPhase::Succeeded) && s.output.as_deref() == Some("still here"),
+                "echo-{i}: {s:?}"
+            );
+        }
+        ensure!(
+            in_phase(&tasks, &first, TaskPhase::Running).await?,
+            "the first spin is no longer running"
+        );
+        let mut running = 0;
+        for s in &spins {
+            if in_phase(&tasks, s, TaskPhase::Running).await? {
+                running += 1;
+            }
+        }
+        ensure!(
+            running == 1,
+            "{running} spinning Tasks run at once; the share is 1"
+        );
+
+        // Cancelled, each spin ends (the pool pod stops it).
+        for s in &spins {
+            ctx.kubectl_ok([
+                "patch",
+                "task",
+                s,
+                "-n",
+                &ns,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"cancelled":true}}"#,
+            ])?;
+        }
+        for s in &spins {
+            wait::until(&format!("{s} cancelled"), wait::DEFAULT, || async {
+                match in_phase(&tasks, s, TaskPhase::Cancelled).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err("not yet".to_owned()),
+                    Err(e) => Err(e.to_string()),
+                }
+            })
+            .await?;
+        }
+        Ok(())
+    })
+}

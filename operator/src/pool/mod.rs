@@ -1,0 +1,3 @@
+//! The ExecutorPool controller: a namespace's shared executor pods (issue 29).
+
+pub mod controller;
