@@ -186,24 +186,19 @@ impl Pool {
 
     /// Lets go of the least recently used idle Agents beyond the hot bound.
     fn evict_cold(&self) {
+        let bound = self
+            .config
+            .pool
+            .as_ref()
+            .map_or(usize::MAX, |p| p.hot_modules);
         let mut hosted = lock(&self.hosted);
-        let loaded = hosted.values().filter(|h| h.loaded()).count();
-        let over = loaded.saturating_sub(
-            self.config
-                .pool
-                .as_ref()
-                .map_or(usize::MAX, |p| p.hot_modules),
-        );
-        if over == 0 {
-            return;
-        }
-        let mut idle: Vec<(Instant, String)> = hosted
-            .iter()
-            .filter(|(_, h)| h.loaded() && h.idle())
-            .map(|(n, h)| (h.last_used, n.clone()))
-            .collect();
-        idle.sort();
-        for (_, name) in idle.into_iter().take(over) {
+        let seen = hosted.iter().map(|(name, h)| Seen {
+            name,
+            loaded: h.loaded(),
+            idle: h.idle(),
+            last_used: h.last_used,
+        });
+        for name in to_evict(seen, bound) {
             if let Some(h) = hosted.remove(&name) {
                 let _ = h.stop.send(true);
             }
@@ -221,6 +216,31 @@ impl Pool {
             let _ = h.stop.send(true);
         }
     }
+}
+
+/// A hosted Agent as the eviction rule sees it.
+struct Seen<'a> {
+    name: &'a str,
+    loaded: bool,
+    idle: bool,
+    last_used: Instant,
+}
+
+/// Which Agents to let go so that at most `bound` stay loaded: the least recently used of the
+/// idle ones. A busy Agent is never let go, so the bound can be passed while many are busy.
+fn to_evict<'a>(hosted: impl Iterator<Item = Seen<'a>>, bound: usize) -> Vec<String> {
+    let hosted: Vec<Seen<'a>> = hosted.collect();
+    let over = hosted
+        .iter()
+        .filter(|h| h.loaded)
+        .count()
+        .saturating_sub(bound);
+    let mut idle: Vec<&Seen<'a>> = hosted.iter().filter(|h| h.loaded && h.idle).collect();
+    idle.sort_by_key(|h| h.last_used);
+    idle.into_iter()
+        .take(over)
+        .map(|h| h.name.to_owned())
+        .collect()
 }
 
 /// Runs a pool pod until SIGTERM: Ready once it knows its pool's Agents.
@@ -365,5 +385,45 @@ async fn catch_up(pool: Arc<Pool>, agent: String) {
     };
     for o in &tasks {
         feed::offer(&api, o, pool.as_ref(), &cx).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beyond_the_hot_bound_the_least_recently_used_idle_agents_go_and_busy_ones_stay() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let seen = |name, loaded, idle, s| Seen {
+            name,
+            loaded,
+            idle,
+            last_used: at(s),
+        };
+        let hosted = || {
+            vec![
+                seen("old-busy", true, false, 0),
+                seen("old-idle", true, true, 1),
+                seen("newer-idle", true, true, 5),
+                seen("newest-idle", true, true, 9),
+                // Waiting for its module: not loaded, never counted or let go.
+                seen("unresolved", false, true, 0),
+            ]
+            .into_iter()
+        };
+        // (bound, let go)
+        let table: [(usize, &[&str]); 5] = [
+            (4, &[]),
+            (3, &["old-idle"]),
+            (2, &["old-idle", "newer-idle"]),
+            (1, &["old-idle", "newer-idle", "newest-idle"]),
+            // Busy Agents stay even when the bound says none.
+            (0, &["old-idle", "newer-idle", "newest-idle"]),
+        ];
+        for (bound, want) in table {
+            assert_eq!(to_evict(hosted(), bound), want, "bound {bound}");
+        }
     }
 }
