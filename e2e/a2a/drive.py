@@ -377,6 +377,43 @@ async def approve_flow():
           f"rejected over A2A, the guest gets the reason ({text[:120]})")
 
 
+async def approve_delegation_flow():
+    """A delegation to an Agent the grant marks waits (input-required), naming the call, its
+    kind and the Agent; the caller, who may update Tasks, approves it on the same task, which
+    then completes with the child's answer. A second task rejected with a reason ends failed:
+    the guest gave up on the rejection, which says who rejected the call and why."""
+    token = os.environ["A2A_TOKEN"]
+    mine = await client("fanout", token, streaming=False)
+    events = await collect(mine, pb.SendMessageRequest(message=message("alpha beta gamma")))
+    task = events[-1].task
+    check(task.status.state == pb.TASK_STATE_INPUT_REQUIRED,
+          f"the delegation waits: input-required ({pb.TaskState.Name(task.status.state)})")
+    pending = json_format.MessageToDict(task.metadata).get("ari.dev/pendingApproval", {})
+    check(pending.get("kind") == "Delegation" and pending.get("agent") == "wordcount"
+          and pending.get("arguments") == "alpha beta gamma" and pending.get("call"),
+          f"the task names the waiting delegation ({pending})")
+    done = await collect(mine, pb.SendMessageRequest(message=decision(
+        task.id, {"decision_type": "approve", "call": pending["call"]})))
+    ended = done[-1].task
+    check(ended.id == task.id, f"the decision is answered on the same task ({ended.id})")
+    check(ended.status.state == pb.TASK_STATE_COMPLETED,
+          f"approved over A2A, the task completes ({pb.TaskState.Name(ended.status.state)})")
+    text = ended.artifacts[0].parts[0].text if ended.artifacts else ""
+    check(text == '{"parts":1,"words":3}', f"the child's answer is in the output ({text[:120]})")
+
+    events = await collect(mine, pb.SendMessageRequest(message=message("one two")))
+    second = events[-1].task
+    check(second.status.state == pb.TASK_STATE_INPUT_REQUIRED, "a second delegation waits")
+    done = await collect(mine, pb.SendMessageRequest(message=decision(
+        second.id, {"decision_type": "reject", "rejection_reason": "not over A2A"})))
+    ended = done[-1].task
+    said = ended.status.message.parts[0].text if ended.status.message.parts else ""
+    check(ended.status.state == pb.TASK_STATE_FAILED and "rejected: " in said and "not over A2A" in said,
+          f"rejected over A2A, the guest gave up saying who rejected it and why "
+          f"({pb.TaskState.Name(ended.status.state)}: {said[:200]})")
+    print(json.dumps({"approved": task.id, "rejected": second.id}))
+
+
 def reply(task, text):
     """A follow-up on `task`: the same taskId and contextId, as A2A asks of a reply."""
     m = message(text, task.context_id)
@@ -444,5 +481,6 @@ async def conversation_flow():
 
 if __name__ == "__main__":
     flows = {"main": main_flow, "auth": auth_flow, "card": card_flow, "bounds": bounds_flow,
-             "approve": approve_flow, "conversation": conversation_flow}
+             "approve": approve_flow, "approve-delegation": approve_delegation_flow,
+             "conversation": conversation_flow}
     asyncio.run(flows[sys.argv[1]]())

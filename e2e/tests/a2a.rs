@@ -31,6 +31,10 @@ fn main() -> std::process::ExitCode {
                 "a2a_conversation_takes_replies_on_the_same_task_and_only_its_callers",
                 conversation,
             ),
+            (
+                "a2a_caller_decides_a_waiting_delegation_on_the_same_task_and_is_attested",
+                delegation_decided,
+            ),
         ]],
     )
 }
@@ -728,6 +732,129 @@ subjects: [{kind: ServiceAccount, name: other}]
         ensure!(
             !forged.status.success() && err.contains("written only by"),
             "a Task claiming the caller's name is refused: {err}"
+        );
+        Ok(())
+    })
+}
+
+/// Issue 30, item 2, over A2A for a delegation: a SendMessage to `fanout`, whose grant marks
+/// its delegations to `wordcount`, comes back input-required naming the call, its kind
+/// (Delegation) and the Agent; the caller, who may update Tasks (what deciding needs, as for
+/// `kubectl ari approve`), answers on the same task with a decision (e2e/a2a/drive.py
+/// `approve-delegation`), and the task completes. The gateway writes the decision in the
+/// caller's name, and the signed attestation names them; a rejected delegation's guest gives
+/// up with the rejection, which carries the reason.
+fn delegation_decided(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("a2a-decide", |client, ns| async move {
+        ctx.module_configmap(&ns, "fanout-module", "fanout")?;
+        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
+        ctx.apply_ok(&ns, &agent_yaml("wordcount", "wordcount-module", 1, ""))?;
+        let grant = "  limits:
+    timeoutSeconds: 600
+  capabilities:
+    delegation:
+      agents: [wordcount]
+      approval:
+        agents: [wordcount]
+  a2a:
+    exposed: true
+";
+        ctx.apply_ok(&ns, &agent_yaml("fanout", "fanout-module", 1, grant))?;
+        ctx.apply_ok(
+            &ns,
+            "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: decider}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: a2a-decider}
+rules:
+  - apiGroups: [ari.dev]
+    resources: [tasks]
+    verbs: [create, get, update]
+  - apiGroups: [ari.dev]
+    resources: [agents]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: decider}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-decider}
+subjects: [{kind: ServiceAccount, name: decider}]
+",
+        )?;
+        agent_ready(&client, &ns, "wordcount").await?;
+        let agent = agent_ready(&client, &ns, "fanout").await?;
+        let token = ctx.kubectl_ok([
+            "create",
+            "token",
+            "decider",
+            "-n",
+            &ns,
+            "--duration=1h",
+            "--audience=ari-gateway",
+        ])?;
+        let base = gateway_url(&client).await?;
+        drive_a2a(
+            "approve-delegation",
+            &[
+                ("A2A_BASE", base),
+                ("A2A_NS", ns.clone()),
+                ("A2A_TOKEN", token.trim().to_owned()),
+            ],
+        )?;
+
+        let who = format!("system:serviceaccount:{ns}:decider");
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+        let decided: Vec<Task> = tasks
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|t| t.spec.approvals.is_some())
+            .collect();
+        ensure!(
+            decided.len() == 2,
+            "two Tasks decided over A2A, found {}",
+            decided.len()
+        );
+        for task in &decided {
+            let approvals = task.spec.approvals.clone().unwrap_or_default();
+            ensure!(
+                approvals.len() == 1 && approvals[0].approver == who,
+                "{}: the decision is written in the caller's name: {approvals:?}",
+                task.name_any()
+            );
+            verify_attestation(task, &agent)?;
+            let signed = task
+                .status
+                .as_ref()
+                .and_then(|s| s.attestation.clone())
+                .context("no attestation")?
+                .predicate()?;
+            ensure!(
+                signed.approvals.len() == 1
+                    && signed.approvals[0].approver == who
+                    && signed.approvals[0].call == approvals[0].call
+                    && signed.approvals[0].decision == approvals[0].decision
+                    && signed.approvals[0].subject
+                        == ari_crds::CallSubject::Delegation {
+                            agent: "wordcount".into()
+                        },
+                "{}: the attestation signs the A2A decider: {:?}",
+                task.name_any(),
+                signed.approvals
+            );
+        }
+        ensure!(
+            decided
+                .iter()
+                .filter(|t| t.phase() == TaskPhase::Succeeded)
+                .count()
+                == 1,
+            "one approved Task succeeded: {:?}",
+            decided.iter().map(|t| t.phase()).collect::<Vec<_>>()
         );
         Ok(())
     })

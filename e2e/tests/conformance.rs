@@ -105,8 +105,10 @@ const LOGS_SETTLED: Duration = Duration::from_secs(20);
 /// installed (`ARI_MCP_PYTHON`, which `scripts/test.sh` sets): the runner starts its server and
 /// declares each case's servers as MCPServers. `models-cluster` is not yet: the model cases map
 /// one model name to several endpoints (`{models}/ok`, `/429`, `/500`, a closed port), and a
-/// namespace's ModelConfig has one endpoint per name.
-const UNMET_NEEDS: &[&str] = &["models-cluster"];
+/// namespace's ModelConfig has one endpoint per name. `approvals-cluster` is not either: its
+/// cases' calls wait for a person, and this runner has no one to reject them (the approval
+/// trials of e2e/tests/{tools,delegation,network}.rs decide with `kubectl ari`).
+const UNMET_NEEDS: &[&str] = &["models-cluster", "approvals-cluster"];
 /// Met only with the MCP SDK's server running.
 const TOOLS_CLUSTER: &str = "tools-cluster";
 

@@ -88,10 +88,14 @@ fn ari_run_holds_a_marked_request_for_approval_and_ari_verify_replays_the_decisi
         &mark,
     ];
 
-    // Not approved on the command line: rejected, nothing sent.
-    let (report, _) = run(&base);
-    assert_eq!(report["output"], "err:failed", "{report}");
+    // Not approved on the command line: the guest gets `http-error.rejected`, nothing sent.
+    let (report, rejected) = run(&base);
+    assert_eq!(report["output"], "err:rejected", "{report}");
     assert_eq!(server.hits(), 0, "a rejected request was sent");
+    let approvals = &predicate(&report)["approvals"];
+    assert_eq!(approvals[0]["decision"], "Rejected", "{approvals}");
+    let (code, stderr) = verify(&rejected, &conformance, &[]);
+    assert_eq!(code, Some(0), "the rejection replays: {stderr}");
 
     let mut approved = base.to_vec();
     approved.push("--approve-calls");

@@ -113,6 +113,23 @@ fn the_case_table_exercises_every_host_function_granted_and_refused() {
         });
         assert!(shown, "no tools case ends {seen}");
     }
+    // A person's rejection, as every SDK types it, for each host function that can wait for one.
+    for command in ["http ", "delegate ", "fan ", "message "] {
+        let shown = suite.cases.iter().any(|c| {
+            !c.approvals.is_empty()
+                && c.input.starts_with(command)
+                && c.output.as_deref() == Some("err:rejected")
+                && c.logs.iter().any(|l| l == "err:rejected")
+        });
+        assert!(shown, "no case shows `{command}` rejected as err:rejected");
+    }
+    for case in suite.cases.iter().filter(|c| !c.approvals.is_empty()) {
+        assert!(
+            case.needs.iter().any(|n| n == "approvals-cluster"),
+            "{}: a case with approvals needs approvals-cluster (no one rejects in the cluster runner)",
+            case.name
+        );
+    }
     for case in suite.cases.iter().filter(|c| !c.mcp.is_empty()) {
         assert!(
             case.needs.iter().any(|n| n == "tools-cluster"),
@@ -235,6 +252,10 @@ fn run_language(lang: &str) {
         }
         if let Some(tokens) = case.tokens {
             cmd.arg("--tokens").arg(tokens.to_string());
+        }
+        // Without --approve-calls, ari run rejects every call these mark.
+        for marked in &case.approvals {
+            cmd.arg("--require-approval").arg(fill(marked));
         }
         // The Agents to delegate to run this language's component too: no other is needed.
         for (name, grants) in &case.agents {

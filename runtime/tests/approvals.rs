@@ -239,7 +239,7 @@ fn a_rejected_request_is_the_guests_error_and_the_server_receives_nothing() {
     assert_eq!(bob.asked().len(), 1);
     replay("conformance", outcome, &input).expect("a rejection replays");
 
-    // A guest that carries on sees `http-error.failed`.
+    // A guest that carries on sees `http-error.rejected`.
     let input = format!("http GET {}/hello", server.base);
     let outcome = run(
         "conformance",
@@ -250,8 +250,9 @@ fn a_rejected_request_is_the_guests_error_and_the_server_receives_nothing() {
         None,
     );
     assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
-    assert_eq!(output(&outcome), "err:failed");
+    assert_eq!(output(&outcome), "err:rejected");
     assert_eq!(server.hits(), 0, "a rejected request was sent");
+    replay("conformance", outcome, &input).expect("the typed rejection replays");
 }
 
 #[test]
@@ -361,18 +362,20 @@ fn a_rejected_delegation_starts_no_child_and_the_guest_is_told_who_rejected_it()
     assert!(others.finish().is_empty(), "a rejected child ran");
     replay("conformance", outcome, input).expect("a rejection replays");
 
-    // A guest that carries on sees `delegation-error.unavailable`: nothing ran.
+    // A guest that carries on sees `delegation-error.rejected`: nothing ran.
+    let input = "delegate wordcount one two three";
     let outcome = run(
         "conformance",
-        "delegate wordcount one two three",
+        input,
         delegating(&["wordcount"], &["wordcount"]),
         &bob,
         Some(&others),
         None,
     );
     assert_eq!(outcome.failure, None, "{:?}", outcome.failure);
-    assert_eq!(output(&outcome), "err:unavailable");
+    assert_eq!(output(&outcome), "err:rejected");
     assert!(others.finish().is_empty(), "a rejected child ran");
+    replay("conformance", outcome, input).expect("the typed rejection replays");
 }
 
 #[test]

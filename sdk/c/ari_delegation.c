@@ -42,6 +42,10 @@ static ari_delegation_status_t failed(ainur_ari_host_delegation_error_t *e, ari_
       err->status = ARI_DELEGATION_INVALID_HANDLE;
       err->message = cstr(&e->val.invalid_handle);
       break;
+    case AINUR_ARI_TYPES_DELEGATION_ERROR_REJECTED:
+      err->status = ARI_DELEGATION_REJECTED;
+      err->message = cstr(&e->val.rejected);
+      break;
     default: {
       // A case added to the contract after this SDK: still an error, never OK.
       static const ari_agent_string_t unknown = {(uint8_t *)"unknown delegation error", 24};
@@ -114,6 +118,6 @@ void ari_delegation_error_free(ari_delegation_error_t *err) {
 
 const char *ari_delegation_status_name(ari_delegation_status_t status) {
   static const char *NAMES[] = {"ok", "denied", "limit-reached", "unavailable", "budget-exhausted",
-                                "child-failed", "invalid-handle"};
+                                "child-failed", "invalid-handle", "rejected"};
   return (unsigned)status < sizeof NAMES / sizeof *NAMES ? NAMES[status] : "unknown";
 }

@@ -32,6 +32,9 @@ typedef enum ari_delegation_status {
   ARI_DELEGATION_CHILD_FAILED,
   // The handle names no child of this task, or one already collected.
   ARI_DELEGATION_INVALID_HANDLE,
+  // The grant marks the Agent for approval and a person rejected the delegation; `message`
+  // says who and why. Nothing was started; the task may carry on.
+  ARI_DELEGATION_REJECTED,
 } ari_delegation_status_t;
 
 // What a child may spend out of this task's budget. A bound whose `has_` flag is false takes

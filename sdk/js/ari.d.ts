@@ -9,6 +9,8 @@ export class Failed extends AriError {}
 export class Unavailable extends AriError {}
 export class LimitReached extends AriError {}
 export class BudgetExhausted extends AriError {}
+/** A person rejected a delegation or HTTP request that needed approval (the message: who, why). */
+export class Rejected extends AriError {}
 export class ChildFailed extends AriError {
   constructor(reason: string, childMessage: string);
   /** The child Task's reason: `FuelExhausted`, `CapabilityDenied`, `AgentError`, ... */

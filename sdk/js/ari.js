@@ -38,6 +38,11 @@ export class Unavailable extends AriError {}
 export class LimitReached extends AriError {}
 /** What is left of this task's fuel or time cannot fund a child. Nothing was started. */
 export class BudgetExhausted extends AriError {}
+/**
+ * A person rejected a delegation or an HTTP request the grant marks for approval; the message
+ * says who and why. Nothing was started or sent, and the agent may go on.
+ */
+export class Rejected extends AriError {}
 /** A delegated task ran and failed: `reason` is its Task reason (`FuelExhausted`, `AgentError`, ...). */
 export class ChildFailed extends AriError {
   constructor(reason = "", childMessage = "") {
@@ -114,6 +119,7 @@ const FROM_TAG = {
   "budget-exhausted": BudgetExhausted,
   // As in the Rust SDK: a handle that names no child is an invalid argument.
   "invalid-handle": Invalid,
+  rejected: Rejected,
 };
 
 /** The error class instance for a WIT error variant value `{tag, val}`. */

@@ -86,6 +86,11 @@ pub struct Case {
     /// `testkit/mcp/server.py`).
     #[serde(default)]
     pub mcp: BTreeMap<String, String>,
+    /// Calls the task's grants mark for approval (as `ari run --require-approval`:
+    /// `network=ORIGIN`, `delegation=AGENT`, `SERVER:TOOL`). No one approves them, so each is
+    /// rejected and the guest gets its capability's `rejected` error.
+    #[serde(default)]
+    pub approvals: Vec<String>,
 }
 
 fn succeeded() -> String {

@@ -30,7 +30,8 @@ enum kind {
   RATE_LIMITED,
   INVALID_REQUEST,
   PROVIDER_ERROR,
-  // The tool-error cases the kinds above do not name.
+  // The tool-error cases the kinds above do not name (`rejected` is also http-error's and
+  // delegation-error's).
   NOT_FOUND,
   INVALID_ARGUMENTS,
   TIMEOUT,
@@ -120,8 +121,8 @@ static enum kind from_storage_error(struct result *r, ainur_ari_host_storage_err
 }
 
 static enum kind from_http_error(struct result *r, ainur_ari_host_http_error_t *e) {
-  static const enum kind BY_TAG[] = {DENIED, INVALID, FAILED};
-  enum kind k = e->tag < 3 ? BY_TAG[e->tag] : FAILED;
+  static const enum kind BY_TAG[] = {DENIED, INVALID, FAILED, REJECTED};
+  enum kind k = e->tag < 4 ? BY_TAG[e->tag] : FAILED;
   fail(r, k, (const char *)e->val.failed.ptr, e->val.failed.len);
   ainur_ari_host_http_error_free(e);
   return k;
@@ -136,8 +137,9 @@ static enum kind from_delegation_error(struct result *r, ari_delegation_error_t 
       [ARI_DELEGATION_BUDGET_EXHAUSTED] = BUDGET_EXHAUSTED,
       [ARI_DELEGATION_CHILD_FAILED] = CHILD_FAILED,
       [ARI_DELEGATION_INVALID_HANDLE] = INVALID,
+      [ARI_DELEGATION_REJECTED] = REJECTED,
   };
-  enum kind k = e->status > ARI_DELEGATION_OK && e->status <= ARI_DELEGATION_INVALID_HANDLE ? BY_STATUS[e->status] : FAILED;
+  enum kind k = e->status > ARI_DELEGATION_OK && e->status <= ARI_DELEGATION_REJECTED ? BY_STATUS[e->status] : FAILED;
   if (k == CHILD_FAILED) {
     // "child failed with REASON: MESSAGE", as the other SDKs say it.
     char text[sizeof r->message];

@@ -1,7 +1,7 @@
 // The conformance agent in JavaScript: one command per task (conformance/README.md).
 import {
   Agent, AriError, BudgetExhausted, ChatRequest, Child, ChildFailed, Denied, Failed, Invalid, LimitReached,
-  Message, ModelError, QuotaExceeded, ToolError, Unavailable, Unsupported, exportAgent, fromHex, host, model,
+  Message, ModelError, QuotaExceeded, Rejected, ToolError, Unavailable, Unsupported, exportAgent, fromHex, host, model,
   toHex, tools,
 } from "../../../sdk/js/ari.js";
 
@@ -35,6 +35,7 @@ const KINDS = [
   [Denied, "denied"], [QuotaExceeded, "quota-exceeded"], [Invalid, "invalid"],
   [Unsupported, "unsupported"], [Failed, "failed"], [Unavailable, "unavailable"],
   [LimitReached, "limit-reached"], [BudgetExhausted, "budget-exhausted"], [ChildFailed, "child-failed"],
+  [Rejected, "rejected"],
 ];
 
 /** A budget bound: a number (a BigInt, exact beyond 2^53), or `-` for the default share. */

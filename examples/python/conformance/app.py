@@ -37,6 +37,7 @@ KINDS = [
     (ari.LimitReached, "limit-reached"),
     (ari.BudgetExhausted, "budget-exhausted"),
     (ari.ChildFailed, "child-failed"),
+    (ari.Rejected, "rejected"),
 ]
 
 

@@ -54,6 +54,12 @@ class ChildFailed(AriError):
         self.args = (f"child failed with {reason}: {message}",)
 
 
+class Rejected(AriError):
+    """A person rejected a delegation or an HTTP request the grant marks for approval; the
+    message says who and why. Nothing was started or sent, and the agent may go on (raised from
+    ``execute``, it leaves as ``failed``)."""
+
+
 class ModelError(AriError):
     """Base of every model call's failure, one subclass per case of the WIT's ``model-error``;
     ``kind`` is the case as the WIT spells it. Each also derives from the general class of its
@@ -180,7 +186,7 @@ class ToolServerError(ToolError):
     kind = "server-error"
 
 
-class ToolRejected(ToolError):
+class ToolRejected(ToolError, Rejected):
     """A person rejected the call, which needed approval; nothing was sent."""
 
     kind = "rejected"
@@ -219,6 +225,7 @@ _FROM_CASE = {
     "LimitReached": LimitReached,
     "BudgetExhausted": BudgetExhausted,
     "InvalidHandle": Invalid,
+    "Rejected": Rejected,
 }
 
 

@@ -44,6 +44,10 @@ pub enum Error {
     /// A child task ran and failed with this Task reason.
     #[error("child failed with {reason}: {message}")]
     ChildFailed { reason: String, message: String },
+    /// A person rejected a delegation or an HTTP request the grant marks for approval (the
+    /// message says who and why); nothing was started or sent, and the agent may go on.
+    #[error("rejected: {0}")]
+    Rejected(String),
     /// A model call failed; the [`ModelError`] keeps its case and fields (a rate limit's wait,
     /// a provider's status), so `?` loses nothing.
     #[error(transparent)]
@@ -94,6 +98,7 @@ impl From<wit::HttpError> for Error {
             wit::HttpError::Denied(m) => Error::Denied(m),
             wit::HttpError::InvalidRequest(m) => Error::Invalid(m),
             wit::HttpError::Failed(m) => Error::Failed(m),
+            wit::HttpError::Rejected(m) => Error::Rejected(m),
         }
     }
 }
@@ -110,6 +115,7 @@ impl From<wit::DelegationError> for Error {
                 message: f.message,
             },
             wit::DelegationError::InvalidHandle(m) => Error::Invalid(m),
+            wit::DelegationError::Rejected(m) => Error::Rejected(m),
         }
     }
 }
@@ -126,6 +132,8 @@ impl From<Error> for wit::ErrorCode {
             | Error::Unavailable(m)
             | Error::LimitReached(m)
             | Error::BudgetExhausted(m) => wit::ErrorCode::Failed(m),
+            // Not a denial: a person said no, and the agent chose to stop.
+            rejected @ Error::Rejected(_) => wit::ErrorCode::Failed(rejected.to_string()),
             child @ Error::ChildFailed { .. } => wit::ErrorCode::Failed(child.to_string()),
             // A model denial is a denial (the task ends `CapabilityDenied` either way) and a
             // request the provider refused as malformed is invalid input; the rest failed.
@@ -157,6 +165,24 @@ mod tests {
         assert_eq!(
             Error::from(wit::ErrorCode::Unsupported("x".into())),
             Error::Unsupported("x".into())
+        );
+        assert_eq!(
+            Error::from(wit::HttpError::Rejected("ana: no".into())),
+            Error::Rejected("ana: no".into())
+        );
+        assert_eq!(
+            Error::from(wit::DelegationError::Rejected("ana: no".into())),
+            Error::Rejected("ana: no".into())
+        );
+    }
+
+    #[test]
+    fn a_rejection_leaves_execute_as_a_failure_that_still_says_who_rejected() {
+        let code: wit::ErrorCode =
+            Error::Rejected("ana rejected call 0-1: not today".into()).into();
+        assert_eq!(
+            code,
+            wit::ErrorCode::Failed("rejected: ana rejected call 0-1: not today".into())
         );
     }
 

@@ -40,7 +40,8 @@
 //!
 //! A capability the agent was not granted makes the call return [`Error::Denied`]; the host
 //! never traps for it. Every host error arrives as an [`Error`] case (denied, quota exceeded,
-//! invalid, failed), so `?` works inside [`Agent::execute`] and an agent can match on a
+//! invalid, failed; a person's rejection of a delegation or request that needed approval as
+//! [`Error::Rejected`]), so `?` works inside [`Agent::execute`] and an agent can match on a
 //! refusal; a `String` converts into [`Error::Failed`]. Model calls fail with their own
 //! [`model::ModelError`] (a rate limit's wait, a provider's status), which `?` carries as
 //! [`Error::Model`]; tools calls with their [`tools::ToolError`], carried as [`Error::Tool`].

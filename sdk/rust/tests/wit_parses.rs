@@ -123,7 +123,19 @@ fn errors_are_typed_variants_an_sdk_can_map_case_by_case() {
     );
     assert_eq!(
         variant_cases(&resolve, types, "http-error"),
-        ["denied", "invalid-request", "failed"]
+        ["denied", "invalid-request", "failed", "rejected"]
+    );
+    assert_eq!(
+        variant_cases(&resolve, types, "delegation-error"),
+        [
+            "denied",
+            "limit-reached",
+            "unavailable",
+            "budget-exhausted",
+            "failed",
+            "invalid-handle",
+            "rejected"
+        ]
     );
     assert_eq!(
         variant_cases(&resolve, types, "hash-algorithm"),

@@ -379,6 +379,32 @@ mod tests {
     }
 
     #[test]
+    fn a_rejected_delegation_is_a_result_the_model_reads_not_the_end_of_the_task() {
+        let mut host = fake(vec![
+            calls(&[("summarize", "text")]),
+            says("done without it"),
+        ]);
+        host.child_answer = Some(Err(Error::Rejected(
+            "ana rejected call 0-ab (delegation to Agent `summarize`): not today".into(),
+        )));
+        assert_eq!(
+            run(&mut host, &declaration(), "x").expect("runs"),
+            "done without it"
+        );
+        let result = host.requests[1]
+            .messages
+            .iter()
+            .find(|m| m.role == Role::Tool)
+            .and_then(|m| m.content.clone());
+        assert_eq!(
+            result.as_deref(),
+            Some(
+                "error: rejected: ana rejected call 0-ab (delegation to Agent `summarize`): not today"
+            )
+        );
+    }
+
+    #[test]
     fn a_denied_call_ends_the_task_as_a_denial() {
         let mut host = fake(vec![calls(&[("search", "{}")])]);
         host.tool_answer = Some(Err(ToolError::Denied("search".into())));

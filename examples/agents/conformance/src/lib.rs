@@ -65,6 +65,7 @@ fn kind(e: &Error) -> &'static str {
         Error::LimitReached(_) => "limit-reached",
         Error::BudgetExhausted(_) => "budget-exhausted",
         Error::ChildFailed { .. } => "child-failed",
+        Error::Rejected(_) => "rejected",
         // A model error is spelt as the WIT's `model-error` case, a tools error as its
         // `tool-error` case.
         Error::Model(m) => m.kind(),

@@ -216,9 +216,8 @@ fn delegation_error(failure: DelegationFailure) -> DelegationError {
             DelegationError::Failed(bindings::ChildFailure { reason, message })
         }
         DelegationFailure::InvalidHandle(m) => DelegationError::InvalidHandle(m),
-        // Nothing ran, as for an Agent that cannot take the task; the message says who
-        // rejected it and why.
-        DelegationFailure::Rejected(m) => DelegationError::Unavailable(format!("rejected: {m}")),
+        // Nothing ran; the message says who rejected it and why.
+        DelegationFailure::Rejected(m) => DelegationError::Rejected(m),
         DelegationFailure::Host(e) => DelegationError::Unavailable(e.to_string()),
     }
 }

@@ -53,6 +53,8 @@ fn http_error(err: CapError) -> HttpError {
     match err {
         CapError::Denied(msg) | CapError::QuotaExceeded(msg) => HttpError::Denied(msg),
         CapError::Invalid(msg) => HttpError::InvalidRequest(msg),
+        // Nothing was sent; the message says who rejected it and why.
+        CapError::Rejected(msg) => HttpError::Rejected(msg),
         other => HttpError::Failed(other.to_string()),
     }
 }
