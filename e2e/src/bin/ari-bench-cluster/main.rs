@@ -55,6 +55,13 @@ pub struct Args {
     pub scale_agents: usize,
     #[arg(long, default_value_t = 10_000)]
     pub scale_tasks: usize,
+    /// Runs the scale Agents in one ExecutorPool of this many pods (0: each its own
+    /// Deployment, as before pools).
+    #[arg(long, default_value_t = 0)]
+    pub scale_pool: u32,
+    /// Only the scale run (no throughput, latency or Job baseline).
+    #[arg(long)]
+    pub only_scale: bool,
     /// Cargo profile whose `ari` and `ari-operator` the pods run.
     #[arg(long, default_value = "release")]
     pub profile: String,
@@ -112,8 +119,10 @@ async fn run(mut bench: Bench) -> Result<()> {
     let mut report = Report::default();
     report.header(&bench).await?;
 
-    tasks::run_all(&bench, &mut report).await?;
-    jobs::run(&bench, &mut report).await?;
+    if !bench.args.only_scale {
+        tasks::run_all(&bench, &mut report).await?;
+        jobs::run(&bench, &mut report).await?;
+    }
     if bench.args.scale_agents > 0 {
         scale::run(&bench, &mut report).await?;
     }

@@ -2,15 +2,19 @@
 //! operator's cache stay small?) and reconcile lag (does the operator still react quickly
 //! while it holds everything?).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use ari_crds::{Agent, Task};
-use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use ari_crds::{Agent, ExecutorPool, Task};
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
 
-use crate::tasks::{apply_agent, create_all, watch_tasks};
-use crate::tracker::Tracker;
+use crate::tasks::{apply_agent_with, create_all, watch_tasks};
+use crate::tracker::{Percentiles, Tracker};
 use crate::{Bench, Report, procstat};
 
 pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
@@ -33,32 +37,30 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         &from,
     ])?;
     let n_agents = bench.args.scale_agents;
-    let agent_names: Vec<String> = (0..n_agents).map(|i| format!("scale-{i:03}")).collect();
+    let pool = bench.args.scale_pool;
+    let agent_names: Vec<String> = (0..n_agents).map(|i| format!("scale-{i:04}")).collect();
+    if pool > 0 {
+        warm_pool(bench, &ns, pool).await?;
+    }
+    let ready_at = ready_times(client.clone(), &ns);
+    let mut applied_at = Vec::with_capacity(n_agents);
     let started = Instant::now();
     for a in &agent_names {
-        apply_agent(client, &ns, a, &module, 1, 4).await?;
+        let executor = if pool > 0 {
+            serde_json::json!({"pool": "scale", "concurrency": 4})
+        } else {
+            serde_json::json!({"replicas": 1, "concurrency": 4})
+        };
+        apply_agent_with(client, &ns, a, &module, executor).await?;
+        applied_at.push(Instant::now());
     }
     let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
     ari_e2e::wait::until(
         "every scale Agent Ready",
-        Duration::from_secs(900),
+        Duration::from_secs(1800),
         || async {
-            let list = agents
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            let ready = list
-                .items
-                .iter()
-                .filter(|a| {
-                    a.status.as_ref().is_some_and(|s| {
-                        s.conditions
-                            .iter()
-                            .any(|c| c.type_ == "Ready" && c.status == "True")
-                    })
-                })
-                .count();
-            if ready == n_agents {
+            let ready = ready_at.lock().map(|m| m.len()).unwrap_or(0);
+            if ready >= n_agents {
                 Ok(())
             } else {
                 Err(format!("{ready} of {n_agents} Ready"))
@@ -67,6 +69,17 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     )
     .await?;
     let agents_ready = started.elapsed();
+    let to_ready = {
+        let seen = ready_at.lock().map(|m| m.clone()).unwrap_or_default();
+        let ms: Vec<f64> = agent_names
+            .iter()
+            .zip(&applied_at)
+            .filter_map(|(a, t0)| seen.get(a).map(|t| t.saturating_duration_since(*t0)))
+            .map(|d| d.as_secs_f64() * 1e3)
+            .collect();
+        Percentiles::of(ms)
+    };
+    let (cold, warm) = cold_and_warm(client, &ns, &agent_names).await?;
 
     let tracker = Tracker::default();
     let watch = watch_tasks(client.clone(), &ns, tracker.clone());
@@ -131,14 +144,28 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let exec_total: f64 = exec_rss.iter().sum();
     let exec_max = exec_rss.iter().copied().fold(0.0, f64::max);
 
+    let shape = if pool > 0 {
+        format!("one ExecutorPool of {pool} pod(s) × concurrency 16, each Agent's share 4")
+    } else {
+        "1 executor × concurrency 4 each".to_owned()
+    };
     report.line(format!(
-        "\n### Scale: {n_agents} Agents (1 executor × concurrency 4 each) and {} Tasks at once\n",
+        "\n### Scale: {n_agents} Agents ({shape}) and {} Tasks at once\n",
         names.len()
     ));
     report.line("| measure | value |\n|---|---|");
     report.line(format!(
-        "| {n_agents} Agents applied → all Ready (executors started, module loaded) | {:.1} s |",
+        "| {n_agents} Agents applied → all Ready | {:.1} s |",
         agents_ready.as_secs_f64()
+    ));
+    report.line(format!(
+        "| one Agent applied → Ready, p50 / p95 / p99 | {to_ready} |"
+    ));
+    report.line(format!(
+        "| first Task of a cold Agent (never run): create → Succeeded, 10 Agents one at a time | {cold} |"
+    ));
+    report.line(format!(
+        "| second Task of the same Agents (warm) | {warm} |"
     ));
     report.line(format!(
         "| {} Tasks created ({} creators) | {create_secs:.1} s |",
@@ -170,4 +197,82 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         lags.last().copied().unwrap_or(0.0)
     ));
     Ok(())
+}
+
+/// Creates ExecutorPool `scale` with `replicas` pods and waits until they are all available,
+/// so Agents join a warm pool.
+async fn warm_pool(bench: &Bench, ns: &str, replicas: u32) -> Result<()> {
+    let pool = serde_json::json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "ExecutorPool",
+        "metadata": {"name": "scale"},
+        "spec": {"replicas": replicas, "concurrency": 16},
+    });
+    let pools: Api<ExecutorPool> = Api::namespaced(bench.client.clone(), ns);
+    pools
+        .patch(
+            "scale",
+            &PatchParams::apply("ari-bench").force(),
+            &Patch::Apply(&pool),
+        )
+        .await?;
+    let want = i32::try_from(replicas)?;
+    ari_e2e::wait::until("the pool's pods available", Duration::from_secs(300), || async {
+        let p = pools.get("scale").await.map_err(|e| e.to_string())?;
+        let available = p.status.and_then(|s| s.available_replicas).unwrap_or(0);
+        if available == want {
+            Ok(())
+        } else {
+            Err(format!("{available} of {want} available"))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// When each Agent of `ns` was first seen Ready, from a watch.
+fn ready_times(client: kube::Client, ns: &str) -> Arc<Mutex<HashMap<String, Instant>>> {
+    let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let api: Api<Agent> = Api::namespaced(client, ns);
+    let out = seen.clone();
+    tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        let mut stream = std::pin::pin!(stream.applied_objects());
+        while let Some(event) = stream.next().await {
+            let Ok(a) = event else { continue };
+            if a.is_ready()
+                && let Ok(mut m) = out.lock()
+            {
+                m.entry(a.name_any()).or_insert_with(Instant::now);
+            }
+        }
+    });
+    seen
+}
+
+/// Create → Succeeded of the first Task of ten Agents that never ran one (their module not
+/// yet loaded anywhere), then of a second Task of each: one at a time.
+async fn cold_and_warm(
+    client: &kube::Client,
+    ns: &str,
+    agents: &[String],
+) -> Result<(Percentiles, Percentiles)> {
+    let tracker = Tracker::default();
+    let watch = watch_tasks(client.clone(), ns, tracker.clone());
+    let tasks: Api<Task> = Api::namespaced(client.clone(), ns);
+    let mut figures = [Vec::new(), Vec::new()];
+    for (round, ms) in figures.iter_mut().enumerate() {
+        for (i, agent) in agents.iter().rev().take(10).enumerate() {
+            let name = format!("probe-{round}-{i}");
+            let agent = agent.clone();
+            create_all(&tasks, &tracker, std::slice::from_ref(&name), |_| agent.clone(), "probe", 1)
+                .await?;
+            let f = tracker
+                .wait_all(std::slice::from_ref(&name), Duration::from_secs(120))
+                .await?;
+            ms.push(f.to_finished.max);
+        }
+    }
+    watch.abort();
+    let [cold, warm] = figures;
+    Ok((Percentiles::of(cold), Percentiles::of(warm)))
 }

@@ -186,12 +186,24 @@ pub async fn apply_agent(
     replicas: u32,
     concurrency: u32,
 ) -> Result<()> {
+    let executor = serde_json::json!({"replicas": replicas, "concurrency": concurrency});
+    apply_agent_with(client, ns, name, module, executor).await
+}
+
+/// Applies an Agent of `module`'s ConfigMap with `executor` as its `spec.executor`.
+pub async fn apply_agent_with(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    module: &str,
+    executor: serde_json::Value,
+) -> Result<()> {
     let agent = serde_json::json!({
         "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
         "metadata": {"name": name},
         "spec": {
             "module": {"configMap": {"name": format!("{module}-module"), "key": "module.wasm"}},
-            "executor": {"replicas": replicas, "concurrency": concurrency},
+            "executor": executor,
         }
     });
     Api::<Agent>::namespaced(client.clone(), ns)
