@@ -390,7 +390,99 @@ async fn catch_up(pool: Arc<Pool>, agent: String) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap as Map;
+
+    use kube::api::DynamicObject;
+    use serde_json::json;
+
     use super::*;
+    use crate::worker::cancels::Cancels;
+    use crate::worker::livelog::LiveLogs;
+    use crate::worker::testutil::{mock_client, status};
+
+    const KEY: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+    /// A pool pod knowing Agent `pooled` (module resolved), with an API that answers nothing.
+    fn pool() -> Pool {
+        let (client, _log) = mock_client(|_, _, _| status(404, "NotFound"));
+        let env: Map<&str, &str> = Map::from([
+            ("ARI_POOL_NAME", "shared"),
+            ("POD_NAMESPACE", "demo"),
+            ("POD_NAME", "shared-pool-a"),
+            ("ARI_ATTESTATION_KEY", KEY),
+        ]);
+        let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| (*v).to_owned()))
+            .unwrap_or_else(|e| panic!("config: {e}"));
+        let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
+        let (agents, mut writer) = reflector::store::<Agent>();
+        let agent: Agent = serde_json::from_value(json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": "pooled", "namespace": "demo", "uid": "u1", "generation": 1},
+            "spec": {"module": {"configMap": {"name": "m", "key": "module.wasm"}},
+                     "executor": {"pool": "shared"}},
+            "status": {"observedGeneration": 1, "moduleDigest": "sha256:00",
+                       "conditions": [{"type": "ModuleResolved", "status": "True",
+                                       "reason": "Resolved", "message": "",
+                                       "lastTransitionTime": "2026-11-28T00:00:00Z"}]}
+        }))
+        .unwrap_or_else(|e| panic!("agent: {e}"));
+        writer.apply_watcher_event(&watcher::Event::Apply(agent));
+        Pool {
+            shared: Shared::new(client, metrics, &config),
+            config,
+            agents,
+            hosted: Mutex::default(),
+            runs: Mutex::default(),
+            known: Mutex::default(),
+            peers: Peers::alone("shared-pool-a"),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    fn task(name: &str, agent: &str, phase: Option<&str>) -> DynamicObject {
+        let mut t = json!({"apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+            "metadata": {"name": name, "namespace": "demo", "uid": format!("uid-{name}"),
+                         "resourceVersion": "5"},
+            "spec": {"agentRef": {"name": agent}, "input": "x"}});
+        if let Some(p) = phase {
+            t["status"] = json!({"phase": p});
+        }
+        serde_json::from_value(t).unwrap_or_else(|e| panic!("task: {e}"))
+    }
+
+    #[tokio::test]
+    async fn only_a_claimable_task_of_a_pooled_agent_hosts_it_and_others_pass_by() {
+        let pool = pool();
+        let metrics = Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}"));
+        let (cancels, live) = (Cancels::default(), LiveLogs::new(Default::default()));
+        let cx = feed::Context {
+            peers: &pool.peers,
+            metrics: &metrics,
+            cancels: &cancels,
+            live: &live,
+        };
+        let api = feed::dynamic_tasks(pool.shared.client.clone(), "demo");
+        // Another Agent's Task (dedicated, or another pool's): not ours.
+        feed::offer(&api, &task("t0", "elsewhere", None), &pool, &cx).await;
+        assert!(!pool.serves("elsewhere"));
+        // A finished Task of a pooled Agent loads nothing.
+        feed::offer(&api, &task("t1", "pooled", Some("Succeeded")), &pool, &cx).await;
+        assert!(
+            lock(&pool.hosted).is_empty(),
+            "a finished Task hosted its Agent"
+        );
+        // A claimable one hosts it, with the Task in its backlog.
+        feed::offer(&api, &task("t2", "pooled", None), &pool, &cx).await;
+        let hosted = lock(&pool.hosted);
+        let h = hosted.get("pooled").unwrap_or_else(|| panic!("not hosted"));
+        assert_eq!(h.backlog.len(), 1);
+        assert_eq!(
+            h.built_for.as_ref().map(|r| r.digest.as_str()),
+            Some("sha256:00"),
+            "its worker is built for the digest the operator resolved"
+        );
+        assert_eq!(hosted.len(), 1);
+    }
 
     #[test]
     fn beyond_the_hot_bound_the_least_recently_used_idle_agents_go_and_busy_ones_stay() {

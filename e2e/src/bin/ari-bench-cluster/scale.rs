@@ -216,15 +216,19 @@ async fn warm_pool(bench: &Bench, ns: &str, replicas: u32) -> Result<()> {
         )
         .await?;
     let want = i32::try_from(replicas)?;
-    ari_e2e::wait::until("the pool's pods available", Duration::from_secs(300), || async {
-        let p = pools.get("scale").await.map_err(|e| e.to_string())?;
-        let available = p.status.and_then(|s| s.available_replicas).unwrap_or(0);
-        if available == want {
-            Ok(())
-        } else {
-            Err(format!("{available} of {want} available"))
-        }
-    })
+    ari_e2e::wait::until(
+        "the pool's pods available",
+        Duration::from_secs(300),
+        || async {
+            let p = pools.get("scale").await.map_err(|e| e.to_string())?;
+            let available = p.status.and_then(|s| s.available_replicas).unwrap_or(0);
+            if available == want {
+                Ok(())
+            } else {
+                Err(format!("{available} of {want} available"))
+            }
+        },
+    )
     .await?;
     Ok(())
 }
@@ -264,8 +268,15 @@ async fn cold_and_warm(
         for (i, agent) in agents.iter().rev().take(10).enumerate() {
             let name = format!("probe-{round}-{i}");
             let agent = agent.clone();
-            create_all(&tasks, &tracker, std::slice::from_ref(&name), |_| agent.clone(), "probe", 1)
-                .await?;
+            create_all(
+                &tasks,
+                &tracker,
+                std::slice::from_ref(&name),
+                |_| agent.clone(),
+                "probe",
+                1,
+            )
+            .await?;
             let f = tracker
                 .wait_all(std::slice::from_ref(&name), Duration::from_secs(120))
                 .await?;
