@@ -144,8 +144,26 @@ pub fn log_tail(path: &Path, max: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// A loopback TCP port that was free a moment ago.
-pub(crate) fn free_port() -> Result<u16> {
+/// Loopback ports handed to servers the suite starts: below Linux's ephemeral range
+/// (32768–60999), so no outgoing connection's local port can take one between the moment it
+/// is chosen and the moment its server binds it. A port the kernel picked (`bind` to port 0)
+/// comes from the ephemeral range, and under the e2e suite's load an outgoing connection took
+/// such a port before kube-apiserver bound it ("address already in use").
+const SERVER_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A loopback TCP port that was free a moment ago, from [`SERVER_PORTS`], tried at random.
+pub fn free_port() -> Result<u16> {
+    use std::hash::{BuildHasher, Hasher};
+    let span = u64::from(SERVER_PORTS.end - SERVER_PORTS.start);
+    for _ in 0..256 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(u64::from(std::process::id()));
+        let offset = u16::try_from(h.finish() % span).unwrap_or(0);
+        let port = SERVER_PORTS.start + offset;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(io_err("127.0.0.1:0"))?;
     let port = l.local_addr().map_err(io_err("127.0.0.1:0"))?.port();
     Ok(port)

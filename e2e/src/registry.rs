@@ -55,11 +55,7 @@ pub fn registry_bin() -> Result<PathBuf> {
     Ok(bin)
 }
 
-pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+pub use crate::process::free_port;
 
 /// A CNCF distribution registry on a loopback port, killed on drop (and, through
 /// `PR_SET_PDEATHSIG`, when the test process dies).
