@@ -1,6 +1,8 @@
 //! State shared by the controllers.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::Resource;
@@ -19,7 +21,13 @@ pub struct Context {
     pub recorder: Recorder,
     /// Resolves `module.image` (one registry client for every Agent).
     pub images: ImageResolver,
+    /// When each namespace's executor identities were last applied (see [`Self::due`]).
+    applied: Mutex<HashMap<(String, &'static str), Instant>>,
 }
+
+/// How long an applied namespace-wide object (an executor ServiceAccount, Role, RoleBinding)
+/// is taken as still in place before it is applied again.
+pub const REAPPLY_AFTER: Duration = Duration::from_secs(300);
 
 impl Context {
     pub fn new(
@@ -41,7 +49,31 @@ impl Context {
             metrics,
             recorder,
             images,
+            applied: Mutex::default(),
         }
+    }
+
+    /// Whether `what` of `namespace` is due to be applied: never applied by this process, or
+    /// not within [`REAPPLY_AFTER`]. Every Agent of a namespace shares its executor identity,
+    /// so applying it on each Agent's reconcile cost three writes per Agent (3,000 Agents:
+    /// 9,000 writes per pass) for objects that do not change; a deleted one comes back within
+    /// five minutes. Call [`Self::applied`] once the apply succeeded.
+    pub fn due(&self, namespace: &str, what: &'static str) -> bool {
+        let applied = self
+            .applied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        applied
+            .get(&(namespace.to_owned(), what))
+            .is_none_or(|t| t.elapsed() >= REAPPLY_AFTER)
+    }
+
+    /// Records that `what` of `namespace` was applied now.
+    pub fn applied(&self, namespace: &str, what: &'static str) {
+        self.applied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((namespace.to_owned(), what), Instant::now());
     }
 
     /// Publishes an Event on `obj`; a failed Event is logged, never fails the reconcile.

@@ -265,13 +265,16 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     }
 
     // Namespace-wide pieces: executor identity and the attestation key.
-    rbac::apply_identity(
-        &client,
-        &ns,
-        names::EXECUTOR_SERVICE_ACCOUNT,
-        &rbac::role(&ns),
-    )
-    .await?;
+    if ctx.due(&ns, names::EXECUTOR_SERVICE_ACCOUNT) {
+        rbac::apply_identity(
+            &client,
+            &ns,
+            names::EXECUTOR_SERVICE_ACCOUNT,
+            &rbac::role(&ns),
+        )
+        .await?;
+        ctx.applied(&ns, names::EXECUTOR_SERVICE_ACCOUNT);
+    }
     let op_ns = &ctx.settings.operator_namespace;
     let key = key::ensure(
         &Api::<Secret>::namespaced(client.clone(), op_ns),

@@ -45,13 +45,16 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
     let name = pool.name_any();
     let client = base.client.clone();
 
-    rbac::apply_identity(
-        &client,
-        &ns,
-        names::POOL_SERVICE_ACCOUNT,
-        &rbac::pool_role(&ns),
-    )
-    .await?;
+    if base.due(&ns, names::POOL_SERVICE_ACCOUNT) {
+        rbac::apply_identity(
+            &client,
+            &ns,
+            names::POOL_SERVICE_ACCOUNT,
+            &rbac::pool_role(&ns),
+        )
+        .await?;
+        base.applied(&ns, names::POOL_SERVICE_ACCOUNT);
+    }
     let op_ns = &base.settings.operator_namespace;
     let key = key::ensure(
         &Api::<Secret>::namespaced(client.clone(), op_ns),
