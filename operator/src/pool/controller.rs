@@ -179,4 +179,22 @@ mod tests {
         assert_eq!(ready(0).0, ConditionStatus::False);
         assert_eq!(ready(2).0, ConditionStatus::True);
     }
+
+    #[test]
+    fn a_pooled_agent_stored_with_a_grant_no_pool_can_hold_apart_is_invalid() {
+        let agent = |caps: serde_json::Value| -> Agent {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+                "metadata": {"name": "a", "namespace": "n"},
+                "spec": {"module": {"configMap": {"name": "m", "key": "module.wasm"}},
+                         "executor": {"pool": "shared"}, "capabilities": caps}
+            }))
+            .unwrap_or_else(|e| panic!("agent: {e}"))
+        };
+        let validate = crate::agent::controller::validate;
+        assert_eq!(validate(&agent(serde_json::json!({}))), Ok(()));
+        let err = validate(&agent(serde_json::json!({"storage": {"maxBytes": 1024}})))
+            .expect_err("storage in a pool");
+        assert!(err.contains("remove spec.executor.pool"), "{err}");
+    }
 }
