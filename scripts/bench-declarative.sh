@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The stock agent component's own cost per turn (BENCHMARKS.md, "Declarative agents"): a declared
 # agent whose model (a stub on 127.0.0.1 that answers at once) calls the wordcount Agent N times
-# before answering, run with `ari run --declaration` for N = 0, 1, 2, 4. Fuel is exact and the
+# before answering, run with `ari run --declaration` for N = 0, 1, 2, 4, 16. Fuel is exact and the
 # same on every build; the marginal fuel per turn minus the host's documented charges (chat
 # 500,000, start-child 1,000,000, await-child 10,000, plus 2 per byte) is the component's work.
+# Each run is then replayed with `ari verify` (the model's answers and the child's outputs come
+# from the recording, so the replay's time is the component's and the host's, without the
+# model's or the tool's); the marginal replay time per turn is the overhead a turn adds.
 # Also the component's cold compile and cached load (`ari inspect`).
 # Usage: scripts/build-agents.sh && cargo build --release --bin ari && scripts/bench-declarative.sh [ARI]
 set -euo pipefail
@@ -40,9 +43,9 @@ instructions: You count words with the wordcount tool.
 model: stub
 tools:
   - agent: {name: wordcount, description: counts the words of a text}
-maxTurns: 8
+maxTurns: 32
 YAML
-for turns in 0 1 2 4; do
+for turns in 0 1 2 4 16; do
   python3 "$work/stub.py" "$turns" >"$work/port" &
   stub=$!
   until [ -s "$work/port" ]; do sleep 0.1; done
@@ -51,9 +54,15 @@ for turns in 0 1 2 4; do
     "$ari" --cache-dir "$work/cache" run "$agents/declarative.wasm" --declaration "$work/agent.yaml" \
       --input count --grant models=stub --model "stub=http://127.0.0.1:$port/v1" \
       --grant delegation=wordcount --agent "wordcount=$agents/wordcount.wasm" --json >"$work/r.json"
+    start=$(date +%s.%N)
+    "$ari" --cache-dir "$work/cache" verify "$work/r.json" --module "$agents/declarative.wasm" \
+      --declaration "$work/agent.yaml" --agent "wordcount=$agents/wordcount.wasm" \
+      --accept-embedded-key >/dev/null 2>&1
+    end=$(date +%s.%N)
     python3 -c "import json,sys; u=json.load(open(sys.argv[1]))['resourcesUsed']
-print('tool turns', sys.argv[2], '| fuel', u['fuel'], '| cpuMillis', u['cpuMillis'], '| wallMillis', u['wallMillis'])" \
-      "$work/r.json" "$turns"
+print('tool turns', sys.argv[2], '| fuel', u['fuel'], '| cpuMillis', u['cpuMillis'], '| wallMillis', u['wallMillis'],
+      '| replay ms', round((float(sys.argv[4]) - float(sys.argv[3])) * 1000))" \
+      "$work/r.json" "$turns" "$start" "$end"
   done
   kill "$stub"; wait "$stub" 2>/dev/null || true
   : >"$work/port"

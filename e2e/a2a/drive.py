@@ -479,8 +479,64 @@ async def conversation_flow():
     print(json.dumps({"task": first.id}))
 
 
+async def declarative_flow():
+    """The declarative examples (examples/manifests/declarative/) streamed to an A2A caller: the
+    research assistant's MCP tool calls and results and its two delegations as they happen, the
+    model's text as far as it streamed, and the usage with the end; the triage agent's search
+    and its answer. The model is the test's scripted server
+    (e2e/tests/declarative.rs says why), so the tools each one calls are known."""
+    token = os.environ["A2A_TOKEN"]
+    research = await client("research-assistant", token, streaming=True)
+    check(research._card.capabilities.streaming, "the declarative Agent's card announces streaming")
+    events = await collect(research, pb.SendMessageRequest(message=message("What does the sandbox grant by default?")))
+    metas = [e for e in map(event_meta, events) if e]
+    kinds = [e.get("type") for e in metas]
+    print(f"research event kinds: {kinds}")
+    calls = [e for e in metas if e.get("type") == "toolCall"]
+    results = [e for e in metas if e.get("type") == "toolResult"]
+    check([(c["server"], c["tool"]) for c in calls] == [("docs", "search"), ("docs", "fetch")],
+          f"each MCP tool call streams before it is made ({calls})")
+    check([r["outcome"] for r in results] == ["answered", "answered"] and results[0]["text"] == "sandbox",
+          f"each result streams after it ({results})")
+    check(kinds.index("toolCall") < kinds.index("toolResult"), "a call streams before its result")
+    delegations = [e for e in metas if e.get("type") == "delegation"]
+    ended = {d["agent"] for d in delegations if d["state"] == "TASK_STATE_COMPLETED"}
+    check(ended == {"summarize", "keywords"}, f"both Agents used as tools stream as delegations ({delegations})")
+    text = "".join(e["text"] for e in metas if e.get("type") == "modelText")
+    # The model's tokens stream while the gateway's follow lease has reached the executor; a
+    # call made before it (the first ones, on a fast run) is not streamed, so only what did
+    # stream is checked: the answer's text, in order.
+    artifacts = [p.text for e in events if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts]
+    answer = "".join(artifacts)
+    check(answer.endswith(text), f"streamed model text is the answer's ({text[:120]!r})")
+    # The usage of the end rides on the final status update.
+    final = json_format.MessageToDict(events[-1].status_update.metadata)
+    used = final.get("ari.dev/resourcesUsed", {})
+    models = final.get("ari.dev/models", [])
+    check(used.get("modelCalls") == 4 and used.get("toolCalls") == 2, f"the usage: four model calls, two tool calls ({used})")
+    check([(m.get("name"), m.get("calls")) for m in models] == [("small", 4)], f"per model ({models})")
+    last = events[-1].status_update
+    check(last.status.state == pb.TASK_STATE_COMPLETED, "the research stream ends completed")
+    check(answer.endswith("Source: sandbox."), f"the answer streams as an artifact ({artifacts})")
+
+    triage = await client("triage", token, streaming=True)
+    check([s.id for s in triage._card.skills] == ["triage"], "the triage card lists its declared skill")
+    events = await collect(triage, pb.SendMessageRequest(message=message("TICKET-11: the printer on floor 2 jams")))
+    metas = [e for e in map(event_meta, events) if e]
+    print(f"triage event kinds: {[e.get('type') for e in metas]}")
+    tools = [(e["type"], e["tool"], e.get("text", "")) for e in metas if e.get("type") in ("toolCall", "toolResult")]
+    check(tools == [("toolCall", "search", ""), ("toolResult", "search", "no matches")],
+          f"the search and its result stream ({tools})")
+    last = events[-1].status_update
+    check(last.status.state == pb.TASK_STATE_COMPLETED, "the triage stream ends completed")
+    used = json_format.MessageToDict(last.metadata).get("ari.dev/resourcesUsed", {})
+    check(used.get("modelCalls") == 2 and used.get("toolCalls") == 1, f"its usage ({used})")
+    artifacts = [p.text for e in events if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts]
+    check(any("facilities team" in a for a in artifacts), f"the answer routes the ticket ({artifacts})")
+
+
 if __name__ == "__main__":
     flows = {"main": main_flow, "auth": auth_flow, "card": card_flow, "bounds": bounds_flow,
              "approve": approve_flow, "approve-delegation": approve_delegation_flow,
-             "conversation": conversation_flow}
+             "conversation": conversation_flow, "declarative": declarative_flow}
     asyncio.run(flows[sys.argv[1]]())

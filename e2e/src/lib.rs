@@ -44,6 +44,27 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("target"))
 }
 
+/// The stock agent component that runs declarative Agents (`stock/declarative`), where
+/// `scripts/build-agents.sh` puts it.
+pub fn stock_agent() -> PathBuf {
+    target_dir().join("agents").join("declarative.wasm")
+}
+
+/// What ari's images set for their entrypoints (image prefix → variables). The release images
+/// carry the stock agent component at `/usr/share/ari/declarative.wasm`; the node agent's
+/// images are host binaries with no files of their own, so the operator's and the executor's
+/// name the built component with `ARI_STOCK_AGENT`, the override both read (docs/declarative.md).
+pub fn ari_image_env() -> Vec<(String, Vec<(String, String)>)> {
+    let stock = (
+        "ARI_STOCK_AGENT".to_string(),
+        stock_agent().display().to_string(),
+    );
+    [EXECUTOR_IMAGE, OPERATOR_IMAGE]
+        .into_iter()
+        .map(|image| (image.to_string(), vec![stock.clone()]))
+        .collect()
+}
+
 /// Build profiles to take pod binaries from, this binary's own first: a release benchmark runs
 /// release pods, a debug test suite debug ones, and either falls back to what is built.
 fn profiles() -> [&'static str; 2] {

@@ -53,6 +53,13 @@ impl Ctx {
             agent_wasm("echo").is_file(),
             "example agents are missing: run scripts/build-agents.sh first"
         );
+        // The operator and executors are handed it as their images carry it (`ARI_STOCK_AGENT`);
+        // without it every declarative Agent would only report StockAgentMissing.
+        ensure!(
+            crate::stock_agent().is_file(),
+            "the stock agent component {} is missing: run scripts/build-agents.sh first",
+            crate::stock_agent().display()
+        );
         let rt = tokio::runtime::Runtime::new()?;
         let cluster = rt.block_on(Cluster::start())?;
         let node = NodeAgent::start(&cluster, crate::ari_images())?;

@@ -10,7 +10,11 @@ so a test never guesses a port or sleeps. Tools:
 - big(size): `size` bytes of text (an answer over the host's bound);
 - delete_everything(confirm): marked destructive; deletes nothing;
 - auth_echo(): answers with the Authorization header it was sent (a server that echoes
-  credentials, which the host must cut out).
+  credentials, which the host must cut out);
+- search(query), fetch(id), close(ticket, duplicate_of): a small document store and ticket
+  tracker, the `docs` and `tracker` servers of the declarative examples
+  (examples/manifests/declarative/); `close` is a write the server does not mark destructive,
+  so only a declaration's `requireApproval` makes it wait.
 
 With ARI_MCP_TOKEN set, every request must carry `Authorization: Bearer <token>` (else 401).
 
@@ -65,6 +69,37 @@ def auth_echo(ctx: Context) -> str:
     """Answers with the Authorization header it was sent."""
     headers = ctx.headers or {}
     return f"you sent {headers.get('authorization', 'nothing')}"
+
+
+# The documents and tickets `search` and `fetch` find (the e2e declarative trials and the
+# walk-throughs in docs/declarative.md quote them).
+RECORDS = {
+    "sandbox": "WebAssembly sandbox. Agents run as WebAssembly components in a sandbox. "
+    "The sandbox grants nothing by default: every capability an agent uses is granted by name.",
+    "attestations": "Attestations. Every task ends with a signed attestation naming the "
+    "component, the config and the output, and every run replays offline.",
+    "TICKET-7": "Disk full on the build server (open).",
+}
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def search(query: str) -> str:
+    """Searches the documents and tickets; answers the ids that match, one a line."""
+    words = [w for w in query.lower().split() if len(w) > 2]
+    found = [key for key, text in RECORDS.items() if any(w in text.lower() for w in words)]
+    return "\n".join(found) if found else "no matches"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def fetch(id: str) -> str:  # noqa: A002 (the tool's argument name)
+    """Returns the text of a document or ticket by its id."""
+    return RECORDS.get(id, f"no record {id}")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False))
+def close(ticket: str, duplicate_of: str) -> str:
+    """Closes a ticket as a duplicate of another."""
+    return f"closed {ticket} as a duplicate of {duplicate_of}"
 
 
 class RequireToken:

@@ -1,5 +1,6 @@
 //! Maps container images to host binaries: there is no container runtime here, so an image
-//! stands for "this binary" (its entrypoint).
+//! stands for "this binary" (its entrypoint), plus the environment the image sets for it (a
+//! Dockerfile's `ENV`), which is how a host binary finds what the real image carries as files.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,8 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, Default)]
 pub struct ImageMap {
     entries: Vec<(String, PathBuf)>,
+    /// Image prefix → the variables the image sets; the pod spec's `env` overrides them.
+    env: Vec<(String, Vec<(String, String)>)>,
 }
 
 impl ImageMap {
@@ -17,15 +20,33 @@ impl ImageMap {
     pub fn new(images: HashMap<String, PathBuf>) -> ImageMap {
         let mut entries: Vec<_> = images.into_iter().collect();
         entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        ImageMap { entries }
+        ImageMap {
+            entries,
+            env: Vec::new(),
+        }
+    }
+
+    /// The table with `env` (image prefix → variables) as the images' own environment.
+    pub fn with_env(mut self, env: Vec<(String, Vec<(String, String)>)>) -> ImageMap {
+        self.env = env;
+        self.env
+            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        self
+    }
+
+    /// The variables `image` sets for its entrypoint (longest matching prefix), if any.
+    pub fn env(&self, image: &str) -> &[(String, String)] {
+        self.env
+            .iter()
+            .find(|(prefix, _)| matches(prefix, image))
+            .map_or(&[], |(_, vars)| vars.as_slice())
     }
 
     /// The binary standing for `image`, or a message naming the known prefixes.
     pub fn resolve(&self, image: &str) -> Result<&Path, String> {
-        let last = image.rsplit('/').next().unwrap_or(image);
         self.entries
             .iter()
-            .find(|(prefix, _)| image.starts_with(prefix.as_str()) || last.starts_with(prefix.as_str()))
+            .find(|(prefix, _)| matches(prefix, image))
             .map(|(_, p)| p.as_path())
             .ok_or_else(|| {
                 let known: Vec<&str> = self.entries.iter().map(|(p, _)| p.as_str()).collect();
@@ -35,6 +56,12 @@ impl ImageMap {
                 )
             })
     }
+}
+
+/// Whether `prefix` matches the whole image reference or its last path segment.
+fn matches(prefix: &str, image: &str) -> bool {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    image.starts_with(prefix) || last.starts_with(prefix)
 }
 
 #[cfg(test)]
@@ -58,5 +85,20 @@ mod tests {
             err.contains("nginx") && err.contains("ari-executor"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_image_sets_its_own_environment_by_the_longest_prefix() {
+        let vars = |v: &str| vec![("ARI_STOCK_AGENT".to_string(), v.to_string())];
+        let map = ImageMap::new(HashMap::new()).with_env(vec![
+            ("ari".to_string(), vars("/short")),
+            ("ari-executor".to_string(), vars("/long")),
+        ]);
+        assert_eq!(
+            map.env("ghcr.io/x/ari-executor:1"),
+            vars("/long").as_slice()
+        );
+        assert_eq!(map.env("ari-operator"), vars("/short").as_slice());
+        assert!(map.env("nginx").is_empty());
     }
 }

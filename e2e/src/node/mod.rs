@@ -126,7 +126,7 @@ impl NodeAgent {
                     let ctx = Arc::new(NodeCtx {
                         client,
                         node_name: name_owned,
-                        images: ImageMap::new(images),
+                        images: ImageMap::new(images).with_env(crate::ari_image_env()),
                         server,
                         ca_pem,
                         root: root_owned,

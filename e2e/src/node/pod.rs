@@ -390,7 +390,9 @@ async fn prepare(run: &PodRun, pod: &Pod) -> Result<Prepared, (&'static str, Str
                 kubeconfig_path.to_string_lossy().into_owned(),
             ),
         ];
-        for (k, v) in resolved {
+        // The image's own environment, then the pod spec's, which overrides it.
+        let image_env = ctx.images.env(image).iter().cloned();
+        for (k, v) in image_env.chain(resolved) {
             env.retain(|(n, _)| *n != k);
             env.push((k, v));
         }
