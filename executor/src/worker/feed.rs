@@ -29,17 +29,17 @@ pub fn dynamic_tasks(client: kube::Client, namespace: &str) -> Api<DynamicObject
 }
 
 /// Where a Task's events go: the backlog of its Agent, when this pod serves that Agent.
+/// Each call changes a backlog under the route's own lock, so a pool cannot let an Agent go
+/// between finding its backlog and filling it.
 pub trait Route: Send + Sync {
     /// Whether this pod serves `agent`'s Tasks.
     fn serves(&self, agent: &str) -> bool;
-    /// The backlog of `agent`'s Tasks here, made ready for them (a pool hosts the Agent);
-    /// `None` when this pod does not serve `agent`.
-    fn backlog(&self, agent: &str) -> Option<Arc<Backlog>>;
-    /// As [`Self::backlog`], but only when `agent` is already hosted here: a finished Task
-    /// must not load its Agent's module.
-    fn hosted(&self, agent: &str) -> Option<Arc<Backlog>> {
-        self.backlog(agent)
-    }
+    /// Records the latest version of one of `agent`'s Tasks (see [`Backlog::offer`]). A
+    /// claimable Task makes the pod ready for its Agent (a pool hosts it); any other changes
+    /// only a backlog that exists, so a finished Task never loads a module.
+    fn offer(&self, agent: &str, task: Task, claimable: bool, owned: bool);
+    /// Forgets one of `agent`'s Tasks (deleted, or no longer decodable).
+    fn remove(&self, agent: &str, name: &str);
     /// Empties every backlog (the watch is listing again).
     fn clear(&self);
 }
@@ -52,8 +52,12 @@ impl Route for OneAgent {
         true
     }
 
-    fn backlog(&self, _agent: &str) -> Option<Arc<Backlog>> {
-        Some(self.0.clone())
+    fn offer(&self, _agent: &str, task: Task, claimable: bool, owned: bool) {
+        self.0.offer(task, claimable, owned);
+    }
+
+    fn remove(&self, _agent: &str, name: &str) {
+        self.0.remove(name);
     }
 
     fn clear(&self) {
@@ -96,8 +100,8 @@ pub async fn feed(
                 if let Some(uid) = o.uid() {
                     cx.cancels.deleted(&uid);
                 }
-                if let Some(backlog) = agent_of(&o).and_then(|a| route.hosted(a)) {
-                    backlog.remove(&o.name_any());
+                if let Some(agent) = agent_of(&o) {
+                    route.remove(agent, &o.name_any());
                 }
             }
             Ok(Some(watcher::Event::Init)) => route.clear(),
@@ -124,14 +128,6 @@ pub async fn offer(
     match decode(o) {
         Ok(t) => {
             let ok = t.is_claimable();
-            let backlog = if ok {
-                route.backlog(agent)
-            } else {
-                route.hosted(agent)
-            };
-            let Some(backlog) = backlog else {
-                return;
-            };
             cx.live.seen(&t);
             if t.is_cancelled()
                 && let Some(uid) = t.uid()
@@ -141,14 +137,12 @@ pub async fn offer(
             }
             // A replica this pod should leave to a peer waits like a peer's Task.
             let owned = owned && super::replicas::my_turn(&t, cx.peers);
-            backlog.offer(t, ok, owned);
+            route.offer(agent, t, ok, owned);
         }
         Err(e) => {
             cx.metrics.undecodable.inc();
             warn!(task = %o.name_any(), error = %e, "skipping a Task this executor cannot decode");
-            if let Some(backlog) = route.hosted(agent) {
-                backlog.remove(&o.name_any());
-            }
+            route.remove(agent, &o.name_any());
             if owned {
                 fail_undecodable(api, o, &e).await;
             }

@@ -450,13 +450,19 @@ impl Worker {
                 }
                 _ = stop.wait_for(|s| *s) => break,
             };
+            // Counted from here: a pool never lets go of an Agent with a Task in hand.
+            let active = Active::enter(&self.active);
             // In a pool, a place in the pod too: taken only with a task in hand, so idle
-            // Agents hold none.
+            // Agents hold none. Stopped while waiting (the Agent is rebuilt or the pod
+            // stops), the Task goes back to the backlog it came from, unclaimed.
             let place = match &self.pod_slots {
                 None => None,
                 Some(pod) => tokio::select! {
                     p = pod.clone().acquire_owned() => p.ok(),
-                    _ = stop.wait_for(|s| *s) => break,
+                    _ = stop.wait_for(|s| *s) => {
+                        self.backlog.retry_later(task);
+                        break;
+                    }
                 },
             };
             if self.pod_slots.is_none() {
@@ -467,7 +473,6 @@ impl Worker {
             while running.try_join_next().is_some() {}
             let me = self.clone();
             let peers = peers.clone();
-            let active = Active::enter(&self.active);
             running.spawn(async move {
                 me.handle(task, slot, &peers).await;
                 drop((place, active));
@@ -476,7 +481,12 @@ impl Worker {
         // Drain: every handler back means every running task wrote its status (a parent
         // parked on a child holds no slot, so counting slots would not tell).
         while running.join_next().await.is_some() {}
-        info!("all running tasks finished; exiting");
+        if self.pod_slots.is_some() {
+            // A pool lets an idle Agent go, or rebuilds it; the pod goes on.
+            tracing::debug!(agent = %self.config.agent, "claim loop ended");
+        } else {
+            info!("all running tasks finished; exiting");
+        }
         Ok(())
     }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ari_crds::Agent;
+use ari_crds::{Agent, Task};
 use futures::StreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -94,24 +94,32 @@ impl Route for Pool {
             .is_some()
     }
 
-    fn hosted(&self, agent: &str) -> Option<Arc<Backlog>> {
-        lock(&self.hosted).get(agent).map(|h| h.backlog.clone())
-    }
-
-    fn backlog(&self, agent: &str) -> Option<Arc<Backlog>> {
+    fn offer(&self, agent: &str, task: Task, claimable: bool, owned: bool) {
         let mut hosted = lock(&self.hosted);
         if let Some(h) = hosted.get_mut(agent) {
             h.last_used = Instant::now();
-            return Some(h.backlog.clone());
+            h.backlog.offer(task, claimable, owned);
+            return;
         }
-        let found = self
+        if !claimable {
+            return;
+        }
+        let Some(found) = self
             .agents
-            .get(&ObjectRef::new(agent).within(&self.config.namespace))?;
-        let backlog = Arc::new(Backlog::new(self.config.steal_after));
-        let mut h = Hosted::new(backlog.clone());
+            .get(&ObjectRef::new(agent).within(&self.config.namespace))
+        else {
+            return;
+        };
+        let mut h = Hosted::new(Arc::new(Backlog::new(self.config.steal_after)));
+        h.backlog.offer(task, claimable, owned);
         self.start(&mut h, &found);
         hosted.insert(agent.to_owned(), h);
-        Some(backlog)
+    }
+
+    fn remove(&self, agent: &str, name: &str) {
+        if let Some(h) = lock(&self.hosted).get(agent) {
+            h.backlog.remove(name);
+        }
     }
 
     fn clear(&self) {
