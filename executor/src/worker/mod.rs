@@ -101,6 +101,23 @@ struct Shared {
     /// makes its own, sized for its Agent.
     runtime: Option<Runtime>,
     pod_slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// A pool pod's loaded modules by digest: Agents of one module share one compiled
+    /// component, fetched and loaded once (see [`pool`]).
+    modules: Option<Arc<std::sync::Mutex<ModuleCache>>>,
+}
+
+/// Loaded components by their SHA-256 (hex).
+type ModuleCache = std::collections::HashMap<String, ari_runtime::LoadedAgent>;
+
+/// The component pinned by `config.module_digest`, when this pod has it loaded already.
+fn cached_module(
+    modules: Option<&Arc<std::sync::Mutex<ModuleCache>>>,
+    config: &WorkerConfig,
+) -> Option<ari_runtime::LoadedAgent> {
+    let digest = config.module_digest.as_deref()?;
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let cache = modules?.lock().ok()?;
+    cache.get(hex).cloned()
 }
 
 impl Shared {
@@ -113,6 +130,7 @@ impl Shared {
             attestation_key: Arc::new(config.attestation_key.clone()),
             runtime: None,
             pod_slots: None,
+            modules: None,
         }
     }
 }
@@ -202,6 +220,7 @@ async fn build(
         attestation_key,
         runtime,
         pod_slots,
+        modules,
     } = shared;
     let waiting = slots::waiting_for(
         config.concurrency,
@@ -219,8 +238,18 @@ async fn build(
         let loaded = tokio::select! {
             r = async {
                 let agent_config = declarative::config(&client, &agent, &config).await?;
-                let loaded =
-                    load_module(&client, &agent, &config, waiting, runtime.as_ref()).await?;
+                let loaded = match cached_module(modules.as_ref(), &config) {
+                    Some(loaded) => loaded,
+                    None => {
+                        let loaded =
+                            load_module(&client, &agent, &config, waiting, runtime.as_ref())
+                                .await?;
+                        if let Some(Ok(mut cache)) = modules.as_ref().map(|m| m.lock()) {
+                            cache.insert(loaded.module_sha256().to_owned(), loaded.clone());
+                        }
+                        loaded
+                    }
+                };
                 Ok::<_, WorkerError>((loaded, agent_config))
             } => r,
             _ = stop.wait_for(|s| *s) => {

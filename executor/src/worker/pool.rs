@@ -211,6 +211,18 @@ impl Pool {
                 let _ = h.stop.send(true);
             }
         }
+        // Keep the components some hosted Agent still runs; the rest load again on demand.
+        let in_use: std::collections::HashSet<String> = hosted
+            .values()
+            .filter_map(|h| {
+                lock(&h.worker)
+                    .as_ref()
+                    .map(|w| w.runtime_agent.module_sha256().to_owned())
+            })
+            .collect();
+        if let Some(modules) = &self.shared.modules {
+            lock(modules).retain(|digest, _| in_use.contains(digest));
+        }
     }
 
     /// How many Agents have a module loaded here.
@@ -275,6 +287,7 @@ pub(super) async fn serve(
     let mut shared = Shared::new(client.clone(), metrics.clone(), &config);
     shared.runtime = Some(runtime);
     shared.pod_slots = Some(Arc::new(tokio::sync::Semaphore::new(config.concurrency)));
+    shared.modules = Some(Arc::default());
 
     let (agents, writer) = reflector::store();
     let selector = format!("spec.executor.pool={pool_name}");
