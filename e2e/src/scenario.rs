@@ -226,6 +226,67 @@ impl Ctx {
         Ok(())
     }
 
+    /// A token of ServiceAccount `sa` of `ns` for the gateway's audience (the gateway refuses
+    /// tokens made for the API server).
+    pub fn gateway_token(&self, ns: &str, sa: &str) -> Result<String> {
+        let token = self.kubectl_ok([
+            "create",
+            "token",
+            sa,
+            "-n",
+            ns,
+            "--duration=1h",
+            "--audience=ari-gateway",
+        ])?;
+        Ok(token.trim().to_owned())
+    }
+
+    /// An A2A or MCP caller of the gateway: ServiceAccount `name` of `ns` bound to a Role of
+    /// the same name granting each `(resources, verbs)` of `ari.dev`, and `get` on Agents (to
+    /// read cards); its token for the gateway.
+    pub fn gateway_caller(
+        &self,
+        ns: &str,
+        name: &str,
+        rules: &[(&[&str], &[&str])],
+    ) -> Result<String> {
+        let list = |xs: &[&str]| xs.join(", ");
+        let rules: String = rules
+            .iter()
+            .map(|(resources, verbs)| {
+                format!(
+                    "  - apiGroups: [ari.dev]\n    resources: [{}]\n    verbs: [{}]\n",
+                    list(resources),
+                    list(verbs)
+                )
+            })
+            .collect();
+        self.apply_ok(
+            ns,
+            &format!(
+                "apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {name}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {name}}}
+rules:
+{rules}  - apiGroups: [ari.dev]
+    resources: [agents]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {name}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}
+subjects: [{{kind: ServiceAccount, name: {name}}}]
+"
+            ),
+        )?;
+        self.gateway_token(ns, name)
+    }
+
     /// The component of an example agent as a ConfigMap (binaryData), as docs/operator.md shows.
     pub fn module_configmap(&self, ns: &str, name: &str, agent: &str) -> Result<()> {
         let from = format!("--from-file=module.wasm={}", agent_wasm(agent).display());

@@ -132,17 +132,7 @@ subjects: [{kind: ServiceAccount, name: reader}, {kind: ServiceAccount, name: st
         ("A2A_NOBODY_TOKEN", "nobody"),
         ("A2A_STREAM_TOKEN", "streamer"),
     ] {
-        // For the gateway's audience: it refuses tokens made for the API server.
-        let token = ctx.kubectl_ok([
-            "create",
-            "token",
-            sa,
-            "-n",
-            ns,
-            "--duration=1h",
-            "--audience=ari-gateway",
-        ])?;
-        tokens.push((var, token.trim().to_owned()));
+        tokens.push((var, ctx.gateway_token(ns, sa)?));
     }
     Ok(tokens)
 }
@@ -624,16 +614,7 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-caller}
 subjects: [{kind: ServiceAccount, name: other}]
 ",
         )?;
-        let other = ctx.kubectl_ok([
-            "create",
-            "token",
-            "other",
-            "-n",
-            &ns,
-            "--duration=1h",
-            "--audience=ari-gateway",
-        ])?;
-        tokens.push(("A2A_OTHER_TOKEN", other.trim().to_owned()));
+        tokens.push(("A2A_OTHER_TOKEN", ctx.gateway_token(&ns, "other")?));
         let base = gateway_url(&client).await?;
         drive_a2a("conversation", &env(&base, &ns, &tokens))?;
 
@@ -760,41 +741,13 @@ fn delegation_decided(ctx: &Ctx) -> Result<()> {
     exposed: true
 ";
         ctx.apply_ok(&ns, &agent_yaml("fanout", "fanout-module", 1, grant))?;
-        ctx.apply_ok(
-            &ns,
-            "apiVersion: v1
-kind: ServiceAccount
-metadata: {name: decider}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: a2a-decider}
-rules:
-  - apiGroups: [ari.dev]
-    resources: [tasks]
-    verbs: [create, get, update]
-  - apiGroups: [ari.dev]
-    resources: [agents]
-    verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: decider}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-decider}
-subjects: [{kind: ServiceAccount, name: decider}]
-",
-        )?;
         agent_ready(&client, &ns, "wordcount").await?;
         let agent = agent_ready(&client, &ns, "fanout").await?;
-        let token = ctx.kubectl_ok([
-            "create",
-            "token",
-            "decider",
-            "-n",
+        let token = ctx.gateway_caller(
             &ns,
-            "--duration=1h",
-            "--audience=ari-gateway",
-        ])?;
+            "decider",
+            &[(&["tasks"], &["create", "get", "update"])],
+        )?;
         let base = gateway_url(&client).await?;
         drive_a2a(
             "approve-delegation",

@@ -645,40 +645,7 @@ fn triage_trial(t: &DeclCtx) -> Result<()> {
 
 /// A ServiceAccount `caller` that may create and read Tasks through the gateway; its token.
 fn caller(ctx: &Ctx, ns: &str) -> Result<String> {
-    ctx.apply_ok(
-        ns,
-        "apiVersion: v1
-kind: ServiceAccount
-metadata: {name: caller}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: a2a-caller}
-rules:
-  - apiGroups: [ari.dev]
-    resources: [tasks]
-    verbs: [create, get, list]
-  - apiGroups: [ari.dev]
-    resources: [agents]
-    verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: caller}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-caller}
-subjects: [{kind: ServiceAccount, name: caller}]
-",
-    )?;
-    let token = ctx.kubectl_ok([
-        "create",
-        "token",
-        "caller",
-        "-n",
-        ns,
-        "--duration=1h",
-        "--audience=ari-gateway",
-    ])?;
-    Ok(token.trim().to_owned())
+    ctx.gateway_caller(ns, "caller", &[(&["tasks"], &["create", "get", "list"])])
 }
 
 /// (iii) Both examples are exposed (`a2a.exposed`, as written): the official a2a-sdk client

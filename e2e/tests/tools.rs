@@ -280,9 +280,7 @@ subjects: [{kind: ServiceAccount, name: caller}]
         ctx.apply_ok(&ns, &yaml)?;
         ready(&client, &ns, "demo", "True", "ToolsListed").await?;
         agent_ready(&client, &ns, "toolbox").await?;
-        let token = ctx.kubectl_ok([
-            "create", "token", "caller", "-n", &ns, "--duration=1h", "--audience=ari-gateway",
-        ])?;
+        let token = ctx.gateway_token(&ns, "caller")?;
         let base = gateway_url(&client).await?;
         let send = |method: &str, text: &str| -> Result<String> {
             let body = serde_json::json!({
@@ -347,42 +345,14 @@ async fn approve_over_a2a(
     base: &str,
     caller: &str,
 ) -> Result<()> {
-    ctx.apply_ok(
+    let approver = ctx.gateway_caller(
         ns,
-        "apiVersion: v1
-kind: ServiceAccount
-metadata: {name: approver}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: a2a-approver}
-rules:
-  - apiGroups: [ari.dev]
-    resources: [tasks]
-    verbs: [create, get, update]
-  - apiGroups: [ari.dev]
-    resources: [tasks/a2a-all]
-    verbs: [get]
-  - apiGroups: [ari.dev]
-    resources: [agents]
-    verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: approver}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: a2a-approver}
-subjects: [{kind: ServiceAccount, name: approver}]
-",
-    )?;
-    let approver = ctx.kubectl_ok([
-        "create",
-        "token",
         "approver",
-        "-n",
-        ns,
-        "--duration=1h",
-        "--audience=ari-gateway",
-    ])?;
+        &[
+            (&["tasks"], &["create", "get", "update"]),
+            (&["tasks/a2a-all"], &["get"]),
+        ],
+    )?;
     drive_a2a(
         "approve",
         &[

@@ -274,24 +274,8 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
     }
 
     // Namespace-wide pieces: executor identity and the attestation key.
-    if ctx.due(&ns, names::EXECUTOR_SERVICE_ACCOUNT) {
-        rbac::apply_identity(
-            &client,
-            &ns,
-            names::EXECUTOR_SERVICE_ACCOUNT,
-            &rbac::role(&ns),
-        )
+    let key = rbac::executor_prerequisites(&ctx, &ns, names::EXECUTOR_SERVICE_ACCOUNT, rbac::role)
         .await?;
-        ctx.applied(&ns, names::EXECUTOR_SERVICE_ACCOUNT);
-    }
-    let op_ns = &ctx.settings.operator_namespace;
-    let key = key::ensure(
-        &Api::<Secret>::namespaced(client.clone(), op_ns),
-        op_ns,
-        &Api::<Secret>::namespaced(client.clone(), &ns),
-        &ns,
-    )
-    .await?;
     if key.restored {
         warn!(namespace = %ns, "attestation key Secret was changed; restored it");
         ctx.event(

@@ -99,6 +99,31 @@ pub fn role_binding(namespace: &str, name: &str) -> RoleBinding {
     }
 }
 
+/// What every executor of `namespace` needs before its pods start: the identity `name` with
+/// `role` (applied when [`Context::due`]) and the namespace's attestation key (its tenant copy
+/// ensured; `restored` says a changed copy was replaced).
+pub async fn executor_prerequisites(
+    ctx: &crate::context::Context,
+    namespace: &str,
+    name: &'static str,
+    role: impl FnOnce(&str) -> Role,
+) -> Result<super::key::Ensured, crate::error::Error> {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::Api;
+    if ctx.due(namespace, name) {
+        apply_identity(&ctx.client, namespace, name, &role(namespace)).await?;
+        ctx.applied(namespace, name);
+    }
+    let op_ns = &ctx.settings.operator_namespace;
+    Ok(super::key::ensure(
+        &Api::<Secret>::namespaced(ctx.client.clone(), op_ns),
+        op_ns,
+        &Api::<Secret>::namespaced(ctx.client.clone(), namespace),
+        namespace,
+    )
+    .await?)
+}
+
 /// The ServiceAccount, Role and RoleBinding `name` of `namespace`, applied by the operator.
 pub async fn apply_identity(
     client: &kube::Client,

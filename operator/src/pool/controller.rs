@@ -10,7 +10,6 @@ use std::time::Duration;
 use ari_crds::conditions::{self, ConditionStatus};
 use ari_crds::{Agent, ExecutorPool, ExecutorPoolStatus, names};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -18,7 +17,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::agent::{deployment, key, rbac};
+use crate::agent::{deployment, rbac};
 use crate::context::Context;
 use crate::error::Error;
 
@@ -45,24 +44,8 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
     let name = pool.name_any();
     let client = base.client.clone();
 
-    if base.due(&ns, names::POOL_SERVICE_ACCOUNT) {
-        rbac::apply_identity(
-            &client,
-            &ns,
-            names::POOL_SERVICE_ACCOUNT,
-            &rbac::pool_role(&ns),
-        )
+    let key = rbac::executor_prerequisites(base, &ns, names::POOL_SERVICE_ACCOUNT, rbac::pool_role)
         .await?;
-        base.applied(&ns, names::POOL_SERVICE_ACCOUNT);
-    }
-    let op_ns = &base.settings.operator_namespace;
-    let key = key::ensure(
-        &Api::<Secret>::namespaced(client.clone(), op_ns),
-        op_ns,
-        &Api::<Secret>::namespaced(client.clone(), &ns),
-        &ns,
-    )
-    .await?;
     let dep = deployment::build_pool(&pool, &base.settings, &key.public_key);
     let applied = Api::<Deployment>::namespaced(client.clone(), &ns)
         .patch(
