@@ -6,7 +6,7 @@
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
 
 use anyhow::{Context, Result, ensure};
-use ari_crds::{Agent, ExecutorPool, Task, TaskPhase};
+use ari_crds::{Agent, ExecutorPool, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -22,6 +22,10 @@ fn main() -> std::process::ExitCode {
         (
             "a_spinning_agent_fills_only_its_own_share_of_a_pool_pod",
             spinner,
+        ),
+        (
+            "hostile_neighbours_in_a_pool_end_with_their_own_reasons_and_the_pod_lives_on",
+            hostile,
         ),
     ])
 }
@@ -300,6 +304,99 @@ fn spinner(ctx: &Ctx) -> Result<()> {
             })
             .await?;
         }
+        Ok(())
+    })
+}
+
+/// Hostile example agents as pooled neighbours of `echo` in one pod: a memory balloon past its
+/// 32 MiB limit, a log flood, a trap. Each ends with its own reason; `echo` answers between
+/// them; the pool pod is the same process throughout (no restart).
+fn hostile(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("pool-hostile", |client, ns| async move {
+        ctx.apply_ok(&ns, &pool_yaml("shared", 1, 4))?;
+        let tight =
+            "  limits:\n    fuel: 100000000000\n    memoryBytes: 33554432\n    timeoutSeconds: 5\n";
+        for name in ["balloon", "loud-log", "trap", "echo"] {
+            ctx.module_configmap(&ns, &format!("{name}-module"), name)?;
+            let extra = if name == "echo" { "" } else { tight };
+            ctx.apply_ok(
+                &ns,
+                &pooled_yaml(name, &format!("{name}-module"), "shared", 2, extra),
+            )?;
+        }
+        for name in ["balloon", "loud-log", "trap", "echo"] {
+            pooled_ready(&client, &ns, name).await?;
+        }
+        let pod = wait::until("one pool pod", wait::DEFAULT, || async {
+            match executor_pods(&client, &ns).await {
+                Ok(p) if p.len() == 1 => Ok(p[0].clone()),
+                other => Err(format!("executor pods: {other:?}")),
+            }
+        })
+        .await?;
+        // (task, agent, input, Task spec extra, want)
+        let small_fuel = "  fuel: 20000000\n";
+        let cases: Vec<(String, &str, &str, &str, Option<TaskReason>)> = (0..2)
+            .flat_map(|i| {
+                [
+                    (
+                        format!("balloon-{i}"),
+                        "balloon",
+                        "",
+                        "",
+                        Some(TaskReason::Trap),
+                    ),
+                    (format!("echo-a{i}"), "echo", "fine", "", None),
+                    (
+                        format!("loud-{i}"),
+                        "loud-log",
+                        "",
+                        small_fuel,
+                        Some(TaskReason::FuelExhausted),
+                    ),
+                    (format!("trap-{i}"), "trap", "", "", Some(TaskReason::Trap)),
+                    (format!("echo-b{i}"), "echo", "fine", "", None),
+                ]
+            })
+            .collect();
+        for (name, agent, input, extra, _) in &cases {
+            ctx.apply_ok(&ns, &task_yaml(name, agent, input, extra))?;
+        }
+        for (name, _, _, _, want) in &cases {
+            let t = task_finished(&client, &ns, name, wait::DEFAULT).await?;
+            let s = t.status.clone().unwrap_or_default();
+            match want {
+                None => ensure!(
+                    s.phase == Some(TaskPhase::Succeeded) && s.output.as_deref() == Some("fine"),
+                    "{name}: {s:?}"
+                ),
+                Some(reason) => ensure!(
+                    s.phase == Some(TaskPhase::Failed) && s.reason == Some(*reason),
+                    "{name}: want {reason:?}, got {:?} {:?}: {:?}",
+                    s.phase,
+                    s.reason,
+                    s.message
+                ),
+            }
+            if name.starts_with("balloon") {
+                let m = s.message.clone().unwrap_or_default();
+                ensure!(m.contains("memory limit"), "{name}: {m}");
+            }
+        }
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+        let p = pods.get(&pod).await?;
+        let restarts: i32 = p
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.restart_count)
+            .sum();
+        ensure!(restarts == 0, "the pool pod restarted {restarts} times");
+        ensure!(
+            executor_pods(&client, &ns).await? == [pod.clone()],
+            "the pool pod was replaced"
+        );
         Ok(())
     })
 }
