@@ -13,6 +13,7 @@ use super::tools::GrantedTools;
 use super::{ConfigError, KeyMismatch, WorkerError};
 
 /// What one executor pod needs to know about itself.
+#[derive(Clone)]
 pub struct WorkerConfig {
     /// The Agent this pod runs; in a pool pod, the Agent of one hosted worker (see
     /// [`Self::for_pooled`]) and empty for the pod itself.
@@ -259,29 +260,16 @@ impl WorkerConfig {
         let share = usize::try_from(agent.spec.concurrency()).unwrap_or(usize::MAX);
         Self {
             agent: kube::ResourceExt::name_any(agent),
-            pool: self.pool.clone(),
-            namespace: self.namespace.clone(),
-            pod_name: self.pod_name.clone(),
             concurrency: share.min(self.concurrency),
-            metrics_addr: self.metrics_addr,
-            redis_url: self.redis_url.clone(),
-            state_dir: self.state_dir.clone(),
-            cache_dir: self.cache_dir.clone(),
-            attestation_key: self.attestation_key.clone(),
             attestation_key_mismatch: None,
             signing_key: None,
-            heartbeat: self.heartbeat,
-            steal_after: self.steal_after,
             module_digest: Some(resolved.digest.clone()),
             module_image: resolved.image.clone(),
-            stock_agent: self.stock_agent.clone(),
             declaration_digest: None,
             module_pull_secret: None,
-            registry: self.registry.clone(),
-            live_log_rate: self.live_log_rate,
-            parked_memory_bytes: self.parked_memory_bytes,
             models: GrantedModels::default(),
             tools: GrantedTools::default(),
+            ..self.clone()
         }
     }
 }
