@@ -98,6 +98,38 @@ pub struct LiveLog {
     /// follows; the trace keeps them whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<LiveTools>,
+    /// What the Task has used so far of what it is billed for (while a stream follows; the
+    /// final `resourcesUsed` and `models` are the whole account).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<LiveUsage>,
+}
+
+/// The running account of a Task's model and tool use: each model's calls and tokens so far
+/// and the tool calls made, so a follower sees the bill grow, not only its total at the end.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveUsage {
+    /// Per model called so far, as `status.models` will list it (at most 32, as many as an
+    /// Agent may be granted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub models: Vec<ari_model::ModelCalls>,
+    /// Tool calls made so far.
+    #[serde(default)]
+    pub tool_calls: u64,
+}
+
+impl LiveUsage {
+    /// The usage so far in `resourcesUsed`'s terms: only what is counted while the Task runs
+    /// (model calls and tokens, tool calls) — fuel, memory and time come with the end.
+    pub fn totals(&self) -> ari_model::ResourcesUsed {
+        let mut used = ari_model::ResourcesUsed {
+            tool_calls: self.tool_calls,
+            ..Default::default()
+        };
+        used.add_tokens(&self.models);
+        used
+    }
 }
 
 /// The newest tool events of a running Task: each call before it is sent, then how it came

@@ -24,7 +24,7 @@ pub mod task;
 pub mod verify;
 
 pub use a2a::{
-    A2aSkill, A2aSpec, LiveLog, LiveText, LiveToolEvent, LiveTools, MediaType, ShortText,
+    A2aSkill, A2aSpec, LiveLog, LiveText, LiveToolEvent, LiveTools, LiveUsage, MediaType, ShortText,
 };
 pub use admission::{Refusal, TaskOrigin, admit};
 pub use agent::{

@@ -482,7 +482,7 @@ async def conversation_flow():
 async def declarative_flow():
     """The declarative examples (examples/manifests/declarative/) streamed to an A2A caller: the
     research assistant's MCP tool calls and results and its two delegations as they happen, the
-    model's text as far as it streamed, and the usage with the end; the triage agent's search
+    model's text, and the usage as it grows and with the end; the triage agent's search
     and its answer. The model is the test's scripted server
     (e2e/tests/declarative.rs says why), so the tools each one calls are known."""
     token = os.environ["A2A_TOKEN"]
@@ -503,12 +503,18 @@ async def declarative_flow():
     ended = {d["agent"] for d in delegations if d["state"] == "TASK_STATE_COMPLETED"}
     check(ended == {"summarize", "keywords"}, f"both Agents used as tools stream as delegations ({delegations})")
     text = "".join(e["text"] for e in metas if e.get("type") == "modelText")
-    # The model's tokens stream while the gateway's follow lease has reached the executor; a
-    # call made before it (the first ones, on a fast run) is not streamed, so only what did
-    # stream is checked: the answer's text, in order.
     artifacts = [p.text for e in events if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts]
     answer = "".join(artifacts)
-    check(answer.endswith(text), f"streamed model text is the answer's ({text[:120]!r})")
+    # The stream follows from the Task's creation, so every call's text streams; the tool-call
+    # turns have none, the last turn's is the answer.
+    check(text == answer, f"the model's text streams, all of it, before the answer ({text[:120]!r})")
+    so_far = [e for e in metas if e.get("type") == "usage"]
+    check(so_far and all(u.get("partial") for u in so_far), f"usage streams while the Task runs ({so_far})")
+    grown = [(u["resourcesUsed"].get("modelCalls", 0), u["resourcesUsed"].get("toolCalls", 0)) for u in so_far]
+    check(grown == sorted(grown), f"each usage event counts at least as much as the one before ({grown})")
+    check(grown[-1] == (4, 2), f"the last usage before the end counts every call ({grown})")
+    check(so_far[0]["resourcesUsed"].get("modelCalls", 0) >= 1 and "fuel" not in so_far[0]["resourcesUsed"],
+          f"a partial usage counts calls, not fuel ({so_far[0]})")
     # The usage of the end rides on the final status update.
     final = json_format.MessageToDict(events[-1].status_update.metadata)
     used = final.get("ari.dev/resourcesUsed", {})
@@ -531,6 +537,9 @@ async def declarative_flow():
     check(last.status.state == pb.TASK_STATE_COMPLETED, "the triage stream ends completed")
     used = json_format.MessageToDict(last.metadata).get("ari.dev/resourcesUsed", {})
     check(used.get("modelCalls") == 2 and used.get("toolCalls") == 1, f"its usage ({used})")
+    so_far = [e["resourcesUsed"] for e in metas if e.get("type") == "usage"]
+    check(so_far and (so_far[-1].get("modelCalls"), so_far[-1].get("toolCalls")) == (2, 1),
+          f"its usage streams as it grows ({so_far})")
     artifacts = [p.text for e in events if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts]
     check(any("facilities team" in a for a in artifacts), f"the answer routes the ticket ({artifacts})")
 

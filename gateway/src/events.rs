@@ -76,15 +76,18 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         fuel: Option<u64>,
     },
-    /// What the task used, once it has ended: its resources (token totals included) and, for
-    /// each model it called, the endpoint and model id that answered with their calls and
-    /// tokens (what usage is billed by).
+    /// What the task used: its resources (token totals included) and, for each model it
+    /// called, the endpoint and model id that answered with their calls and tokens (what usage
+    /// is billed by). `partial` while it runs: then only what grows during a run is counted
+    /// (model calls and tokens, tool calls), each time it grows; the end brings the whole.
     #[serde(rename_all = "camelCase")]
     Usage {
         task: String,
         resources_used: Value,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         models: Vec<ari_crds::ModelCalls>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        partial: bool,
     },
     /// The task ended; the stream closes after this.
     #[serde(rename_all = "camelCase")]
@@ -165,6 +168,8 @@ pub struct Follow {
     text_seen: u64,
     /// Tool events already told.
     tools_seen: u64,
+    /// The usage so far last told.
+    usage_seen: Option<ari_crds::LiveUsage>,
     /// Child name → last state told.
     children: BTreeMap<String, TaskState>,
     ended: bool,
@@ -228,6 +233,7 @@ impl Follow {
                 out.extend(tool_events(&name, tools, self.tools_seen));
                 self.tools_seen = self.tools_seen.max(tools.seq);
             }
+            out.extend(self.usage_so_far(&name, live.usage.as_ref()));
         }
         // Children the status lists, for those the watch did not show (e.g. already gone).
         for child in status.map(|s| s.children.as_slice()).unwrap_or_default() {
@@ -255,6 +261,7 @@ impl Follow {
                     task: name.clone(),
                     resources_used: used,
                     models: status.map(|s| s.models.clone()).unwrap_or_default(),
+                    partial: false,
                 });
             }
             out.push(Event::Done {
@@ -266,6 +273,26 @@ impl Follow {
             self.ended = true;
         }
         out
+    }
+
+    /// A partial usage event when the running Task's usage grew since the last one told.
+    fn usage_so_far(&mut self, task: &str, usage: Option<&ari_crds::LiveUsage>) -> Option<Event> {
+        let usage = usage?;
+        if self.usage_seen.as_ref() == Some(usage) {
+            return None;
+        }
+        self.usage_seen = Some(usage.clone());
+        let mut used = serde_json::to_value(usage.totals()).ok()?;
+        // Only what is counted while running: a zero fuel here would read as a measurement.
+        if let Value::Object(fields) = &mut used {
+            fields.retain(|_, v| v.as_u64() != Some(0));
+        }
+        Some(Event::Usage {
+            task: task.to_owned(),
+            resources_used: used,
+            models: usage.models.clone(),
+            partial: true,
+        })
     }
 
     /// The events a child Task's change makes for its parent's stream.
@@ -522,6 +549,61 @@ mod tests {
         assert_eq!(
             json["models"][0]["estimatedCost"],
             serde_json::json!({"amount": "0.000036", "currency": "USD"})
+        );
+    }
+
+    fn with_usage(mut t: Task, model_calls: u64, tool_calls: u64) -> Task {
+        let usage = ari_crds::LiveUsage {
+            models: vec![ari_crds::ModelCalls {
+                name: "small".into(),
+                usage: ari_crds::TokenUsage {
+                    calls: model_calls,
+                    input_tokens: 50 * model_calls,
+                    output_tokens: 10 * model_calls,
+                    cached_input_tokens: 0,
+                },
+                ..Default::default()
+            }],
+            tool_calls,
+        };
+        if let Some(s) = t.status.as_mut() {
+            s.live_log.get_or_insert_with(LiveLog::default).usage = Some(usage);
+        }
+        t
+    }
+
+    /// While the Task runs, each growth of its usage is one partial usage event with only
+    /// what was counted (no zero fuel or memory); an unchanged look tells nothing; the end
+    /// still brings the whole usage, not partial.
+    #[test]
+    fn usage_streams_as_it_grows_and_the_end_brings_the_whole() {
+        let mut f = Follow::default();
+        let running = || task(Some(TaskPhase::Running), &[]);
+        let partial = |events: Vec<Event>| -> Vec<serde_json::Value> {
+            events
+                .iter()
+                .filter(|e| e.name() == "usage")
+                .map(|e| serde_json::to_value(e).expect("json"))
+                .collect()
+        };
+        let first = partial(f.task(&with_usage(running(), 1, 0)));
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0]["partial"], true);
+        assert_eq!(
+            first[0]["resourcesUsed"],
+            serde_json::json!({"modelCalls": 1, "inputTokens": 50, "outputTokens": 10})
+        );
+        assert_eq!(first[0]["models"][0]["calls"], 1);
+        assert!(partial(f.task(&with_usage(running(), 1, 0))).is_empty());
+        let grown = partial(f.task(&with_usage(running(), 2, 1)));
+        assert_eq!(grown[0]["resourcesUsed"]["modelCalls"], 2);
+        assert_eq!(grown[0]["resourcesUsed"]["toolCalls"], 1);
+        let end = f.task(&task(Some(TaskPhase::Succeeded), &[]));
+        let last = partial(end);
+        assert_eq!(last.len(), 1);
+        assert!(
+            last[0].get("partial").is_none(),
+            "the end is whole: {last:?}"
         );
     }
 

@@ -532,6 +532,8 @@ fn a_rate_limited_call_is_refused_recorded_and_replayed_alike() {
 struct Collect {
     followed: bool,
     pieces: std::sync::Mutex<Vec<String>>,
+    /// Output tokens so far, each time a call ended.
+    usage: std::sync::Mutex<Vec<u64>>,
 }
 
 impl ari_runtime::capability::ModelTap for Collect {
@@ -544,6 +546,14 @@ impl ari_runtime::capability::ModelTap for Collect {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(piece.to_owned());
+    }
+
+    fn usage(&self, so_far: &[ari_model::ModelCalls]) {
+        let tokens = so_far.iter().map(|m| m.usage.output_tokens).sum();
+        self.usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tokens);
     }
 }
 
@@ -567,7 +577,9 @@ fn streamed_or_whole(request: &ari_testkit::scripted::Request) -> Reply {
 
 /// While followed, a call is streamed and its text reaches the tap piece by piece; the guest
 /// receives the whole answer, the same as unfollowed, and the run replays without a model.
-/// Unfollowed, the provider is asked for the whole answer and the tap gets nothing.
+/// Unfollowed, the provider is asked for the whole answer and the tap gets it whole once it
+/// came (a follower may arrive meanwhile). Either way the tap is told the usage once the call
+/// ends.
 #[test]
 fn a_followed_tasks_model_text_reaches_its_tap_as_generated_and_the_guest_gets_it_whole() {
     let io = io();
@@ -578,6 +590,7 @@ fn a_followed_tasks_model_text_reaches_its_tap_as_generated_and_the_guest_gets_i
         let tap = std::sync::Arc::new(Collect {
             followed,
             pieces: Default::default(),
+            usage: Default::default(),
         });
         let mut req = ask("hi", "tiny", vec![model("tiny", &base)], 10_000);
         req.model_tap = Some(tap.clone());
@@ -587,9 +600,15 @@ fn a_followed_tasks_model_text_reaches_its_tap_as_generated_and_the_guest_gets_i
         if followed {
             assert_eq!(pieces, ["Forty", "-two", "."]);
         } else {
-            assert!(pieces.is_empty(), "{pieces:?}");
+            assert_eq!(pieces, ["Forty-two."], "the whole answer, once it came");
         }
         assert_eq!(outcome.models[0].usage.output_tokens, 3);
+        let told = tap.usage.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(
+            told,
+            [3],
+            "the usage is told once the call ends, followed or not"
+        );
         outputs.push(output(&outcome));
         verify(outcome, "hi").expect("replays without the model");
     }

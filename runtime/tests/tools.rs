@@ -253,10 +253,14 @@ impl ari_runtime::capability::ToolTap for Recorded {
         let mut seen = self.0.lock().expect("lock");
         seen.push(format!("result {server}/{tool} {outcome:?} {text}"));
     }
+    fn usage(&self, tool_calls: u64) {
+        let mut seen = self.0.lock().expect("lock");
+        seen.push(format!("made {tool_calls}"));
+    }
 }
 
 #[test]
-fn a_followers_tap_sees_each_call_before_it_is_made_and_how_it_came_out() {
+fn a_followers_tap_sees_each_call_before_it_is_made_how_it_came_out_and_the_calls_made() {
     let Some(mcp) = McpServer::start_or_skip("tool_tap", Mode::Stateless, None) else {
         return;
     };
@@ -276,8 +280,10 @@ fn a_followers_tap_sees_each_call_before_it_is_made_and_how_it_came_out() {
         [
             "call demo/echo {\"text\":\"hi\"}",
             "result demo/echo Answered hi",
+            "made 1",
             "call demo/delete_everything {}",
             "result demo/delete_everything Denied ",
+            "made 1",
         ],
         "{:?}",
         outcome.failure

@@ -5,16 +5,12 @@
 //! loser simply moves on — the next watch event brings the task back if it is still claimable.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ari_crds::a2a::LIVE_TEXT_BYTES;
 use ari_crds::{
-    InputSource, LiveLog, LiveText, LiveToolEvent, LiveTools, OutputRef, Task, TaskPhase,
-    TaskReason, TaskStatus, TracePolicy, TraceRef,
+    InputSource, LiveLog, OutputRef, Task, TaskPhase, TaskReason, TaskStatus, TracePolicy, TraceRef,
 };
-use ari_runtime::capability::{ModelTap, ToolTap};
-use ari_runtime::model::ToolOutcome;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
@@ -32,6 +28,7 @@ use super::peers::Peers;
 use super::replicas;
 use super::slots::Slot;
 use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found};
+use super::taps::Taps;
 use ari_crds::Verdict;
 use ari_runtime::CommitGate;
 use ari_runtime::capability::DelegationContext;
@@ -40,154 +37,6 @@ use ari_runtime::{Failure, FailureKind, TaskOutcome, TaskRequest};
 /// How often `status.liveLog` is written at most while a followed Task logs (and the pod's
 /// write budget allows it; see [`super::livelog`]).
 const LIVE_LOG_INTERVAL: Duration = Duration::from_millis(250);
-/// Lines buffered between two looks; past it lines are left out of the live view (the
-/// Task's full log is unaffected).
-const LIVE_LOG_BUFFER: usize = 64;
-
-/// Taps `req`'s guest log: the lines on their way to `status.liveLog`, written only while a
-/// stream follows the Task. Tapped from the start, so a stream that begins mid-run still gets
-/// the newest lines.
-fn live_log_tap(req: &mut TaskRequest) -> tokio::sync::mpsc::Receiver<String> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<String>(LIVE_LOG_BUFFER);
-    // Never blocks the guest: a full buffer leaves the line out of the live view.
-    req.log_tap = Some(Arc::new(move |line: &str| {
-        let _ = tx.try_send(line.to_owned());
-    }));
-    rx
-}
-
-/// Pieces of model text buffered between two looks; past it pieces are dropped and counted,
-/// so followers learn how much they missed.
-const LIVE_TEXT_BUFFER: usize = 256;
-
-/// Model text on its way to `status.liveLog.modelText`, while a stream follows the Task. It
-/// never blocks the call: a full buffer drops the piece (counting its bytes), and a piece is
-/// kept to its last [`LIVE_TEXT_BYTES`], all that `modelText` holds anyway. Memory is thus
-/// bounded by [`LIVE_TEXT_BUFFER`] × [`LIVE_TEXT_BYTES`] per running Task.
-struct TextTap {
-    tx: tokio::sync::mpsc::Sender<String>,
-    dropped: Arc<AtomicU64>,
-    live: Arc<super::livelog::LiveLogs>,
-    uid: String,
-}
-
-impl ModelTap for TextTap {
-    fn followed(&self) -> bool {
-        self.live.followed(&self.uid)
-    }
-
-    fn text(&self, piece: &str) {
-        let mut start = piece.len().saturating_sub(LIVE_TEXT_BYTES);
-        while !piece.is_char_boundary(start) {
-            start += 1;
-        }
-        let mut lost = start as u64;
-        if self.tx.try_send(piece[start..].to_owned()).is_err() {
-            lost = piece.len() as u64;
-        }
-        if lost > 0 {
-            self.dropped.fetch_add(lost, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Taps `req`'s model calls: their text as the model produces it (streamed from the provider
-/// only while a stream follows), with the count of bytes dropped on the way.
-fn live_text_tap(
-    req: &mut TaskRequest,
-    live: Arc<super::livelog::LiveLogs>,
-    uid: &str,
-) -> (tokio::sync::mpsc::Receiver<String>, Arc<AtomicU64>) {
-    let (tx, rx) = tokio::sync::mpsc::channel::<String>(LIVE_TEXT_BUFFER);
-    let dropped = Arc::new(AtomicU64::new(0));
-    req.model_tap = Some(Arc::new(TextTap {
-        tx,
-        dropped: dropped.clone(),
-        live,
-        uid: uid.to_owned(),
-    }));
-    (rx, dropped)
-}
-
-/// Adds model text to the live view, after counting what was dropped before it.
-fn push_text(live: &mut LiveLog, dropped: &AtomicU64, piece: Option<&str>) {
-    let skipped = dropped.swap(0, Ordering::Relaxed);
-    if skipped == 0 && piece.is_none() {
-        return;
-    }
-    let text = live.model_text.get_or_insert_with(LiveText::default);
-    if skipped > 0 {
-        text.skip(skipped);
-    }
-    if let Some(piece) = piece {
-        text.push(piece);
-    }
-}
-
-/// Tool events buffered between two looks; past it events are dropped and counted.
-const LIVE_TOOL_BUFFER: usize = 64;
-
-/// Tool calls on their way to `status.liveLog.tools`. Like [`TextTap`], it never blocks the
-/// call: a full buffer drops the event and counts it; each event is cut to what the status
-/// keeps before it is queued.
-struct ToolCallTap {
-    tx: tokio::sync::mpsc::Sender<LiveToolEvent>,
-    dropped: Arc<AtomicU64>,
-}
-
-impl ToolCallTap {
-    fn send(&self, event: LiveToolEvent) {
-        if self.tx.try_send(event).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl ToolTap for ToolCallTap {
-    fn call(&self, server: &str, tool: &str, arguments: &str) {
-        self.send(LiveToolEvent::new(server, tool, None, arguments));
-    }
-
-    fn result(&self, server: &str, tool: &str, outcome: ToolOutcome, text: &str) {
-        self.send(LiveToolEvent::new(server, tool, Some(outcome), text));
-    }
-}
-
-/// Taps `req`'s tool calls, with the count of events dropped on the way.
-fn live_tool_tap(
-    req: &mut TaskRequest,
-) -> (tokio::sync::mpsc::Receiver<LiveToolEvent>, Arc<AtomicU64>) {
-    let (tx, rx) = tokio::sync::mpsc::channel(LIVE_TOOL_BUFFER);
-    let dropped = Arc::new(AtomicU64::new(0));
-    req.tool_tap = Some(Arc::new(ToolCallTap {
-        tx,
-        dropped: dropped.clone(),
-    }));
-    (rx, dropped)
-}
-
-/// Adds a tool event to the live view, after counting what was dropped before it.
-fn push_tool(live: &mut LiveLog, dropped: &AtomicU64, event: Option<LiveToolEvent>) {
-    let skipped = dropped.swap(0, Ordering::Relaxed);
-    if skipped == 0 && event.is_none() {
-        return;
-    }
-    let tools = live.tools.get_or_insert_with(LiveTools::default);
-    if skipped > 0 {
-        tools.skip(skipped);
-    }
-    if let Some(event) = event {
-        tools.push(event);
-    }
-}
-
-/// The next tapped item, or never once the run closed the tap (so `select!` never picks it).
-async fn next_line<T>(tap: &mut tokio::sync::mpsc::Receiver<T>) -> Option<T> {
-    match tap.recv().await {
-        Some(line) => Some(line),
-        None => std::future::pending().await,
-    }
-}
 
 /// How far [`Worker::handle`] got.
 enum Handled {
@@ -508,9 +357,7 @@ impl Worker {
             task = %attempt.name,
             attempt = attempt.number
         );
-        let mut tap = live_log_tap(&mut req);
-        let (mut text_tap, dropped) = live_text_tap(&mut req, self.live.clone(), &attempt.uid);
-        let (mut tool_tap, tools_dropped) = live_tool_tap(&mut req);
+        let mut taps = Taps::attach(&mut req, self.live.clone(), &attempt.uid);
         let mut live = LiveLog::default();
         let mut unpublished = false;
         // Whether a stream followed this run at some point: only then does the final status
@@ -523,18 +370,7 @@ impl Worker {
         let outcome = loop {
             tokio::select! {
                 done = &mut run => break done,
-                Some(line) = next_line(&mut tap) => {
-                    live.push(&line);
-                    unpublished = true;
-                }
-                Some(piece) = next_line(&mut text_tap) => {
-                    push_text(&mut live, &dropped, Some(&piece));
-                    unpublished = true;
-                }
-                Some(event) = next_line(&mut tool_tap) => {
-                    push_tool(&mut live, &tools_dropped, Some(event));
-                    unpublished = true;
-                }
+                () = taps.next_into(&mut live) => unpublished = true,
                 _ = publish.tick(), if unpublished && !lost.load(Ordering::Acquire) => {
                     if !self.live.followed(&attempt.uid) {
                         continue;
@@ -567,19 +403,9 @@ impl Worker {
         // Lines not yet published go out with the final status write, when a stream follows
         // (or followed) the Task.
         was_followed |= self.live.followed(&attempt.uid);
-        if was_followed && let Some(status) = attempt.current.status.as_mut() {
-            while let Ok(line) = tap.try_recv() {
-                live.push(&line);
-            }
-            while let Ok(piece) = text_tap.try_recv() {
-                push_text(&mut live, &dropped, Some(&piece));
-            }
-            push_text(&mut live, &dropped, None);
-            while let Ok(event) = tool_tap.try_recv() {
-                push_tool(&mut live, &tools_dropped, Some(event));
-            }
-            push_tool(&mut live, &tools_dropped, None);
-            status.live_log = Some(live);
+        if was_followed {
+            taps.drain_into(&mut live);
+            attempt.live_log = Some(live);
         }
         self.metrics.active.dec();
         self.metrics
@@ -805,73 +631,6 @@ fn input_from_configmap(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The tap never waits: with its buffer full, pieces are dropped and counted, and the
-    /// live view tells followers how many bytes they missed; an oversized piece keeps its end.
-    #[test]
-    fn the_model_text_tap_drops_and_counts_rather_than_block() {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let tap = TextTap {
-            tx,
-            dropped: dropped.clone(),
-            live: Arc::new(super::super::livelog::LiveLogs::new(Default::default())),
-            uid: "uid-1".into(),
-        };
-        assert!(!tap.followed(), "no lease: not followed, so not streamed");
-        for piece in ["He", "llo", " lost", " lost too"] {
-            tap.text(piece);
-        }
-        assert_eq!(dropped.load(Ordering::Relaxed), 14, "two pieces dropped");
-        let mut live = LiveLog::default();
-        while let Ok(piece) = rx.try_recv() {
-            push_text(&mut live, &dropped, Some(&piece));
-        }
-        let text = live.model_text.clone().expect("text");
-        assert_eq!(text.seq, 5 + 14);
-        // The drops are counted when the next piece is taken in: followers learn they missed
-        // 14 bytes (where exactly is not kept).
-        assert_eq!(text.since(0), ("Hello", 14));
-
-        let big = "x".repeat(LIVE_TEXT_BYTES + 10);
-        tap.text(&big);
-        let kept = rx.try_recv().expect("kept");
-        assert_eq!(kept.len(), LIVE_TEXT_BYTES);
-        assert_eq!(
-            dropped.load(Ordering::Relaxed),
-            10,
-            "the cut start is counted"
-        );
-    }
-
-    /// Tool events likewise: a full buffer drops and counts them, never waits; each is cut to
-    /// what the status keeps before it is queued.
-    #[test]
-    fn the_tool_tap_drops_and_counts_rather_than_block() {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let tap = ToolCallTap {
-            tx,
-            dropped: dropped.clone(),
-        };
-        tap.call("kit", "echo", &"a".repeat(1000));
-        tap.result("kit", "echo", ToolOutcome::Answered, "a");
-        tap.call("kit", "add", "{}");
-        assert_eq!(dropped.load(Ordering::Relaxed), 1, "the third is dropped");
-        let mut live = LiveLog::default();
-        while let Ok(event) = rx.try_recv() {
-            push_tool(&mut live, &dropped, Some(event));
-        }
-        let tools = live.tools.clone().expect("tools");
-        assert_eq!(tools.seq, 3, "two kept, one counted");
-        let (seen, missed) = tools.since(0);
-        assert_eq!(missed, 1);
-        assert_eq!(
-            seen[0].preview.len(),
-            ari_crds::a2a::LIVE_TOOL_PREVIEW_BYTES
-        );
-        assert_eq!(seen[1].outcome, Some(ToolOutcome::Answered));
-    }
 
     fn cm(labels: &[(&str, &str)]) -> ConfigMap {
         serde_json::from_value(serde_json::json!({

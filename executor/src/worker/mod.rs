@@ -35,6 +35,7 @@ mod serve;
 mod slots;
 mod status;
 mod storage;
+mod taps;
 mod tools;
 #[cfg(test)]
 use ari_testkit::mock_api as testutil;

@@ -47,6 +47,9 @@ pub struct Attempt {
     /// The latest version of the Task seen as this attempt's own; its resourceVersion guards
     /// the next write.
     pub current: Task,
+    /// The live view a followed run ended with, for the final write to carry: kept apart from
+    /// `current`, which a conflict replaces with a fresh read.
+    pub live_log: Option<LiveLog>,
 }
 
 /// Why a Task is not (or no longer) this executor's.
@@ -136,6 +139,7 @@ impl Writer {
                 name,
                 number,
                 current,
+                live_log: None,
             })),
             Err(e) if is_conflict(&e) || is_not_found(&e) => Claim::Lost,
             Err(e) => Claim::Error(e),
@@ -195,10 +199,11 @@ impl Writer {
                 Write::Final(fill) => {
                     let mut next = attempt.current.clone();
                     let generation = next.meta().generation;
-                    fill(
-                        next.status.get_or_insert_with(TaskStatus::default),
-                        generation,
-                    );
+                    let status = next.status.get_or_insert_with(TaskStatus::default);
+                    fill(status, generation);
+                    if attempt.live_log.is_some() {
+                        status.live_log = attempt.live_log.clone();
+                    }
                     self.tasks
                         .replace_status(&attempt.name, &PostParams::default(), &next)
                         .await
@@ -475,6 +480,7 @@ mod tests {
             uid: "uid-1".into(),
             number: 1,
             current: task(task_json(rv, Some("Running"), Some(POD), 1)),
+            live_log: None,
         }
     }
 
@@ -668,6 +674,35 @@ mod tests {
             puts[1].body["status"]["executor"], POD,
             "the claim's fields are kept"
         );
+    }
+
+    /// The live view a followed run ends with goes out with the final status even when that
+    /// write first meets a newer version (a child's end, a lease renewal): the re-read Task
+    /// holds only the last view published, and followers would miss the run's last text.
+    #[tokio::test]
+    async fn a_final_write_that_meets_a_conflict_keeps_the_runs_last_live_view() {
+        let (client, log) = mock_client(|method, path, body| match method {
+            "PUT" if body["metadata"]["resourceVersion"] == "8" => (200, body.clone()),
+            "PUT" => status(409, "Conflict"),
+            "GET" if path.starts_with(TASK) => (200, task_json("8", Some("Running"), Some(POD), 1)),
+            _ => status(404, "NotFound"),
+        });
+        let mut a = attempt("6");
+        let mut live = LiveLog::default();
+        live.push("INFO the last line");
+        a.live_log = Some(live);
+        writer(client)
+            .finish(&mut a, &succeed)
+            .await
+            .expect("written");
+        let puts = find(&log, "PUT", TASK);
+        assert_eq!(puts.len(), 2);
+        for put in &puts {
+            assert_eq!(
+                put.body["status"]["liveLog"]["lines"][0], "INFO the last line",
+                "each try carries the run's last live view"
+            );
+        }
     }
 
     const CMS: &str = "/api/v1/namespaces/demo/configmaps";

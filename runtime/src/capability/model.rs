@@ -35,8 +35,11 @@ pub trait ModelTap: Send + Sync {
     /// Whether anyone follows now: a chat call is streamed from the provider only then (a
     /// streamed answer may come without usage, and is then charged its upper bound).
     fn followed(&self) -> bool;
-    /// A piece of text, as the provider sent it.
+    /// A piece of text, as the provider sent it (or a whole answer that was not streamed).
     fn text(&self, piece: &str);
+    /// A call has ended (answered or refused): each model's calls and tokens so far, so
+    /// followers see the usage grow as it happens. Called followed or not.
+    fn usage(&self, so_far: &[ModelCalls]);
 }
 
 /// Most bytes of model records one task keeps in its trace (the trace's own ceiling is larger:
@@ -226,7 +229,22 @@ impl ModelCapability {
         };
         let call = self.session.chat(&model, request, until, streamed);
         let result = self.cancel.wait(call)?;
+        // Not streamed (nobody followed when it began): its text still reaches the live view
+        // whole, so a follower that came during the call misses none of it.
+        if tap.is_none()
+            && let (Some(late), Ok(answer)) = (&self.tap, &result)
+            && let Some(text) = &answer.message.content
+        {
+            late.text(text);
+        }
         self.finish(recorder, result)
+    }
+
+    /// Tells the tap (a live run's) the usage so far, once a call has ended.
+    fn tell_usage(&self) {
+        if let Some(tap) = &self.tap {
+            tap.usage(&self.session.usage());
+        }
     }
 
     /// Vectors for the request's inputs (see the module docs).
@@ -298,6 +316,7 @@ impl ModelCapability {
         result: Result<T, CallError>,
     ) -> Result<Ending<T>, CapError> {
         let replay = recorder.is_replay();
+        self.tell_usage();
         match result {
             Err(CallError::Diverged(d)) => Err(CapError::Failed(format!("replay diverged: {d}"))),
             Err(CallError::Model(_))

@@ -41,6 +41,9 @@ pub trait ToolTap: Send + Sync {
     fn call(&self, server: &str, tool: &str, arguments: &str);
     /// How the call came out, with the answer's text (empty for an error).
     fn result(&self, server: &str, tool: &str, outcome: ToolOutcome, text: &str);
+    /// Tool calls made so far (as `resourcesUsed.toolCalls` will count them), once a call has
+    /// come out.
+    fn usage(&self, tool_calls: u64);
 }
 
 /// Most bytes of tools records one task keeps in its trace (the rest of the trace's ceiling is
@@ -148,6 +151,13 @@ impl Capability for ToolsCapability {
     }
 
     fn add_usage(&self, usage: &mut CapUsage) {
+        usage.tool_calls = self.made();
+    }
+}
+
+impl ToolsCapability {
+    /// Tool calls made so far: those recorded (a refused call is not one).
+    fn made(&self) -> u64 {
         let calls = self
             .session
             .recording()
@@ -155,11 +165,9 @@ impl Capability for ToolsCapability {
             .iter()
             .filter(|r| matches!(r.call, Call::Tool { .. }))
             .count();
-        usage.tool_calls = u64::try_from(calls).unwrap_or(u64::MAX);
+        u64::try_from(calls).unwrap_or(u64::MAX)
     }
-}
 
-impl ToolsCapability {
     /// The names of the servers this task may use.
     pub fn servers(&self) -> Vec<String> {
         self.grant
@@ -241,6 +249,7 @@ impl ToolsCapability {
                 Err(e) => tap.result(name, tool, e.outcome(), ""),
             }
         }
+        tap.usage(self.made());
         ending
     }
 
