@@ -29,7 +29,7 @@ use crate::agent::AgentSpec;
 pub const DEFAULT_POOL_REPLICAS: i32 = 2;
 /// Tasks one pool pod runs at once, over all its Agents, when `spec.concurrency` is left out.
 pub const DEFAULT_POOL_CONCURRENCY: u32 = 16;
-/// Compiled modules one pool pod keeps in memory when `spec.hotModules` is left out.
+/// Compiled modules one pool pod holds at once when `spec.hotModules` is left out.
 pub const DEFAULT_HOT_MODULES: u32 = 256;
 
 /// Executor pods shared by the Agents of a namespace that name this pool.
@@ -73,8 +73,10 @@ pub struct ExecutorPoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1024))]
     pub concurrency: Option<u32>,
-    /// Compiled modules a pod keeps in memory (default 256); a colder one is loaded from the
-    /// pod's on-disk artifact cache, by digest, when its next Task arrives.
+    /// Compiled modules a pod holds in memory at once, busy or idle (default 256; Agents of
+    /// one module digest share it). An Agent whose module would pass it waits, its Tasks
+    /// queued, first come first served, until an idle Agent's module is let go for it; a
+    /// module let go is loaded again from the pod's on-disk artifact cache, by digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100000))]
     pub hot_modules: Option<u32>,

@@ -656,6 +656,31 @@ pub async fn executor_log(ctx: &Ctx, client: &Client, ns: &str) -> Result<String
         .join("\n"))
 }
 
+/// `/metrics` of the first pod in `ns` that `labels` select and that has an IP (the node
+/// agent runs pods as host processes, so the pod IP is reachable from the test).
+pub async fn pod_metrics(client: &Client, ns: &str, labels: &str) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(labels))
+        .await?
+        .items;
+    let ip = pods
+        .iter()
+        .find_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
+        .with_context(|| format!("no pod {labels} with an IP"))?;
+    let addr = format!("{ip}:8080");
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut buf))
+        .await
+        .context("GET /metrics: no answer in 10 s")??;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
 /// The whole log of the operator pod.
 pub async fn operator_log(ctx: &Ctx, client: &Client) -> Result<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NS)

@@ -16,7 +16,6 @@ use ari_e2e::{trials, wait};
 use ari_testkit::model_server::{CHAT_MODEL, ModelServer};
 use ari_testkit::scripted::{Reply, Scripted};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::ListParams;
 use kube::{Api, Client};
 
 /// In the scripted server's error page: must appear in no status, Event or log.
@@ -386,7 +385,7 @@ fn model_backed_agent_trials(m: &ModelsCtx) -> Result<()> {
         ensure!(!pods.contains("plain-key"), "an executor pod names the unmarked Secret");
 
         // The executor counts the tokens by namespace, Agent and model; its page holds no key.
-        let page = executor_metrics(&client, &ns, "ask").await?;
+        let page = pod_metrics(&client, &ns, "ari.dev/agent=ask").await?;
         let counter = |token_type: &str| {
             let head = format!(
                 "ari_gen_ai_client_token_usage_total{{agent=\"ask\",model=\"llama\",namespace=\"{ns}\",token_type=\"{token_type}\"}} "
@@ -485,32 +484,4 @@ fn a_models_limit_is_shared_by_every_agent_granted_it(m: &ModelsCtx) -> Result<(
         expect_reason(&other, TaskPhase::Succeeded, TaskReason::Completed)?;
         Ok(())
     })
-}
-
-/// `/metrics` of the executor pod of `agent` (at its pod IP: the node agent runs pods as host
-/// processes).
-async fn executor_metrics(client: &Client, ns: &str, agent: &str) -> Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels(&format!("ari.dev/agent={agent}")))
-        .await?
-        .items;
-    let ip = pods
-        .iter()
-        .find_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
-        .context("no executor pod with an IP")?;
-    let addr = format!("{ip}:8080");
-    let mut stream = tokio::net::TcpStream::connect(&addr)
-        .await
-        .with_context(|| format!("connect {addr}"))?;
-    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(req.as_bytes()).await?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        stream.read_to_end(&mut buf),
-    )
-    .await
-    .context("GET /metrics: no answer in 10 s")??;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
 }

@@ -1,8 +1,9 @@
 //! Executor pools on a real control plane (issue 29, item 1; docs/operator.md, "Executor
 //! pools"): Agents naming an `ExecutorPool` run in its pods, none of their own; each Task is
 //! signed and verifies as a dedicated Agent's; a pooled Agent the pool cannot hold apart is
-//! refused at apply; and a CPU-spinning Agent fills only its own share of a pool pod while
-//! its neighbour's Tasks go on.
+//! refused at apply; a CPU-spinning Agent fills only its own share of a pool pod while
+//! its neighbour's Tasks go on; and past `hotModules` an Agent waits for room with its Tasks
+//! rather than the pod loading one more module.
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
 
 use anyhow::{Context, Result, ensure};
@@ -26,6 +27,10 @@ fn main() -> std::process::ExitCode {
         (
             "hostile_neighbours_in_a_pool_end_with_their_own_reasons_and_the_pod_lives_on",
             hostile,
+        ),
+        (
+            "past_hot_modules_an_agent_waits_for_room_and_every_task_still_succeeds",
+            hot_bound,
         ),
     ])
 }
@@ -396,6 +401,94 @@ fn hostile(ctx: &Ctx) -> Result<()> {
         ensure!(
             executor_pods(&client, &ns).await? == [pod.clone()],
             "the pool pod was replaced"
+        );
+        Ok(())
+    })
+}
+
+/// Applies Tasks `{prefix}-0..n` of `agent`, each with input "one two three".
+fn apply_tasks(ctx: &Ctx, ns: &str, prefix: &str, agent: &str, n: usize) -> Result<Vec<String>> {
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    for name in &names {
+        ctx.apply_ok(ns, &task_yaml(name, agent, "one two three", ""))?;
+    }
+    Ok(names)
+}
+
+/// Waits for each Task to succeed with what its Agent answers to "one two three" (echo
+/// Tasks are named `echo…`, the others count words).
+async fn all_succeed(client: &Client, ns: &str, names: &[String]) -> Result<()> {
+    for name in names {
+        let t = task_finished(client, ns, name, wait::DEFAULT).await?;
+        let s = t.status.unwrap_or_default();
+        let out = s.output.clone().unwrap_or_default();
+        let answered = match name.starts_with("echo") {
+            true => out == "one two three",
+            false => out.contains(r#""words":3"#),
+        };
+        ensure!(
+            s.phase == Some(TaskPhase::Succeeded) && answered,
+            "{name}: {s:?}"
+        );
+    }
+    Ok(())
+}
+
+/// `hotModules: 1` and two Agents of different modules: one is loaded at a time, the other
+/// waits with its Tasks (logged, `ari_executor_pool_waiting_agents`) and starts once the
+/// first is let go; every Task succeeds, in turns and when both are flooded together.
+fn hot_bound(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("pool-hot", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
+        ctx.apply_ok(
+            &ns,
+            &format!("{}  hotModules: 1\n", pool_yaml("shared", 1, 4)),
+        )?;
+        for (name, module) in [("echo", "echo-module"), ("count", "wordcount-module")] {
+            ctx.apply_ok(&ns, &pooled_yaml(name, module, "shared", 2, ""))?;
+        }
+        for name in ["echo", "count"] {
+            pooled_ready(&client, &ns, name).await?;
+        }
+        // In turns: each Agent's Tasks wait for the other's module to be let go.
+        let echo = apply_tasks(ctx, &ns, "echo-a", "echo", 3)?;
+        all_succeed(&client, &ns, &echo).await?;
+        let count = apply_tasks(ctx, &ns, "count-a", "count", 3)?;
+        all_succeed(&client, &ns, &count).await?;
+        let echo = apply_tasks(ctx, &ns, "echo-b", "echo", 3)?;
+        all_succeed(&client, &ns, &echo).await?;
+        // Both flooded at once, in one apply: one runs its backlog while the other waits.
+        let both: Vec<(String, &str)> = (0..8)
+            .flat_map(|i| {
+                [
+                    (format!("echo-c{i}"), "echo"),
+                    (format!("count-c{i}"), "count"),
+                ]
+            })
+            .collect();
+        let docs: Vec<String> = both
+            .iter()
+            .map(|(t, agent)| task_yaml(t, agent, "one two three", ""))
+            .collect();
+        ctx.apply_ok(&ns, &docs.join("---\n"))?;
+        let both: Vec<String> = both.into_iter().map(|(t, _)| t).collect();
+        all_succeed(&client, &ns, &both).await?;
+
+        let log = executor_log(ctx, &client, &ns).await?;
+        for agent in ["echo", "count"] {
+            ensure!(
+                log.lines()
+                    .any(|l| l.contains("waiting for room") && l.contains(agent)),
+                "{agent} never waited for room:\n{}",
+                tail(&log, 40)
+            );
+        }
+        let page = pod_metrics(&client, &ns, "ari.dev/pool=shared").await?;
+        ensure!(
+            page.lines()
+                .any(|l| l == "ari_executor_pool_waiting_agents 0"),
+            "no Agent should wait once all is done:\n{page}"
         );
         Ok(())
     })

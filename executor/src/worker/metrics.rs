@@ -21,6 +21,8 @@ pub struct Metrics {
     pub compiles: IntGauge,
     /// In a pool pod: Agents whose module is loaded now.
     pub hosted_agents: IntGauge,
+    /// In a pool pod: Agents whose module would pass `hotModules`, waiting for room.
+    pub pool_waiting_agents: IntGauge,
     pub task_seconds: Histogram,
     pub live_log_writes: IntCounter,
     pub live_log_deferred: IntCounter,
@@ -77,6 +79,10 @@ impl Metrics {
             "ari_executor_hosted_agents",
             "In a pool pod: Agents whose module is loaded now",
         )?;
+        let pool_waiting_agents = IntGauge::new(
+            "ari_executor_pool_waiting_agents",
+            "In a pool pod: Agents whose module would pass hotModules, their Tasks waiting for room",
+        )?;
         let task_seconds = Histogram::with_opts(
             HistogramOpts::new(
                 "ari_executor_task_duration_seconds",
@@ -132,6 +138,7 @@ impl Metrics {
         registry.register(Box::new(cache_hits.clone()))?;
         registry.register(Box::new(compiles.clone()))?;
         registry.register(Box::new(hosted_agents.clone()))?;
+        registry.register(Box::new(pool_waiting_agents.clone()))?;
         registry.register(Box::new(task_seconds.clone()))?;
         Ok(Self {
             registry,
@@ -146,6 +153,7 @@ impl Metrics {
             backlog,
             cache_hits,
             hosted_agents,
+            pool_waiting_agents,
             compiles,
             task_seconds,
             live_log_writes,

@@ -87,6 +87,8 @@ pub struct Worker {
     pod_slots: Option<Arc<tokio::sync::Semaphore>>,
     /// Tasks being handled now (a pool evicts only an idle Agent).
     active: Arc<AtomicUsize>,
+    /// In a pool pod, told when a Task's handling ends (see [`Shared::room`]).
+    room: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// What every Agent served by one process shares.
@@ -105,6 +107,9 @@ struct Shared {
     /// A pool pod's loaded modules by digest: Agents of one module share one compiled
     /// component, fetched and loaded once (see [`pool`]).
     modules: Option<Arc<std::sync::Mutex<ModuleCache>>>,
+    /// In a pool pod, told when a Task's handling ends: its Agent may have gone idle, so it
+    /// can make room for an Agent waiting under the hot bound (see [`pool`]).
+    room: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// Loaded components by their SHA-256 (hex).
@@ -132,6 +137,7 @@ impl Shared {
             runtime: None,
             pod_slots: None,
             modules: None,
+            room: None,
         }
     }
 }
@@ -222,6 +228,7 @@ async fn build(
         runtime,
         pod_slots,
         modules,
+        room,
     } = shared;
     let waiting = slots::waiting_for(
         config.concurrency,
@@ -345,6 +352,7 @@ async fn build(
         slots,
         pod_slots,
         active: Arc::default(),
+        room,
     })
 }
 
@@ -503,9 +511,13 @@ impl Worker {
             while running.try_join_next().is_some() {}
             let me = self.clone();
             let peers = peers.clone();
+            let room = self.room.clone();
             running.spawn(async move {
                 me.handle(task, slot, &peers).await;
                 drop((place, active));
+                if let Some(room) = room {
+                    room.notify_one();
+                }
             });
         }
         // Drain: every handler back means every running task wrote its status (a parent

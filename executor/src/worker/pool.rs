@@ -4,14 +4,20 @@
 //! Tasks of the namespace, routing each Task to its Agent's backlog. An Agent is hosted — its
 //! module loaded into the pod's one engine (from the on-disk artifact cache when compiled
 //! before) and a claim loop started — when its first Task arrives, not before: a new Agent
-//! costs the pod nothing until it is used. At most `hotModules` Agents stay loaded; beyond
-//! that the least recently used idle ones are let go and loaded again on their next Task.
+//! costs the pod nothing until it is used.
+//!
+//! Memory follows the compiled modules, so `hotModules` bounds the distinct module digests
+//! loaded or being loaded here, busy or not: an Agent whose module would pass it waits, its
+//! Tasks in its backlog, first come first served, and starts when room is made — an idle
+//! Agent of another module let go at once for it, or a busy one going idle. Beyond the bound
+//! in Agents, the least recently used idle ones are let go too, and load again on their next
+//! Task.
 //!
 //! Each hosted Agent is a [`Worker`] as in a dedicated pod, with its own slots (its
 //! `executor.concurrency`) and backlog, so a busy Agent fills only its own share; every run
 //! also takes a place among the pod's `concurrency`, shared first come first served.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -21,7 +27,7 @@ use futures::StreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tracing::{info, warn};
 
 use super::backlog::Backlog;
@@ -45,6 +51,8 @@ struct Hosted {
     worker: Arc<Mutex<Option<Arc<Worker>>>>,
     stop: watch::Sender<bool>,
     last_used: Instant,
+    /// Waiting for room under the hot bound (named in [`Hosts::waiting`]).
+    queued: bool,
 }
 
 impl Hosted {
@@ -56,7 +64,16 @@ impl Hosted {
             worker: Arc::default(),
             stop: watch::channel(false).0,
             last_used: Instant::now(),
+            queued: false,
         }
+    }
+
+    /// Its worker, if any, finishes what it runs and takes nothing more; its backlog stays.
+    fn retire(&mut self) {
+        let _ = self.stop.send(true);
+        self.built_for = None;
+        self.generation = None;
+        self.worker = Arc::default();
     }
 
     fn idle(&self) -> bool {
@@ -72,12 +89,48 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The Agents a pool pod hosts, and those of them waiting for room, under one lock.
+#[derive(Default)]
+struct Hosts {
+    agents: HashMap<String, Hosted>,
+    /// Agents whose module would pass the hot bound, first come first served.
+    waiting: VecDeque<String>,
+}
+
+/// The runs holding each module digest (`sha256:…`): what the hot bound counts.
+type Held = Arc<Mutex<HashMap<String, usize>>>;
+
+/// One run's hold on its module, from its start until its worker has drained: an evicted or
+/// rebuilt worker keeps its module in memory until its last Task ends.
+struct Lease {
+    held: Held,
+    digest: String,
+    room: Arc<Notify>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut held = lock(&self.held);
+        if let Some(runs) = held.get_mut(&self.digest) {
+            *runs = runs.saturating_sub(1);
+            if *runs == 0 {
+                held.remove(&self.digest);
+                drop(held);
+                self.room.notify_one();
+            }
+        }
+    }
+}
+
 /// The pool pod's state: its Agents and what it hosts of them.
 struct Pool {
     shared: Shared,
     config: WorkerConfig,
     agents: Store<Agent>,
-    hosted: Mutex<HashMap<String, Hosted>>,
+    hosted: Mutex<Hosts>,
+    held: Held,
+    /// Told when room may have been made for a waiting Agent: a run ended, a Task finished.
+    room: Arc<Notify>,
     /// Every worker's run, so shutdown waits for each to drain (evicted ones included).
     runs: Mutex<tokio::task::JoinSet<()>>,
     /// Agents seen since the Agent watch first listed: a Task that arrived before its Agent
@@ -95,61 +148,120 @@ impl Route for Pool {
     }
 
     fn offer(&self, agent: &str, task: Task, claimable: bool, owned: bool) {
-        let mut hosted = lock(&self.hosted);
-        if let Some(h) = hosted.get_mut(agent) {
+        let mut hosts = lock(&self.hosted);
+        if let Some(h) = hosts.agents.get_mut(agent) {
             h.last_used = Instant::now();
             h.backlog.offer(task, claimable, owned);
+            if !claimable {
+                // Its Agent may have nothing left to do: room for a waiting one.
+                self.room.notify_one();
+            }
             return;
         }
         if !claimable {
             return;
         }
-        let Some(found) = self
-            .agents
-            .get(&ObjectRef::new(agent).within(&self.config.namespace))
-        else {
+        let Some(found) = self.agent(agent) else {
             return;
         };
-        let mut h = Hosted::new(Arc::new(Backlog::new(self.config.steal_after)));
+        let h = Hosted::new(Arc::new(Backlog::new(self.config.steal_after)));
         h.backlog.offer(task, claimable, owned);
-        self.start(&mut h, &found);
-        hosted.insert(agent.to_owned(), h);
+        hosts.agents.insert(agent.to_owned(), h);
+        self.start(&mut hosts, &found);
     }
 
     fn remove(&self, agent: &str, name: &str) {
-        if let Some(h) = lock(&self.hosted).get(agent) {
+        if let Some(h) = lock(&self.hosted).agents.get(agent) {
             h.backlog.remove(name);
+            self.room.notify_one();
         }
     }
 
     fn clear(&self) {
-        for h in lock(&self.hosted).values() {
+        for h in lock(&self.hosted).agents.values() {
             h.backlog.clear();
         }
     }
 }
 
 impl Pool {
+    fn agent(&self, name: &str) -> Option<Arc<Agent>> {
+        self.agents
+            .get(&ObjectRef::new(name).within(&self.config.namespace))
+    }
+
+    /// The most module digests loaded or being loaded here at once (`hotModules`).
+    fn bound(&self) -> usize {
+        self.config
+            .pool
+            .as_ref()
+            .map_or(usize::MAX, |p| p.hot_modules)
+    }
+
     /// Starts `agent`'s worker for its current spec, once the operator has resolved its
-    /// module; until then its Tasks wait in the backlog.
-    fn start(&self, h: &mut Hosted, agent: &Agent) {
+    /// module (until then its Tasks wait in the backlog) and when its module fits under the
+    /// hot bound with no Agent waiting before it (else it waits its turn).
+    fn start(&self, hosts: &mut Hosts, agent: &Agent) {
         if self.stopping.load(Ordering::Acquire) {
             return;
         }
+        let name = agent.name_any();
+        let Some(h) = hosts.agents.get_mut(&name) else {
+            return;
+        };
         let Some(resolved) = Resolved::of(agent) else {
             return;
         };
-        if h.built_for.as_ref() == Some(&resolved) && h.generation == agent.metadata.generation {
+        let current =
+            h.built_for.as_ref() == Some(&resolved) && h.generation == agent.metadata.generation;
+        if h.queued || current {
             return;
         }
         // A worker of an older spec finishes what it runs and takes nothing more.
-        let _ = h.stop.send(true);
+        h.retire();
+        if hosts.waiting.is_empty()
+            && let Some(lease) = self.lease(&resolved.digest)
+        {
+            self.launch(h, agent, resolved, lease);
+            return;
+        }
+        h.queued = true;
+        hosts.waiting.push_back(name.clone());
+        self.admit_waiting(hosts);
+        if hosts.agents.get(&name).is_some_and(|h| h.queued) {
+            info!(
+                agent = %name,
+                digest = %resolved.digest,
+                hot_modules = self.bound(),
+                "waiting for room: its module would pass the pool's hotModules; its Tasks wait \
+                 in its backlog until a module of an idle Agent is let go"
+            );
+        }
+    }
+
+    /// A hold on `digest` for one run, when it is loaded already or fits under the bound.
+    fn lease(&self, digest: &str) -> Option<Lease> {
+        let mut held = lock(&self.held);
+        if !held.contains_key(digest) && held.len() >= self.bound() {
+            return None;
+        }
+        *held.entry(digest.to_owned()).or_default() += 1;
+        Some(Lease {
+            held: self.held.clone(),
+            digest: digest.to_owned(),
+            room: self.room.clone(),
+        })
+    }
+
+    /// Builds and runs a worker for `agent`'s `resolved` module, holding `lease` until it
+    /// has drained.
+    fn launch(&self, h: &mut Hosted, agent: &Agent, resolved: Resolved, lease: Lease) {
         let (stop_tx, stop_rx) = watch::channel(false);
         h.stop = stop_tx;
-        h.built_for = Some(resolved.clone());
         h.generation = agent.metadata.generation;
         h.worker = Arc::default();
         let config = self.config.for_pooled(agent, &resolved);
+        h.built_for = Some(resolved);
         let (shared, agent, backlog, peers) = (
             self.shared.clone(),
             agent.clone(),
@@ -161,6 +273,7 @@ impl Pool {
         let mut runs = lock(&self.runs);
         while runs.try_join_next().is_some() {}
         runs.spawn(async move {
+            let _lease = lease;
             let worker = match build(shared, config, agent, backlog, stop_rx.clone()).await {
                 Ok(w) => Arc::new(w),
                 Err(e) => {
@@ -179,63 +292,242 @@ impl Pool {
     /// An Agent naming this pool changed: a hosted one whose spec or module changed is
     /// rebuilt; one that now has its module resolved starts.
     fn changed(&self, agent: &Agent) {
-        let mut hosted = lock(&self.hosted);
-        if let Some(h) = hosted.get_mut(&agent.name_any()) {
-            self.start(h, agent);
-        }
+        self.start(&mut lock(&self.hosted), agent);
     }
 
-    /// An Agent left the pool (deleted, or moved): its worker finishes and goes.
+    /// An Agent left the pool (deleted, or moved): its worker finishes and goes, and it
+    /// waits no more.
     fn gone(&self, name: &str) {
-        if let Some(h) = lock(&self.hosted).remove(name) {
+        let mut hosts = lock(&self.hosted);
+        if let Some(h) = hosts.agents.remove(name) {
             let _ = h.stop.send(true);
+            if h.queued {
+                hosts.waiting.retain(|w| w != name);
+                self.count_waiting(&hosts);
+            }
         }
     }
 
     /// Lets go of the least recently used idle Agents beyond the hot bound.
     fn evict_cold(&self) {
-        let bound = self
-            .config
-            .pool
-            .as_ref()
-            .map_or(usize::MAX, |p| p.hot_modules);
-        let mut hosted = lock(&self.hosted);
-        let seen = hosted.iter().map(|(name, h)| Seen {
+        let bound = self.bound();
+        let mut hosts = lock(&self.hosted);
+        let seen = hosts.agents.iter().map(|(name, h)| Seen {
             name,
             loaded: h.loaded(),
             idle: h.idle(),
             last_used: h.last_used,
         });
         for name in to_evict(seen, bound) {
-            if let Some(h) = hosted.remove(&name) {
+            if let Some(h) = hosts.agents.remove(&name) {
                 let _ = h.stop.send(true);
             }
         }
-        // Keep the components some hosted Agent still runs; the rest load again on demand.
-        let in_use: std::collections::HashSet<String> = hosted
-            .values()
-            .filter_map(|h| {
-                lock(&h.worker)
-                    .as_ref()
-                    .map(|w| w.runtime_agent.module_sha256().to_owned())
+    }
+
+    /// Room may have been made: forgets the modules no run holds, lets go of the idle Agents
+    /// the waiting ones need room from (their runs end at once, which calls this again), and
+    /// starts the waiting Agents that fit, first come first served.
+    fn make_room(&self) {
+        let mut hosts = lock(&self.hosted);
+        if let Some(modules) = &self.shared.modules {
+            let held = lock(&self.held);
+            let held: HashSet<&str> = held.keys().map(|d| hex(d)).collect();
+            lock(modules).retain(|digest, _| held.contains(digest.as_str()));
+        }
+        self.admit_waiting(&mut hosts);
+    }
+
+    /// Applies the admission rule ([`plan`]) to the waiting Agents.
+    fn admit_waiting(&self, hosts: &mut Hosts) {
+        if hosts.waiting.is_empty() || self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let waiting: Vec<(String, Option<Arc<Agent>>, usize)> = hosts
+            .waiting
+            .iter()
+            .map(|name| {
+                let tasks = hosts.agents.get(name).map_or(0, |h| h.backlog.len());
+                (name.clone(), self.agent(name), tasks)
             })
             .collect();
-        if let Some(modules) = &self.shared.modules {
-            lock(modules).retain(|digest, _| in_use.contains(digest));
+        let resolved: Vec<Option<Resolved>> = waiting
+            .iter()
+            .map(|(_, a, _)| a.as_deref().and_then(Resolved::of))
+            .collect();
+        let plan = {
+            let held = self.held_modules(hosts);
+            let waits = waiting
+                .iter()
+                .zip(&resolved)
+                .map(|((name, _, tasks), r)| Waiting {
+                    name,
+                    digest: r.as_ref().map(|r| r.digest.as_str()),
+                    tasks: *tasks,
+                });
+            plan(&held, waits, self.bound())
+        };
+        for name in &plan.evict {
+            if let Some(h) = hosts.agents.remove(name) {
+                let _ = h.stop.send(true);
+            }
         }
+        for ((name, agent, _), resolved) in waiting.into_iter().zip(resolved) {
+            if !plan.start.contains(&name) {
+                continue;
+            }
+            let (Some(agent), Some(resolved)) = (agent, resolved) else {
+                continue;
+            };
+            self.admit(hosts, &name, &agent, resolved);
+        }
+        self.count_waiting(hosts);
+    }
+
+    /// Starts a waiting Agent the rule made room for.
+    fn admit(&self, hosts: &mut Hosts, name: &str, agent: &Agent, resolved: Resolved) {
+        let Some(lease) = self.lease(&resolved.digest) else {
+            return;
+        };
+        let Some(h) = hosts.agents.get_mut(name) else {
+            return;
+        };
+        h.queued = false;
+        hosts.waiting.retain(|w| w != name);
+        info!(agent = %name, digest = %resolved.digest, "room made: starting");
+        self.launch(h, agent, resolved, lease);
+    }
+
+    /// The modules held here, with the Agents holding each, as the admission rule sees them.
+    fn held_modules<'a>(&self, hosts: &'a Hosts) -> Vec<HeldModule<'a>> {
+        let mut by_digest: HashMap<&str, Vec<(&str, &Hosted)>> = HashMap::new();
+        for (name, h) in &hosts.agents {
+            if let Some(r) = &h.built_for {
+                by_digest
+                    .entry(r.digest.as_str())
+                    .or_default()
+                    .push((name, h));
+            }
+        }
+        lock(&self.held)
+            .iter()
+            .map(|(digest, runs)| {
+                let agents = by_digest.remove(digest.as_str()).unwrap_or_default();
+                HeldModule {
+                    digest: digest.clone(),
+                    // A run of another spec still finishing holds it too.
+                    idle: *runs <= agents.len() && agents.iter().all(|(_, h)| h.idle()),
+                    last_used: agents.iter().map(|(_, h)| h.last_used).max(),
+                    agents: agents.into_iter().map(|(n, _)| n).collect(),
+                }
+            })
+            .collect()
+    }
+
+    fn count_waiting(&self, hosts: &Hosts) {
+        self.shared
+            .metrics
+            .pool_waiting_agents
+            .set(i64::try_from(hosts.waiting.len()).unwrap_or(i64::MAX));
     }
 
     /// How many Agents have a module loaded here.
     fn loaded(&self) -> usize {
-        lock(&self.hosted).values().filter(|h| h.loaded()).count()
+        lock(&self.hosted)
+            .agents
+            .values()
+            .filter(|h| h.loaded())
+            .count()
     }
 
     fn stop_all(&self) {
         self.stopping.store(true, Ordering::Release);
-        for h in lock(&self.hosted).values() {
+        for h in lock(&self.hosted).agents.values() {
             let _ = h.stop.send(true);
         }
     }
+}
+
+/// A digest without its `sha256:` prefix, as the module cache keys it.
+fn hex(digest: &str) -> &str {
+    digest.strip_prefix("sha256:").unwrap_or(digest)
+}
+
+/// A module held in the pod, as the admission rule sees it.
+struct HeldModule<'a> {
+    digest: String,
+    /// The hosted Agents built for it, let go together to free it; none when only runs of
+    /// Agents let go or rebuilt still hold it (it is on its way out).
+    agents: Vec<&'a str>,
+    /// Whether letting go of its Agents frees it now: all idle, no other run holds it.
+    idle: bool,
+    last_used: Option<Instant>,
+}
+
+/// An Agent waiting for room.
+struct Waiting<'a> {
+    name: &'a str,
+    /// Its module, `None` while the operator has not resolved its current spec's.
+    digest: Option<&'a str>,
+    /// Tasks in its backlog.
+    tasks: usize,
+}
+
+/// What to do for the waiting Agents.
+#[derive(Debug, Default, PartialEq)]
+struct Plan {
+    /// Waiting Agents to start now.
+    start: Vec<String>,
+    /// Idle Agents to let go, to make room for waiting ones.
+    evict: Vec<String>,
+}
+
+/// Who starts and who is let go so that at most `bound` module digests are held. Waiting
+/// Agents go first come first served: each starts when its module is held already or fits,
+/// until one does not; from then on each module the queue still lacks takes the room of one
+/// on its way out, or else of the least recently used idle one (not one the queue wants),
+/// whose Agents are let go. Starting waits for that room to be freed, so the bound holds.
+/// An Agent with no Task in its backlog, or no resolved module, is passed over, keeping its
+/// place; a busy module is never let go.
+fn plan<'a>(
+    held: &[HeldModule<'_>],
+    waiting: impl Iterator<Item = Waiting<'a>>,
+    bound: usize,
+) -> Plan {
+    let waiting: Vec<(&str, &str)> = waiting
+        .filter(|w| w.tasks > 0)
+        .filter_map(|w| Some((w.name, w.digest?)))
+        .collect();
+    let wanted: HashSet<&str> = waiting.iter().map(|(_, d)| *d).collect();
+    let mut in_use: HashSet<&str> = held.iter().map(|m| m.digest.as_str()).collect();
+    let mut leaving = held.iter().filter(|m| m.agents.is_empty()).count();
+    let mut idle: Vec<&HeldModule<'_>> = held
+        .iter()
+        .filter(|m| m.idle && !m.agents.is_empty() && !wanted.contains(m.digest.as_str()))
+        .collect();
+    idle.sort_by_key(|m| std::cmp::Reverse(m.last_used));
+    let mut plan = Plan::default();
+    let mut blocked = false;
+    let mut awaited = HashSet::new();
+    for (name, digest) in waiting {
+        if !blocked && (in_use.contains(digest) || in_use.len() < bound) {
+            in_use.insert(digest);
+            plan.start.push(name.to_owned());
+            continue;
+        }
+        blocked = true;
+        if in_use.contains(digest) || !awaited.insert(digest) {
+            continue;
+        }
+        if leaving > 0 {
+            leaving -= 1;
+        } else if let Some(m) = idle.pop() {
+            plan.evict.extend(m.agents.iter().map(|a| (*a).to_owned()));
+        } else {
+            break;
+        }
+    }
+    plan
 }
 
 /// A hosted Agent as the eviction rule sees it.
@@ -288,6 +580,8 @@ pub(super) async fn serve(
     shared.runtime = Some(runtime);
     shared.pod_slots = Some(Arc::new(tokio::sync::Semaphore::new(config.concurrency)));
     shared.modules = Some(Arc::default());
+    let room = Arc::new(Notify::new());
+    shared.room = Some(room.clone());
 
     let (agents, writer) = reflector::store();
     let selector = format!("spec.executor.pool={pool_name}");
@@ -310,6 +604,8 @@ pub(super) async fn serve(
         config,
         agents: agents.clone(),
         hosted: Mutex::default(),
+        held: Held::default(),
+        room,
         peers: peers.clone(),
         runs: Mutex::default(),
         known: Mutex::default(),
@@ -343,8 +639,10 @@ pub(super) async fn serve(
         tokio::select! {
             _ = tick.tick() => {
                 pool.evict_cold();
+                pool.make_room();
                 metrics.hosted_agents.set(i64::try_from(pool.loaded()).unwrap_or(i64::MAX));
             }
+            () = pool.room.notified() => pool.make_room(),
             _ = stop.wait_for(|s| *s) => break,
         }
     }
@@ -423,11 +721,29 @@ mod tests {
 
     const KEY: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
 
-    /// A pool pod knowing Agent `pooled` (module resolved), with an API that answers nothing.
-    fn pool() -> Pool {
+    /// A pooled Agent whose module the operator resolved to `digest`.
+    fn agent(name: &str, digest: &str) -> Agent {
+        serde_json::from_value(json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": name, "namespace": "demo", "uid": format!("uid-{name}"),
+                         "generation": 1},
+            "spec": {"module": {"configMap": {"name": "m", "key": "module.wasm"}},
+                     "executor": {"pool": "shared"}},
+            "status": {"observedGeneration": 1, "moduleDigest": digest,
+                       "conditions": [{"type": "ModuleResolved", "status": "True",
+                                       "reason": "Resolved", "message": "",
+                                       "lastTransitionTime": "2026-11-28T00:00:00Z"}]}
+        }))
+        .unwrap_or_else(|e| panic!("agent: {e}"))
+    }
+
+    /// A pool pod keeping at most `hot` modules, knowing Agents `pooled` (module
+    /// `sha256:00`) and `other` (`sha256:01`), with an API that answers nothing.
+    fn pool_of(hot: &str) -> Pool {
         let (client, _log) = mock_client(|_, _, _| status(404, "NotFound"));
         let env: Map<&str, &str> = Map::from([
             ("ARI_POOL_NAME", "shared"),
+            ("ARI_HOT_MODULES", hot),
             ("POD_NAMESPACE", "demo"),
             ("POD_NAME", "shared-pool-a"),
             ("ARI_ATTESTATION_KEY", KEY),
@@ -436,28 +752,28 @@ mod tests {
             .unwrap_or_else(|e| panic!("config: {e}"));
         let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
         let (agents, mut writer) = reflector::store::<Agent>();
-        let agent: Agent = serde_json::from_value(json!({
-            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
-            "metadata": {"name": "pooled", "namespace": "demo", "uid": "u1", "generation": 1},
-            "spec": {"module": {"configMap": {"name": "m", "key": "module.wasm"}},
-                     "executor": {"pool": "shared"}},
-            "status": {"observedGeneration": 1, "moduleDigest": "sha256:00",
-                       "conditions": [{"type": "ModuleResolved", "status": "True",
-                                       "reason": "Resolved", "message": "",
-                                       "lastTransitionTime": "2026-11-28T00:00:00Z"}]}
-        }))
-        .unwrap_or_else(|e| panic!("agent: {e}"));
-        writer.apply_watcher_event(&watcher::Event::Apply(agent));
+        for a in [agent("pooled", "sha256:00"), agent("other", "sha256:01")] {
+            writer.apply_watcher_event(&watcher::Event::Apply(a));
+        }
+        let room = Arc::new(Notify::new());
+        let mut shared = Shared::new(client, metrics, &config);
+        shared.room = Some(room.clone());
         Pool {
-            shared: Shared::new(client, metrics, &config),
+            shared,
             config,
             agents,
             hosted: Mutex::default(),
+            held: Held::default(),
+            room,
             runs: Mutex::default(),
             known: Mutex::default(),
             peers: Peers::alone("shared-pool-a"),
             stopping: AtomicBool::new(false),
         }
+    }
+
+    fn pool() -> Pool {
+        pool_of("256")
     }
 
     fn task(name: &str, agent: &str, phase: Option<&str>) -> DynamicObject {
@@ -489,20 +805,23 @@ mod tests {
         // A finished Task of a pooled Agent loads nothing.
         feed::offer(&api, &task("t1", "pooled", Some("Succeeded")), &pool, &cx).await;
         assert!(
-            lock(&pool.hosted).is_empty(),
+            lock(&pool.hosted).agents.is_empty(),
             "a finished Task hosted its Agent"
         );
         // A claimable one hosts it, with the Task in its backlog.
         feed::offer(&api, &task("t2", "pooled", None), &pool, &cx).await;
-        let hosted = lock(&pool.hosted);
-        let h = hosted.get("pooled").unwrap_or_else(|| panic!("not hosted"));
+        let hosts = lock(&pool.hosted);
+        let h = hosts
+            .agents
+            .get("pooled")
+            .unwrap_or_else(|| panic!("not hosted"));
         assert_eq!(h.backlog.len(), 1);
         assert_eq!(
             h.built_for.as_ref().map(|r| r.digest.as_str()),
             Some("sha256:00"),
             "its worker is built for the digest the operator resolved"
         );
-        assert_eq!(hosted.len(), 1);
+        assert_eq!(hosts.agents.len(), 1);
     }
 
     #[test]
@@ -537,6 +856,240 @@ mod tests {
         ];
         for (bound, want) in table {
             assert_eq!(to_evict(hosted(), bound), want, "bound {bound}");
+        }
+    }
+
+    /// Offers `t` to the pool as its Task watch would.
+    async fn give(pool: &Pool, t: DynamicObject) {
+        let (cancels, live) = (Cancels::default(), LiveLogs::new(Default::default()));
+        let cx = feed::Context {
+            peers: &pool.peers,
+            metrics: &pool.shared.metrics,
+            cancels: &cancels,
+            live: &live,
+        };
+        let api = feed::dynamic_tasks(pool.shared.client.clone(), "demo");
+        feed::offer(&api, &t, pool, &cx).await;
+    }
+
+    /// Makes room as the pod's loop does when told, until `done` holds (or fails the test
+    /// after a deadline).
+    async fn settle(pool: &Pool, done: impl Fn(&Hosts) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            pool.make_room();
+            if done(&lock(&pool.hosted)) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, pool.room.notified())
+                .await
+                .is_err()
+            {
+                panic!("not settled within 10 s");
+            }
+        }
+    }
+
+    fn started(hosts: &Hosts, name: &str) -> Option<String> {
+        let h = hosts.agents.get(name)?;
+        h.built_for.as_ref().map(|r| r.digest.clone())
+    }
+
+    #[tokio::test]
+    async fn past_the_hot_bound_an_agent_waits_with_its_task_and_starts_once_the_first_goes_idle() {
+        let pool = pool_of("1");
+        give(&pool, task("t1", "pooled", None)).await;
+        give(&pool, task("t2", "other", None)).await;
+        {
+            let hosts = lock(&pool.hosted);
+            assert_eq!(started(&hosts, "pooled").as_deref(), Some("sha256:00"));
+            assert_eq!(
+                started(&hosts, "other"),
+                None,
+                "a second module passed the bound"
+            );
+            assert_eq!(hosts.waiting, ["other"]);
+        }
+        assert_eq!(pool.shared.metrics.pool_waiting_agents.get(), 1);
+        // The idle-Agent eviction leaves a waiting Agent and its Task alone.
+        pool.evict_cold();
+        pool.make_room();
+        {
+            let hosts = lock(&pool.hosted);
+            let other = hosts.agents.get("other");
+            assert_eq!(
+                other.map(|h| h.backlog.len()),
+                Some(1),
+                "its Task was dropped"
+            );
+            assert_eq!(hosts.waiting, ["other"], "a busy Agent was let go");
+        }
+        // The first Agent's Task goes: it is idle, let go, and its module freed.
+        pool.remove("pooled", "t1");
+        settle(&pool, |hosts| started(hosts, "other").is_some()).await;
+        let hosts = lock(&pool.hosted);
+        assert_eq!(started(&hosts, "other").as_deref(), Some("sha256:01"));
+        assert!(
+            !hosts.agents.contains_key("pooled"),
+            "the idle Agent stayed"
+        );
+        assert!(hosts.waiting.is_empty());
+        assert_eq!(hosts.agents.get("other").map(|h| h.backlog.len()), Some(1));
+        assert_eq!(lock(&pool.held).keys().collect::<Vec<_>>(), ["sha256:01"]);
+        assert_eq!(pool.shared.metrics.pool_waiting_agents.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_agent_deleted_while_waiting_leaves_the_queue() {
+        let pool = pool_of("1");
+        give(&pool, task("t1", "pooled", None)).await;
+        give(&pool, task("t2", "other", None)).await;
+        assert_eq!(pool.shared.metrics.pool_waiting_agents.get(), 1);
+        pool.gone("other");
+        let hosts = lock(&pool.hosted);
+        assert!(hosts.waiting.is_empty());
+        assert!(!hosts.agents.contains_key("other"));
+        assert_eq!(pool.shared.metrics.pool_waiting_agents.get(), 0);
+    }
+
+    #[test]
+    fn waiting_agents_start_first_come_first_served_within_the_bound_and_idle_modules_make_room() {
+        let t0 = Instant::now();
+        let module = |digest: &str, agents: &[&'static str], idle, s: u64| HeldModule {
+            digest: digest.to_owned(),
+            agents: agents.to_vec(),
+            idle,
+            last_used: (!agents.is_empty()).then(|| t0 + Duration::from_secs(s)),
+        };
+        let wait = |name, digest| Waiting {
+            name,
+            digest: Some(digest),
+            tasks: 1,
+        };
+        let busy_a = || vec![module("a", &["A"], false, 0)];
+        let idle_a_c = || {
+            vec![
+                module("a", &["A1", "A2"], true, 5),
+                module("c", &["C"], true, 1),
+            ]
+        };
+        type Row = (
+            &'static str,
+            usize,
+            Vec<HeldModule<'static>>,
+            Vec<Waiting<'static>>,
+        );
+        let table: Vec<(Row, &[&str], &[&str])> = vec![
+            (
+                (
+                    "under the bound, the first waiting starts",
+                    2,
+                    busy_a(),
+                    vec![wait("w1", "b")],
+                ),
+                &["w1"],
+                &[],
+            ),
+            (
+                (
+                    "a module held already is shared, whatever the bound",
+                    1,
+                    busy_a(),
+                    vec![wait("w1", "a")],
+                ),
+                &["w1"],
+                &[],
+            ),
+            (
+                (
+                    "full of busy modules, nobody starts and nobody is let go",
+                    1,
+                    busy_a(),
+                    vec![wait("w1", "b")],
+                ),
+                &[],
+                &[],
+            ),
+            (
+                (
+                    "full, the least recently used idle module goes; the waiting one starts after",
+                    2,
+                    idle_a_c(),
+                    vec![wait("w1", "b")],
+                ),
+                &[],
+                &["C"],
+            ),
+            (
+                (
+                    "each module the queue lacks frees one, however many Agents want it",
+                    2,
+                    idle_a_c(),
+                    vec![wait("w1", "b"), wait("w2", "d"), wait("w3", "b")],
+                ),
+                &[],
+                &["C", "A1", "A2"],
+            ),
+            (
+                (
+                    "once one waits, a later Agent of a held module waits behind it",
+                    1,
+                    busy_a(),
+                    vec![wait("w1", "b"), wait("w2", "a")],
+                ),
+                &[],
+                &[],
+            ),
+            (
+                (
+                    "a module on its way out is room coming: no idle one goes for it",
+                    2,
+                    vec![module("x", &[], false, 0), module("c", &["C"], true, 1)],
+                    vec![wait("w1", "b")],
+                ),
+                &[],
+                &[],
+            ),
+            (
+                (
+                    "a module a waiting Agent wants is not let go",
+                    2,
+                    idle_a_c(),
+                    vec![wait("w1", "b"), wait("w2", "c")],
+                ),
+                &[],
+                &["A1", "A2"],
+            ),
+            (
+                (
+                    "an Agent with no Task or no resolved module is passed over",
+                    2,
+                    busy_a(),
+                    vec![
+                        Waiting {
+                            name: "empty",
+                            digest: Some("b"),
+                            tasks: 0,
+                        },
+                        Waiting {
+                            name: "unresolved",
+                            digest: None,
+                            tasks: 3,
+                        },
+                        wait("w1", "c"),
+                    ],
+                ),
+                &["w1"],
+                &[],
+            ),
+        ];
+        for ((why, bound, held, waiting), start, evict) in table {
+            let got = plan(&held, waiting.into_iter(), bound);
+            let want = Plan {
+                start: start.iter().map(|s| (*s).to_owned()).collect(),
+                evict: evict.iter().map(|s| (*s).to_owned()).collect(),
+            };
+            assert_eq!(got, want, "{why}");
         }
     }
 }
