@@ -62,6 +62,13 @@ pub struct Args {
     /// Only the scale run (no throughput, latency or Job baseline).
     #[arg(long)]
     pub only_scale: bool,
+    /// Take a CPU profile of kube-apiserver during each throughput run and write it to this
+    /// directory (`<batch>.pb.gz`, read with `go tool pprof -top`): where its CPU goes.
+    #[arg(long)]
+    pub apiserver_profile: Option<PathBuf>,
+    /// Seconds each kube-apiserver profile covers (from the first Task created).
+    #[arg(long, default_value_t = 8)]
+    pub apiserver_profile_seconds: u64,
     /// Cargo profile whose `ari` and `ari-operator` the pods run.
     #[arg(long, default_value = "release")]
     pub profile: String,
@@ -131,6 +138,34 @@ async fn run(mut bench: Bench) -> Result<()> {
 }
 
 impl Bench {
+    /// Starts a CPU profile of kube-apiserver (its `/debug/pprof/profile`, which a cluster
+    /// admin may read) covering the next `--apiserver-profile-seconds`, written to
+    /// `<dir>/<name>.pb.gz`; `None` without `--apiserver-profile`.
+    pub fn profile_apiserver(&self, name: &str) -> Option<tokio::task::JoinHandle<Result<()>>> {
+        let dir = self.args.apiserver_profile.clone()?;
+        let kubectl = self.cluster.bin_dir().join("kubectl");
+        let kubeconfig = self.cluster.kubeconfig_path().to_path_buf();
+        let url = format!(
+            "/debug/pprof/profile?seconds={}",
+            self.args.apiserver_profile_seconds
+        );
+        let path = dir.join(format!("{name}.pb.gz"));
+        Some(tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir)?;
+            let out = std::process::Command::new(kubectl)
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .args(["get", "--raw", &url])
+                .output()?;
+            if !out.status.success() {
+                bail!("profile: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            std::fs::write(&path, out.stdout)?;
+            eprintln!("kube-apiserver profile: {}", path.display());
+            Ok(())
+        }))
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
         let out = self.cluster.kubectl(args)?;
         if !out.status.success() {

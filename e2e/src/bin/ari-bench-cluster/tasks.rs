@@ -323,6 +323,7 @@ pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
                     .map(|i| format!("{batch}-{i}"))
                     .collect();
                 let before = snapshot(bench, agent).await?;
+                let profile = bench.profile_apiserver(&batch);
                 let started = Instant::now();
                 create_all(
                     &api,
@@ -338,6 +339,9 @@ pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
                     .await
                     .with_context(|| format!("{batch} after {:?}", started.elapsed()))?;
                 let after = snapshot(bench, agent).await?;
+                if let Some(profile) = profile {
+                    profile.await??;
+                }
                 if Some(agent) == bench.args.agents.first() {
                     report.set_ours(f.to_finished.p50, f.per_second());
                 }
