@@ -15,7 +15,9 @@
 //!
 //! Each hosted Agent is a [`Worker`] as in a dedicated pod, with its own slots (its
 //! `executor.concurrency`) and backlog, so a busy Agent fills only its own share; every run
-//! also takes a place among the pod's `concurrency`, shared first come first served.
+//! also takes a place among the pod's `concurrency`, shared first come first served. The pod
+//! holds the models and MCP servers of all its Agents' grants; each worker is handed only its
+//! own Agent's (`WorkerConfig::for_pooled`), its models with the pod's one limiter each.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
