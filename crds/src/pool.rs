@@ -7,9 +7,11 @@
 //! not a pod (issue 29; docs/operator.md, "Executor pools").
 //!
 //! Isolation inside a pod is Wasmtime's: an instance, its memory and its fuel per Task, as
-//! before. What a pool cannot yet give each Agent on its own (a Secret-held key, a
-//! single-writer store, delegation's pod-bound admission rule) is refused by
-//! [`unpoolable`] and the Agent CRD's rule: such Agents keep a dedicated executor.
+//! before. Granted models and MCP servers are the pod's (their credentials reach it by
+//! reference, for the union of its Agents' grants) and each hosted Agent is handed only its
+//! own. What a pool cannot yet give each Agent on its own (a signing key, a single-writer
+//! store, delegation's pod-bound admission rule, a pull secret) is refused by [`unpoolable`]
+//! and the Agent CRD's rule: such Agents keep a dedicated executor.
 
 // Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
 // duplicated attribute; they are distinct columns.
@@ -129,18 +131,16 @@ pub struct ExecutorPoolStatus {
 
 /// What keeps an Agent out of a pool in this version, or `None` when it may join one.
 ///
-/// Each refused grant needs something per Agent that a shared pod cannot hold apart yet: model
-/// and tool credentials and the signing key reach a dedicated pod as environment variables
-/// from Secrets; storage without Redis is single-writer per pod; a pull secret likewise; and
-/// the `executor-writes` admission policy ties a child Task to its parent Agent's own pods.
+/// Each refused grant needs something per Agent that a shared pod does not hold apart yet: a
+/// signing key or pull secret of its own (a dedicated pod gets one in a variable of its own);
+/// a declaration resolved for it; storage without Redis is single-writer per pod; and the
+/// `executor-writes` admission policy ties a child Task to its parent Agent's own pods. Models
+/// and MCP servers may be granted: the pool pod holds their credentials for the union of its
+/// Agents' grants, and hands each hosted Agent only the ones its own spec grants.
 pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
     let c = &spec.capabilities;
     if spec.declarative.is_some() {
-        Some("a declarative Agent (its model's key)")
-    } else if c.models.is_some() {
-        Some("capabilities.models (model keys)")
-    } else if c.tools.is_some() {
-        Some("capabilities.tools (tool credentials)")
+        Some("a declarative Agent (its declaration is resolved per Agent)")
     } else if c.signing.is_some() {
         Some("capabilities.signing (its key)")
     } else if c.storage.is_some() {
@@ -156,7 +156,7 @@ pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
 
 /// The CEL rule on `AgentSpec` that [`unpoolable`] is the Rust side of, so `kubectl apply`
 /// refuses such an Agent at once.
-pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || (!has(self.declarative) && (!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.models) && !has(self.capabilities.tools) && !has(self.capabilities.signing) && !has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
+pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || (!has(self.declarative) && (!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.signing) && !has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
 
 #[cfg(test)]
 mod tests {
@@ -167,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn only_agents_whose_grants_need_nothing_of_their_own_may_join_a_pool() {
+    fn pooled_agents_may_be_granted_models_and_tools_but_not_what_needs_a_pod_of_their_own() {
         let module = serde_json::json!({"url": "http://x/m.wasm", "sha256": "sha256:00"});
         let cases = [
             (serde_json::json!({}), None),
@@ -191,9 +191,10 @@ mod tests {
                 serde_json::json!({"signing": {"keyId": "k", "secretRef": {"name": "k", "key": "k"}}}),
                 Some("signing"),
             ),
+            (serde_json::json!({"models": {"allowed": ["m"]}}), None),
             (
-                serde_json::json!({"models": {"allowed": ["m"]}}),
-                Some("models"),
+                serde_json::json!({"tools": {"servers": [{"name": "docs", "tools": ["*"]}]}}),
+                None,
             ),
         ];
         for (caps, want) in cases {

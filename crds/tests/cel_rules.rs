@@ -351,7 +351,7 @@ fn approval_marks_only_granted_hosts_and_agents() {
 }
 
 #[test]
-fn a_pooled_agent_takes_its_pods_from_the_pool_and_needs_no_secret_of_its_own() {
+fn a_pooled_agent_takes_its_pods_from_the_pool_and_may_be_granted_models_and_tools_only() {
     let module = json!({"url": "https://example.com/m.wasm", "sha256": format!("sha256:{SHA}")});
     let pooled = |executor: Value, capabilities: Value| {
         agent_errors(json!({"module": module, "executor": executor, "capabilities": capabilities}))
@@ -369,16 +369,30 @@ fn a_pooled_agent_takes_its_pods_from_the_pool_and_needs_no_secret_of_its_own() 
     );
     let e = pooled(json!({"pool": "shared", "replicas": 3}), json!({}));
     assert!(e.contains("set replicas, resources"), "{e}");
-    let e = pooled(
-        json!({"pool": "shared"}),
-        json!({"models": {"allowed": ["m"]}}),
+    assert_eq!(
+        pooled(
+            json!({"pool": "shared"}),
+            json!({"models": {"allowed": ["m"]},
+                   "tools": {"servers": [{"name": "docs", "tools": ["search"]}]}})
+        ),
+        ""
     );
-    assert!(e.contains("remove spec.executor.pool"), "{e}");
+    for refused in [
+        json!({"signing": {"keyId": "k", "secretRef": {"name": "k", "key": "k"}}}),
+        json!({"storage": {"maxBytes": 1024}}),
+    ] {
+        let e = pooled(json!({"pool": "shared"}), refused.clone());
+        assert!(e.contains("remove spec.executor.pool"), "{refused}: {e}");
+    }
     let e = pooled(
         json!({"pool": "shared"}),
         json!({"delegation": {"agents": ["b"]}}),
     );
     assert!(e.contains("remove spec.executor.pool"), "{e}");
+    let pull_secret = json!({"module": {"image": "127.0.0.1:5000/agents/echo:v1",
+                                        "imagePullSecrets": [{"name": "reg"}]},
+                             "executor": {"pool": "shared"}});
+    assert!(agent_errors(pull_secret).contains("remove spec.executor.pool"));
     // Without a pool, the same grants stand as before.
     assert_eq!(
         pooled(

@@ -2,14 +2,18 @@
 //! pools"): Agents naming an `ExecutorPool` run in its pods, none of their own; each Task is
 //! signed and verifies as a dedicated Agent's; a pooled Agent the pool cannot hold apart is
 //! refused at apply; a CPU-spinning Agent fills only its own share of a pool pod while
-//! its neighbour's Tasks go on; and past `hotModules` an Agent waits for room with its Tasks
-//! rather than the pod loading one more module.
+//! its neighbour's Tasks go on; past `hotModules` an Agent waits for room with its Tasks
+//! rather than the pod loading one more module; and two pooled Agents of one pod, each granted
+//! a model, reach only their own (the other's is refused `CapabilityDenied`), the pool pod
+//! holding the granted model's key by reference and no key of a model no pooled Agent is
+//! granted.
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
 
 use anyhow::{Context, Result, ensure};
 use ari_crds::{Agent, ExecutorPool, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
+use ari_testkit::scripted::{Reply, Request, Scripted, chat_answer};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -31,6 +35,10 @@ fn main() -> std::process::ExitCode {
         (
             "past_hot_modules_an_agent_waits_for_room_and_every_task_still_succeeds",
             hot_bound,
+        ),
+        (
+            "pooled_agents_of_one_pod_reach_only_the_models_they_are_granted",
+            pooled_models,
         ),
     ])
 }
@@ -490,6 +498,200 @@ fn hot_bound(ctx: &Ctx) -> Result<()> {
                 .any(|l| l == "ari_executor_pool_waiting_agents 0"),
             "no Agent should wait once all is done:\n{page}"
         );
+        Ok(())
+    })
+}
+
+/// The key of the model granted in the pool: sent by the pool pod, in no object or log.
+const POOL_MODEL_KEY: &str = "sk-e2e-pool-5c2e81";
+/// What the scripted model answers.
+const POOL_MODEL_ANSWER: &str = "Answered by the pool's model.";
+
+/// The scripted model: a chat answer to any JSON request; nothing else (the operator's probe
+/// of this unlisted loopback endpoint never comes).
+fn pool_model(request: &Request) -> Reply {
+    match serde_json::from_slice::<serde_json::Value>(&request.body) {
+        Ok(_) => chat_answer(POOL_MODEL_ANSWER, 12, 6),
+        Err(_) => Reply::new(404, "not here"),
+    }
+}
+
+/// A ModelConfig at `endpoint` whose key is `apiKey` of Secret `secret`, marked for models.
+fn keyed_model_yaml(name: &str, endpoint: &str, secret: &str, key: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Secret
+metadata:
+  name: {secret}
+  labels:
+    ari.dev/model-credentials: \"true\"
+stringData:
+  apiKey: {key}
+---
+apiVersion: ari.dev/v1alpha1
+kind: ModelConfig
+metadata:
+  name: {name}
+spec:
+  provider: OpenAI
+  endpoint: {endpoint:?}
+  model: scripted-1
+  credentials:
+    name: {secret}
+    key: apiKey
+"
+    )
+}
+
+/// Two `ask` Agents in one pool pod: `asker` granted model `small` (keyed), `bystander`
+/// granted `open` and configured to ask `small`. The asker's Task gets the model's answer,
+/// sent with the key; the bystander's is refused `CapabilityDenied` and never reaches the
+/// model. The pool pod names the granted models' Secrets only by reference, and not the
+/// Secret of `unused`, a model no pooled Agent is granted.
+fn pooled_models(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("pool-models", |client, ns| async move {
+        let model = Scripted::start(pool_model).await;
+        let endpoint = format!("http://{}/v1", model.host());
+        ctx.module_configmap(&ns, "ask-module", "ask")?;
+        let open = format!(
+            "apiVersion: ari.dev/v1alpha1
+kind: ModelConfig
+metadata:
+  name: open
+spec:
+  provider: OpenAI
+  endpoint: {:?}
+  model: scripted-1
+",
+            endpoint
+        );
+        let grant = |m: &str| {
+            format!(
+                "  capabilities:\n    models:\n      allowed: [{m}]\n  limits:\n    tokens: 2000\n"
+            )
+        };
+        let yaml = [
+            keyed_model_yaml("small", &endpoint, "small-key", POOL_MODEL_KEY),
+            keyed_model_yaml("unused", &endpoint, "unused-key", "sk-e2e-unused"),
+            open,
+            pool_yaml("shared", 1, 4),
+            pooled_yaml("asker", "ask-module", "shared", 2, &grant("small")),
+            pooled_yaml(
+                "bystander",
+                "ask-module",
+                "shared",
+                2,
+                &format!("  config: small\n{}", grant("open")),
+            ),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        let asker = pooled_ready(&client, &ns, "asker").await?;
+        pooled_ready(&client, &ns, "bystander").await?;
+
+        // The pool's pod template carries both granted models, and only theirs.
+        let template = wait::until(
+            "the pool carries its Agents' models",
+            wait::DEFAULT,
+            || async {
+                let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+                    .get("shared-pool")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let t = serde_json::to_string(&d.spec.map(|s| s.template)).unwrap_or_default();
+                if t.contains("small-key") && t.contains("ARI_MODELS") {
+                    Ok(t)
+                } else {
+                    Err("not yet".to_owned())
+                }
+            },
+        )
+        .await?;
+        ensure!(
+            !template.contains("unused-key"),
+            "the pool names an ungranted model's Secret"
+        );
+        ensure!(
+            !template.contains(POOL_MODEL_KEY),
+            "the pool's template holds the key itself"
+        );
+
+        let tasks = [
+            task_yaml("granted", "asker", "What is ari?", ""),
+            task_yaml("not-granted", "bystander", "What is ari?", ""),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &tasks)?;
+        let granted = task_finished(&client, &ns, "granted", wait::DEFAULT).await?;
+        expect_reason(&granted, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let gs = granted.status.clone().unwrap_or_default();
+        ensure!(
+            gs.output.as_deref() == Some(POOL_MODEL_ANSWER),
+            "the asker's answer: {:?}",
+            gs.output
+        );
+        verify_attestation(&granted, &asker)?;
+        let refused = task_finished(&client, &ns, "not-granted", wait::DEFAULT).await?;
+        expect_reason(&refused, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+        let rs = refused.status.clone().unwrap_or_default();
+        ensure!(
+            rs.executor.is_some() && rs.executor == gs.executor,
+            "not one pool pod: {:?} and {:?}",
+            gs.executor,
+            rs.executor
+        );
+        let pods = executor_pods(&client, &ns).await?;
+        ensure!(pods.len() == 1, "executor pods: {pods:?}");
+
+        // One call reached the model, the asker's, with the key from the marked Secret.
+        let calls: Vec<_> = model
+            .requests()
+            .into_iter()
+            .filter(|r| !r.body.is_empty())
+            .collect();
+        ensure!(
+            calls.len() == 1,
+            "{} model calls, want the asker's one",
+            calls.len()
+        );
+        let auth = calls[0].header("authorization").unwrap_or_default();
+        ensure!(
+            auth == format!("Bearer {POOL_MODEL_KEY}"),
+            "the call's key: {auth:?}"
+        );
+
+        // The key is in no object or log a user reads.
+        let logs = executor_log(ctx, &client, &ns).await?;
+        for (what, text) in [
+            ("Tasks", list_json::<Task>(&client, &ns).await?),
+            ("Agents", list_json::<Agent>(&client, &ns).await?),
+            ("executor logs", logs),
+        ] {
+            ensure!(
+                !text.contains(POOL_MODEL_KEY),
+                "{what} hold the model's key"
+            );
+        }
+
+        // No pooled Agent granted `small` any more: the pool drops its key at once (woken by
+        // the Agent's change, well before its periodic pass a minute apart).
+        ctx.apply_ok(
+            &ns,
+            &pooled_yaml("asker", "ask-module", "shared", 2, &grant("open")),
+        )?;
+        let deadline = std::time::Duration::from_secs(20);
+        wait::until("the pool drops the ungranted key", deadline, || async {
+            let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+                .get("shared-pool")
+                .await
+                .map_err(|e| e.to_string())?;
+            let t = serde_json::to_string(&d.spec.map(|s| s.template)).unwrap_or_default();
+            match t.contains("small-key") {
+                false => Ok(()),
+                true => Err("still names small-key".to_owned()),
+            }
+        })
+        .await?;
         Ok(())
     })
 }

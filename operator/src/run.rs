@@ -7,13 +7,14 @@ use std::time::Duration;
 use ari_crds::names;
 use ari_crds::plan_view::LABEL_PLAN_UID;
 use ari_crds::{Agent, ExecutorPool, MCPServer, ModelConfig, Plan, Task};
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, controller, reflector, reflector::Store, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{error, info};
 
@@ -24,6 +25,7 @@ use crate::health::{self, Health};
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::plan::controller::PlanContext;
+use crate::pool::grants::{self as pool_grants, PoolWake};
 use crate::task::controller::{Seen, TaskContext};
 use crate::{agent, cache, plan, task};
 use ari_crds::decode;
@@ -156,7 +158,9 @@ async fn lead(
         registry,
     ));
     let (ctl_stop, lost_leadership) = election.stop_controllers(stop);
-    let (agent_ctl, agents) = agent_controller(cfg, &client, &metrics, ctx.clone(), &ctl_stop);
+    let (pool_wake, pools_woken) = PoolWake::new();
+    let (agent_ctl, agents) =
+        agent_controller(cfg, &client, &metrics, (ctx.clone(), pool_wake), &ctl_stop);
     let (pod_cache, pods) = pod_cache(cfg, &client);
     let (task_ctl, tasks) = task_controller(
         cfg,
@@ -166,7 +170,13 @@ async fn lead(
         (agents.clone(), pods),
         &ctl_stop,
     );
-    let pool_ctl = pool_controller(cfg, &client, ctx.clone(), agents.clone(), ctl_stop.clone());
+    let pool_ctl = pool_controller(
+        cfg,
+        &client,
+        ctx.clone(),
+        (agents.clone(), pools_woken),
+        ctl_stop.clone(),
+    );
     let plan_ctl = plan_controller(
         cfg,
         client.clone(),
@@ -200,12 +210,13 @@ where
 /// The Agent controller, and the Agent cache every controller reads. Agents and Tasks are
 /// written by namespace users: each object is decoded on its own so one that does not fit the
 /// types is skipped instead of failing every list (issue 13, item 3), and only what decisions
-/// read is cached (issue 26, item 9).
+/// read is cached (issue 26, item 9). `pool_wake` sees every event, to wake the pools whose
+/// Agents joined, left or changed their grants.
 fn agent_controller(
     cfg: &Config,
     client: &Client,
     metrics: &Metrics,
-    ctx: Arc<Context>,
+    (ctx, pool_wake): (Arc<Context>, PoolWake),
     stop: &watch::Receiver<bool>,
 ) -> (impl Future<Output = ()> + use<>, Store<Agent>) {
     let (agent_store, agent_writer) = reflector::store();
@@ -216,6 +227,7 @@ fn agent_controller(
         metrics.count_skipped(),
     )
     .modify(cache::trim_agent)
+    .inspect_ok(move |event| pool_wake.observe(event))
     .reflect(agent_writer)
     .applied_objects();
     // A change to a namespace's attestation key copy wakes that namespace's Agents, whose
@@ -471,12 +483,15 @@ fn model_config_controller(
         .for_each(|_| async {}))
 }
 
-/// The ExecutorPool controller: each pool's Deployment and status.
+/// The ExecutorPool controller: each pool's Deployment and status. Woken by its pools, their
+/// Deployments, `woken` (pools whose Agents joined, left or changed their grants) and changes
+/// to a ModelConfig or MCPServer an Agent of the pool is granted. It starts once the Agent
+/// cache has listed everything: a cold cache would take a pool's grants away for one pass.
 fn pool_controller(
     cfg: &Config,
     client: &Client,
     ctx: Arc<Context>,
-    agents: Store<Agent>,
+    (agents, woken): (Store<Agent>, UnboundedReceiver<ObjectRef<ExecutorPool>>),
     stop: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + use<> {
     use crate::pool::controller::{self as pc, PoolContext};
@@ -489,15 +504,48 @@ fn pool_controller(
     )
     .reflect(writer)
     .applied_objects();
-    let pool_ctx = Arc::new(PoolContext { base: ctx, agents });
-    Controller::for_stream(events, store)
+    let (granting_model, granting_tool) = (agents.clone(), agents.clone());
+    let controller = Controller::for_stream(events, store)
         .owns(
             scoped::<Deployment>(cfg, client),
             watcher::Config::default().labels(EXECUTOR_LABEL),
         )
-        .graceful_shutdown_on(wait_true(stop))
-        .run(pc::reconcile, pc::error_policy, pool_ctx)
-        .for_each(|_| async {})
+        .reconcile_on(woken)
+        .watches(
+            scoped::<ModelConfig>(cfg, client),
+            watcher::Config::default(),
+            move |mc: ModelConfig| {
+                let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+                pool_grants::pools_granting(&granting_model.state(), &ns, |g| {
+                    g.models.contains(&name)
+                })
+            },
+        )
+        .watches(
+            scoped::<MCPServer>(cfg, client),
+            watcher::Config::default(),
+            move |server: MCPServer| {
+                let (ns, name) = (server.namespace().unwrap_or_default(), server.name_any());
+                pool_grants::pools_granting(&granting_tool.state(), &ns, |g| {
+                    g.tools.contains(&name)
+                })
+            },
+        )
+        .graceful_shutdown_on(wait_true(stop));
+    let pool_ctx = Arc::new(PoolContext {
+        base: ctx,
+        agents: agents.clone(),
+    });
+    async move {
+        if agents.wait_until_ready().await.is_err() {
+            error!("agent cache closed before it was ready");
+            return;
+        }
+        controller
+            .run(pc::reconcile, pc::error_policy, pool_ctx)
+            .for_each(|_| async {})
+            .await;
+    }
 }
 
 /// The MCPServer controller, listing at most a few servers' tools at once.

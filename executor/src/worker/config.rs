@@ -253,9 +253,11 @@ fn pool_settings(
 
 impl WorkerConfig {
     /// The settings of one Agent hosted by this pool pod: the pod's own, with the Agent's
-    /// name, its executor concurrency (its share of the pod) and the module the operator
-    /// resolved (`status.moduleDigest`, `status.moduleImage`). A pooled Agent holds no
-    /// Secret-borne setting (`ari_crds::unpoolable`), so those stay empty.
+    /// name, its executor concurrency (its share of the pod), the module the operator
+    /// resolved (`status.moduleDigest`, `status.moduleImage`), and of the pod's models and
+    /// MCP servers (its Agents' grants together) only those this Agent's spec grants. A
+    /// pooled Agent holds no other Secret-borne setting (`ari_crds::unpoolable`), so those
+    /// stay empty.
     pub fn for_pooled(&self, agent: &ari_crds::Agent, resolved: &Resolved) -> Self {
         let share = usize::try_from(agent.spec.concurrency()).unwrap_or(usize::MAX);
         Self {
@@ -267,8 +269,8 @@ impl WorkerConfig {
             module_image: resolved.image.clone(),
             declaration_digest: None,
             module_pull_secret: None,
-            models: GrantedModels::default(),
-            tools: GrantedTools::default(),
+            models: self.models.granted_to(&agent.spec.capabilities),
+            tools: self.tools.granted_to(&agent.spec.capabilities),
             ..self.clone()
         }
     }
@@ -324,6 +326,7 @@ fn positive(
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+    use std::sync::Arc;
 
     use super::*;
 
@@ -336,6 +339,89 @@ mod tests {
     }
 
     const KEY: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+    /// A pool pod holding `small` (keyed, rate-limited) and `open`, and MCP servers `docs`
+    /// (a token) and `search`, as the union of its Agents' grants.
+    fn pool_pod() -> WorkerConfig {
+        let models = serde_json::json!([
+            {"name": "small", "keyEnv": "ARI_MODEL_KEY_0", "spec": {
+                "provider": "OpenAI", "endpoint": "http://m:8000/v1", "model": "tiny",
+                "credentials": {"name": "k", "key": "apiKey"},
+                "limits": {"requestsPerMinute": 60}}},
+            {"name": "open", "spec": {
+                "provider": "OpenAI", "endpoint": "http://m:8000/v1", "model": "open"}}
+        ])
+        .to_string();
+        let tools = serde_json::json!([
+            {"name": "docs", "spec": {"url": "http://127.0.0.1:9/mcp",
+              "token": {"name": "t", "key": "token"}}, "tokenEnv": "ARI_TOOL_TOKEN_0"},
+            {"name": "search", "spec": {"url": "http://127.0.0.1:9/search"}}
+        ])
+        .to_string();
+        WorkerConfig::from_lookup(env(&[
+            ("ARI_POOL_NAME", "shared"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "p"),
+            ("ARI_ATTESTATION_KEY", KEY),
+            ("ARI_MODELS", &models),
+            ("ARI_MODEL_KEY_0", "sk-pool-test"),
+            (ari_crds::mcp_server::TOOL_SERVERS_ENV, &tools),
+            ("ARI_TOOL_TOKEN_0", "docs-token"),
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn pooled(name: &str, caps: serde_json::Value) -> ari_crds::Agent {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"module": {"configMap": {"name": "m", "key": "module.wasm"}},
+                     "executor": {"pool": "shared"}, "capabilities": caps}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_pooled_agents_worker_gets_only_the_models_and_servers_its_own_spec_grants() {
+        let pod = pool_pod();
+        let resolved = Resolved {
+            digest: "sha256:00".into(),
+            image: None,
+        };
+        let names = |c: &WorkerConfig| -> (Vec<String>, Vec<String>) {
+            (
+                c.models.models.iter().map(|m| m.name.clone()).collect(),
+                c.tools.servers.iter().map(|s| s.name.clone()).collect(),
+            )
+        };
+        let ask = pooled(
+            "ask",
+            serde_json::json!({"models": {"allowed": ["small"]},
+                               "tools": {"servers": [{"name": "docs", "tools": ["*"]}]}}),
+        );
+        let open = pooled("open", serde_json::json!({"models": {"allowed": ["open"]}}));
+        let plain = pooled("plain", serde_json::json!({}));
+        let (small, docs) = (vec!["small".to_owned()], vec!["docs".to_owned()]);
+        assert_eq!(names(&pod.for_pooled(&ask, &resolved)), (small, docs));
+        assert_eq!(
+            names(&pod.for_pooled(&open, &resolved)),
+            (vec!["open".to_owned()], vec![])
+        );
+        assert_eq!(names(&pod.for_pooled(&plain, &resolved)), (vec![], vec![]));
+
+        // The Agent's models keep the pod's one limiter per model.
+        let (models, _shares) = pod.models.limited(1);
+        let client = crate::worker::model_client().unwrap_or_else(|e| panic!("{e}"));
+        let pod_models = crate::worker::PodModels { client, models };
+        let handed = pod_models.granted(&pod.for_pooled(&ask, &resolved).models);
+        let (mine, pods) = (handed.get("small"), pod_models.models.first());
+        let limiter = |m: Option<&ari_llm::Model>| m.and_then(|m| m.rate.clone());
+        assert!(matches!(
+            (limiter(mine), limiter(pods)),
+            (Some(a), Some(b)) if Arc::ptr_eq(&a, &b)
+        ));
+        assert!(handed.get("open").is_none());
+    }
 
     #[test]
     fn reads_the_module_digest_the_operator_validated() {

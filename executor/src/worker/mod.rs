@@ -110,6 +110,45 @@ struct Shared {
     /// In a pool pod, told when a Task's handling ends: its Agent may have gone idle, so it
     /// can make room for an Agent waiting under the hot bound (see [`pool`]).
     room: Option<Arc<tokio::sync::Notify>>,
+    /// In a pool pod, its models with their rate limiters, one per model whichever hosted
+    /// Agent calls it; each Agent is handed those its spec grants.
+    pod_models: Option<PodModels>,
+}
+
+/// A pool pod's models (all its Agents' grants together), behind one model client, each with
+/// the pod's one limiter (see [`model_shares`]).
+#[derive(Clone)]
+struct PodModels {
+    client: ari_llm::Client,
+    models: Vec<ari_llm::Model>,
+}
+
+impl PodModels {
+    /// The pod's models, their limiters following the namespace's Agents; the answer turns
+    /// true once the first listing of them is applied.
+    fn load(
+        client: &Client,
+        config: &WorkerConfig,
+    ) -> Result<(Self, tokio::sync::watch::Receiver<bool>), WorkerError> {
+        let (models, shares) = config.models.limited(1);
+        let listed = shares.follow(
+            client.clone(),
+            &config.namespace,
+            config.redis_url.is_some(),
+        );
+        let client = model_client()?;
+        Ok((Self { client, models }, listed))
+    }
+
+    /// Those of the pod's models `granted` holds: what one hosted Agent may call.
+    fn granted(&self, granted: &models::GrantedModels) -> LoadedModels {
+        let mine = self
+            .models
+            .iter()
+            .filter(|m| granted.models.iter().any(|g| g.name == m.name))
+            .cloned();
+        LoadedModels::live(self.client.clone(), mine)
+    }
 }
 
 /// Loaded components by their SHA-256 (hex).
@@ -138,6 +177,7 @@ impl Shared {
             pod_slots: None,
             modules: None,
             room: None,
+            pod_models: None,
         }
     }
 }
@@ -229,6 +269,7 @@ async fn build(
         pod_slots,
         modules,
         room,
+        pod_models,
     } = shared;
     let waiting = slots::waiting_for(
         config.concurrency,
@@ -302,7 +343,12 @@ async fn build(
     };
     let grants = Grants::load(capabilities, signing_key).map_err(ConfigError::Grants)?;
     let grants = match &agent.spec.capabilities.models {
-        Some(_) => grants.with_models(loaded_models(&client, &config, &agent)?),
+        Some(_) => grants.with_models(loaded_models(
+            &client,
+            &config,
+            &agent,
+            pod_models.as_ref(),
+        )?),
         None => grants,
     };
     let grants = match &agent.spec.capabilities.tools {
@@ -399,24 +445,36 @@ fn runtime_config(config: &WorkerConfig, instances: usize) -> RuntimeConfig {
 /// is answered `unavailable` by the runtime.
 ///
 /// Each rate limit starts as the Agent's own pods' share and then follows the namespace's
-/// Agents granted the model (`model_shares`).
+/// Agents granted the model (`model_shares`). In a pool pod, the Agent's models are the pod's
+/// (`pod`), with the pod's limiters.
 fn loaded_models(
     client: &Client,
     config: &WorkerConfig,
     agent: &ari_crds::Agent,
+    pod: Option<&PodModels>,
 ) -> Result<LoadedModels, WorkerError> {
     for name in &config.models.keyless {
         warn!(model = %name, "the model's credentials Secret lacks the key it names; its calls are unavailable");
     }
-    let model_client =
-        ari_llm::Client::new(ari_llm::Limits::default(), ari_llm::RetryPolicy::default())
-            .map_err(|e| ConfigError::ModelClient(e.to_string()))?;
+    if let Some(pod) = pod {
+        info!(agent = %config.agent, models = ?config.models, "models handed to a pooled Agent");
+        return Ok(pod.granted(&config.models));
+    }
+    let model_client = model_client()?;
     let redis = config.redis_url.is_some();
     let pods = model_shares::executor_pods(agent, redis);
     info!(models = ?config.models, pods, "models loaded");
     let (models, shares) = config.models.limited(pods);
-    shares.follow(client.clone(), &config.namespace, redis);
+    let _listed = shares.follow(client.clone(), &config.namespace, redis);
     Ok(LoadedModels::live(model_client, models))
+}
+
+/// The client every model call of this process goes through.
+fn model_client() -> Result<ari_llm::Client, WorkerError> {
+    Ok(
+        ari_llm::Client::new(ari_llm::Limits::default(), ari_llm::RetryPolicy::default())
+            .map_err(|e| ConfigError::ModelClient(e.to_string()))?,
+    )
 }
 
 /// The granted MCP servers the operator handed over, behind one MCP client for the process. A

@@ -7,6 +7,11 @@
 //! pod follows that watch and reshares its limiters in place when the count changes: a new
 //! Agent granted the model slows the others down without restarting a pod. Until the first
 //! listing, a pod enforces its own Agent's share (see docs/models.md, "Rate limits").
+//!
+//! A pool pod holds one limiter per model for all its Agents, as a dedicated pod does for its
+//! one: the Agents of a pool granted a model count the pool's pods once between them (the pods
+//! the operator reports in their `status.replicas`), and a pool pod is Ready only once it has
+//! its first listing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +21,7 @@ use ari_llm::rate::{RateLimiter, RateLimits};
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::models::pod_share;
@@ -34,29 +40,51 @@ pub struct ModelShares {
     pub shared: Vec<Shared>,
 }
 
-/// What an Agent counts for: the executor pods it runs and which of this pod's rate-limited
-/// models it is granted (only those, so the map stays small however many Agents there are).
+/// What an Agent counts for: the executor pods it runs, the pool they are when pooled, and
+/// which of this pod's rate-limited models it is granted (only those, so the map stays small
+/// however many Agents there are).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Granting {
     models: Vec<String>,
     pods: u32,
+    pool: Option<String>,
 }
 
 /// An Agent's executor pods: its `replicas`, or one when storage without Redis holds it to a
-/// single writer (the operator's rule; the Redis URL is the same for every Agent).
+/// single writer (the operator's rule; the Redis URL is the same for every Agent). A pooled
+/// Agent runs in its pool's pods, which the operator reports in its `status.replicas`.
 pub fn executor_pods(agent: &Agent, redis: bool) -> u32 {
+    if agent.spec.executor.pool.is_some() {
+        let pool_pods = agent.status.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        return u32::try_from(pool_pods).unwrap_or(1).max(1);
+    }
     if agent.spec.capabilities.storage.is_some() && !redis {
         return 1;
     }
     u32::try_from(agent.spec.replicas()).unwrap_or(1).max(1)
 }
 
-/// The executor pods of the namespace granted `model`, at least one (this pod's).
+/// The executor pods of the namespace granted `model`, at least one (this pod's): each
+/// dedicated Agent's own, and each pool's once however many of its Agents are granted it
+/// (they share its pods' limiters).
 fn pods_granted(agents: &BTreeMap<String, Granting>, model: &str) -> u32 {
-    agents
+    let mut pools: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut dedicated = 0u32;
+    for g in agents
         .values()
         .filter(|g| g.models.iter().any(|m| m == model))
-        .fold(0u32, |n, g| n.saturating_add(g.pods))
+    {
+        match &g.pool {
+            Some(pool) => {
+                let pods = pools.entry(pool).or_default();
+                *pods = (*pods).max(g.pods);
+            }
+            None => dedicated = dedicated.saturating_add(g.pods),
+        }
+    }
+    pools
+        .values()
+        .fold(dedicated, |n, p| n.saturating_add(*p))
         .max(1)
 }
 
@@ -73,6 +101,7 @@ impl ModelShares {
         (!models.is_empty()).then(|| Granting {
             models,
             pods: executor_pods(agent, redis),
+            pool: agent.spec.executor.pool.clone(),
         })
     }
 
@@ -89,10 +118,12 @@ impl ModelShares {
 
     /// Follows the namespace's Agents and reshares the limiters as they come and go. Nothing to
     /// follow when no granted model has a limit. A failing watch (not allowed, API server
-    /// away) keeps the shares last applied and is retried with backoff.
-    pub fn follow(self, client: Client, namespace: &str, redis: bool) {
+    /// away) keeps the shares last applied and is retried with backoff. The answer turns true
+    /// once the first listing is applied (at once when there is nothing to follow).
+    pub fn follow(self, client: Client, namespace: &str, redis: bool) -> watch::Receiver<bool> {
+        let (listed_tx, listed) = watch::channel(self.shared.is_empty());
         if self.shared.is_empty() {
-            return;
+            return listed;
         }
         let api: Api<Agent> = Api::namespaced(client, namespace);
         let stream = watcher(api, watcher::Config::default()).default_backoff();
@@ -115,6 +146,7 @@ impl ModelShares {
                     Ok(watcher::Event::InitDone) => {
                         agents = std::mem::take(&mut listing);
                         self.apply(&agents, &mut applied);
+                        let _ = listed_tx.send(true);
                     }
                     Ok(watcher::Event::Apply(a)) => {
                         match self.granting(&a, redis) {
@@ -130,6 +162,7 @@ impl ModelShares {
                 }
             }
         });
+        listed
     }
 }
 
@@ -212,6 +245,37 @@ mod tests {
         s.apply(&agents, &mut applied);
         assert_eq!(burst(&s.shared[0].limiter), 15, "60 a minute among 4 pods");
         assert_eq!(burst(&s.shared[1].limiter), 10, "gpt's one pod has it all");
+    }
+
+    #[test]
+    fn the_agents_of_a_pool_count_its_pods_once_between_them() {
+        let s = shares(&[("llama", 60)]);
+        let pooled = |name: &str, pool: &str, pool_pods: i32| {
+            let mut a = agent(name, &["llama"], 1, false);
+            a.spec.executor.replicas = None;
+            a.spec.executor.pool = Some(pool.to_owned());
+            a.status = Some(ari_crds::AgentStatus {
+                replicas: Some(pool_pods),
+                ..Default::default()
+            });
+            a
+        };
+        let mut agents = BTreeMap::new();
+        for a in [
+            pooled("ask", "shared", 3),
+            pooled("plan", "shared", 3),
+            pooled("other", "small", 0),
+            agent("dedicated", &["llama"], 2, false),
+        ] {
+            if let Some(g) = s.granting(&a, false) {
+                agents.insert(a.name_any(), g);
+            }
+        }
+        // shared's 3 pods once, small's pod (none ready yet counts as one), dedicated's 2.
+        assert_eq!(pods_granted(&agents, "llama"), 6);
+        let mut applied = BTreeMap::new();
+        s.apply(&agents, &mut applied);
+        assert_eq!(burst(&s.shared[0].limiter), 10, "60 a minute among 6 pods");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ari_crds::GrantSet;
 use ari_crds::model_config::{ExecutorModel, MODELS_ENV, ModelConfigSpec};
 use ari_llm::budget::{Estimator, OutputLimits};
 use ari_llm::rate::{RateLimiter, RateLimits};
@@ -65,6 +66,28 @@ impl GrantedModels {
             out.models.push(model);
         }
         Ok(out)
+    }
+
+    /// Those of these models `grants` names: what a pool pod, which holds its Agents' models
+    /// together, hands one hosted Agent. A model only another Agent of the pool is granted is
+    /// not in it, so no call of this Agent's can reach it (the runtime checks the grant too).
+    pub fn granted_to(&self, grants: &GrantSet) -> Self {
+        let allows = |name: &str| grants.models.as_ref().is_some_and(|g| g.allows(name));
+        Self {
+            models: self
+                .models
+                .iter()
+                .filter(|m| allows(&m.name))
+                .cloned()
+                .collect(),
+            keyless: self.keyless.iter().filter(|n| allows(n)).cloned().collect(),
+            rate_limits: self
+                .rate_limits
+                .iter()
+                .filter(|(n, _)| allows(n))
+                .map(|(n, l)| (n.clone(), *l))
+                .collect(),
+        }
     }
 
     /// The models, each with this process's rate limiter, and those limiters to follow: each
@@ -251,6 +274,32 @@ mod tests {
         let shown = format!("{got:?}");
         assert!(!shown.contains(KEY), "{shown}");
         assert_eq!(shown, r#"["small", "open"]"#);
+    }
+
+    #[test]
+    fn a_pooled_agent_is_handed_only_the_models_its_own_spec_grants() {
+        let pod = GrantedModels::from_lookup(&env(&[("ARI_MODELS", &list())]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(pod.keyless, ["small"]);
+        let grants = |v: serde_json::Value| -> GrantSet {
+            serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let open_only = pod.granted_to(&grants(
+            serde_json::json!({"models": {"allowed": ["open"]}}),
+        ));
+        let names: Vec<_> = open_only.models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["open"]);
+        assert!(
+            open_only.keyless.is_empty(),
+            "another Agent's model is not even named"
+        );
+        let small_only = pod.granted_to(&grants(
+            serde_json::json!({"models": {"allowed": ["small"]}}),
+        ));
+        assert!(small_only.models.is_empty());
+        assert_eq!(small_only.keyless, ["small"]);
+        let none = pod.granted_to(&grants(serde_json::json!({})));
+        assert!(none.models.is_empty() && none.keyless.is_empty() && none.rate_limits.is_empty());
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //!
 //! Each hosted Agent is a [`Worker`] as in a dedicated pod, with its own slots (its
 //! `executor.concurrency`) and backlog, so a busy Agent fills only its own share; every run
-//! also takes a place among the pod's `concurrency`, shared first come first served.
+//! also takes a place among the pod's `concurrency`, shared first come first served. The pod
+//! holds the models and MCP servers of all its Agents' grants; each worker is handed only its
+//! own Agent's (`WorkerConfig::for_pooled`), its models with the pod's one limiter each.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -555,7 +557,8 @@ fn to_evict<'a>(hosted: impl Iterator<Item = Seen<'a>>, bound: usize) -> Vec<Str
         .collect()
 }
 
-/// Runs a pool pod until SIGTERM: Ready once it knows its pool's Agents.
+/// Runs a pool pod until SIGTERM: Ready once it knows its pool's Agents and, when its models
+/// have rate limits, its share of them.
 pub(super) async fn serve(
     client: Client,
     config: WorkerConfig,
@@ -582,6 +585,8 @@ pub(super) async fn serve(
     shared.modules = Some(Arc::default());
     let room = Arc::new(Notify::new());
     shared.room = Some(room.clone());
+    let (pod_models, mut shares_listed) = super::PodModels::load(&client, &config)?;
+    shared.pod_models = Some(pod_models);
 
     let (agents, writer) = reflector::store();
     let selector = format!("spec.executor.pool={pool_name}");
@@ -614,6 +619,13 @@ pub(super) async fn serve(
     let follower = tokio::spawn(follow_agents(pool.clone(), agent_events));
     tokio::select! {
         r = agents.wait_until_ready() => if r.is_err() {
+            return Err(super::ConfigError::AgentWatchEnded.into());
+        },
+        _ = stop.wait_for(|s| *s) => return Ok(()),
+    }
+    // No model call before the pod knows its share of each model's limits.
+    tokio::select! {
+        r = shares_listed.wait_for(|l| *l) => if r.is_err() {
             return Err(super::ConfigError::AgentWatchEnded.into());
         },
         _ = stop.wait_for(|s| *s) => return Ok(()),

@@ -3,8 +3,10 @@
 //! kubelet filled from the marked Secret (see docs/tools.md, "In the cluster"). The executor
 //! reads no MCPServer and no Secret through the API.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ari_crds::GrantSet;
 use ari_crds::mcp_server::{ExecutorToolServer, TOOL_SERVERS_ENV};
 use ari_mcp::{Client, Credentials, Limits, Secret, ToolServer};
 use ari_runtime::capability::LoadedTools;
@@ -19,9 +21,9 @@ pub struct GrantedTools {
     /// lacks the key): not loaded, so their calls are `unavailable` rather than sent without
     /// the credential.
     pub without_credentials: Vec<String>,
-    /// The longest call timeout any server declares: the client's bound (a call is still
-    /// held to its task's deadline).
-    pub call_timeout: Option<Duration>,
+    /// Each loaded server's declared call timeout, by name: the longest is the client's bound
+    /// (a call is still held to its task's deadline).
+    pub call_timeouts: BTreeMap<String, Duration>,
 }
 
 impl std::fmt::Debug for GrantedTools {
@@ -49,11 +51,10 @@ impl GrantedTools {
         for s in declared {
             match server(&s, get)? {
                 Some(server) => {
-                    let timeout = s
-                        .spec
-                        .call_timeout_seconds
-                        .map(|t| Duration::from_secs(t.into()));
-                    out.call_timeout = out.call_timeout.max(timeout);
+                    if let Some(t) = s.spec.call_timeout_seconds {
+                        out.call_timeouts
+                            .insert(s.name.clone(), Duration::from_secs(t.into()));
+                    }
                     out.servers.push(server);
                 }
                 None => out.without_credentials.push(s.name.clone()),
@@ -62,10 +63,49 @@ impl GrantedTools {
         Ok(out)
     }
 
+    /// Those of these servers `grants` names: what a pool pod, which holds its Agents' servers
+    /// together, hands one hosted Agent. A server only another Agent of the pool is granted is
+    /// not in it, so no call of this Agent's can reach it (the runtime checks the grant too).
+    pub fn granted_to(&self, grants: &GrantSet) -> Self {
+        let allows = |name: &str| {
+            grants
+                .tools
+                .as_ref()
+                .is_some_and(|g| g.server(name).is_some())
+        };
+        Self {
+            servers: self
+                .servers
+                .iter()
+                .filter(|s| allows(&s.name))
+                .cloned()
+                .collect(),
+            without_credentials: self
+                .without_credentials
+                .iter()
+                .filter(|n| allows(n))
+                .cloned()
+                .collect(),
+            call_timeouts: self
+                .call_timeouts
+                .iter()
+                .filter(|(n, _)| allows(n))
+                .map(|(n, t)| (n.clone(), *t))
+                .collect(),
+        }
+    }
+
+    /// The longest call timeout of these servers, if any declares one.
+    pub fn call_timeout(&self) -> Option<Duration> {
+        self.call_timeouts.values().max().copied()
+    }
+
     /// The servers behind one MCP client for the process.
     pub fn loaded(&self) -> Result<LoadedTools, ConfigError> {
         let limits = Limits {
-            call_timeout: self.call_timeout.unwrap_or(Limits::default().call_timeout),
+            call_timeout: self
+                .call_timeout()
+                .unwrap_or(Limits::default().call_timeout),
             ..Limits::default()
         };
         let client = Client::new(limits).map_err(|e| ConfigError::ToolClient(e.to_string()))?;
@@ -142,13 +182,51 @@ mod tests {
         let names: Vec<&str> = got.servers.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["docs", "open"]);
         assert_eq!(got.without_credentials, ["keyless"]);
-        assert_eq!(got.call_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(got.call_timeout(), Some(Duration::from_secs(90)));
         assert_eq!(got.servers[0].protocol, ari_mcp::Protocol::Session);
         let shown = format!("{got:?} {:?}", got.servers);
         for secret in ["tool-token-secret", "tenant-secret"] {
             assert!(!shown.contains(secret), "{shown}");
         }
         assert!(got.loaded().is_ok());
+    }
+
+    #[test]
+    fn a_pooled_agent_is_handed_only_the_servers_its_own_spec_grants() {
+        let pod = GrantedTools::from_lookup(&env(&[
+            (TOOL_SERVERS_ENV, LIST),
+            ("ARI_TOOL_TOKEN_0", "tool-token-secret"),
+            ("ARI_TOOL_HEADER_0_0", "tenant-secret"),
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let grants = |servers: &[&str]| -> GrantSet {
+            let servers: Vec<_> = servers
+                .iter()
+                .map(|s| serde_json::json!({"name": s, "tools": ["*"]}))
+                .collect();
+            serde_json::from_value(serde_json::json!({"tools": {"servers": servers}}))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let open = pod.granted_to(&grants(&["open"]));
+        let names: Vec<&str> = open.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["open"],
+            "the docs server and its token stay with its own Agent"
+        );
+        assert!(open.without_credentials.is_empty());
+        assert_eq!(
+            open.call_timeout(),
+            None,
+            "docs' timeout is not this Agent's"
+        );
+        let docs = pod.granted_to(&grants(&["docs", "keyless"]));
+        let names: Vec<&str> = docs.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["docs"]);
+        assert_eq!(docs.without_credentials, ["keyless"]);
+        assert_eq!(docs.call_timeout(), Some(Duration::from_secs(90)));
+        let none = pod.granted_to(&GrantSet::default());
+        assert!(none.servers.is_empty() && none.without_credentials.is_empty());
     }
 
     #[test]

@@ -385,11 +385,15 @@ pub fn pool_labels(pool: &str) -> BTreeMap<String, String> {
 
 /// The Deployment of an `ExecutorPool`, owned by it: pods that serve every Agent naming the
 /// pool, under the pool ServiceAccount (which may not create Tasks: pooled Agents do not
-/// delegate in this version).
+/// delegate in this version, and reads no Secret). `models` and `tools` are those granted to
+/// any Agent of the pool that passed the marked-Secret rule ([`crate::pool::grants`]), by
+/// name: their keys reach the pod by reference, as a dedicated executor's do.
 pub fn build_pool(
     pool: &ari_crds::ExecutorPool,
     settings: &Settings,
     attestation_public_key: &str,
+    models: &[ExecutorModel],
+    tools: &[ExecutorToolServer],
 ) -> Deployment {
     let name = pool.name_any();
     let mut env_vars = vec![
@@ -403,6 +407,8 @@ pub fn build_pool(
     for (var, value) in settings.registry.network_env() {
         env_vars.push(env(var, value));
     }
+    env_vars.extend(model_env(models));
+    env_vars.extend(tool_env(tools));
     assemble(
         ExecutorPods {
             name: names::pool_deployment_name(&name),

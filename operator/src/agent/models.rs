@@ -64,13 +64,22 @@ pub fn resolve<'a>(
     out
 }
 
-/// The models `agent` is granted, read from the API: its namespace's ModelConfigs (one list)
-/// and the metadata of the credentials Secrets they name (never their data).
+/// The models `agent` is granted, read from the API (see [`fetch_names`]).
 pub async fn fetch(agent: &Agent, client: &Client, ns: &str) -> Result<Resolved, kube::Error> {
-    let Some(grant) = &agent.spec.capabilities.models else {
-        return Ok(Resolved::default());
-    };
-    if grant.allowed.is_empty() {
+    match &agent.spec.capabilities.models {
+        Some(grant) => fetch_names(&grant.allowed, client, ns).await,
+        None => Ok(Resolved::default()),
+    }
+}
+
+/// The ModelConfigs `granted` names in `ns`, read from the API: the namespace's ModelConfigs
+/// (one list) and the metadata of the credentials Secrets they name (never their data).
+pub async fn fetch_names(
+    granted: &[String],
+    client: &Client,
+    ns: &str,
+) -> Result<Resolved, kube::Error> {
+    if granted.is_empty() {
         return Ok(Resolved::default());
     }
     let configs = Api::<ModelConfig>::namespaced(client.clone(), ns)
@@ -79,10 +88,7 @@ pub async fn fetch(agent: &Agent, client: &Client, ns: &str) -> Result<Resolved,
         .items;
     let secrets = Api::<Secret>::namespaced(client.clone(), ns);
     let mut metas: Vec<(String, ObjectMeta)> = Vec::new();
-    for mc in configs
-        .iter()
-        .filter(|c| grant.allowed.contains(&c.name_any()))
-    {
+    for mc in configs.iter().filter(|c| granted.contains(&c.name_any())) {
         let Some(r) = &mc.spec.credentials else {
             continue;
         };
@@ -93,7 +99,7 @@ pub async fn fetch(agent: &Agent, client: &Client, ns: &str) -> Result<Resolved,
             metas.push((r.name.clone(), m.metadata));
         }
     }
-    Ok(resolve(&grant.allowed, &configs, |name| {
+    Ok(resolve(granted, &configs, |name| {
         metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
     }))
 }

@@ -79,13 +79,25 @@ pub fn resolve<'a>(
     out
 }
 
-/// The servers `agent` is granted, read from the API: its namespace's MCPServers (one list)
-/// and the metadata of the credentials Secrets they name (never their data).
+/// The servers `agent` is granted, read from the API (see [`fetch_names`]).
 pub async fn fetch(agent: &Agent, client: &Client, ns: &str) -> Result<Resolved, kube::Error> {
-    let Some(grant) = &agent.spec.capabilities.tools else {
-        return Ok(Resolved::default());
-    };
-    let granted: Vec<String> = grant.servers.iter().map(|s| s.name.clone()).collect();
+    let granted: Vec<String> = agent
+        .spec
+        .capabilities
+        .tools
+        .iter()
+        .flat_map(|g| g.servers.iter().map(|s| s.name.clone()))
+        .collect();
+    fetch_names(&granted, client, ns).await
+}
+
+/// The MCPServers `granted` names in `ns`, read from the API: the namespace's MCPServers (one
+/// list) and the metadata of the credentials Secrets they name (never their data).
+pub async fn fetch_names(
+    granted: &[String],
+    client: &Client,
+    ns: &str,
+) -> Result<Resolved, kube::Error> {
     if granted.is_empty() {
         return Ok(Resolved::default());
     }
@@ -105,7 +117,7 @@ pub async fn fetch(agent: &Agent, client: &Client, ns: &str) -> Result<Resolved,
             }
         }
     }
-    Ok(resolve(&granted, &servers, |name| {
+    Ok(resolve(granted, &servers, |name| {
         metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
     }))
 }

@@ -1,5 +1,6 @@
 //! ExecutorPool reconcile: the pool ServiceAccount and Role, the namespace's attestation key,
-//! the pool's Deployment → `Ready`, replicas and how many Agents name the pool.
+//! the pool's Deployment (with the models and MCP servers its Agents are granted, see
+//! [`super::grants`]) → `Ready`, replicas and how many Agents name the pool.
 //!
 //! A pooled Agent's own reconcile takes its readiness from the pool's status (see
 //! [`agent_ready`]); the Agent controller watches pools for that.
@@ -17,19 +18,23 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::agent::{deployment, rbac};
+use super::grants;
+use crate::agent::{deployment, models, rbac, tools};
 use crate::context::Context;
 use crate::error::Error;
 
 /// What the pool reconcile reads besides the pool.
 pub struct PoolContext {
     pub base: Arc<Context>,
-    /// The operator's Agent cache, to count each pool's Agents.
+    /// The operator's Agent cache: each pool's Agents, counted, and what they are granted.
     pub agents: Store<Agent>,
 }
 
 /// How often a pool's Agent count is refreshed when nothing else changes.
 const RECOUNT: Duration = Duration::from_secs(60);
+/// How soon a granted model or server whose credentials Secret is missing or unmarked is
+/// looked at again (Secrets are not watched), as for a dedicated Agent.
+const RECHECK_CREDENTIALS: Duration = Duration::from_secs(30);
 
 /// Reconciles one ExecutorPool.
 pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result<Action, Error> {
@@ -46,7 +51,16 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
 
     let key = rbac::executor_prerequisites(base, &ns, names::POOL_SERVICE_ACCOUNT, rbac::pool_role)
         .await?;
-    let dep = deployment::build_pool(&pool, &base.settings, &key.public_key);
+    let granted = grants::union(&ctx.agents.state(), &ns, &name);
+    let models = models::fetch_names(&granted.models(), &client, &ns).await?;
+    let tools = tools::fetch_names(&granted.tools(), &client, &ns).await?;
+    let dep = deployment::build_pool(
+        &pool,
+        &base.settings,
+        &key.public_key,
+        &models.usable,
+        &tools.usable,
+    );
     let applied = Api::<Deployment>::namespaced(client.clone(), &ns)
         .patch(
             &names::pool_deployment_name(&name),
@@ -84,7 +98,12 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
             )
             .await?;
     }
-    Ok(Action::requeue(RECOUNT))
+    let waiting = !models.unusable.is_empty() || !tools.unusable.is_empty();
+    Ok(Action::requeue(if waiting {
+        RECHECK_CREDENTIALS
+    } else {
+        RECOUNT
+    }))
 }
 
 /// The pool's `Ready` from its available pods.
@@ -106,14 +125,7 @@ fn ready(available: i32) -> (ConditionStatus, &'static str, String) {
 
 /// Agents of `namespace` naming pool `name`.
 fn count_agents(agents: &Store<Agent>, namespace: &str, name: &str) -> i32 {
-    let n = agents
-        .state()
-        .iter()
-        .filter(|a| {
-            a.metadata.namespace.as_deref() == Some(namespace)
-                && a.spec.executor.pool.as_deref() == Some(name)
-        })
-        .count();
+    let n = grants::pooled(&agents.state(), namespace, name).count();
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
@@ -161,6 +173,115 @@ mod tests {
         assert_eq!(agent_ready(Some(&pool), "shared"), Ok(2));
         assert_eq!(ready(0).0, ConditionStatus::False);
         assert_eq!(ready(2).0, ConditionStatus::True);
+    }
+
+    fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn pooled(name: &str, caps: serde_json::Value) -> Arc<Agent> {
+        Arc::new(from_json(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": name, "namespace": "n"},
+            "spec": {"module": {"configMap": {"name": "m", "key": "module.wasm"}},
+                     "executor": {"pool": "shared"}, "capabilities": caps}
+        })))
+    }
+
+    /// The pool Deployment's variables for `agents`, against the namespace's ModelConfigs
+    /// `small` (keyed), `large` (open) and `unused` (keyed) and MCPServer `docs` (a token).
+    fn pool_env(agents: &[Arc<Agent>]) -> Vec<k8s_openapi::api::core::v1::EnvVar> {
+        let config = |name: &str, secret: Option<&str>| -> ari_crds::ModelConfig {
+            let mut spec = serde_json::json!({
+                "provider": "OpenAI", "endpoint": "http://m:8000/v1", "model": name});
+            if let Some(s) = secret {
+                spec["credentials"] = serde_json::json!({"name": s, "key": "apiKey"});
+            }
+            from_json(
+                serde_json::json!({"apiVersion": "ari.dev/v1alpha1", "kind": "ModelConfig",
+                "metadata": {"name": name, "namespace": "n"}, "spec": spec}),
+            )
+        };
+        let configs = [
+            config("small", Some("small-key")),
+            config("large", None),
+            config("unused", Some("unused-key")),
+        ];
+        let server: ari_crds::MCPServer = from_json(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "MCPServer",
+            "metadata": {"name": "docs", "namespace": "n"},
+            "spec": {"url": "http://tools:8000/mcp", "token": {"name": "docs-token", "key": "t"}}
+        }));
+        let marked = |label: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            labels: Some([(label.to_owned(), "true".to_owned())].into()),
+            ..Default::default()
+        };
+        let (model_mark, tool_mark) = (
+            marked(ari_crds::model_config::CREDENTIALS_LABEL),
+            marked(ari_crds::mcp_server::CREDENTIALS_LABEL),
+        );
+        let granted = grants::union(agents, "n", "shared");
+        let models = models::resolve(&granted.models(), &configs, |_| Some(&model_mark));
+        let tools = tools::resolve(&granted.tools(), &[server], |_| Some(&tool_mark));
+        let pool = ExecutorPool::new("shared", Default::default());
+        let settings = crate::config::Settings::default();
+        let dep = deployment::build_pool(&pool, &settings, "pk", &models.usable, &tools.usable);
+        dep.spec
+            .and_then(|s| s.template.spec)
+            .and_then(|p| p.containers.into_iter().next())
+            .and_then(|c| c.env)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_pool_pod_carries_the_union_of_its_agents_grants_by_reference_in_a_stable_order() {
+        let a = pooled("a", serde_json::json!({"models": {"allowed": ["small"]}}));
+        let b = pooled(
+            "b",
+            serde_json::json!({"models": {"allowed": ["large", "small"]},
+                               "tools": {"servers": [{"name": "docs", "tools": ["*"]}]}}),
+        );
+        let env = pool_env(&[a.clone(), b.clone()]);
+        let value = |n: &str| {
+            env.iter()
+                .find(|e| e.name == n)
+                .and_then(|e| e.value.clone())
+        };
+        let listed = |var: &str| -> Vec<String> {
+            let list: Vec<serde_json::Value> =
+                serde_json::from_str(&value(var).unwrap_or_default()).unwrap_or_default();
+            list.iter()
+                .filter_map(|m| m["name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        assert_eq!(
+            listed(ari_crds::model_config::MODELS_ENV),
+            ["large", "small"]
+        );
+        assert_eq!(listed(ari_crds::mcp_server::TOOL_SERVERS_ENV), ["docs"]);
+        let secrets: Vec<(String, String)> = env
+            .iter()
+            .filter_map(|e| {
+                let r = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+                Some((e.name.clone(), r.name.clone()))
+            })
+            .filter(|(var, _)| var != "ARI_ATTESTATION_KEY")
+            .collect();
+        // No key of a model no pooled Agent is granted; nothing but a reference to the others.
+        assert_eq!(
+            secrets,
+            [
+                ("ARI_MODEL_KEY_1".to_owned(), "small-key".to_owned()),
+                ("ARI_TOOL_TOKEN_0".to_owned(), "docs-token".to_owned()),
+            ]
+        );
+        assert_eq!(env, pool_env(&[b, a]), "the Agents' order changes nothing");
+        assert!(
+            !pool_env(&[])
+                .iter()
+                .any(|e| e.name.starts_with("ARI_MODEL") || e.name.starts_with("ARI_TOOL")),
+            "a pool of Agents granted nothing carries no model or tool"
+        );
     }
 
     #[test]
