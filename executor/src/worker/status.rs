@@ -52,6 +52,18 @@ pub struct Attempt {
     pub live_log: Option<LiveLog>,
 }
 
+/// `task` as the body of a status replace: the API server keeps only its status (and checks
+/// its resourceVersion), so the body leaves out what it would decode only to drop — the
+/// managedFields and the inline input (up to 1 MiB), which the last version read carries.
+/// BENCHMARKS.md (item 3): decoding is the largest part of the API server's CPU per write.
+fn status_body(task: &Task) -> Task {
+    let mut body = task.clone();
+    body.metadata.managed_fields = None;
+    body.spec.input = body.spec.input.map(|_| String::new());
+    body.spec.input_base64 = body.spec.input_base64.map(|_| String::new());
+    body
+}
+
 /// Why a Task is not (or no longer) this executor's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -197,7 +209,7 @@ impl Writer {
                         .await
                 }
                 Write::Final(fill) => {
-                    let mut next = attempt.current.clone();
+                    let mut next = status_body(&attempt.current);
                     let generation = next.meta().generation;
                     let status = next.status.get_or_insert_with(TaskStatus::default);
                     fill(status, generation);
@@ -674,6 +686,29 @@ mod tests {
             puts[1].body["status"]["executor"], POD,
             "the claim's fields are kept"
         );
+    }
+
+    /// The final write sends what the API server keeps: no managedFields, no inline input
+    /// (a status replace would decode and drop them); the status and resourceVersion go.
+    #[tokio::test]
+    async fn a_final_write_carries_neither_managed_fields_nor_the_input() {
+        let (client, log) = mock_client(|method, _, body| match method {
+            "PUT" => (200, body.clone()),
+            _ => status(404, "NotFound"),
+        });
+        let mut a = attempt("6");
+        a.current.metadata.managed_fields = Some(vec![Default::default()]);
+        a.current.spec.input = Some("x".repeat(4096));
+        writer(client)
+            .finish(&mut a, &succeed)
+            .await
+            .expect("written");
+        let puts = find(&log, "PUT", TASK);
+        let body = &puts[0].body;
+        assert!(body["metadata"].get("managedFields").is_none(), "{body}");
+        assert_eq!(body["spec"]["input"], "");
+        assert_eq!(body["metadata"]["resourceVersion"], "6");
+        assert_eq!(body["status"]["phase"], "Succeeded");
     }
 
     /// The live view a followed run ends with goes out with the final status even when that
