@@ -843,6 +843,27 @@ fn pooled_declarative(ctx: &Ctx) -> Result<()> {
             },
         )
         .await?;
+        // The pool pod rebuilds the Agent's worker for the new digest (a second `hosting`
+        // line); a Task sent before it saw the new status would still run the old prompt.
+        let hosted = |log: &str| {
+            log.lines()
+                .filter(|l| l.contains("hosting") && l.contains("helper"))
+                .count()
+        };
+        wait::until(
+            "the pool pod rebuilds the Agent's worker",
+            wait::DEFAULT,
+            || async {
+                let log = executor_log(ctx, &client, &ns)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match hosted(&log) {
+                    n if n >= 2 => Ok(()),
+                    n => Err(format!("{n} `hosting` lines for helper")),
+                }
+            },
+        )
+        .await?;
         pooled_declarative_run(ctx, &client, &ns, "second").await?;
         ensure!(
             last_call(&model).contains("You answer tersely."),
