@@ -9,9 +9,10 @@
 //! Isolation inside a pod is Wasmtime's: an instance, its memory and its fuel per Task, as
 //! before. Granted models and MCP servers are the pod's (their credentials reach it by
 //! reference, for the union of its Agents' grants) and each hosted Agent is handed only its
-//! own. What a pool cannot yet give each Agent on its own (a signing key, a single-writer
-//! store, delegation's pod-bound admission rule, a pull secret) is refused by [`unpoolable`]
-//! and the Agent CRD's rule: such Agents keep a dedicated executor.
+//! own. A declarative Agent pools too: its worker pins the declaration digest the operator
+//! resolved for it. What a pool cannot yet give each Agent on its own (a signing key, a
+//! single-writer store, delegation's pod-bound admission rule, a pull secret) is refused by
+//! [`unpoolable`] and the Agent CRD's rule: such Agents keep a dedicated executor.
 
 // Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
 // duplicated attribute; they are distinct columns.
@@ -133,20 +134,23 @@ pub struct ExecutorPoolStatus {
 ///
 /// Each refused grant needs something per Agent that a shared pod does not hold apart yet: a
 /// signing key or pull secret of its own (a dedicated pod gets one in a variable of its own);
-/// a declaration resolved for it; storage without Redis is single-writer per pod; and the
-/// `executor-writes` admission policy ties a child Task to its parent Agent's own pods. Models
-/// and MCP servers may be granted: the pool pod holds their credentials for the union of its
-/// Agents' grants, and hands each hosted Agent only the ones its own spec grants.
+/// storage without Redis is single-writer per pod; and the `executor-writes` admission policy
+/// ties a child Task to its parent Agent's own pods. Models and MCP servers may be granted: the
+/// pool pod holds their credentials for the union of its Agents' grants, and hands each hosted
+/// Agent only the ones its own spec grants. A declarative Agent may pool (its worker pins the
+/// declaration digest the operator resolved for it) unless it has subagents or Agent tools:
+/// those must be granted in `capabilities.delegation`, which is refused.
 pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
     let c = &spec.capabilities;
-    if spec.declarative.is_some() {
-        Some("a declarative Agent (its declaration is resolved per Agent)")
-    } else if c.signing.is_some() {
+    if c.signing.is_some() {
         Some("capabilities.signing (its key)")
     } else if c.storage.is_some() {
         Some("capabilities.storage (one writer per store)")
     } else if c.delegation.is_some() {
-        Some("capabilities.delegation (children are tied to their parent's own pods)")
+        Some(
+            "capabilities.delegation (children are tied to their parent's own pods; a \
+             declaration's subagents and Agent tools need it)",
+        )
     } else if spec.module.image_pull_secrets.is_some() {
         Some("module.imagePullSecrets (the pull secret)")
     } else {
@@ -156,7 +160,7 @@ pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
 
 /// The CEL rule on `AgentSpec` that [`unpoolable`] is the Rust side of, so `kubectl apply`
 /// refuses such an Agent at once.
-pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || (!has(self.declarative) && (!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.signing) && !has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
+pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || ((!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.signing) && !has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
 
 #[cfg(test)]
 mod tests {
@@ -164,6 +168,23 @@ mod tests {
 
     fn spec(v: serde_json::Value) -> AgentSpec {
         serde_json::from_value(v).unwrap_or_else(|e| panic!("spec: {e}"))
+    }
+
+    #[test]
+    fn a_pooled_declarative_agent_may_call_its_model_but_not_delegate() {
+        let declared = |declaration: serde_json::Value, caps: serde_json::Value| {
+            unpoolable(&spec(serde_json::json!({"declarative": declaration,
+                "capabilities": caps, "executor": {"pool": "shared"}})))
+        };
+        let model = serde_json::json!({"models": {"allowed": ["m"]}});
+        let plain = serde_json::json!({"instructions": "x", "model": "m"});
+        assert_eq!(declared(plain, model), None);
+        let delegating = serde_json::json!({"models": {"allowed": ["m"]},
+                                            "delegation": {"agents": ["helper"]}});
+        let subagents = serde_json::json!({"instructions": "x", "model": "m",
+                                           "subagents": [{"name": "helper"}]});
+        let got = declared(subagents, delegating);
+        assert!(got.is_some_and(|g| g.contains("subagents")), "{got:?}");
     }
 
     #[test]

@@ -351,6 +351,31 @@ fn approval_marks_only_granted_hosts_and_agents() {
 }
 
 #[test]
+fn a_pooled_declarative_agent_is_accepted_unless_it_delegates() {
+    let declared = |declaration: Value, capabilities: Value| {
+        agent_errors(
+            json!({"declarative": declaration, "capabilities": capabilities,
+                            "executor": {"pool": "shared"}}),
+        )
+    };
+    let model = json!({"models": {"allowed": ["small"]},
+                       "tools": {"servers": [{"name": "docs", "tools": ["search"]}]}});
+    let plain = json!({"instructionsFrom": {"name": "prompts", "key": "triage"},
+                       "model": "small",
+                       "tools": [{"mcpServer": {"name": "docs", "tools": ["search"]}}]});
+    assert_eq!(declared(plain, model), "");
+    let delegating = json!({"models": {"allowed": ["small"]},
+                            "delegation": {"agents": ["helper"]}});
+    for delegates in [
+        json!({"instructions": "x", "model": "small", "subagents": [{"name": "helper"}]}),
+        json!({"instructions": "x", "model": "small", "tools": [{"agent": {"name": "helper"}}]}),
+    ] {
+        let e = declared(delegates.clone(), delegating.clone());
+        assert!(e.contains("remove spec.executor.pool"), "{delegates}: {e}");
+    }
+}
+
+#[test]
 fn a_pooled_agent_takes_its_pods_from_the_pool_and_may_be_granted_models_and_tools_only() {
     let module = json!({"url": "https://example.com/m.wasm", "sha256": format!("sha256:{SHA}")});
     let pooled = |executor: Value, capabilities: Value| {

@@ -6,7 +6,8 @@
 //! rather than the pod loading one more module; and two pooled Agents of one pod, each granted
 //! a model, reach only their own (the other's is refused `CapabilityDenied`), the pool pod
 //! holding the granted model's key by reference and no key of a model no pooled Agent is
-//! granted.
+//! granted; a declarative Agent runs in a pool pod the declaration the operator pinned, and an
+//! edited prompt once the operator has resolved it.
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
 
 use anyhow::{Context, Result, ensure};
@@ -39,6 +40,10 @@ fn main() -> std::process::ExitCode {
         (
             "pooled_agents_of_one_pod_reach_only_the_models_they_are_granted",
             pooled_models,
+        ),
+        (
+            "a_declarative_agent_in_a_pool_runs_its_pinned_declaration_in_the_pool_pod",
+            pooled_declarative,
         ),
     ])
 }
@@ -692,6 +697,179 @@ spec:
             }
         })
         .await?;
+        Ok(())
+    })
+}
+
+/// A declarative Agent in a pool, its prompt in ConfigMap `prompts`, granted model `small`.
+fn pooled_declarative_yaml(prompt: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: prompts
+data:
+  helper: {prompt:?}
+---
+apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: helper
+spec:
+  declarative:
+    instructionsFrom: {{name: prompts, key: helper}}
+    model: small
+  capabilities:
+    models:
+      allowed: [small]
+  limits:
+    tokens: 2000
+  executor:
+    pool: shared
+"
+    )
+}
+
+/// The body of the model's last call.
+fn last_call(model: &Scripted) -> String {
+    let calls = model.requests();
+    let body = calls.last().map(|r| r.body.clone()).unwrap_or_default();
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// Runs `task` on `helper`, checks it succeeded in the pool pod with the model's answer, and
+/// that its attestation names the stock component and the declaration `helper`'s status pins.
+async fn pooled_declarative_run(ctx: &Ctx, client: &Client, ns: &str, task: &str) -> Result<()> {
+    ctx.apply_ok(ns, &task_yaml(task, "helper", "What is ari?", ""))?;
+    let done = task_finished(client, ns, task, wait::DEFAULT).await?;
+    expect_reason(&done, TaskPhase::Succeeded, TaskReason::Completed)?;
+    let s = done.status.clone().unwrap_or_default();
+    ensure!(
+        s.output.as_deref() == Some(POOL_MODEL_ANSWER),
+        "{task}: {:?}",
+        s.output
+    );
+    let pods = executor_pods(client, ns).await?;
+    ensure!(
+        pods.len() == 1 && s.executor.as_deref() == Some(pods[0].as_str()),
+        "{task} ran on {:?}, not the pool pod of {pods:?}",
+        s.executor
+    );
+    let agent = Api::<Agent>::namespaced(client.clone(), ns)
+        .get("helper")
+        .await?;
+    verify_attestation(&done, &agent)?;
+    let signed = s.attestation.context("no attestation")?.predicate()?;
+    let st = agent.status.unwrap_or_default();
+    ensure!(
+        Some(format!("sha256:{}", signed.module_sha256)) == st.module_digest,
+        "moduleSha256 {} is not status.moduleDigest {:?}",
+        signed.module_sha256,
+        st.module_digest
+    );
+    ensure!(
+        Some(format!("sha256:{}", signed.config_sha256)) == st.declaration_digest,
+        "configSha256 {} is not status.declarationDigest {:?}",
+        signed.config_sha256,
+        st.declaration_digest
+    );
+    Ok(())
+}
+
+/// A declarative Agent joins a pool: Ready with no Deployment of its own, running the stock
+/// component; its Task gets the model's answer in the pool pod, attested with the declaration
+/// the operator pinned. Its prompt edited in the ConfigMap, the next Task runs the new one only
+/// once the operator has resolved it (the pod rebuilds the Agent's worker for the new digest).
+fn pooled_declarative(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("pool-declarative", |client, ns| async move {
+        let model = Scripted::start(pool_model).await;
+        let endpoint = format!("http://{}/v1", model.host());
+        let yaml = [
+            keyed_model_yaml("small", &endpoint, "small-key", POOL_MODEL_KEY),
+            pool_yaml("shared", 1, 4),
+            pooled_declarative_yaml("You answer questions about ari."),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        let agent = pooled_ready(&client, &ns, "helper").await?;
+        let stock = format!("sha256:{}", sha256_file(&ari_e2e::stock_agent())?);
+        let first = agent.status.clone().unwrap_or_default();
+        ensure!(
+            first.module_digest.as_deref() == Some(stock.as_str()),
+            "moduleDigest {:?} is not the stock component's {stock}",
+            first.module_digest
+        );
+        let deps = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?;
+        let names: Vec<String> = deps.items.iter().map(|d| d.name_any()).collect();
+        ensure!(names == ["shared-pool"], "deployments: {names:?}");
+
+        pooled_declarative_run(ctx, &client, &ns, "first").await?;
+        ensure!(
+            last_call(&model).contains("You answer questions about ari."),
+            "the prompt did not reach the model: {}",
+            last_call(&model)
+        );
+
+        // An edited prompt: the operator resolves it on its next pass over the Agent (woken
+        // here by an annotation; the spec, and so the generation, is unchanged).
+        ctx.apply_ok(&ns, &pooled_declarative_yaml("You answer tersely."))?;
+        let out = ctx.kubectl(&[
+            "annotate",
+            "agent",
+            "helper",
+            "-n",
+            &ns,
+            "e2e.ari.dev/poke=1",
+            "--overwrite",
+        ])?;
+        ensure!(out.status.success(), "kubectl annotate: {out:?}");
+        let was = first.declaration_digest.clone();
+        wait::until(
+            "the operator resolves the edited prompt",
+            wait::DEFAULT,
+            || async {
+                let a = Api::<Agent>::namespaced(client.clone(), &ns)
+                    .get("helper")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let now = a.status.and_then(|s| s.declaration_digest);
+                if now.is_some() && now != was {
+                    Ok(())
+                } else {
+                    Err(format!("declarationDigest {now:?}"))
+                }
+            },
+        )
+        .await?;
+        // The pool pod rebuilds the Agent's worker for the new digest (a second `hosting`
+        // line); a Task sent before it saw the new status would still run the old prompt.
+        let hosted = |log: &str| {
+            log.lines()
+                .filter(|l| l.contains("hosting") && l.contains("helper"))
+                .count()
+        };
+        wait::until(
+            "the pool pod rebuilds the Agent's worker",
+            wait::DEFAULT,
+            || async {
+                let log = executor_log(ctx, &client, &ns)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match hosted(&log) {
+                    n if n >= 2 => Ok(()),
+                    n => Err(format!("{n} `hosting` lines for helper")),
+                }
+            },
+        )
+        .await?;
+        pooled_declarative_run(ctx, &client, &ns, "second").await?;
+        ensure!(
+            last_call(&model).contains("You answer tersely."),
+            "the edited prompt did not reach the model: {}",
+            last_call(&model)
+        );
         Ok(())
     })
 }

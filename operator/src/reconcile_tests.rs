@@ -1270,6 +1270,35 @@ async fn a_declarative_agent_runs_the_pinned_stock_component_with_its_declaratio
 }
 
 #[tokio::test]
+async fn a_pooled_declarative_agent_is_resolved_as_a_dedicated_one_but_gets_no_deployment() {
+    let (client, log) = mock_client(declarative_routes);
+    let stock = format!("sha256:{}", "5".repeat(64));
+    let context = ctx_with(
+        client,
+        Arc::new(FakeRegistry::default()),
+        with_stock(Ok(stock.clone())),
+    );
+    let mut agent = declarative_agent("small");
+    agent.spec.executor.pool = Some("shared".into());
+    let res = crate::agent::controller::reconcile(Arc::new(agent.clone()), context).await;
+    assert!(res.is_ok(), "{res:?}");
+
+    // The pool pod pins what the status says, as a dedicated pod pins its variables.
+    let declared = agent.spec.declarative.clone().unwrap_or_default();
+    let resolved = declared
+        .resolved(Some("You triage tickets.".into()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let st = one(&log, "PATCH", "agents/echo/status").body["status"].clone();
+    assert_eq!(
+        st["declarationDigest"],
+        format!("sha256:{}", resolved.sha256()).as_str(),
+        "{st}"
+    );
+    assert_eq!(st["moduleDigest"], stock.as_str(), "{st}");
+    assert!(find(&log, "PATCH", "deployments").is_empty());
+}
+
+#[tokio::test]
 async fn without_a_stock_component_a_declarative_agent_is_not_resolved_and_gets_no_executors() {
     let (client, log) = mock_client(declarative_routes);
     let context = ctx_with(

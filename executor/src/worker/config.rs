@@ -253,11 +253,11 @@ fn pool_settings(
 
 impl WorkerConfig {
     /// The settings of one Agent hosted by this pool pod: the pod's own, with the Agent's
-    /// name, its executor concurrency (its share of the pod), the module the operator
-    /// resolved (`status.moduleDigest`, `status.moduleImage`), and of the pod's models and
-    /// MCP servers (its Agents' grants together) only those this Agent's spec grants. A
-    /// pooled Agent holds no other Secret-borne setting (`ari_crds::unpoolable`), so those
-    /// stay empty.
+    /// name, its executor concurrency (its share of the pod), the module and declaration the
+    /// operator resolved (`status.moduleDigest`, `status.moduleImage`,
+    /// `status.declarationDigest`), and of the pod's models and MCP servers (its Agents'
+    /// grants together) only those this Agent's spec grants. A pooled Agent holds no other
+    /// Secret-borne setting (`ari_crds::unpoolable`), so those stay empty.
     pub fn for_pooled(&self, agent: &ari_crds::Agent, resolved: &Resolved) -> Self {
         let share = usize::try_from(agent.spec.concurrency()).unwrap_or(usize::MAX);
         Self {
@@ -267,7 +267,7 @@ impl WorkerConfig {
             signing_key: None,
             module_digest: Some(resolved.digest.clone()),
             module_image: resolved.image.clone(),
-            declaration_digest: None,
+            declaration_digest: resolved.declaration.clone(),
             module_pull_secret: None,
             models: self.models.granted_to(&agent.spec.capabilities),
             tools: self.tools.granted_to(&agent.spec.capabilities),
@@ -276,16 +276,22 @@ impl WorkerConfig {
     }
 }
 
-/// The module of a pooled Agent as the operator resolved it for the Agent's current spec.
+/// The module of a pooled Agent as the operator resolved it for the Agent's current spec:
+/// what its worker is built for, so a change to any of it rebuilds the worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolved {
     pub digest: String,
     pub image: Option<String>,
+    /// For a declarative Agent, its declaration's digest (`status.declarationDigest`): the
+    /// worker refuses a declaration that resolves otherwise, and a ConfigMap edit the
+    /// operator has resolved rebuilds it.
+    pub declaration: Option<String>,
 }
 
 impl Resolved {
     /// From the Agent's status, once the operator has resolved its current generation's
-    /// module; `None` before then (its Tasks wait) or when the module did not resolve.
+    /// module (and for a declarative Agent its declaration); `None` before then (its Tasks
+    /// wait) or when the module did not resolve.
     pub fn of(agent: &ari_crds::Agent) -> Option<Self> {
         let status = agent.status.as_ref()?;
         if status.observed_generation != agent.metadata.generation {
@@ -295,9 +301,14 @@ impl Resolved {
             &status.conditions,
             ari_crds::conditions::MODULE_RESOLVED,
         );
+        let declaration = match agent.spec.declarative {
+            Some(_) => Some(status.declaration_digest.clone()?),
+            None => None,
+        };
         Some(Self {
             digest: status.module_digest.clone().filter(|_| resolved)?,
             image: status.module_image.clone(),
+            declaration,
         })
     }
 }
@@ -387,6 +398,7 @@ mod tests {
         let resolved = Resolved {
             digest: "sha256:00".into(),
             image: None,
+            declaration: None,
         };
         let names = |c: &WorkerConfig| -> (Vec<String>, Vec<String>) {
             (
@@ -421,6 +433,44 @@ mod tests {
             (Some(a), Some(b)) if Arc::ptr_eq(&a, &b)
         ));
         assert!(handed.get("open").is_none());
+    }
+
+    /// A pooled declarative Agent at `generation` whose status the operator wrote for
+    /// `observed`, with its declaration's digest when it resolved.
+    fn declared(generation: i64, observed: i64, declaration: Option<&str>) -> ari_crds::Agent {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": "triage", "namespace": "ns", "generation": generation},
+            "spec": {"declarative": {"instructions": "triage", "model": "small"},
+                     "capabilities": {"models": {"allowed": ["small"]}},
+                     "executor": {"pool": "shared"}},
+            "status": {"observedGeneration": observed, "moduleDigest": "sha256:57",
+                       "declarationDigest": declaration,
+                       "conditions": [{"type": "ModuleResolved", "status": "True",
+                                       "reason": "Resolved", "message": "",
+                                       "lastTransitionTime": "2026-11-28T00:00:00Z"}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_pooled_declarative_agent_pins_the_declaration_resolved_for_its_current_generation() {
+        let pod = pool_pod();
+        let current = declared(2, 2, Some("sha256:d2"));
+        let resolved = Resolved::of(&current).unwrap_or_else(|| panic!("resolved"));
+        let config = pod.for_pooled(&current, &resolved);
+        assert_eq!(config.declaration_digest.as_deref(), Some("sha256:d2"));
+        assert_eq!(config.module_digest.as_deref(), Some("sha256:57"));
+        assert_eq!(
+            Resolved::of(&declared(3, 2, Some("sha256:d2"))),
+            None,
+            "a digest resolved for an older spec was used"
+        );
+        assert_eq!(
+            Resolved::of(&declared(2, 2, None)),
+            None,
+            "a declarative Agent started without its declaration's digest"
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! `executor.concurrency`) and backlog, so a busy Agent fills only its own share; every run
 //! also takes a place among the pod's `concurrency`, shared first come first served. The pod
 //! holds the models and MCP servers of all its Agents' grants; each worker is handed only its
-//! own Agent's (`WorkerConfig::for_pooled`), its models with the pod's one limiter each.
+//! own Agent's (`WorkerConfig::for_pooled`), its models with the pod's one limiter each. A
+//! declarative Agent's worker runs the stock component and pins the declaration digest of the
+//! Agent's status, so a prompt edit the operator has resolved rebuilds it ([`Resolved`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -291,8 +293,8 @@ impl Pool {
         });
     }
 
-    /// An Agent naming this pool changed: a hosted one whose spec or module changed is
-    /// rebuilt; one that now has its module resolved starts.
+    /// An Agent naming this pool changed: a hosted one whose spec, module or declaration
+    /// digest changed is rebuilt; one that now has its module resolved starts.
     fn changed(&self, agent: &Agent) {
         self.start(&mut lock(&self.hosted), agent);
     }
@@ -749,8 +751,24 @@ mod tests {
         .unwrap_or_else(|e| panic!("agent: {e}"))
     }
 
+    /// A pooled declarative Agent `declared` whose declaration the operator resolved to
+    /// `declaration` (its module the stock component, `sha256:57`).
+    fn declared(declaration: &str) -> Agent {
+        let mut a = agent("declared", "sha256:57");
+        a.spec.module = Default::default();
+        a.spec.declarative = Some(
+            serde_json::from_value(json!({"instructions": "triage", "model": "small"}))
+                .unwrap_or_else(|e| panic!("declaration: {e}")),
+        );
+        if let Some(s) = a.status.as_mut() {
+            s.declaration_digest = Some(declaration.to_owned());
+        }
+        a
+    }
+
     /// A pool pod keeping at most `hot` modules, knowing Agents `pooled` (module
-    /// `sha256:00`) and `other` (`sha256:01`), with an API that answers nothing.
+    /// `sha256:00`), `other` (`sha256:01`) and `declared` (declaration `sha256:d1`), with an
+    /// API that answers nothing.
     fn pool_of(hot: &str) -> Pool {
         let (client, _log) = mock_client(|_, _, _| status(404, "NotFound"));
         let env: Map<&str, &str> = Map::from([
@@ -764,7 +782,11 @@ mod tests {
             .unwrap_or_else(|e| panic!("config: {e}"));
         let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
         let (agents, mut writer) = reflector::store::<Agent>();
-        for a in [agent("pooled", "sha256:00"), agent("other", "sha256:01")] {
+        for a in [
+            agent("pooled", "sha256:00"),
+            agent("other", "sha256:01"),
+            declared("sha256:d1"),
+        ] {
             writer.apply_watcher_event(&watcher::Event::Apply(a));
         }
         let room = Arc::new(Notify::new());
@@ -834,6 +856,43 @@ mod tests {
             "its worker is built for the digest the operator resolved"
         );
         assert_eq!(hosts.agents.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_declarative_agents_worker_is_rebuilt_when_its_resolved_declaration_changes() {
+        let pool = pool();
+        give(&pool, task("t1", "declared", None)).await;
+        let built = |pool: &Pool| {
+            let hosts = lock(&pool.hosted);
+            let h = hosts.agents.get("declared");
+            let r = h.and_then(|h| h.built_for.clone());
+            (r.and_then(|r| r.declaration), h.map(|h| h.stop.subscribe()))
+        };
+        let (declaration, first) = built(&pool);
+        assert_eq!(declaration.as_deref(), Some("sha256:d1"));
+        pool.changed(&declared("sha256:d1"));
+        assert_eq!(
+            first.as_ref().map(|s| *s.borrow()),
+            Some(false),
+            "the same declaration rebuilt it"
+        );
+        // The operator resolved an edited prompt: the worker of the old one takes no more.
+        pool.changed(&declared("sha256:d2"));
+        assert_eq!(
+            first.as_ref().map(|s| *s.borrow()),
+            Some(true),
+            "the old one kept on"
+        );
+        let (declaration, _) = built(&pool);
+        assert_eq!(declaration.as_deref(), Some("sha256:d2"));
+        assert_eq!(
+            lock(&pool.hosted)
+                .agents
+                .get("declared")
+                .map(|h| h.backlog.len()),
+            Some(1),
+            "its Task was dropped"
+        );
     }
 
     #[test]
