@@ -11,6 +11,7 @@ mod gateway_attacks;
 mod live_log_attacks;
 mod operator_attacks;
 mod plan_attacks;
+mod pool_attacks;
 mod registry_attacks;
 mod worker_attacks;
 
@@ -23,6 +24,7 @@ fn main() -> std::process::ExitCode {
     all.extend(gateway_attacks::trials());
     all.extend(live_log_attacks::trials());
     all.extend(plan_attacks::trials());
+    all.extend(pool_attacks::trials());
     // Last, alone: it reconfigures the operator (an insecure registry) and measures its memory.
     trials::run_phases(
         ari_e2e::scenario::Ctx::start_with_operator,
