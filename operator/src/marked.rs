@@ -53,6 +53,27 @@ pub fn credentials(
     }
 }
 
+/// The metadata (never the data) of the Secrets `names` in `ns`, each read once; a forbidden
+/// name is never read, and a missing Secret is left out (its grant is then unusable). What the
+/// model and tool grants check their credentials' marks against.
+pub async fn secret_metas(
+    client: &kube::Client,
+    ns: &str,
+    names: &[&str],
+) -> Result<Vec<(String, ObjectMeta)>, kube::Error> {
+    let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns);
+    let mut metas: Vec<(String, ObjectMeta)> = Vec::new();
+    for &name in names {
+        if is_forbidden_name(name) || metas.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        if let Some(m) = secrets.get_metadata_opt(name).await? {
+            metas.push((name.to_owned(), m.metadata));
+        }
+    }
+    Ok(metas)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

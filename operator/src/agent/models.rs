@@ -11,7 +11,6 @@
 
 use ari_crds::model_config::{CREDENTIALS_LABEL, ExecutorModel};
 use ari_crds::{Agent, ModelConfig};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -86,19 +85,12 @@ pub async fn fetch_names(
         .list(&ListParams::default())
         .await?
         .items;
-    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
-    let mut metas: Vec<(String, ObjectMeta)> = Vec::new();
-    for mc in configs.iter().filter(|c| granted.contains(&c.name_any())) {
-        let Some(r) = &mc.spec.credentials else {
-            continue;
-        };
-        if crate::marked::is_forbidden_name(&r.name) || metas.iter().any(|(n, _)| n == &r.name) {
-            continue;
-        }
-        if let Some(m) = secrets.get_metadata_opt(&r.name).await? {
-            metas.push((r.name.clone(), m.metadata));
-        }
-    }
+    let referenced = configs
+        .iter()
+        .filter(|c| granted.contains(&c.name_any()))
+        .filter_map(|c| c.spec.credentials.as_ref().map(|r| r.name.as_str()))
+        .collect::<Vec<_>>();
+    let metas = marked::secret_metas(client, ns, &referenced).await?;
     Ok(resolve(granted, &configs, |name| {
         metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
     }))

@@ -9,7 +9,6 @@
 
 use ari_crds::mcp_server::{CREDENTIALS_LABEL, ExecutorToolServer};
 use ari_crds::{Agent, MCPServer, SecretKeyRef};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -105,18 +104,12 @@ pub async fn fetch_names(
         .list(&ListParams::default())
         .await?
         .items;
-    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
-    let mut metas: Vec<(String, ObjectMeta)> = Vec::new();
-    for server in servers.iter().filter(|s| granted.contains(&s.name_any())) {
-        for r in references(server) {
-            if marked::is_forbidden_name(&r.name) || metas.iter().any(|(n, _)| n == &r.name) {
-                continue;
-            }
-            if let Some(m) = secrets.get_metadata_opt(&r.name).await? {
-                metas.push((r.name.clone(), m.metadata));
-            }
-        }
-    }
+    let referenced = servers
+        .iter()
+        .filter(|s| granted.contains(&s.name_any()))
+        .flat_map(|s| references(s).map(|r| r.name.as_str()))
+        .collect::<Vec<_>>();
+    let metas = marked::secret_metas(client, ns, &referenced).await?;
     Ok(resolve(granted, &servers, |name| {
         metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
     }))
