@@ -401,6 +401,45 @@ spec:
     )
 }
 
+/// An ExecutorPool `name` of `replicas` pods, each running `concurrency` Tasks at once.
+pub fn pool_yaml(name: &str, replicas: u32, concurrency: u32) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: ExecutorPool
+metadata:
+  name: {name}
+spec:
+  replicas: {replicas}
+  concurrency: {concurrency}
+"
+    )
+}
+
+/// An Agent of ConfigMap module `configmap` in pool `pool`; `extra` is appended to `spec`.
+pub fn pooled_yaml(
+    name: &str,
+    configmap: &str,
+    pool: &str,
+    concurrency: u32,
+    extra: &str,
+) -> String {
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: {name}
+spec:
+  module:
+    configMap:
+      name: {configmap}
+      key: module.wasm
+  executor:
+    pool: {pool}
+    concurrency: {concurrency}
+{extra}"
+    )
+}
+
 /// A Task for `agent` with UTF-8 `input`; `extra` is appended to `spec`.
 pub fn task_yaml(name: &str, agent: &str, input: &str, extra: &str) -> String {
     format!(

@@ -48,38 +48,6 @@ fn main() -> std::process::ExitCode {
     ])
 }
 
-fn pool_yaml(name: &str, replicas: u32, concurrency: u32) -> String {
-    format!(
-        "apiVersion: ari.dev/v1alpha1
-kind: ExecutorPool
-metadata:
-  name: {name}
-spec:
-  replicas: {replicas}
-  concurrency: {concurrency}
-"
-    )
-}
-
-/// An Agent of ConfigMap module `configmap` in pool `pool`; `extra` is appended to `spec`.
-fn pooled_yaml(name: &str, configmap: &str, pool: &str, concurrency: u32, extra: &str) -> String {
-    format!(
-        "apiVersion: ari.dev/v1alpha1
-kind: Agent
-metadata:
-  name: {name}
-spec:
-  module:
-    configMap:
-      name: {configmap}
-      key: module.wasm
-  executor:
-    pool: {pool}
-    concurrency: {concurrency}
-{extra}"
-    )
-}
-
 /// Waits until the Agent's `Ready` condition is True (a pooled Agent has no Deployment of its
 /// own to settle).
 async fn pooled_ready(client: &Client, ns: &str, name: &str) -> Result<Agent> {

@@ -19,38 +19,6 @@ pub fn trials() -> Vec<(&'static str, trials::TrialFn)> {
     )]
 }
 
-/// An ExecutorPool `name` of one pod, and an Agent `agent` of the `echo` ConfigMap module
-/// in it.
-fn pool_with_echo(name: &str, agent: &str) -> String {
-    format!(
-        "apiVersion: ari.dev/v1alpha1
-kind: ExecutorPool
-metadata:
-  name: {name}
-spec:
-  replicas: 1
-  concurrency: 4
----
-{}",
-        pooled_agent(agent, name)
-    )
-}
-
-fn pooled_agent(agent: &str, pool: &str) -> String {
-    format!(
-        "apiVersion: ari.dev/v1alpha1
-kind: Agent
-metadata:
-  name: {agent}
-spec:
-  module:
-    configMap: {{name: echo-module, key: module.wasm}}
-  executor:
-    pool: {pool}
-"
-    )
-}
-
 /// The reason of an Agent's `Ready` condition.
 async fn ready_reason(client: &Client, ns: &str, name: &str) -> Result<String, String> {
     let a = Api::<Agent>::namespaced(client.clone(), ns)
@@ -72,12 +40,20 @@ fn a_pool_serves_only_its_own_namespace(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("t-pool", |admin, ns| async move {
         let victim = ctx.cluster.new_namespace("t-pool-victim").await?;
         ctx.module_configmap(&victim, "echo-module", "echo")?;
-        ctx.apply_ok(&victim, &pool_with_echo("shared", "echo"))?;
+        ctx.apply_ok(
+            &victim,
+            &[
+                pool_yaml("shared", 1, 4),
+                pooled_yaml("echo", "echo-module", "shared", 1, ""),
+            ]
+            .join("---\n"),
+        )?;
         agent_ready_within(&admin, &victim, "echo", wait::DEFAULT).await?;
 
         let user = namespace_user::client(ctx, &admin, &ns, false).await?;
         ctx.module_configmap(&ns, "echo-module", "echo")?;
-        let intruder: Agent = serde_yaml::from_str(&pooled_agent("intruder", "shared"))?;
+        let intruder: Agent =
+            serde_yaml::from_str(&pooled_yaml("intruder", "echo-module", "shared", 1, ""))?;
         Api::<Agent>::namespaced(user.clone(), &ns)
             .create(&PostParams::default(), &intruder)
             .await
