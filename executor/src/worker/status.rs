@@ -665,14 +665,20 @@ mod tests {
         assert_eq!(find(&log, "PUT", TASK).len(), 1);
     }
 
-    #[tokio::test]
-    async fn a_final_write_retries_with_the_fresh_version_while_still_ours() {
-        let (client, log) = mock_client(|method, path, body| match method {
+    /// An API server whose Task changed meanwhile (rv 8) and is still ours: a write at any
+    /// other version meets 409, a re-read gets rv 8, a write at rv 8 succeeds.
+    fn newer_at_8_still_ours(method: &str, path: &str, body: &Value) -> (u16, Value) {
+        match method {
             "PUT" if body["metadata"]["resourceVersion"] == "8" => (200, body.clone()),
             "PUT" => status(409, "Conflict"),
             "GET" if path.starts_with(TASK) => (200, task_json("8", Some("Running"), Some(POD), 1)),
             _ => status(404, "NotFound"),
-        });
+        }
+    }
+
+    #[tokio::test]
+    async fn a_final_write_retries_with_the_fresh_version_while_still_ours() {
+        let (client, log) = mock_client(newer_at_8_still_ours);
         let mut a = attempt("6");
         let s = writer(client)
             .finish(&mut a, &succeed)
@@ -716,12 +722,7 @@ mod tests {
     /// holds only the last view published, and followers would miss the run's last text.
     #[tokio::test]
     async fn a_final_write_that_meets_a_conflict_keeps_the_runs_last_live_view() {
-        let (client, log) = mock_client(|method, path, body| match method {
-            "PUT" if body["metadata"]["resourceVersion"] == "8" => (200, body.clone()),
-            "PUT" => status(409, "Conflict"),
-            "GET" if path.starts_with(TASK) => (200, task_json("8", Some("Running"), Some(POD), 1)),
-            _ => status(404, "NotFound"),
-        });
+        let (client, log) = mock_client(newer_at_8_still_ours);
         let mut a = attempt("6");
         let mut live = LiveLog::default();
         live.push("INFO the last line");
