@@ -64,6 +64,9 @@ pub const LIVE_LOG_LEASE: std::time::Duration = std::time::Duration::from_secs(3
 pub const ANNOTATION_MODULE_DIGEST: &str = "ari.dev/module-digest";
 /// Pod-template annotation: hash of the Agent spec (a change rolls the executors).
 pub const ANNOTATION_SPEC_HASH: &str = "ari.dev/spec-hash";
+/// Pod-template annotation of a pool: a hash of its signing Secrets' versions. A pod reads its
+/// keys only when it starts, so a key put right or rotated in its Secret rolls the pool.
+pub const ANNOTATION_SIGNING_SECRETS: &str = "ari.dev/signing-secrets";
 
 /// Name of an Agent's executor Deployment.
 pub fn executor_deployment_name(agent: &str) -> String {

@@ -7,12 +7,14 @@
 //! not a pod (issue 29; docs/operator.md, "Executor pools").
 //!
 //! Isolation inside a pod is Wasmtime's: an instance, its memory and its fuel per Task, as
-//! before. Granted models and MCP servers are the pod's (their credentials reach it by
-//! reference, for the union of its Agents' grants) and each hosted Agent is handed only its
-//! own. A declarative Agent pools too: its worker pins the declaration digest the operator
-//! resolved for it. What a pool cannot yet give each Agent on its own (a signing key, a
-//! single-writer store, delegation's pod-bound admission rule, a pull secret) is refused by
-//! [`unpoolable`] and the Agent CRD's rule: such Agents keep a dedicated executor.
+//! before. Granted models, MCP servers and signing keys are the pod's (their credentials reach
+//! it by reference, for the union of its Agents' grants, each Secret under the same mark as
+//! for a dedicated Agent) and each hosted Agent is handed only its own: its signing key is
+//! the one its own `signing.secretRef` names ([`PoolSigningKey`]). Metrics of a pool pod's
+//! Tasks carry their Agent's name. A declarative Agent pools too: its worker pins the
+//! declaration digest the operator resolved for it. What a pool cannot yet give each Agent on
+//! its own (a single-writer store, delegation's pod-bound admission rule, a pull secret) is
+//! refused by [`unpoolable`] and the Agent CRD's rule: such Agents keep a dedicated executor.
 
 // Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
 // duplicated attribute; they are distinct columns.
@@ -26,6 +28,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::SecretKeyRef;
 use crate::agent::AgentSpec;
 
 /// Pool pods when `spec.replicas` is left out.
@@ -34,6 +37,33 @@ pub const DEFAULT_POOL_REPLICAS: i32 = 2;
 pub const DEFAULT_POOL_CONCURRENCY: u32 = 16;
 /// Compiled modules one pool pod holds at once when `spec.hotModules` is left out.
 pub const DEFAULT_HOT_MODULES: u32 = 256;
+
+/// The environment variable listing a pool pod's signing keys (a JSON list of
+/// [`PoolSigningKey`]), written by the operator into the pool's pod template.
+pub const SIGNING_KEYS_ENV: &str = "ARI_SIGNING_KEYS";
+
+/// Distinct signing keys (Secret and key pairs) one pool carries at most. They all live in
+/// each pool pod's environment, and the list of them in one variable, which the kernel caps
+/// at 128 KiB: past this bound a pool would not start. Agents naming one pair share it.
+pub const MAX_POOL_SIGNING_KEYS: usize = 256;
+
+/// A signing key as the operator hands it to a pool's pods: the Secret and key a pooled
+/// Agent's `signing.secretRef` names, and the variable the kubelet fills from it. A pod signs
+/// for an Agent only with the key of the Agent's own `secretRef`, and hosts no Agent whose
+/// pair it was not handed (its Deployment predates the Agent's grant).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSigningKey {
+    pub secret_ref: SecretKeyRef,
+    pub key_env: String,
+}
+
+impl PoolSigningKey {
+    /// The variable that carries the `index`th key of the pool's sorted union.
+    pub fn key_env_name(index: usize) -> String {
+        format!("ARI_SIGNING_KEY_{index}")
+    }
+}
 
 /// Executor pods shared by the Agents of a namespace that name this pool.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -133,18 +163,16 @@ pub struct ExecutorPoolStatus {
 /// What keeps an Agent out of a pool in this version, or `None` when it may join one.
 ///
 /// Each refused grant needs something per Agent that a shared pod does not hold apart yet: a
-/// signing key or pull secret of its own (a dedicated pod gets one in a variable of its own);
-/// storage without Redis is single-writer per pod; and the `executor-writes` admission policy
-/// ties a child Task to its parent Agent's own pods. Models and MCP servers may be granted: the
+/// pull secret of its own (the kubelet pulls for the pod, not the Agent); storage without
+/// Redis is single-writer per pod; and the `executor-writes` admission policy ties a child
+/// Task to its parent Agent's own pods. Models, MCP servers and signing may be granted: the
 /// pool pod holds their credentials for the union of its Agents' grants, and hands each hosted
 /// Agent only the ones its own spec grants. A declarative Agent may pool (its worker pins the
 /// declaration digest the operator resolved for it) unless it has subagents or Agent tools:
 /// those must be granted in `capabilities.delegation`, which is refused.
 pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
     let c = &spec.capabilities;
-    if c.signing.is_some() {
-        Some("capabilities.signing (its key)")
-    } else if c.storage.is_some() {
+    if c.storage.is_some() {
         Some("capabilities.storage (one writer per store)")
     } else if c.delegation.is_some() {
         Some(
@@ -160,7 +188,7 @@ pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
 
 /// The CEL rule on `AgentSpec` that [`unpoolable`] is the Rust side of, so `kubectl apply`
 /// refuses such an Agent at once.
-pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || ((!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.signing) && !has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
+pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || ((!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
 
 #[cfg(test)]
 mod tests {
@@ -188,7 +216,8 @@ mod tests {
     }
 
     #[test]
-    fn pooled_agents_may_be_granted_models_and_tools_but_not_what_needs_a_pod_of_their_own() {
+    fn pooled_agents_may_be_granted_models_tools_and_signing_but_not_what_needs_a_pod_of_their_own()
+    {
         let module = serde_json::json!({"url": "http://x/m.wasm", "sha256": "sha256:00"});
         let cases = [
             (serde_json::json!({}), None),
@@ -210,7 +239,7 @@ mod tests {
             ),
             (
                 serde_json::json!({"signing": {"keyId": "k", "secretRef": {"name": "k", "key": "k"}}}),
-                Some("signing"),
+                None,
             ),
             (serde_json::json!({"models": {"allowed": ["m"]}}), None),
             (

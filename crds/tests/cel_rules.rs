@@ -376,7 +376,7 @@ fn a_pooled_declarative_agent_is_accepted_unless_it_delegates() {
 }
 
 #[test]
-fn a_pooled_agent_takes_its_pods_from_the_pool_and_may_be_granted_models_and_tools_only() {
+fn a_pooled_agent_takes_its_pods_from_the_pool_and_may_be_granted_models_tools_and_signing_only() {
     let module = json!({"url": "https://example.com/m.wasm", "sha256": format!("sha256:{SHA}")});
     let pooled = |executor: Value, capabilities: Value| {
         agent_errors(json!({"module": module, "executor": executor, "capabilities": capabilities}))
@@ -402,13 +402,19 @@ fn a_pooled_agent_takes_its_pods_from_the_pool_and_may_be_granted_models_and_too
         ),
         ""
     );
-    for refused in [
-        json!({"signing": {"keyId": "k", "secretRef": {"name": "k", "key": "k"}}}),
+    // Its own signing key: the pool hands each Agent the key its secretRef names.
+    assert_eq!(
+        pooled(
+            json!({"pool": "shared"}),
+            json!({"signing": {"keyId": "k", "secretRef": {"name": "k", "key": "k"}}})
+        ),
+        ""
+    );
+    let e = pooled(
+        json!({"pool": "shared"}),
         json!({"storage": {"maxBytes": 1024}}),
-    ] {
-        let e = pooled(json!({"pool": "shared"}), refused.clone());
-        assert!(e.contains("remove spec.executor.pool"), "{refused}: {e}");
-    }
+    );
+    assert!(e.contains("remove spec.executor.pool"), "{e}");
     let e = pooled(
         json!({"pool": "shared"}),
         json!({"delegation": {"agents": ["b"]}}),

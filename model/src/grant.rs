@@ -234,7 +234,8 @@ pub struct SigningGrant {
 }
 
 /// A key in a Secret of the same namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+// Ordered, so a pool's union of them is sorted (its pods' variables follow that order).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {

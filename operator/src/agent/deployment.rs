@@ -8,6 +8,7 @@ use ari_crds::capability::CapabilityName;
 use ari_crds::mcp_server::{ExecutorToolServer, TOOL_SERVERS_ENV};
 use ari_crds::model_config::{ExecutorModel, MODELS_ENV};
 use ari_crds::names;
+use ari_crds::pool::{PoolSigningKey, SIGNING_KEYS_ENV};
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
@@ -385,15 +386,19 @@ pub fn pool_labels(pool: &str) -> BTreeMap<String, String> {
 
 /// The Deployment of an `ExecutorPool`, owned by it: pods that serve every Agent naming the
 /// pool, under the pool ServiceAccount (which may not create Tasks: pooled Agents do not
-/// delegate in this version, and reads no Secret). `models` and `tools` are those granted to
-/// any Agent of the pool that passed the marked-Secret rule ([`crate::pool::grants`]), by
-/// name: their keys reach the pod by reference, as a dedicated executor's do.
+/// delegate in this version, and reads no Secret). `models`, `tools` and `signing` are those
+/// granted to any Agent of the pool that passed the marked-Secret rule
+/// ([`crate::pool::grants`], [`crate::pool::signing`]), by name: their keys reach the pod by
+/// reference, as a dedicated executor's do. `signing_revision` rolls the pods when a signing
+/// Secret changes.
 pub fn build_pool(
     pool: &ari_crds::ExecutorPool,
     settings: &Settings,
     attestation_public_key: &str,
     models: &[ExecutorModel],
     tools: &[ExecutorToolServer],
+    signing: &[PoolSigningKey],
+    signing_revision: &str,
 ) -> Deployment {
     let name = pool.name_any();
     let mut env_vars = vec![
@@ -409,6 +414,14 @@ pub fn build_pool(
     }
     env_vars.extend(model_env(models));
     env_vars.extend(tool_env(tools));
+    env_vars.extend(signing_env(signing));
+    let mut annotations = BTreeMap::new();
+    if !signing_revision.is_empty() {
+        annotations.insert(
+            names::ANNOTATION_SIGNING_SECRETS.to_owned(),
+            signing_revision.to_owned(),
+        );
+    }
     assemble(
         ExecutorPods {
             name: names::pool_deployment_name(&name),
@@ -418,7 +431,7 @@ pub fn build_pool(
             replicas: pool.spec.replicas().max(0),
             single_writer: false,
             env: env_vars,
-            annotations: BTreeMap::new(),
+            annotations,
             resources: pool.spec.resources.clone(),
             node_selector: pool.spec.node_selector.clone(),
             tolerations: pool.spec.tolerations.clone(),
@@ -443,6 +456,20 @@ fn model_env(models: &[ExecutorModel]) -> Vec<EnvVar> {
             vars.push(secret_env(var, secret));
         }
     }
+    vars
+}
+
+/// A pool's signing keys: the pairs in `ARI_SIGNING_KEYS` (no key in them) and each key by
+/// reference, optional: a key missing from its Secret fails its Agents' Tasks, not the pod
+/// that serves their neighbours too (a dedicated pod's is required).
+fn signing_env(keys: &[PoolSigningKey]) -> Vec<EnvVar> {
+    if keys.is_empty() {
+        return Vec::new();
+    }
+    // Serialising plain data cannot fail; an empty list would leave the keys unused.
+    let list = serde_json::to_string(keys).unwrap_or_else(|_| "[]".to_owned());
+    let mut vars = vec![env(SIGNING_KEYS_ENV, list)];
+    vars.extend(keys.iter().map(|k| secret_env(&k.key_env, &k.secret_ref)));
     vars
 }
 

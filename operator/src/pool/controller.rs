@@ -1,6 +1,7 @@
 //! ExecutorPool reconcile: the pool ServiceAccount and Role, the namespace's attestation key,
-//! the pool's Deployment (with the models and MCP servers its Agents are granted, see
-//! [`super::grants`]) → `Ready`, replicas and how many Agents name the pool.
+//! the pool's Deployment (with the models, MCP servers and signing keys its Agents are
+//! granted, see [`super::grants`] and [`super::signing`]) → `Ready`, replicas and how many
+//! Agents name the pool.
 //!
 //! A pooled Agent's own reconcile takes its readiness from the pool's status (see
 //! [`agent_ready`]); the Agent controller watches pools for that.
@@ -18,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use super::grants;
+use super::{grants, signing};
 use crate::agent::{deployment, models, rbac, tools};
 use crate::context::Context;
 use crate::error::Error;
@@ -30,9 +31,10 @@ pub struct PoolContext {
     pub agents: Store<Agent>,
 }
 
-/// How often a pool's Agent count is refreshed when nothing else changes.
+/// How often a pool's Agent count, and its signing Secrets' versions (an edited key rolls
+/// the pool), are refreshed when nothing else changes.
 const RECOUNT: Duration = Duration::from_secs(60);
-/// How soon a granted model or server whose credentials Secret is missing or unmarked is
+/// How soon a granted model, server or signing key whose Secret is missing or unmarked is
 /// looked at again (Secrets are not watched), as for a dedicated Agent.
 const RECHECK_CREDENTIALS: Duration = Duration::from_secs(30);
 
@@ -54,12 +56,32 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
     let granted = grants::union(&ctx.agents.state(), &ns, &name);
     let models = models::fetch_names(&granted.models(), &client, &ns).await?;
     let tools = tools::fetch_names(&granted.tools(), &client, &ns).await?;
+    let keys = signing::fetch(&granted.signing, &client, &ns).await?;
+    if !keys.over_bound.is_empty() {
+        let note = format!(
+            "{} signing key(s) past the pool's bound of {} are not carried: the Agents naming \
+             them wait (move some to another pool)",
+            keys.over_bound.len(),
+            ari_crds::pool::MAX_POOL_SIGNING_KEYS
+        );
+        tracing::warn!(pool = %name, namespace = %ns, "{note}");
+        base.event(
+            pool.as_ref(),
+            true,
+            "SigningKeysOverBound",
+            "Reconcile",
+            note,
+        )
+        .await;
+    }
     let dep = deployment::build_pool(
         &pool,
         &base.settings,
         &key.public_key,
         &models.usable,
         &tools.usable,
+        &keys.usable,
+        &keys.revision,
     );
     let applied = Api::<Deployment>::namespaced(client.clone(), &ns)
         .patch(
@@ -98,7 +120,8 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
             )
             .await?;
     }
-    let waiting = !models.unusable.is_empty() || !tools.unusable.is_empty();
+    let waiting =
+        !models.unusable.is_empty() || !tools.unusable.is_empty() || !keys.unusable.is_empty();
     Ok(Action::requeue(if waiting {
         RECHECK_CREDENTIALS
     } else {
@@ -189,8 +212,17 @@ mod tests {
     }
 
     /// The pool Deployment's variables for `agents`, against the namespace's ModelConfigs
-    /// `small` (keyed), `large` (open) and `unused` (keyed) and MCPServer `docs` (a token).
+    /// `small` (keyed), `large` (open) and `unused` (keyed), MCPServer `docs` (a token) and
+    /// its Secrets, all marked but `unmarked-key`.
     fn pool_env(agents: &[Arc<Agent>]) -> Vec<k8s_openapi::api::core::v1::EnvVar> {
+        pool_pods(agents)
+            .spec
+            .and_then(|p| p.containers.into_iter().next())
+            .and_then(|c| c.env)
+            .unwrap_or_default()
+    }
+
+    fn pool_pods(agents: &[Arc<Agent>]) -> k8s_openapi::api::core::v1::PodTemplateSpec {
         let config = |name: &str, secret: Option<&str>| -> ari_crds::ModelConfig {
             let mut spec = serde_json::json!({
                 "provider": "OpenAI", "endpoint": "http://m:8000/v1", "model": name});
@@ -216,21 +248,118 @@ mod tests {
             labels: Some([(label.to_owned(), "true".to_owned())].into()),
             ..Default::default()
         };
-        let (model_mark, tool_mark) = (
+        let (model_mark, tool_mark, signing_mark, unmarked) = (
             marked(ari_crds::model_config::CREDENTIALS_LABEL),
             marked(ari_crds::mcp_server::CREDENTIALS_LABEL),
+            marked(ari_crds::names::LABEL_SIGNING_KEY),
+            marked("other"),
         );
         let granted = grants::union(agents, "n", "shared");
         let models = models::resolve(&granted.models(), &configs, |_| Some(&model_mark));
         let tools = tools::resolve(&granted.tools(), &[server], |_| Some(&tool_mark));
+        let keys = signing::resolve(&granted.signing, |name| match name {
+            "unmarked-key" => Some(&unmarked),
+            _ => Some(&signing_mark),
+        });
         let pool = ExecutorPool::new("shared", Default::default());
         let settings = crate::config::Settings::default();
-        let dep = deployment::build_pool(&pool, &settings, "pk", &models.usable, &tools.usable);
-        dep.spec
-            .and_then(|s| s.template.spec)
-            .and_then(|p| p.containers.into_iter().next())
-            .and_then(|c| c.env)
-            .unwrap_or_default()
+        let dep = deployment::build_pool(
+            &pool,
+            &settings,
+            "pk",
+            &models.usable,
+            &tools.usable,
+            &keys.usable,
+            &keys.revision,
+        );
+        dep.spec.map(|s| s.template).unwrap_or_default()
+    }
+
+    fn signing(secret: &str) -> serde_json::Value {
+        serde_json::json!({"signing": {"keyId": "k", "secretRef": {"name": secret, "key": "private-key"}}})
+    }
+
+    #[test]
+    fn a_pool_pod_carries_each_marked_signing_key_of_its_agents_once_by_reference() {
+        let agents = [
+            pooled("b", signing("b-key")),
+            pooled("a", signing("a-key")),
+            // Two Agents naming one key share its variable.
+            pooled("a2", signing("a-key")),
+            // A Secret not marked for signing use never reaches the pod.
+            pooled("thief", signing("unmarked-key")),
+            pooled("plain", serde_json::json!({})),
+        ];
+        let env = pool_env(&agents);
+        let keys: Vec<(String, String, Option<bool>)> = env
+            .iter()
+            .filter(|e| e.name.starts_with("ARI_SIGNING_KEY_"))
+            .filter_map(|e| {
+                let r = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+                Some((e.name.clone(), r.name.clone(), r.optional))
+            })
+            .collect();
+        // Optional: a key missing from its Secret fails its Agents' Tasks, not the pod.
+        assert_eq!(
+            keys,
+            [
+                (
+                    "ARI_SIGNING_KEY_0".to_owned(),
+                    "a-key".to_owned(),
+                    Some(true)
+                ),
+                (
+                    "ARI_SIGNING_KEY_1".to_owned(),
+                    "b-key".to_owned(),
+                    Some(true)
+                ),
+            ]
+        );
+        let listed: Vec<ari_crds::pool::PoolSigningKey> = env
+            .iter()
+            .find(|e| e.name == ari_crds::pool::SIGNING_KEYS_ENV)
+            .and_then(|e| serde_json::from_str(e.value.as_deref()?).ok())
+            .unwrap_or_default();
+        let listed: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|k| (k.secret_ref.name.as_str(), k.key_env.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("a-key", "ARI_SIGNING_KEY_0"),
+                ("b-key", "ARI_SIGNING_KEY_1")
+            ]
+        );
+        assert!(
+            !env.iter().any(|e| e.name == "ARI_SIGNING_KEY"),
+            "no Agent's key is the pod's one key"
+        );
+        let mut reversed = agents.to_vec();
+        reversed.reverse();
+        assert_eq!(
+            env,
+            pool_env(&reversed),
+            "the Agents' order changes nothing"
+        );
+        let revision = |agents: &[Arc<Agent>]| {
+            pool_pods(agents)
+                .metadata
+                .and_then(|m| m.annotations)
+                .and_then(|a| a.get(ari_crds::names::ANNOTATION_SIGNING_SECRETS).cloned())
+        };
+        assert!(
+            revision(&agents).is_some(),
+            "an edited key would not roll the pool"
+        );
+        let plain = [pooled("plain", serde_json::json!({}))];
+        assert!(
+            !pool_env(&plain)
+                .iter()
+                .any(|e| e.name.starts_with("ARI_SIGNING_KEY")),
+            "a pool of Agents that sign nothing carries no signing key"
+        );
+        assert_eq!(revision(&plain), None);
     }
 
     #[test]
@@ -297,6 +426,7 @@ mod tests {
         };
         let validate = crate::agent::controller::validate;
         assert_eq!(validate(&agent(serde_json::json!({}))), Ok(()));
+        assert_eq!(validate(&agent(signing("k"))), Ok(()), "signing in a pool");
         let err = validate(&agent(serde_json::json!({"storage": {"maxBytes": 1024}})))
             .expect_err("storage in a pool");
         assert!(err.contains("remove spec.executor.pool"), "{err}");

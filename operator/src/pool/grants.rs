@@ -1,7 +1,8 @@
-//! What a pool's pods are handed: the models and MCP servers granted to any Agent of the pool
-//! (their union, and nothing no pooled Agent is granted), each resolved under the same
-//! marked-Secret rule as for a dedicated Agent's executors. The pod then hands each hosted
-//! Agent only what its own spec grants (the executor's `WorkerConfig::for_pooled`).
+//! What a pool's pods are handed: the models, MCP servers and signing keys granted to any Agent
+//! of the pool (their union, and nothing no pooled Agent is granted), each resolved under the
+//! same marked-Secret rule as for a dedicated Agent's executors (signing keys: see
+//! [`super::signing`]). The pod then hands each hosted Agent only what its own spec grants
+//! (the executor's `WorkerConfig::for_pooled`).
 //!
 //! The pool's Deployment depends on its Agents' grants, so the pool controller is woken when
 //! they change ([`PoolWake`], fed by the Agent watch) and when a granted ModelConfig or
@@ -10,18 +11,21 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use ari_crds::{Agent, ExecutorPool};
+use ari_crds::{Agent, ExecutorPool, SecretKeyRef};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-/// The ModelConfig and MCPServer names granted, each once and sorted: the pool Deployment's
-/// variables follow this order, so it does not roll when only the order of grants changes.
+/// The ModelConfig and MCPServer names and signing Secret keys granted, each once and sorted:
+/// the pool Deployment's variables follow this order, so it does not roll when only the order
+/// of grants (or of Agents) changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Granted {
     pub models: BTreeSet<String>,
     pub tools: BTreeSet<String>,
+    /// The `signing.secretRef`s: Agents naming one pair share its variable.
+    pub signing: BTreeSet<SecretKeyRef>,
 }
 
 impl Granted {
@@ -39,12 +43,14 @@ impl Granted {
                 .iter()
                 .flat_map(|g| g.servers.iter().map(|s| s.name.clone()))
                 .collect(),
+            signing: caps.signing.iter().map(|g| g.secret_ref.clone()).collect(),
         }
     }
 
     fn add(mut self, other: Self) -> Self {
         self.models.extend(other.models);
         self.tools.extend(other.tools);
+        self.signing.extend(other.signing);
         self
     }
 
@@ -186,6 +192,10 @@ mod tests {
         serde_json::json!({"models": {"allowed": names}})
     }
 
+    fn signing(secret: &str, key: &str) -> serde_json::Value {
+        serde_json::json!({"signing": {"keyId": "k", "secretRef": {"name": secret, "key": key}}})
+    }
+
     fn woken(rx: &mut UnboundedReceiver<ObjectRef<ExecutorPool>>) -> Vec<String> {
         let mut out = Vec::new();
         while let Ok(r) = rx.try_recv() {
@@ -202,11 +212,17 @@ mod tests {
                 "b",
                 Some("shared"),
                 serde_json::json!({"models": {"allowed": ["small"]},
-                                   "tools": {"servers": [{"name": "docs", "tools": ["*"]}]}}),
+                                   "tools": {"servers": [{"name": "docs", "tools": ["*"]}]},
+                                   "signing": {"keyId": "b", "secretRef": {"name": "b-key", "key": "k"}}}),
             ),
+            // Two Agents naming one key share it.
+            agent("b2", Some("shared"), signing("b-key", "k")),
+            agent("a2", Some("shared"), signing("a-key", "k")),
             // Another pool's, a dedicated one's and a refused one's grants stay out.
             agent("c", Some("other"), models(&["secret-model"])),
+            agent("c2", Some("other"), signing("other-key", "k")),
             agent("d", None, models(&["dedicated-model"])),
+            agent("d2", None, signing("dedicated-key", "k")),
             agent(
                 "e",
                 Some("shared"),
@@ -217,6 +233,12 @@ mod tests {
         let u = union(&agents, "n", "shared");
         assert_eq!(u.models(), ["large", "small"]);
         assert_eq!(u.tools(), ["docs"]);
+        let keys: Vec<(&str, &str)> = u
+            .signing
+            .iter()
+            .map(|r| (r.name.as_str(), r.key.as_str()))
+            .collect();
+        assert_eq!(keys, [("a-key", "k"), ("b-key", "k")]);
         assert_eq!(union(&agents, "elsewhere", "shared"), Granted::default());
         let granting_small = pools_granting(&agents, "n", |g| g.models.contains("small"));
         assert_eq!(granting_small, [ObjectRef::new("shared").within("n")]);
@@ -239,7 +261,11 @@ mod tests {
         let moved = agent("a", Some("other"), models(&["small", "large"]));
         wake.observe(&watcher::Event::Apply((*moved).clone()));
         assert_eq!(woken(&mut rx), ["other", "shared"]);
-        wake.observe(&watcher::Event::Delete((*moved).clone()));
+        // A signing key granted instead is a change of what the pool carries too.
+        let signs = agent("a", Some("other"), signing("a-key", "k"));
+        wake.observe(&watcher::Event::Apply((*signs).clone()));
+        assert_eq!(woken(&mut rx), ["other"]);
+        wake.observe(&watcher::Event::Delete((*signs).clone()));
         assert_eq!(woken(&mut rx), ["other"]);
         let dedicated = agent("d", None, models(&["small"]));
         wake.observe(&watcher::Event::Apply((*dedicated).clone()));
