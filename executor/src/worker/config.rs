@@ -9,6 +9,7 @@ use ed25519_dalek::SigningKey;
 
 use super::livelog::WriteRate;
 use super::models::GrantedModels;
+use super::signing::PoolSigningKeys;
 use super::tools::GrantedTools;
 use super::{ConfigError, KeyMismatch, WorkerError};
 
@@ -36,6 +37,11 @@ pub struct WorkerConfig {
     pub attestation_key_mismatch: Option<KeyMismatch>,
     /// The signing grant's key (text as stored in the Secret), when the Agent grants signing.
     pub signing_key: Option<String>,
+    /// The variable `signing_key` is read from (named when it is missing).
+    pub signing_key_env: String,
+    /// In a pool pod, `ARI_SIGNING_KEYS` and the variables it names: every pooled Agent's
+    /// key the operator handed over; each hosted worker gets only its own in `signing_key`.
+    pub signing_keys: PoolSigningKeys,
     /// How often a running task's `lastHeartbeatTime` is refreshed.
     pub heartbeat: Duration,
     /// How long a Task another executor owns waits before this one may claim it.
@@ -79,6 +85,9 @@ pub struct PoolSettings {
     pub hot_modules: usize,
 }
 
+/// A dedicated executor's signing key: its Agent's one `signing.secretRef`.
+const SIGNING_KEY_ENV: &str = "ARI_SIGNING_KEY";
+
 /// Where the executor image carries the stock agent component (the operator's image too).
 pub const STOCK_AGENT_PATH: &str = "/usr/share/ari/declarative.wasm";
 
@@ -105,6 +114,8 @@ impl std::fmt::Debug for WorkerConfig {
             .field("live_log_rate", &self.live_log_rate)
             .field("models", &self.models)
             .field("tools", &self.tools)
+            .field("signing_key", &self.signing_key.is_some())
+            .field("signing_keys", &self.signing_keys)
             .finish_non_exhaustive()
     }
 }
@@ -210,7 +221,9 @@ impl WorkerConfig {
             cache_dir: get("ARI_CACHE_DIR").map(PathBuf::from),
             attestation_key,
             attestation_key_mismatch,
-            signing_key: get("ARI_SIGNING_KEY"),
+            signing_key: get(SIGNING_KEY_ENV),
+            signing_key_env: SIGNING_KEY_ENV.to_owned(),
+            signing_keys: PoolSigningKeys::from_lookup(&get)?,
             heartbeat,
             steal_after,
             module_digest: get("ARI_MODULE_DIGEST"),
@@ -255,16 +268,25 @@ impl WorkerConfig {
     /// The settings of one Agent hosted by this pool pod: the pod's own, with the Agent's
     /// name, its executor concurrency (its share of the pod), the module and declaration the
     /// operator resolved (`status.moduleDigest`, `status.moduleImage`,
-    /// `status.declarationDigest`), and of the pod's models and MCP servers (its Agents'
-    /// grants together) only those this Agent's spec grants. A pooled Agent holds no other
-    /// Secret-borne setting (`ari_crds::unpoolable`), so those stay empty.
+    /// `status.declarationDigest`), and of the pod's models, MCP servers and signing keys (its
+    /// Agents' grants together) only those this Agent's spec grants: the key of its own
+    /// `signing.secretRef`, never a neighbour's. A pooled Agent holds no other Secret-borne
+    /// setting (`ari_crds::unpoolable`), so those stay empty.
     pub fn for_pooled(&self, agent: &ari_crds::Agent, resolved: &Resolved) -> Self {
         let share = usize::try_from(agent.spec.concurrency()).unwrap_or(usize::MAX);
+        let own = agent
+            .spec
+            .capabilities
+            .signing
+            .as_ref()
+            .and_then(|g| self.signing_keys.key_for(&g.secret_ref));
         Self {
             agent: kube::ResourceExt::name_any(agent),
             concurrency: share.min(self.concurrency),
             attestation_key_mismatch: None,
-            signing_key: None,
+            signing_key: own.as_ref().and_then(|k| k.text.map(str::to_owned)),
+            signing_key_env: own.map_or_else(|| SIGNING_KEY_ENV.to_owned(), |k| k.var.to_owned()),
+            signing_keys: PoolSigningKeys::default(),
             module_digest: Some(resolved.digest.clone()),
             module_image: resolved.image.clone(),
             declaration_digest: resolved.declaration.clone(),
@@ -433,6 +455,89 @@ mod tests {
             (Some(a), Some(b)) if Arc::ptr_eq(&a, &b)
         ));
         assert!(handed.get("open").is_none());
+    }
+
+    #[test]
+    fn a_pooled_agents_worker_gets_the_key_of_its_own_secret_ref_and_no_neighbours() {
+        const OTHER: &str = "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb";
+        let keys = serde_json::json!([
+            {"secretRef": {"name": "a-key", "key": "private-key"}, "keyEnv": "ARI_SIGNING_KEY_0"},
+            {"secretRef": {"name": "b-key", "key": "private-key"}, "keyEnv": "ARI_SIGNING_KEY_1"},
+            {"secretRef": {"name": "empty", "key": "private-key"}, "keyEnv": "ARI_SIGNING_KEY_2"}
+        ])
+        .to_string();
+        let pod = WorkerConfig::from_lookup(env(&[
+            ("ARI_POOL_NAME", "shared"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "p"),
+            ("ARI_ATTESTATION_KEY", KEY),
+            (ari_crds::pool::SIGNING_KEYS_ENV, &keys),
+            ("ARI_SIGNING_KEY_0", KEY),
+            ("ARI_SIGNING_KEY_1", OTHER),
+            // The pod's own variable is no pooled Agent's key.
+            ("ARI_SIGNING_KEY", "not-for-agents"),
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let resolved = Resolved {
+            digest: "sha256:00".into(),
+            image: None,
+            declaration: None,
+        };
+        let signer = |name: &str, secret: &str| {
+            pooled(
+                name,
+                serde_json::json!({"signing": {"keyId": name,
+                    "secretRef": {"name": secret, "key": "private-key"}}}),
+            )
+        };
+        let key_of = |agent: &ari_crds::Agent| {
+            let c = pod.for_pooled(agent, &resolved);
+            (
+                c.signing_key,
+                c.signing_key_env,
+                c.signing_keys
+                    .key_for(&ari_crds::SecretKeyRef {
+                        name: "b-key".into(),
+                        key: "private-key".into(),
+                    })
+                    .is_some(),
+            )
+        };
+        let (a, b) = (signer("a", "a-key"), signer("b", "b-key"));
+        assert_eq!(
+            key_of(&a),
+            (Some(KEY.to_owned()), "ARI_SIGNING_KEY_0".to_owned(), false)
+        );
+        assert_eq!(
+            key_of(&b),
+            (
+                Some(OTHER.to_owned()),
+                "ARI_SIGNING_KEY_1".to_owned(),
+                false
+            )
+        );
+        // Listed but empty: the worker names the variable in its error.
+        let empty = signer("e", "empty");
+        assert_eq!(
+            key_of(&empty),
+            (None, "ARI_SIGNING_KEY_2".to_owned(), false)
+        );
+        assert!(pod.signing_keys.carries(&empty.spec));
+        // A pair this pod was not handed: not hosted here, and no key in any case.
+        let newer = signer("n", "new-key");
+        assert!(!pod.signing_keys.carries(&newer.spec));
+        assert_eq!(key_of(&newer).0, None);
+        let plain = pooled("plain", serde_json::json!({}));
+        assert!(pod.signing_keys.carries(&plain.spec));
+        assert_eq!(
+            key_of(&plain).0,
+            None,
+            "an Agent that signs nothing got a key"
+        );
+        // No key reaches a log line.
+        let shown = format!("{pod:?}");
+        assert!(!shown.contains(KEY) && !shown.contains(OTHER), "{shown}");
+        assert!(shown.contains("b-key"), "{shown}");
     }
 
     /// A pooled declarative Agent at `generation` whose status the operator wrote for

@@ -53,9 +53,14 @@ pub enum ConfigError {
     )]
     AttestationKeyReplaced(KeyMismatch),
     #[error(
-        "the Agent grants signing with Secret {secret} key {key:?}, but ARI_SIGNING_KEY is not set (is the executor Deployment current?)"
+        "the Agent grants signing with Secret {secret} key {key:?}, but {var} is not set (does the Secret hold the key? is the executor Deployment current?)"
     )]
-    SigningKeyMissing { secret: String, key: String },
+    SigningKeyMissing {
+        secret: String,
+        key: String,
+        /// The variable the key should be in.
+        var: String,
+    },
     #[error(
         "signing Secret {secret} key {key:?} is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"
     )]

@@ -527,8 +527,7 @@ impl Worker {
             .children_started
             .inc_by(u64::try_from(started).unwrap_or(u64::MAX));
         // Tokens were spent whether or not the status write below succeeds.
-        self.metrics
-            .record_models(&self.config.namespace, &self.config.agent, &outcome.models);
+        self.metrics.record_models(&outcome.models);
         self.write_final(attempt, &fill, outcome.resources_used.fuel)
             .await;
     }
@@ -585,10 +584,7 @@ impl Worker {
     }
 
     fn count(&self, phase: TaskPhase, reason: TaskReason) {
-        self.metrics
-            .tasks
-            .with_label_values(&[phase.as_str(), reason.as_str()])
-            .inc();
+        self.metrics.count(phase, reason);
     }
 }
 

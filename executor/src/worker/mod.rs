@@ -32,6 +32,7 @@ mod peers;
 mod pool;
 mod replicas;
 mod serve;
+mod signing;
 mod slots;
 mod status;
 mod storage;
@@ -72,7 +73,8 @@ pub struct Worker {
     agent_config: Vec<u8>,
     storage: AgentStorage,
     attestation_key: Arc<SigningKey>,
-    metrics: Arc<Metrics>,
+    /// Its Agent's share of the pod's metrics: its series go with its last worker.
+    metrics: metrics::AgentMetrics,
     backlog: Arc<Backlog>,
     /// Claim, heartbeat, output and final writes (see [`status`]).
     writer: status::Writer,
@@ -271,6 +273,15 @@ async fn build(
         room,
         pod_models,
     } = shared;
+    // Before the module: a key missing or not a key is the Agent's to fix, said at once.
+    let signing_key = match &agent.spec.capabilities.signing {
+        Some(s) => Some(LoadedSigningKey::from_key(signing_key(
+            &config,
+            &s.secret_ref.name,
+            &s.secret_ref.key,
+        )?)),
+        None => None,
+    };
     let waiting = slots::waiting_for(
         config.concurrency,
         agent.spec.capabilities.delegation.as_ref().map(|d| {
@@ -328,14 +339,6 @@ async fn build(
         .compiles
         .set(i64::try_from(stats.compiles).unwrap_or(i64::MAX));
 
-    let signing_key = match &agent.spec.capabilities.signing {
-        Some(s) => Some(LoadedSigningKey::from_key(signing_key(
-            &config,
-            &s.secret_ref.name,
-            &s.secret_ref.key,
-        )?)),
-        None => None,
-    };
     // A declaration only adds approvals to the grants (`Declaration::narrow`).
     let capabilities = match &agent.spec.declarative {
         Some(d) => d.narrow(agent.spec.capabilities.clone()),
@@ -375,6 +378,7 @@ async fn build(
         )
     });
     let slots = Slots::new(config.concurrency, waiting, parked_memory, stop.clone());
+    let metrics = metrics.agent(&config.namespace, &config.agent);
     Ok(Worker {
         writer: status::Writer {
             tasks: Api::namespaced(client.clone(), &config.namespace),
@@ -488,8 +492,9 @@ fn loaded_tools(config: &WorkerConfig) -> Result<LoadedTools, WorkerError> {
     Ok(config.tools.loaded()?)
 }
 
-/// The signing grant's key, which the Deployment passes in `ARI_SIGNING_KEY` from the
-/// Agent's `signing.secretRef` (the executor cannot read Secrets through the API).
+/// The signing grant's key, which the Deployment passes in `ARI_SIGNING_KEY` (a pool's in the
+/// `ARI_SIGNING_KEY_<n>` of the Agent's pair) from the Agent's `signing.secretRef` (the
+/// executor cannot read Secrets through the API).
 fn signing_key(config: &WorkerConfig, name: &str, key: &str) -> Result<SigningKey, WorkerError> {
     let bytes = config
         .signing_key
@@ -497,6 +502,7 @@ fn signing_key(config: &WorkerConfig, name: &str, key: &str) -> Result<SigningKe
         .ok_or_else(|| ConfigError::SigningKeyMissing {
             secret: name.to_owned(),
             key: key.to_owned(),
+            var: config.signing_key_env.clone(),
         })?;
     ari_runtime::attestation::parse_signing_key(bytes.as_bytes()).ok_or_else(|| {
         ConfigError::SigningKeyInvalid {
@@ -563,6 +569,7 @@ impl Worker {
             };
             if self.pod_slots.is_none() {
                 self.metrics
+                    .pod()
                     .backlog
                     .set(i64::try_from(self.backlog.len()).unwrap_or(i64::MAX));
             }
@@ -601,7 +608,7 @@ impl Worker {
             &route,
             &feed::Context {
                 peers: &peers,
-                metrics: &self.metrics,
+                metrics: self.metrics.pod(),
                 cancels: &self.cancels,
                 live: &self.live,
             },

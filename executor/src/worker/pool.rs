@@ -26,13 +26,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ari_crds::{Agent, Task};
+use ari_crds::{Agent, Task, TaskPhase, TaskReason};
 use futures::StreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{Notify, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::backlog::Backlog;
 use super::config::Resolved;
@@ -223,6 +223,12 @@ impl Pool {
         }
         // A worker of an older spec finishes what it runs and takes nothing more.
         h.retire();
+        // A pod whose Deployment predates the Agent's signing key (the pool is rolling to
+        // one that carries it) leaves its Tasks to the pods that can sign for it.
+        if !self.config.signing_keys.carries(&agent.spec) {
+            debug!(agent = %name, "not hosted here: this pod was not handed its signing key");
+            return;
+        }
         if hosts.waiting.is_empty()
             && let Some(lease) = self.lease(&resolved.digest)
         {
@@ -277,14 +283,27 @@ impl Pool {
         let mut runs = lock(&self.runs);
         while runs.try_join_next().is_some() {}
         runs.spawn(async move {
-            let _lease = lease;
-            let worker = match build(shared, config, agent, backlog, stop_rx.clone()).await {
+            let (client, metrics) = (shared.client.clone(), shared.metrics.clone());
+            let namespace = config.namespace.clone();
+            let built = build(shared, config, agent, backlog.clone(), stop_rx.clone()).await;
+            let worker = match built {
                 Ok(w) => Arc::new(w),
+                // What the Agent's own spec or key gets wrong (a signing key missing or not a
+                // key) fails its Tasks, saying why; its neighbours run on.
+                Err(WorkerError::Config(why)) => {
+                    drop(lease);
+                    warn!(agent = %name, error = %why, "pooled Agent not hosted; failing its Tasks");
+                    let tasks = Api::namespaced(client, &namespace);
+                    let metrics = metrics.agent(&namespace, &name);
+                    refuse_tasks(&tasks, &backlog, &metrics, &why.to_string(), stop_rx).await;
+                    return;
+                }
                 Err(e) => {
                     warn!(agent = %name, error = %e, "pooled Agent not hosted");
                     return;
                 }
             };
+            let _lease = lease;
             info!(agent = %name, digest = %worker.runtime_agent.module_sha256(), "hosting");
             *lock(&slot) = Some(worker.clone());
             if let Err(e) = worker.claim_loop(peers, stop_rx).await {
@@ -670,6 +689,54 @@ pub(super) async fn serve(
     Ok(())
 }
 
+/// Fails each Task `backlog` yields with `why` (`HostError`), until `stop`: an Agent whose
+/// worker cannot be built for its spec. As an admission refusal, without a claim: the write
+/// carries the resourceVersion seen, so of the pool's pods one writes it and none overwrites
+/// a Task that moved on meanwhile.
+async fn refuse_tasks(
+    tasks: &Api<Task>,
+    backlog: &Backlog,
+    metrics: &super::metrics::AgentMetrics,
+    why: &str,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let task = tokio::select! {
+            t = backlog.next() => t,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let name = task.name_any();
+        let mut failed = task.clone();
+        let generation = failed.metadata.generation;
+        let status = failed.status.get_or_insert_with(Default::default);
+        if status
+            .fail(
+                TaskReason::HostError,
+                why,
+                generation,
+                super::convert::now(),
+            )
+            .is_err()
+        {
+            continue;
+        }
+        match tasks
+            .replace_status(&name, &kube::api::PostParams::default(), &failed)
+            .await
+        {
+            Ok(_) => {
+                warn!(task = %name, reason = TaskReason::HostError.as_str(), message = %why, "refused");
+                metrics.count(TaskPhase::Failed, TaskReason::HostError);
+            }
+            Err(e) if super::status::is_conflict(&e) || super::status::is_not_found(&e) => {}
+            Err(e) => {
+                warn!(task = %name, error = %e, "cannot fail the Task; will try again");
+                backlog.retry_later(task);
+            }
+        }
+    }
+}
+
 /// Keeps the hosted workers in step with the pool's Agents.
 async fn follow_agents(
     pool: Arc<Pool>,
@@ -771,22 +838,34 @@ mod tests {
     /// API that answers nothing.
     fn pool_of(hot: &str) -> Pool {
         let (client, _log) = mock_client(|_, _, _| status(404, "NotFound"));
-        let env: Map<&str, &str> = Map::from([
+        pool_with(hot, client, &[], [])
+    }
+
+    /// As [`pool_of`], with `client`, more variables and more Agents.
+    fn pool_with<const N: usize>(
+        hot: &str,
+        client: Client,
+        vars: &[(&str, &str)],
+        more: [Agent; N],
+    ) -> Pool {
+        let mut env: Map<&str, &str> = Map::from([
             ("ARI_POOL_NAME", "shared"),
             ("ARI_HOT_MODULES", hot),
             ("POD_NAMESPACE", "demo"),
             ("POD_NAME", "shared-pool-a"),
             ("ARI_ATTESTATION_KEY", KEY),
         ]);
+        env.extend(vars.iter().copied());
         let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| (*v).to_owned()))
             .unwrap_or_else(|e| panic!("config: {e}"));
         let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("metrics: {e}")));
         let (agents, mut writer) = reflector::store::<Agent>();
-        for a in [
+        let known = [
             agent("pooled", "sha256:00"),
             agent("other", "sha256:01"),
             declared("sha256:d1"),
-        ] {
+        ];
+        for a in known.into_iter().chain(more) {
             writer.apply_watcher_event(&watcher::Event::Apply(a));
         }
         let room = Arc::new(Notify::new());
@@ -856,6 +935,86 @@ mod tests {
             "its worker is built for the digest the operator resolved"
         );
         assert_eq!(hosts.agents.len(), 1);
+    }
+
+    /// A pooled Agent signing with the key of Secret `secret`.
+    fn signer(name: &str, secret: &str) -> Agent {
+        let mut a = agent(name, "sha256:00");
+        a.spec.capabilities.signing = Some(
+            serde_json::from_value(
+                json!({"keyId": name, "secretRef": {"name": secret, "key": "private-key"}}),
+            )
+            .unwrap_or_else(|e| panic!("grant: {e}")),
+        );
+        a
+    }
+
+    #[tokio::test]
+    async fn a_pod_not_handed_an_agents_signing_key_leaves_its_tasks_to_pods_that_were() {
+        let (client, _log) = mock_client(|_, _, _| status(404, "NotFound"));
+        let keys = json!([{"secretRef": {"name": "a-key", "key": "private-key"},
+                           "keyEnv": "ARI_SIGNING_KEY_0"}])
+        .to_string();
+        let pool = pool_with(
+            "256",
+            client,
+            &[
+                (ari_crds::pool::SIGNING_KEYS_ENV, &keys),
+                ("ARI_SIGNING_KEY_0", KEY),
+            ],
+            [signer("carried", "a-key"), signer("newer", "b-key")],
+        );
+        give(&pool, task("t1", "carried", None)).await;
+        give(&pool, task("t2", "newer", None)).await;
+        let hosts = lock(&pool.hosted);
+        assert_eq!(started(&hosts, "carried").as_deref(), Some("sha256:00"));
+        assert_eq!(started(&hosts, "newer"), None, "hosted without its key");
+        assert_eq!(
+            hosts.agents.get("newer").map(|h| h.backlog.len()),
+            Some(1),
+            "its Task was dropped"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_agent_whose_signing_key_is_missing_fails_its_tasks_saying_why() {
+        let (client, log) = mock_client(|method, path, body| match method {
+            "PUT" if path.ends_with("/tasks/t1/status") => (200, body.clone()),
+            _ => status(404, "NotFound"),
+        });
+        // Handed the pair, but the Secret lacked the key: the variable is empty.
+        let keys = json!([{"secretRef": {"name": "a-key", "key": "private-key"},
+                           "keyEnv": "ARI_SIGNING_KEY_0"}])
+        .to_string();
+        let pool = pool_with(
+            "256",
+            client,
+            &[(ari_crds::pool::SIGNING_KEYS_ENV, &keys)],
+            [signer("broken", "a-key")],
+        );
+        give(&pool, task("t1", "broken", None)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let written = loop {
+            if let Some(w) = crate::worker::testutil::find(&log, "PUT", "/tasks/t1/status").pop() {
+                break w.body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no status written");
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(written["status"]["phase"], "Failed");
+        assert_eq!(written["status"]["reason"], "HostError");
+        let message = written["status"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("a-key") && message.contains("ARI_SIGNING_KEY_0"),
+            "{message}"
+        );
+        let page = pool.shared.metrics.render();
+        assert!(
+            page.contains(r#"ari_executor_tasks_total{agent="broken",namespace="demo",phase="Failed",reason="HostError"} 1"#),
+            "{page}"
+        );
+        // Its module is not held: it takes no room from its neighbours.
+        assert!(lock(&pool.held).is_empty());
     }
 
     #[tokio::test]
