@@ -7,7 +7,9 @@
 //! a model, reach only their own (the other's is refused `CapabilityDenied`), the pool pod
 //! holding the granted model's key by reference and no key of a model no pooled Agent is
 //! granted; a declarative Agent runs in a pool pod the declaration the operator pinned, and an
-//! edited prompt once the operator has resolved it.
+//! edited prompt once the operator has resolved it; two pooled Agents of one pod sign each
+//! with the key of its own Secret (and the pool pod carries no unmarked one), and the pod's
+//! /metrics counts their Tasks apart.
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
 
 use anyhow::{Context, Result, ensure};
@@ -44,6 +46,10 @@ fn main() -> std::process::ExitCode {
         (
             "a_declarative_agent_in_a_pool_runs_its_pinned_declaration_in_the_pool_pod",
             pooled_declarative,
+        ),
+        (
+            "pooled_agents_each_sign_with_their_own_key_and_are_counted_apart_in_the_pool_pod",
+            pooled_signing,
         ),
     ])
 }
@@ -837,6 +843,171 @@ fn pooled_declarative(ctx: &Ctx) -> Result<()> {
             last_call(&model).contains("You answer tersely."),
             "the edited prompt did not reach the model: {}",
             last_call(&model)
+        );
+        Ok(())
+    })
+}
+
+/// The signing keys of the two pooled signers (Ed25519 seeds, hex).
+const KEY_A: &str = "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb";
+const KEY_B: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+/// Secret `name` holding `key_hex` in `private-key`, marked for signing use when `marked`.
+fn signing_secret_yaml(name: &str, key_hex: &str, marked: bool) -> String {
+    let labels = if marked {
+        "  labels:\n    ari.dev/signing-key: \"true\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n{labels}stringData:\n  private-key: \"{key_hex}\"\n"
+    )
+}
+
+/// A pooled `signer` Agent granted the key of Secret `secret`.
+fn pooled_signer_yaml(name: &str, secret: &str) -> String {
+    pooled_yaml(
+        name,
+        "signer-module",
+        "shared",
+        2,
+        &format!(
+            "  capabilities:\n    signing:\n      keyId: {name}\n      secretRef: {{name: {secret}, key: private-key}}\n"
+        ),
+    )
+}
+
+/// Whether `signature_hex` is a guest signature of `input` by the key of seed `key_hex`.
+fn signed_by(signature_hex: &str, input: &str, key_hex: &str) -> Result<bool> {
+    let seed: [u8; 32] = hex::decode(key_hex)?
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("key length"))?;
+    let public = ed25519_dalek::SigningKey::from_bytes(&seed).verifying_key();
+    let Ok(sig) = <[u8; 64]>::try_from(hex::decode(signature_hex)?.as_slice()) else {
+        return Ok(false);
+    };
+    let message = ari_model::attestation::guest_signed_message(input.as_bytes());
+    Ok(public
+        .verify_strict(&message, &ed25519_dalek::Signature::from_bytes(&sig))
+        .is_ok())
+}
+
+/// Two pooled signers with keys of their own, in one pool pod: each Task's signature verifies
+/// with its own Agent's key and not the other's; the pool's Deployment carries both marked
+/// Secrets by reference and not an unmarked one a third Agent names; the pod's /metrics counts
+/// each Agent's Tasks under its own name.
+fn pooled_signing(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("pool-sign", |client, ns| async move {
+        ctx.module_configmap(&ns, "signer-module", "signer")?;
+        let secrets = [
+            signing_secret_yaml("a-key", KEY_A, true),
+            signing_secret_yaml("b-key", KEY_B, true),
+            signing_secret_yaml("loose-key", KEY_A, false),
+        ];
+        ctx.apply_ok(&ns, &secrets.join("---\n"))?;
+        ctx.apply_ok(&ns, &pool_yaml("shared", 1, 4))?;
+        let agents = [
+            pooled_signer_yaml("signer-a", "a-key"),
+            pooled_signer_yaml("signer-b", "b-key"),
+            // Names a Secret no one marked for signing: refused, and never in the pool pod.
+            pooled_signer_yaml("thief", "loose-key"),
+        ];
+        ctx.apply_ok(&ns, &agents.join("---\n"))?;
+        let a = pooled_ready(&client, &ns, "signer-a").await?;
+        let b = pooled_ready(&client, &ns, "signer-b").await?;
+
+        // The pool's pods carry both keys, by reference, and roll to one pod that does.
+        let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let pod = wait::until("the pool rolled to its signing keys", wait::DEFAULT, || async {
+            let d = deps.get("shared-pool").await.map_err(|e| e.to_string())?;
+            let env = d
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|p| p.containers.first())
+                .and_then(|c| c.env.clone())
+                .unwrap_or_default();
+            let mut secrets: Vec<String> = env
+                .iter()
+                .filter(|e| e.name.starts_with("ARI_SIGNING_KEY_"))
+                .filter_map(|e| Some(e.value_from.as_ref()?.secret_key_ref.as_ref()?.name.clone()))
+                .collect();
+            secrets.sort();
+            if secrets != ["a-key", "b-key"] {
+                return Err(format!("signing Secrets in the pool's pods: {secrets:?}"));
+            }
+            let st = d.status.clone().unwrap_or_default();
+            let rolled = st.observed_generation == d.metadata.generation
+                && st.updated_replicas == Some(1)
+                && st.available_replicas == Some(1)
+                && st.replicas == Some(1);
+            let pods = executor_pods(&client, &ns).await.map_err(|e| e.to_string())?;
+            match pods.as_slice() {
+                [one] if rolled => Ok(one.clone()),
+                _ => Err(format!("rolling: {st:?}, pods {pods:?}")),
+            }
+        })
+        .await?;
+
+        let tasks = [("sign-a", "signer-a", "sign me, a"), ("sign-b", "signer-b", "sign me, b")];
+        let docs: Vec<String> = tasks
+            .iter()
+            .map(|(t, agent, input)| {
+                task_yaml(t, agent, input, "  requirements:\n    capabilities: [signing]\n")
+            })
+            .collect();
+        ctx.apply_ok(&ns, &docs.join("---\n"))?;
+        for ((task, _, input), (agent, own, other)) in
+            tasks.iter().zip([(&a, KEY_A, KEY_B), (&b, KEY_B, KEY_A)])
+        {
+            let t = task_finished(&client, &ns, task, wait::DEFAULT).await?;
+            expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+            let s = t.status.clone().unwrap_or_default();
+            ensure!(
+                s.executor.as_deref() == Some(pod.as_str()),
+                "{task} ran on {:?}, not the pool pod {pod}",
+                s.executor
+            );
+            let signature = s.output.clone().unwrap_or_default();
+            ensure!(
+                signed_by(&signature, input, own)?,
+                "{task}'s signature does not verify with its own Agent's key"
+            );
+            ensure!(
+                !signed_by(&signature, input, other)?,
+                "{task}'s signature verifies with the other Agent's key"
+            );
+            verify_attestation(&t, agent).with_context(|| format!("{task}'s attestation"))?;
+        }
+
+        // The thief is refused by the rule a dedicated Agent's Secret meets.
+        wait::until("the thief is refused", wait::DEFAULT, || async {
+            let thief = Api::<Agent>::namespaced(client.clone(), &ns)
+                .get("thief")
+                .await
+                .map_err(|e| e.to_string())?;
+            let valid = thief
+                .status
+                .as_ref()
+                .and_then(|s| ari_crds::conditions::find(&s.conditions, "Valid").cloned());
+            match valid {
+                Some(c) if c.reason == "SigningSecretRejected" => Ok(()),
+                other => Err(format!("Valid: {other:?}")),
+            }
+        })
+        .await?;
+
+        // Counted apart, each under its own Agent.
+        let page = pod_metrics(&client, &ns, "ari.dev/pool=shared").await?;
+        for agent in ["signer-a", "signer-b"] {
+            let line = format!(
+                "ari_executor_tasks_total{{agent=\"{agent}\",namespace=\"{ns}\",phase=\"Succeeded\",reason=\"Completed\"}} 1"
+            );
+            ensure!(page.lines().any(|l| l == line), "no {line} in\n{page}");
+        }
+        ensure!(
+            !page.contains(KEY_A) && !page.contains(KEY_B),
+            "a signing key in the pool pod's metrics"
         );
         Ok(())
     })
