@@ -16,8 +16,11 @@
 //! Each hosted Agent is a [`Worker`] as in a dedicated pod, with its own slots (its
 //! `executor.concurrency`) and backlog, so a busy Agent fills only its own share; every run
 //! also takes a place among the pod's `concurrency`, shared first come first served. The pod
-//! holds the models and MCP servers of all its Agents' grants; each worker is handed only its
-//! own Agent's (`WorkerConfig::for_pooled`), its models with the pod's one limiter each. A
+//! holds the models, MCP servers and signing keys of all its Agents' grants; each worker is
+//! handed only its own Agent's (`WorkerConfig::for_pooled`), its models with the pod's one
+//! limiter each, and counts its Tasks under its Agent's name (`metrics::AgentMetrics`). An
+//! Agent whose worker cannot be built for its spec (its signing key missing or not a key)
+//! fails its Tasks saying why ([`refuse_tasks`]); its neighbours run on. A
 //! declarative Agent's worker runs the stock component and pins the declaration digest of the
 //! Agent's status, so a prompt edit the operator has resolved rebuilds it ([`Resolved`]).
 
