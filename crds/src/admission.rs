@@ -73,6 +73,7 @@ pub fn admit(task: &Task, agent: &AgentSpec) -> Result<(), Refusal> {
     }
     fuel_within_limit(task.spec.fuel, agent)?;
     tokens_within_limit(task.spec.tokens, agent)?;
+    crate::items::items_allowed(task, agent)?;
     replicas_allowed(task, agent)
 }
 
@@ -159,6 +160,7 @@ mod tests {
                 approvals: None,
                 verification: None,
                 continues: None,
+                items: None,
             },
         )
     }

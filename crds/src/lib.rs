@@ -12,6 +12,7 @@ pub mod conditions;
 pub mod conversation;
 pub mod decode;
 pub mod delegation;
+pub mod items;
 pub mod lifecycle;
 pub mod mcp_server;
 pub mod model_config;

@@ -20,6 +20,7 @@ pub use ari_model::{
 use crate::a2a::LiveLog;
 use crate::capability::TaskRequirements;
 use crate::delegation::{ChildStatus, ParentRef};
+use crate::items::ItemsStatus;
 pub use crate::replicas::{MAX_REPLICAS, ReplicaRecord, Verification};
 
 /// Most retries after executor loss a Task may ask for.
@@ -83,8 +84,9 @@ pub const INLINE_OUTPUT_MAX_BYTES: usize = 4096;
 #[x_kube(
     // Immutable but for `cancelled`, which may be set (once: it cannot be unset), and
     // `approvals`, which only grows (an entry once written stays as written).
-    validation = Rule::new("self == oldSelf || (((has(self.cancelled) && self.cancelled) || (has(self.cancelled) == has(oldSelf.cancelled) && (!has(self.cancelled) || self.cancelled == oldSelf.cancelled))) && (!has(oldSelf.approvals) || (has(self.approvals) && self.approvals.size() >= oldSelf.approvals.size() && oldSelf.approvals.all(a, self.approvals.exists(b, b == a)))) && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.continues) == has(oldSelf.continues) && (!has(self.continues) || self.continues == oldSelf.continues) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace) && has(self.verification) == has(oldSelf.verification) && (!has(self.verification) || self.verification == oldSelf.verification))").message("Task spec is immutable except that cancelled may be set to true and approvals may be added to"),
-    validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom must be set"),
+    validation = Rule::new("self == oldSelf || (((has(self.cancelled) && self.cancelled) || (has(self.cancelled) == has(oldSelf.cancelled) && (!has(self.cancelled) || self.cancelled == oldSelf.cancelled))) && (!has(oldSelf.approvals) || (has(self.approvals) && self.approvals.size() >= oldSelf.approvals.size() && oldSelf.approvals.all(a, self.approvals.exists(b, b == a)))) && self.agentRef == oldSelf.agentRef && has(self.input) == has(oldSelf.input) && (!has(self.input) || self.input == oldSelf.input) && has(self.inputBase64) == has(oldSelf.inputBase64) && (!has(self.inputBase64) || self.inputBase64 == oldSelf.inputBase64) && has(self.inputFrom) == has(oldSelf.inputFrom) && (!has(self.inputFrom) || self.inputFrom == oldSelf.inputFrom) && has(self.requirements) == has(oldSelf.requirements) && (!has(self.requirements) || self.requirements == oldSelf.requirements) && has(self.deadlineSeconds) == has(oldSelf.deadlineSeconds) && (!has(self.deadlineSeconds) || self.deadlineSeconds == oldSelf.deadlineSeconds) && has(self.fuel) == has(oldSelf.fuel) && (!has(self.fuel) || self.fuel == oldSelf.fuel) && has(self.tokens) == has(oldSelf.tokens) && (!has(self.tokens) || self.tokens == oldSelf.tokens) && has(self.seed) == has(oldSelf.seed) && (!has(self.seed) || self.seed == oldSelf.seed) && has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent) && has(self.continues) == has(oldSelf.continues) && (!has(self.continues) || self.continues == oldSelf.continues) && has(self.trace) == has(oldSelf.trace) && (!has(self.trace) || self.trace == oldSelf.trace) && has(self.verification) == has(oldSelf.verification) && (!has(self.verification) || self.verification == oldSelf.verification) && has(self.items) == has(oldSelf.items) && (!has(self.items) || self.items == oldSelf.items))").message("Task spec is immutable except that cancelled may be set to true and approvals may be added to"),
+    validation = Rule::new("(has(self.input) ? 1 : 0) + (has(self.inputBase64) ? 1 : 0) + (has(self.inputFrom) ? 1 : 0) + (has(self.items) ? 1 : 0) == 1").message("exactly one of input, inputBase64, inputFrom, items must be set"),
+    validation = Rule::new("!has(self.items) || (!has(self.continues) && !has(self.verification))").message("a Task of items cannot continue a conversation or be verified by replicas (docs/items.md)"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TaskSpec {
@@ -161,6 +163,12 @@ pub struct TaskSpec {
     /// Run the Task on `replicas` executors and compare the runs (docs/verification.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// Many UTF-8 inputs instead of one: each runs as its own instance, in turn, with the
+    /// Task's limits; the output is the results document, a line per item with its output
+    /// and signed attestation (docs/items.md). One claim and one final write for all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256), inner(length(max = 4096)))]
+    pub items: Option<Vec<String>>,
 }
 
 /// A call of the running Task that waits for a person's decision.
@@ -324,6 +332,7 @@ impl TaskSpec {
             trace: None,
             approvals: None,
             verification: None,
+            items: None,
         }
     }
 }
@@ -426,6 +435,9 @@ pub struct TaskStatus {
     /// The Task that delegated this one (`spec.parent.name`), for `kubectl get` and queries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// A Task of items: how many ran and how they ended (their results are the output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<ItemsStatus>,
     /// The children this Task delegated to, in the order it started them (at most
     /// 64 listed; `resourcesUsed.childrenFuel` covers them all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -470,6 +482,8 @@ pub struct OutputRef {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum InputSource<'a> {
     Inline(&'a str),
+    /// Many inputs, each its own run (a Task of items: see [`crate::items`]).
+    Items(&'a [String]),
     Base64(&'a str),
     ConfigMap(&'a KeyRef),
     Secret(&'a KeyRef),
@@ -478,7 +492,7 @@ pub enum InputSource<'a> {
 /// A spec the schema should have refused (e.g. the CRD was not installed with its rules).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
-    #[error("exactly one of input, inputBase64, inputFrom must be set (found {0})")]
+    #[error("exactly one of input, inputBase64, inputFrom, items must be set (found {0})")]
     NotExactlyOne(usize),
     #[error("exactly one of inputFrom.configMapKeyRef, inputFrom.secretKeyRef must be set")]
     InputFromNotExactlyOne,
@@ -493,6 +507,9 @@ impl TaskSpec {
         }
         if let Some(s) = &self.input_base64 {
             found.push(InputSource::Base64(s));
+        }
+        if let Some(items) = &self.items {
+            found.push(InputSource::Items(items));
         }
         if let Some(from) = &self.input_from {
             match (&from.config_map_key_ref, &from.secret_key_ref) {

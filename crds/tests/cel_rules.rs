@@ -131,6 +131,33 @@ fn task_needs_exactly_one_input_source() {
 }
 
 #[test]
+fn a_task_of_items_takes_no_other_input_and_neither_continues_nor_replicates() {
+    let r = json!({"name": "echo"});
+    assert_eq!(task_errors(json!({"agentRef": r, "items": ["a", "b"]})), "");
+    let both = task_errors(json!({"agentRef": r, "items": ["a"], "input": "x"}));
+    assert!(
+        both.contains("exactly one of input, inputBase64, inputFrom, items"),
+        "{both}"
+    );
+    for extra in [
+        json!({"continues": "earlier"}),
+        json!({"verification": {"replicas": 2}}),
+    ] {
+        let mut spec = json!({"agentRef": r, "items": ["a"]});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            spec[k] = v.clone();
+        }
+        assert!(task_errors(spec).contains("a Task of items cannot"));
+    }
+    let old = task(json!({"agentRef": r, "items": ["a"]}));
+    let new = task(json!({"agentRef": r, "items": ["a", "b"]}));
+    let err = new
+        .validate_cel_update(&old)
+        .expect_err("items are immutable");
+    assert!(format!("{err:?}").contains("immutable"));
+}
+
+#[test]
 fn task_spec_is_immutable() {
     let old = task(json!({"agentRef": {"name": "echo"}, "input": "a"}));
     let new = task(json!({"agentRef": {"name": "echo"}, "input": "b"}));
@@ -182,7 +209,7 @@ fn every_rule_compiles_within_cost_budget() {
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema JSON");
         walk(&schema["openAPIV3Schema"], &crd.spec.names.kind, &mut found);
     }
-    assert_eq!(found.len(), 20, "{found:?}");
+    assert_eq!(found.len(), 21, "{found:?}");
 }
 
 /// A declarative Agent granted what its declaration names.

@@ -50,4 +50,4 @@ pub use price::{BadPrice, Cost, Price, Prices};
 pub use requirements::{Denied, TaskRequirements};
 pub use secret::Secret;
 pub use tool::ToolOutcome;
-pub use usage::{Estimate, ModelCalls, ResourcesUsed, TokenUsage};
+pub use usage::{Estimate, ModelCalls, ResourcesUsed, TokenUsage, merge_calls};

@@ -141,6 +141,36 @@ pub struct Cost {
     pub currency: String,
 }
 
+impl Cost {
+    /// The sum of two costs in one currency (`None` across currencies, or for an amount that
+    /// is not a cost's decimal): what runs of one Task's items cost together.
+    pub fn plus(&self, other: &Cost) -> Option<Cost> {
+        if self.currency != other.currency {
+            return None;
+        }
+        let sum = femto(&self.amount)?.checked_add(femto(&other.amount)?)?;
+        Some(Cost {
+            amount: decimal(sum),
+            currency: self.currency.clone(),
+        })
+    }
+}
+
+/// A cost's decimal (`decimal`'s output) back in 10⁻¹⁵ units.
+fn femto(amount: &str) -> Option<u128> {
+    let (int, frac) = amount.split_once('.').unwrap_or((amount, ""));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || (amount.contains('.') && !digits(frac)) || frac.len() > COST_DIGITS {
+        return None;
+    }
+    let mut units: u128 = int.parse().ok()?;
+    for i in 0..COST_DIGITS {
+        let d = frac.as_bytes().get(i).map_or(0, |b| u128::from(b - b'0'));
+        units = units.checked_mul(10)?.checked_add(d)?;
+    }
+    Some(units)
+}
+
 /// `femto` 10⁻¹⁵ units as a decimal string without trailing zeros.
 fn decimal(femto: u128) -> String {
     let scale = 10u128.pow(COST_DIGITS as u32);
@@ -155,6 +185,20 @@ fn decimal(femto: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn costs_in_one_currency_add_up_exactly_and_across_currencies_not_at_all() {
+        let c = |amount: &str, currency: &str| Cost {
+            amount: amount.into(),
+            currency: currency.into(),
+        };
+        let sum = c("0.000000000000001", "USD").plus(&c("12.999999999999999", "USD"));
+        assert_eq!(sum, Some(c("13", "USD")));
+        assert_eq!(c("0.5", "USD").plus(&c("2", "USD")), Some(c("2.5", "USD")));
+        assert_eq!(c("1", "USD").plus(&c("1", "EUR")), None);
+        assert_eq!(c("1.", "USD").plus(&c("1", "USD")), None);
+        assert_eq!(c("-1", "USD").plus(&c("1", "USD")), None);
+    }
 
     fn prices(input: Option<&str>, cached: Option<&str>, output: Option<&str>) -> Prices {
         Prices {

@@ -56,6 +56,26 @@ impl ResourcesUsed {
             .saturating_add(self.children_tokens)
     }
 
+    /// Adds another run's figures to these: counts add up, `memoryBytes` is the larger peak.
+    /// What a Task of many items used, all items together.
+    pub fn add(&mut self, other: &ResourcesUsed) {
+        self.fuel = self.fuel.saturating_add(other.fuel);
+        self.cpu_millis = self.cpu_millis.saturating_add(other.cpu_millis);
+        self.memory_bytes = self.memory_bytes.max(other.memory_bytes);
+        self.storage_bytes = self.storage_bytes.saturating_add(other.storage_bytes);
+        self.network_bytes = self.network_bytes.saturating_add(other.network_bytes);
+        self.wall_millis = self.wall_millis.saturating_add(other.wall_millis);
+        self.children_fuel = self.children_fuel.saturating_add(other.children_fuel);
+        self.model_calls = self.model_calls.saturating_add(other.model_calls);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.children_tokens = self.children_tokens.saturating_add(other.children_tokens);
+        self.tool_calls = self.tool_calls.saturating_add(other.tool_calls);
+    }
+
     /// Adds the token totals of `calls` (one entry per model) to these figures.
     pub fn add_tokens<'a>(&mut self, calls: impl IntoIterator<Item = &'a ModelCalls>) {
         for c in calls {
@@ -108,6 +128,33 @@ pub struct ModelCalls {
     pub estimated_cost: Option<Cost>,
 }
 
+/// Adds `calls` to `into`, one entry per (model name, endpoint, model id): usage adds up,
+/// and so does the estimated cost while every part has one in the same currency.
+pub fn merge_calls(into: &mut Vec<ModelCalls>, calls: &[ModelCalls]) {
+    for c in calls {
+        let same = |m: &&mut ModelCalls| {
+            (m.name.as_str(), m.endpoint.as_str(), m.model.as_str())
+                == (c.name.as_str(), c.endpoint.as_str(), c.model.as_str())
+        };
+        match into.iter_mut().find(same) {
+            None => into.push(c.clone()),
+            Some(m) => {
+                m.usage.calls = m.usage.calls.saturating_add(c.usage.calls);
+                m.usage.input_tokens = m.usage.input_tokens.saturating_add(c.usage.input_tokens);
+                m.usage.output_tokens = m.usage.output_tokens.saturating_add(c.usage.output_tokens);
+                m.usage.cached_input_tokens = m
+                    .usage
+                    .cached_input_tokens
+                    .saturating_add(c.usage.cached_input_tokens);
+                m.estimated_cost = match (&m.estimated_cost, &c.estimated_cost) {
+                    (Some(a), Some(b)) => a.plus(b),
+                    _ => None,
+                };
+            }
+        }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -122,4 +169,62 @@ pub struct Estimate {
     pub fuel: u64,
     pub duration_millis: u64,
     pub memory_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(name: &str, input: u64, cost: Option<&str>) -> ModelCalls {
+        ModelCalls {
+            name: name.into(),
+            endpoint: "http://m".into(),
+            model: "tiny".into(),
+            usage: TokenUsage {
+                calls: 1,
+                input_tokens: input,
+                output_tokens: 1,
+                cached_input_tokens: 0,
+            },
+            estimated_cost: cost.map(|a| Cost {
+                amount: a.into(),
+                currency: "USD".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn merged_calls_add_up_per_model_and_keep_a_cost_only_when_every_part_has_one() {
+        let mut all = Vec::new();
+        merge_calls(
+            &mut all,
+            &[calls("a", 10, Some("0.1")), calls("b", 1, None)],
+        );
+        merge_calls(&mut all, &[calls("a", 5, Some("0.25"))]);
+        assert_eq!(all.len(), 2);
+        assert_eq!((all[0].usage.calls, all[0].usage.input_tokens), (2, 15));
+        assert_eq!(
+            all[0].estimated_cost.as_ref().map(|c| c.amount.as_str()),
+            Some("0.35")
+        );
+        merge_calls(&mut all, &[calls("a", 1, None)]);
+        assert_eq!(all[0].estimated_cost, None);
+    }
+
+    #[test]
+    fn added_usage_sums_counts_and_keeps_the_larger_memory_peak() {
+        let one = ResourcesUsed {
+            fuel: 3,
+            memory_bytes: 100,
+            tool_calls: 1,
+            ..ResourcesUsed::default()
+        };
+        let mut sum = ResourcesUsed {
+            fuel: 2,
+            memory_bytes: 300,
+            ..ResourcesUsed::default()
+        };
+        sum.add(&one);
+        assert_eq!((sum.fuel, sum.memory_bytes, sum.tool_calls), (5, 300, 1));
+    }
 }

@@ -24,6 +24,7 @@ pub fn trim_task(t: &mut Task) {
     t.metadata.annotations = None;
     t.spec.input = None;
     t.spec.input_base64 = None;
+    t.spec.items = None;
     if t.is_finished()
         && let Some(s) = t.status.as_mut()
     {

@@ -247,6 +247,7 @@ impl KubeDelegator {
                 approvals: None,
                 verification: None,
                 continues: None,
+                items: None,
                 parent: Some(ParentRef {
                     name: self.parent.name.clone(),
                     uid: self.parent.uid.clone(),

@@ -74,6 +74,18 @@ pub fn now() -> Time {
     Time(Timestamp::now())
 }
 
+/// Time since `task` was created: what its deadline has left is measured from there.
+pub fn since_created(task: &Task) -> std::time::Duration {
+    task.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| {
+            let ms = now().0.as_millisecond() - t.0.as_millisecond();
+            std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+        })
+        .unwrap_or_default()
+}
+
 /// Where a finished task's output goes.
 pub enum OutputPlacement {
     /// Small enough for status: `output` (UTF-8) or `outputBase64`.
@@ -233,6 +245,7 @@ mod tests {
                 approvals: None,
                 verification: None,
                 continues: None,
+                items: None,
             },
         )
     }

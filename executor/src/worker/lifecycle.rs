@@ -74,15 +74,7 @@ impl Worker {
         slot: Arc<Slot>,
     ) -> Result<Handled, TaskError> {
         let name = task.name_any();
-        let elapsed = task
-            .meta()
-            .creation_timestamp
-            .as_ref()
-            .map(|t| {
-                let ms = convert::now().0.as_millisecond() - t.0.as_millisecond();
-                Duration::from_millis(u64::try_from(ms).unwrap_or(0))
-            })
-            .unwrap_or_default();
+        let elapsed = convert::since_created(&task);
 
         // Defence in depth: the operator checks this too, but the executor never runs a task
         // beyond its grants even if it sees the task first.
@@ -142,6 +134,10 @@ impl Worker {
             return Ok(Handled::Done);
         }
 
+        if let Some(inputs) = attempt.current.spec.items.clone() {
+            self.run_items(&mut attempt, &inputs, slot).await;
+            return Ok(Handled::Done);
+        }
         let input = match self.resolve_input(&attempt.current).await {
             Ok(input) => input,
             Err((reason, message)) => {
@@ -246,7 +242,7 @@ impl Worker {
         TaskOutcome::from_receipt(&bytes)
     }
 
-    fn request(
+    pub(super) fn request(
         &self,
         attempt: &Attempt,
         input: Vec<u8>,
@@ -315,6 +311,8 @@ impl Worker {
         let host = |m: String| (TaskReason::HostError, m);
         match task.input_source().map_err(|e| host(e.to_string()))? {
             InputSource::Inline(s) => Ok(s.as_bytes().to_vec()),
+            // Each item is its own run's input (see [`super::items`]), never the Task's.
+            InputSource::Items(_) => Err(host("a Task of items has no single input".into())),
             InputSource::Base64(s) => base64::engine::general_purpose::STANDARD
                 .decode(s)
                 .map_err(|e| host(format!("spec.inputBase64 is not base64: {e}"))),
@@ -340,7 +338,7 @@ impl Worker {
     /// Runs on a blocking thread (CPU time is measured per thread) while refreshing the
     /// heartbeat, so the operator can tell a long task from a lost executor. A heartbeat that
     /// finds the Task no longer ours sets `lost`: the run's result will be dropped.
-    async fn run_with_heartbeat(
+    pub(super) async fn run_with_heartbeat(
         &self,
         mut req: TaskRequest,
         attempt: &mut Attempt,
@@ -415,7 +413,12 @@ impl Worker {
     }
 
     /// Ends the attempt Failed without a run.
-    async fn finish_failed(&self, attempt: &mut Attempt, reason: TaskReason, message: String) {
+    pub(super) async fn finish_failed(
+        &self,
+        attempt: &mut Attempt,
+        reason: TaskReason,
+        message: String,
+    ) {
         let fill = move |s: &mut TaskStatus, generation: Option<i64>| {
             // The attempt is ours (checked before the fill), so the Task is Running.
             let _ = s.fail(reason, &message, generation, convert::now());
@@ -535,7 +538,7 @@ impl Worker {
     /// Writes the ending while the attempt is ours. A write the API server refuses for another
     /// reason than ownership (e.g. invalid) is replaced by a plain HostError ending, so the
     /// Task never stays Running because its result could not be recorded.
-    async fn write_final(
+    pub(super) async fn write_final(
         &self,
         attempt: &mut Attempt,
         fill: &(dyn Fn(&mut TaskStatus, Option<i64>) + Sync),

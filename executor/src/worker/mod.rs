@@ -19,6 +19,7 @@ mod declarative;
 mod error;
 mod feed;
 mod gate;
+mod items;
 mod lifecycle;
 mod livelog;
 mod metrics;

@@ -612,6 +612,9 @@ async fn task_input(client: &Client, ns: &str, task: &Task) -> anyhow::Result<Ve
     Ok(match task.input_source()? {
         InputSource::Inline(text) => text.as_bytes().to_vec(),
         InputSource::Base64(b64) => base64::engine::general_purpose::STANDARD.decode(b64)?,
+        InputSource::Items(_) => {
+            anyhow::bail!("a Task of items has one input per item; see docs/items.md")
+        }
         InputSource::ConfigMap(r) => {
             configmap_bytes(&Api::namespaced(client.clone(), ns), &r.name, &r.key).await?
         }
