@@ -35,6 +35,8 @@ pub enum Unverified {
         "the attestation's config {attested} is not the digest {current} of the Agent's current spec.config or declaration (changed since the run?)"
     )]
     Config { attested: String, current: String },
+    #[error("the attestation's input {attested} is not the digest of spec.items[{item}]")]
+    Input { attested: String, item: usize },
 }
 
 /// A Task's attestation that holds, and the run it vouches for.
@@ -47,21 +49,76 @@ pub struct Verified<'a> {
 /// The Task's attestation, once every check holds.
 pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<Verified<'a>, Unverified> {
     let status = task.status.as_ref().ok_or(Unverified::NoAttestation)?;
-    let att = status
+    let envelope = status
         .attestation
         .as_ref()
         .ok_or(Unverified::NoAttestation)?;
+    let shown = Shown {
+        name: task.name_any(),
+        output_sha256: status.output_sha256.clone(),
+        phase: status.phase,
+        reason: status.reason,
+    };
+    let run = vouches(envelope, task, agent, &shown)?;
+    Ok(Verified { envelope, run })
+}
+
+/// Item `result` of a Task of items, once every check holds: its own envelope names the item
+/// (`task/index`), its input is that item of `spec.items`, and its output and ending are the
+/// line's.
+pub fn item<'a>(
+    task: &Task,
+    agent: &Agent,
+    result: &'a crate::items::ItemResult,
+) -> Result<Verified<'a>, Unverified> {
+    let index = usize::try_from(result.index).unwrap_or(usize::MAX);
+    let shown = Shown {
+        name: crate::items::item_id(&task.name_any(), index),
+        output_sha256: Some(result.output_sha256.clone()),
+        phase: Some(result.phase),
+        reason: Some(result.reason),
+    };
+    let run = vouches(&result.attestation, task, agent, &shown)?;
+    let input = task.spec.items.as_ref().and_then(|items| items.get(index));
+    let expected = input.map(|i| sha256_hex(i.as_bytes())).unwrap_or_default();
+    if run.input_sha256 != expected {
+        return Err(Unverified::Input {
+            attested: run.input_sha256.clone(),
+            item: index,
+        });
+    }
+    Ok(Verified {
+        envelope: &result.attestation,
+        run,
+    })
+}
+
+/// What the status shows of the run an envelope must vouch for.
+struct Shown {
+    name: String,
+    output_sha256: Option<String>,
+    phase: Option<crate::TaskPhase>,
+    reason: Option<crate::TaskReason>,
+}
+
+/// The checks every envelope passes: the Agent's key signed it, it names this run of this
+/// Task, the output and ending shown, and the Agent's module and config.
+fn vouches(
+    envelope: &Attestation,
+    task: &Task,
+    agent: &Agent,
+    shown: &Shown,
+) -> Result<RunPredicate, Unverified> {
     let published = agent
         .status
         .as_ref()
         .and_then(|s| s.attestation_public_key.as_deref())
         .ok_or(Unverified::NoKey)?;
-    let envelope = att;
     let att = envelope
         .verify(Some(&parse_public_key(published)?))?
         .predicate;
     let same_task = att.task.namespace == task.namespace().unwrap_or_default()
-        && att.task.name == task.name_any()
+        && att.task.name == shown.name
         && Some(&att.task.uid) == task.uid().as_ref();
     if !same_task {
         return Err(Unverified::OtherTask(format!(
@@ -69,18 +126,24 @@ pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<Verified<'a>, Un
             att.task.namespace, att.task.name
         )));
     }
-    if Some(&att.output_sha256) != status.output_sha256.as_ref() {
+    if Some(&att.output_sha256) != shown.output_sha256.as_ref() {
         return Err(Unverified::Output {
             attested: att.output_sha256.clone(),
-            shown: status.output_sha256.clone(),
+            shown: shown.output_sha256.clone(),
         });
     }
-    if Some(att.ending.phase) != status.phase || Some(att.ending.reason) != status.reason {
+    if Some(att.ending.phase) != shown.phase || Some(att.ending.reason) != shown.reason {
         return Err(Unverified::Ending {
             attested: format!("{:?}/{:?}", att.ending.phase, att.ending.reason),
-            shown: format!("{:?}/{:?}", status.phase, status.reason),
+            shown: format!("{:?}/{:?}", shown.phase, shown.reason),
         });
     }
+    check_agent(&att, agent)?;
+    Ok(att)
+}
+
+/// The run's module and config are the Agent's current ones.
+fn check_agent(att: &RunPredicate, agent: &Agent) -> Result<(), Unverified> {
     let module = agent
         .status
         .as_ref()
@@ -110,5 +173,5 @@ pub fn attestation<'a>(task: &'a Task, agent: &Agent) -> Result<Verified<'a>, Un
             current: config,
         });
     }
-    Ok(Verified { envelope, run: att })
+    Ok(())
 }

@@ -455,6 +455,40 @@ spec:
     )
 }
 
+/// A Task of items (`spec.items`) for `agent`; `extra` is appended to `spec`.
+pub fn items_task_yaml(name: &str, agent: &str, items: &[String], extra: &str) -> String {
+    let list: String = items.iter().map(|i| format!("    - {i:?}\n")).collect();
+    format!(
+        "apiVersion: ari.dev/v1alpha1
+kind: Task
+metadata:
+  name: {name}
+spec:
+  agentRef:
+    name: {agent}
+  items:
+{list}{extra}"
+    )
+}
+
+/// The results document of a finished Task of items: inline, or from its output ConfigMap.
+pub async fn items_results(client: &Client, task: &Task) -> Result<Vec<u8>> {
+    let s = task.status.clone().unwrap_or_default();
+    if let Some(text) = s.output {
+        return Ok(text.into_bytes());
+    }
+    let r = s.output_ref.context("neither output nor outputRef")?;
+    let cm = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        client.clone(),
+        &task.namespace().unwrap_or_default(),
+    )
+    .get(&r.config_map)
+    .await?;
+    cm.binary_data
+        .and_then(|d| d.get(&r.key).map(|b| b.0.clone()))
+        .context("the output ConfigMap has no such key")
+}
+
 /// Label selector of the A2A gateway's pods (deploy/operator.yaml).
 pub const GATEWAY_SELECTOR: &str = "app.kubernetes.io/name=ari-gateway";
 

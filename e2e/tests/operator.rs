@@ -33,6 +33,14 @@ fn main() -> std::process::ExitCode {
         ),
         ("executor_sigterm_finishes_its_running_task", executor_drain),
         (
+            "a_task_of_items_runs_each_item_and_every_item_verifies",
+            items_task,
+        ),
+        (
+            "an_executor_killed_during_a_task_of_items_reruns_them_all_once",
+            items_killed_executor,
+        ),
+        (
             "a_cancelled_task_stops_ends_cancelled_and_frees_its_slot",
             cancellation,
         ),
@@ -720,19 +728,162 @@ fn killed_executor(ctx: &Ctx) -> Result<()> {
             s.attempts
         );
         // Exactly once: the executors' logs show one completion of this task.
-        let mut finished = 0;
-        for pod in Api::<Pod>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default())
-            .await?
-            .items
-        {
-            let logs = ctx.node.logs(&ns, &pod.name_any(), "executor");
-            finished += logs
-                .lines()
-                .filter(|l| l.contains("\"finished\"") && l.contains("\"long\""))
-                .count();
-        }
+        let finished = finished_lines(ctx, &client, &ns, "long").await?;
         ensure!(finished == 1, "task finished {finished} times");
+        Ok(())
+    })
+}
+
+/// The executors' log lines that say `task` finished, over every pod of `ns`.
+async fn finished_lines(ctx: &Ctx, client: &Client, ns: &str, task: &str) -> Result<usize> {
+    let mut finished = 0;
+    for pod in Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
+        let logs = ctx.node.logs(ns, &pod.name_any(), "executor");
+        finished += logs
+            .lines()
+            .filter(|l| l.contains("\"finished\"") && l.contains(&format!("\"{task}\"")))
+            .count();
+    }
+    Ok(finished)
+}
+
+/// Every line of a finished Task of items verifies against its Agent, and says what `want`
+/// says each item's output is.
+fn check_items(task: &Task, agent: &Agent, doc: &[u8], want: &[String]) -> Result<()> {
+    let lines = ari_crds::items::parse_results(doc)?;
+    ensure!(
+        lines.len() == want.len(),
+        "{} lines, want {}",
+        lines.len(),
+        want.len()
+    );
+    for (i, line) in lines.iter().enumerate() {
+        ensure!(line.index as usize == i, "line {i} is item {}", line.index);
+        ensure!(
+            line.output.as_deref() == Some(want[i].as_str()),
+            "item {i} output {:?}",
+            line.output
+        );
+        ari_crds::verify::item(task, agent, line)
+            .map_err(|e| anyhow::anyhow!("item {i} does not verify: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A Task of 40 items on `echo`: one claim, each item its own run, the results document in
+/// the Task's output ConfigMap with a line per item whose attestation verifies — with ari's
+/// checks and with securesystemslib — while a line that lies about its output does not; an
+/// Agent granted storage refuses items at admission.
+fn items_task(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("items", |client, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &agent_yaml("echo", "echo-module", 1, ""))?;
+        let agent = agent_ready(&client, &ns, "echo").await?;
+        let inputs: Vec<String> = (0..40).map(|i| format!("item number {i}")).collect();
+        ctx.apply_ok(&ns, &items_task_yaml("many", "echo", &inputs, ""))?;
+        let t = task_finished(&client, &ns, "many", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = t.status.clone().unwrap_or_default();
+        ensure!(
+            s.items
+                == Some(ari_crds::items::ItemsStatus {
+                    count: 40,
+                    succeeded: 40,
+                    failed: 0
+                }),
+            "items {:?}",
+            s.items
+        );
+        ensure!(s.attempts == Some(1), "attempts {:?}", s.attempts);
+        ensure!(
+            s.output_ref.is_some(),
+            "40 signed lines should not fit inline"
+        );
+        let doc = items_results(&client, &t).await?;
+        ensure!(
+            s.output_sha256 == Some(ari_model::sha256_hex(&doc)),
+            "outputSha256 is not the results document's digest"
+        );
+        check_items(&t, &agent, &doc, &inputs)?;
+        let mut lines = ari_crds::items::parse_results(&doc)?;
+        let key = agent
+            .status
+            .as_ref()
+            .and_then(|s| s.attestation_public_key.clone())
+            .context("no key")?;
+        match ari_e2e::intoto::check(&lines[0].attestation, &key)? {
+            ari_e2e::intoto::Verdict::Verified(_) => {}
+            ari_e2e::intoto::Verdict::Refused(why) => {
+                anyhow::bail!("securesystemslib refused item 0's envelope: {why}")
+            }
+        }
+        lines[1].output_sha256 = lines[0].output_sha256.clone();
+        ensure!(
+            ari_crds::verify::item(&t, &agent, &lines[1]).is_err(),
+            "a line claiming another item's output verified"
+        );
+        ensure!(finished_lines(ctx, &client, &ns, "many").await? == 1);
+
+        ctx.apply_ok(
+            &ns,
+            &agent_yaml(
+                "keeper",
+                "echo-module",
+                1,
+                "  capabilities:\n    storage: {maxBytes: 1000}\n",
+            ),
+        )?;
+        ctx.apply_ok(&ns, &items_task_yaml("kept", "keeper", &inputs[..2], ""))?;
+        let t = task_finished(&client, &ns, "kept", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+        let message = t.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(message.contains("spec.items"), "message {message:?}");
+        Ok(())
+    })
+}
+
+/// A Task of two long items whose executor is killed mid-run: the retry runs both items
+/// again on the other executor, and the Task finishes once with one line per item.
+fn items_killed_executor(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("items-killed", |client, ns| async move {
+        long_task_agent(ctx, &client, &ns, 2).await?;
+        wait::until("two executors Ready", wait::DEFAULT, || {
+            ready_pods(&client, &ns, "ari.dev/agent=loop", 2)
+        })
+        .await?;
+        let inputs = vec![LONG_INPUT.to_owned(), LONG_INPUT.to_owned()];
+        ctx.apply_ok(
+            &ns,
+            &items_task_yaml("longs", "loop", &inputs, "  retries: 2\n"),
+        )?;
+        let running = running_on(&client, &ns, "longs").await?;
+        ctx.node.kill_pod_process(&ns, &running)?;
+        let t = task_finished(&client, &ns, "longs", Duration::from_secs(300)).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = t.status.clone().unwrap_or_default();
+        ensure!(s.attempts == Some(2), "attempts {:?}, want 2", s.attempts);
+        ensure!(
+            s.items.as_ref().map(|i| (i.count, i.succeeded)) == Some((2, 2)),
+            "items {:?}",
+            s.items
+        );
+        let agent: Agent = Api::namespaced(client.clone(), &ns).get("loop").await?;
+        let doc = items_results(&client, &t).await?;
+        let lines = ari_crds::items::parse_results(&doc)?;
+        ensure!(lines.len() == 2, "{} lines", lines.len());
+        for line in &lines {
+            ari_crds::verify::item(&t, &agent, line)?;
+        }
+        ensure!(
+            lines[0].output == lines[1].output,
+            "one input, two outputs: {:?}",
+            lines.iter().map(|l| &l.output).collect::<Vec<_>>()
+        );
+        ensure!(finished_lines(ctx, &client, &ns, "longs").await? == 1);
         Ok(())
     })
 }

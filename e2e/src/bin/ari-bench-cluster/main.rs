@@ -69,6 +69,10 @@ pub struct Args {
     /// Seconds each kube-apiserver profile covers (from the first Task created).
     #[arg(long, default_value_t = 8)]
     pub apiserver_profile_seconds: u64,
+    /// Also measure each throughput setting with the same inputs as Tasks of this many items
+    /// (`spec.items`, at most 256; 0 skips it): rates and costs per item, beside plain Tasks.
+    #[arg(long, default_value_t = 0)]
+    pub items: usize,
     /// Cargo profile whose `ari` and `ari-operator` the pods run.
     #[arg(long, default_value = "release")]
     pub profile: String,

@@ -94,7 +94,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         &names,
         |i| agent_names[i % n_agents.max(1)].clone(),
         "scale",
-        bench.args.creators,
+        (bench.args.creators, 0),
     )
     .await?;
     let create_secs = created_at.elapsed().as_secs_f64();
@@ -274,7 +274,7 @@ async fn cold_and_warm(
                 std::slice::from_ref(&name),
                 |_| agent.clone(),
                 "probe",
-                1,
+                (1, 0),
             )
             .await?;
             let f = tracker

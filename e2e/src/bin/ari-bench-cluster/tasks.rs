@@ -127,29 +127,33 @@ pub fn watch_tasks(client: Client, ns: &str, tracker: Tracker) -> tokio::task::J
     })
 }
 
-pub fn task(name: &str, agent: &str, batch: &str) -> Result<Task> {
-    let spec = serde_json::from_value(serde_json::json!({
-        "agentRef": {"name": agent},
-        "input": input_for(agent),
-    }))?;
+/// A benchmark Task: the agent's input, or `items` copies of it as a Task of items.
+pub fn task(name: &str, agent: &str, batch: &str, items: usize) -> Result<Task> {
+    let spec = if items == 0 {
+        serde_json::json!({"agentRef": {"name": agent}, "input": input_for(agent)})
+    } else {
+        serde_json::json!({"agentRef": {"name": agent}, "items": vec![input_for(agent); items]})
+    };
+    let spec = serde_json::from_value(spec)?;
     let mut t = Task::new(name, spec);
     t.labels_mut().insert(BATCH_LABEL.into(), batch.into());
     Ok(t)
 }
 
-/// Creates `names` from `creators` concurrent clients, recording each create in the tracker.
+/// Creates `names` from `creators` concurrent clients, recording each create in the tracker;
+/// each a Task of `items` items when that is not 0.
 pub async fn create_all(
     api: &Api<Task>,
     tracker: &Tracker,
     names: &[String],
     agent_of: impl Fn(usize) -> String,
     batch: &str,
-    creators: usize,
+    (creators, items): (usize, usize),
 ) -> Result<()> {
     let objects: Vec<Task> = names
         .iter()
         .enumerate()
-        .map(|(i, n)| task(n, &agent_of(i), batch))
+        .map(|(i, n)| task(n, &agent_of(i), batch, items))
         .collect::<Result<_>>()?;
     futures::stream::iter(objects)
         .map(|t| {
@@ -251,6 +255,11 @@ pub async fn settle(client: &Client, ns: &str, agent: &str, replicas: u32) -> Re
     Ok(())
 }
 
+/// The throughput runs per executor setting: plain Tasks, then Tasks of `items` when asked.
+fn modes(items: usize) -> Vec<usize> {
+    if items == 0 { vec![0] } else { vec![0, items] }
+}
+
 pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
     let ns = &bench.ns;
     let client = &bench.client;
@@ -287,7 +296,7 @@ pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
                 std::slice::from_ref(&name),
                 |_| agent.clone(),
                 &batch,
-                1,
+                (1, 0),
             )
             .await?;
             tracker
@@ -317,40 +326,51 @@ pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
             for &concurrency in &bench.args.concurrency {
                 apply_agent(client, ns, agent, agent, replicas, concurrency).await?;
                 settle(client, ns, agent, replicas).await?;
-                bench.quiesce().await?;
-                let batch = format!("{agent}-r{replicas}-c{concurrency}");
-                let names: Vec<String> = (0..bench.args.tasks)
-                    .map(|i| format!("{batch}-{i}"))
-                    .collect();
-                let before = snapshot(bench, agent).await?;
-                let profile = bench.profile_apiserver(&batch);
-                let started = Instant::now();
-                create_all(
-                    &api,
-                    &tracker,
-                    &names,
-                    |_| agent.clone(),
-                    &batch,
-                    bench.args.creators,
-                )
-                .await?;
-                let f: Figures = tracker
-                    .wait_all(&names, Duration::from_secs(900))
-                    .await
-                    .with_context(|| format!("{batch} after {:?}", started.elapsed()))?;
-                let after = snapshot(bench, agent).await?;
-                if let Some(profile) = profile {
-                    profile.await??;
-                }
-                if Some(agent) == bench.args.agents.first() {
-                    report.set_ours(f.to_finished.p50, f.per_second());
-                }
-                let u = usage(&before, &after);
-                let n = f.count as f64;
-                let per_k = |cpu: f64| cpu / n * 1000.0;
-                report.line(format!(
-                    "| {agent} | {replicas} × {concurrency} | **{:.0}** | {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} / {:.1} | {:.0} / {:.0} MiB |",
-                    f.per_second(),
+                for items in modes(bench.args.items) {
+                    bench.quiesce().await?;
+                    let batch = match items {
+                        0 => format!("{agent}-r{replicas}-c{concurrency}"),
+                        n => format!("{agent}-r{replicas}-c{concurrency}-items{n}"),
+                    };
+                    // The same work either way: `--tasks` inputs, one per Task or `items` per Task.
+                    let names: Vec<String> = (0..bench.args.tasks / items.max(1))
+                        .map(|i| format!("{batch}-{i}"))
+                        .collect();
+                    let before = snapshot(bench, agent).await?;
+                    let profile = bench.profile_apiserver(&batch);
+                    let started = Instant::now();
+                    create_all(
+                        &api,
+                        &tracker,
+                        &names,
+                        |_| agent.clone(),
+                        &batch,
+                        (bench.args.creators, items),
+                    )
+                    .await?;
+                    let f: Figures = tracker
+                        .wait_all(&names, Duration::from_secs(900))
+                        .await
+                        .with_context(|| format!("{batch} after {:?}", started.elapsed()))?;
+                    let after = snapshot(bench, agent).await?;
+                    if let Some(profile) = profile {
+                        profile.await??;
+                    }
+                    if Some(agent) == bench.args.agents.first() {
+                        report.set_ours(f.to_finished.p50, f.per_second());
+                    }
+                    let u = usage(&before, &after);
+                    // Per input: a Task of items counts each of its items.
+                    let per_task = items.max(1) as f64;
+                    let n = f.count as f64 * per_task;
+                    let per_k = |cpu: f64| cpu / n * 1000.0;
+                    let label = match items {
+                        0 => agent.clone(),
+                        n => format!("{agent}, Tasks of {n} items (per item)"),
+                    };
+                    report.line(format!(
+                    "| {label} | {replicas} × {concurrency} | **{:.0}** | {} | {} | {} | {:.2} / {:.2} / {:.2} | {:.1} / {:.1} / {:.1} / {:.1} | {:.0} / {:.0} MiB |",
+                    f.per_second() * per_task,
                     f.to_running,
                     f.to_finished,
                     f.failed,
@@ -364,7 +384,8 @@ pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
                     u.executor_peak_mib,
                     u.operator_peak_mib,
                 ));
-                delete_batch(&api, &batch).await?;
+                    delete_batch(&api, &batch).await?;
+                }
             }
         }
         // Leave the namespace to the next agent.
