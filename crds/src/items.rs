@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use ari_model::merge_calls;
+pub use ari_model::{merge_calls, sha256_hex};
 
 use crate::admission::Refusal;
 use crate::agent::AgentSpec;

@@ -827,6 +827,11 @@ fn items_task(ctx: &Ctx) -> Result<()> {
             "a line claiming another item's output verified"
         );
         ensure!(finished_lines(ctx, &client, &ns, "many").await? == 1);
+        let (_, err, code) = plugin(ctx, &["verify", "task/many", "-n", &ns])?;
+        ensure!(
+            code == Some(0) && err.contains("40 items, each line signed"),
+            "kubectl ari verify task/many: {code:?} {err}"
+        );
 
         ctx.apply_ok(
             &ns,

@@ -110,6 +110,11 @@ impl Checked {
                 "{indent}task/{} ({}): attestation {d} verified; {}",
                 self.task, self.agent, self.replay
             ),
+            // A Task of items: each line's own envelope was checked (docs/items.md).
+            (true, None) => format!(
+                "{indent}task/{} ({}): verified: {}",
+                self.task, self.agent, self.replay
+            ),
             _ => format!(
                 "{indent}task/{} ({}): NOT verified: {}",
                 self.task, self.agent, self.reason
@@ -246,6 +251,21 @@ impl Verifier {
             let why = format!("its Agent {agent_name} is gone: no key to check against");
             return Ok((failed(name, &agent_name, depth, why), Vec::new()));
         };
+        if task.spec.items.is_some() {
+            let checked = match self.items(&task, &agent).await? {
+                Ok(replay) => Checked {
+                    task: name.to_owned(),
+                    agent: agent_name,
+                    depth,
+                    attestation_sha256: None,
+                    verified: true,
+                    replay,
+                    reason: String::new(),
+                },
+                Err(why) => failed(name, &agent_name, depth, why),
+            };
+            return Ok((checked, Vec::new()));
+        }
         let verified = match ari_crds::verify::attestation(&task, &agent) {
             Ok(v) => v,
             Err(why) => {
@@ -281,6 +301,44 @@ impl Verifier {
             reason: String::new(),
         };
         Ok((checked, children))
+    }
+
+    /// A Task of items (docs/items.md): its results document is the one `outputSha256` names,
+    /// has a line per item, and every line's own attestation verifies. `Ok(Err(why))` when it
+    /// does not; `Err` only when the cluster cannot be asked.
+    async fn items(&self, task: &Task, agent: &Agent) -> anyhow::Result<Result<String, String>> {
+        let status = task.status.clone().unwrap_or_default();
+        if !task.is_finished() {
+            return Ok(Err("the Task has not ended".into()));
+        }
+        let doc = task_output(&self.cms, &status).await?;
+        let digest = ari_crds::items::sha256_hex(&doc);
+        if status.output_sha256.as_deref() != Some(digest.as_str()) {
+            return Ok(Err(format!(
+                "its results document's digest {digest} is not status.outputSha256 {:?}",
+                status.output_sha256
+            )));
+        }
+        let lines = match ari_crds::items::parse_results(&doc) {
+            Ok(lines) => lines,
+            Err(e) => return Ok(Err(format!("its results document does not parse: {e}"))),
+        };
+        let want = task.spec.items.as_ref().map_or(0, Vec::len);
+        if lines.len() != want {
+            return Ok(Err(format!(
+                "{} result lines for {want} items",
+                lines.len()
+            )));
+        }
+        for line in &lines {
+            if let Err(why) = ari_crds::verify::item(task, agent, line) {
+                return Ok(Err(format!("item {}: {why}", line.index)));
+            }
+        }
+        Ok(Ok(format!(
+            "{want} items, each line signed by the key its Agent publishes; not replayed: \
+             items keep no trace"
+        )))
     }
 
     async fn agent(&mut self, name: &str) -> anyhow::Result<Option<Agent>> {
