@@ -128,11 +128,7 @@ impl Worker {
                     break;
                 }
                 Ok(outcome) => {
-                    self.metrics.record_models(
-                        &self.config.namespace,
-                        &self.config.agent,
-                        &outcome.models,
-                    );
+                    self.metrics.record_models(&outcome.models);
                     tally.add(index, &outcome);
                 }
                 Err(e) => {
