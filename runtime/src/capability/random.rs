@@ -33,18 +33,22 @@ fn stream(seed: &[u8; 32], domain: &[u8]) -> ChaCha20Rng {
     ChaCha20Rng::from_seed(h.finalize().into())
 }
 
+/// The streams are keyed on first use: most tasks draw from neither, and keying both (two
+/// SHA-256s) was a cost every task paid. The bytes drawn are the same either way.
 pub struct RandomCapability {
     granted: bool,
-    host: ChaCha20Rng,
-    wasi: ChaCha20Rng,
+    seed: [u8; 32],
+    host: Option<ChaCha20Rng>,
+    wasi: Option<ChaCha20Rng>,
 }
 
 impl RandomCapability {
     pub fn new(granted: bool, seed: [u8; 32]) -> Self {
         Self {
             granted,
-            host: stream(&seed, HOST_DOMAIN),
-            wasi: stream(&seed, WASI_DOMAIN),
+            seed,
+            host: None,
+            wasi: None,
         }
     }
 
@@ -70,7 +74,10 @@ impl RandomCapability {
             return Ok(bytes);
         }
         let mut bytes = vec![0u8; len as usize];
-        self.host.fill_bytes(&mut bytes);
+        let seed = &self.seed;
+        self.host
+            .get_or_insert_with(|| stream(seed, HOST_DOMAIN))
+            .fill_bytes(&mut bytes);
         rec.record(RandomEvent::Bytes {
             bytes: bytes.clone(),
         });
@@ -79,7 +86,10 @@ impl RandomCapability {
 
     /// WASI `random_get`: deterministic from the seed, so not recorded.
     pub fn fill_wasi(&mut self, buf: &mut [u8]) {
-        self.wasi.fill_bytes(buf);
+        let seed = &self.seed;
+        self.wasi
+            .get_or_insert_with(|| stream(seed, WASI_DOMAIN))
+            .fill_bytes(buf);
     }
 }
 
@@ -119,5 +129,21 @@ mod tests {
         assert_ne!(x, c.random_bytes(16, &mut rec).unwrap());
         assert_ne!(&x[..], &wasi[..]);
         assert!(a.random_bytes(MAX_RANDOM_BYTES + 1, &mut rec).is_err());
+    }
+
+    #[test]
+    fn the_streams_are_the_seeds_chacha20_keyed_by_domain() {
+        // Keyed lazily, the streams still start where eagerly keyed ones did.
+        let seed = [9u8; 32];
+        let mut r = RandomCapability::new(true, seed);
+        let mut rec = Recorder::live();
+        let mut host = [0u8; 40];
+        stream(&seed, HOST_DOMAIN).fill_bytes(&mut host);
+        let mut wasi = [0u8; 40];
+        stream(&seed, WASI_DOMAIN).fill_bytes(&mut wasi);
+        let mut got = [0u8; 40];
+        r.fill_wasi(&mut got);
+        assert_eq!(got, wasi);
+        assert_eq!(r.random_bytes(40, &mut rec).expect("granted"), host);
     }
 }
