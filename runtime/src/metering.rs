@@ -1,5 +1,7 @@
 //! What a task used, measured by the host (never taken from the guest's own claims).
 
+use std::time::Duration;
+
 pub use ari_model::ResourcesUsed;
 
 /// CPU time consumed so far by the calling thread, in nanoseconds.
@@ -22,9 +24,35 @@ pub fn thread_cpu_nanos() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// Whole milliseconds of CPU the calling thread used since `start` (a [`thread_cpu_nanos`]
+/// reading taken after the wall clock began `wall` ago).
+///
+/// A thread cannot use more CPU than the wall time that passed, so under a millisecond of wall
+/// time the answer is 0 without a second reading: the vDSO does not serve thread CPU clocks,
+/// and that syscall was a few per cent of a short task.
+pub fn cpu_millis_since(start: u64, wall: Duration) -> u64 {
+    if wall < Duration::from_millis(1) {
+        return 0;
+    }
+    thread_cpu_nanos().saturating_sub(start) / 1_000_000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_millis_counts_whole_milliseconds_and_none_under_one_of_wall_time() {
+        let wall = std::time::Instant::now();
+        let start = thread_cpu_nanos();
+        assert_eq!(cpu_millis_since(start, Duration::ZERO), 0);
+        // Spin until the thread has used 2 ms of CPU: at least as much wall time has passed.
+        let mut x = 0u64;
+        while thread_cpu_nanos().saturating_sub(start) < 2_000_000 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(cpu_millis_since(start, wall.elapsed()) >= 2);
+    }
 
     #[test]
     fn thread_cpu_time_advances_with_work() {

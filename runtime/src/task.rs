@@ -23,7 +23,7 @@ use crate::capability::{
 use crate::engine::deadline_ticks;
 use crate::failure::{Failure, FailureKind, classify_call_error};
 use crate::limits::{Limits, LimitsApplied, MemoryLimiter};
-use crate::metering::{ResourcesUsed, thread_cpu_nanos};
+use crate::metering::{ResourcesUsed, cpu_millis_since, thread_cpu_nanos};
 use crate::runtime::{LoadedAgent, error_chain};
 use crate::state::{SharedCaps, TaskState};
 use crate::trace::Trace;
@@ -386,13 +386,14 @@ impl LoadedAgent {
             req.cancel.as_ref().is_some_and(CancelToken::is_cancelled),
             left.replay_left,
         );
+        let wall = started.elapsed();
         let resources = ResourcesUsed {
             fuel: meter.fuel,
-            cpu_millis: (thread_cpu_nanos().saturating_sub(cpu_start)) / 1_000_000,
+            cpu_millis: cpu_millis_since(cpu_start, wall),
             memory_bytes: meter.peak_memory,
             storage_bytes: left.usage.storage_bytes_written,
             network_bytes: left.usage.network_bytes,
-            wall_millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            wall_millis: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
             children_fuel: left.usage.children_fuel,
             children_tokens: left.usage.children_tokens,
             tool_calls: left.usage.tool_calls,
