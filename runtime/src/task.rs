@@ -938,11 +938,11 @@ fn precheck(req: &TaskRequest, applied: &LimitsApplied) -> Option<Failure> {
     None
 }
 
+/// A fresh task seed from the thread's CSPRNG (rand's `ThreadRng`: ChaCha12 seeded and
+/// reseeded from the OS, the generator wasmtime-wasi already draws from for every WASI
+/// context), not a `getrandom` syscall per task.
 fn random_seed() -> [u8; 32] {
-    use rand_core::RngCore;
-    let mut seed = [0u8; 32];
-    rand_core::OsRng.fill_bytes(&mut seed);
-    seed
+    rand::random()
 }
 
 fn now_unix_nanos() -> u64 {
