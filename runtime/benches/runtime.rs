@@ -264,6 +264,16 @@ fn sha256_loop(rt: &Runtime, key: &Arc<SigningKey>) {
             }),
             0,
         ),
+        // Bounds checks: a 4 GiB reservation plus guard lets Cranelift drop them; if the pool's
+        // slots did not have that, mmap-per-instance memories (the engine's defaults) would.
+        (
+            "wasm, on-demand allocator",
+            variant(EngineOptions {
+                allocator: ari_runtime::AllocatorChoice::OnDemand,
+                ..Default::default()
+            }),
+            u64::MAX / 4,
+        ),
         (
             "wasm, cranelift opt_level none",
             variant(EngineOptions {
