@@ -119,75 +119,73 @@ impl Worker {
             .register(&attempt.uid, attempt.current.is_cancelled());
         self.live.register(&attempt.uid, &attempt.current);
         let lost = AtomicBool::new(false);
+        let ran = self
+            .run_each(attempt, inputs, &slot, seed, &cancel, &lost)
+            .await;
+        self.cancels.unregister(&attempt.uid);
+        self.live.unregister(&attempt.uid);
+        if lost.load(Ordering::Acquire) {
+            // Logged by whoever found out: nothing of this attempt is written.
+            return;
+        }
+        match ran {
+            Ok(tally) => self.finish_items(attempt, tally).await,
+            Err(message) => {
+                self.finish_failed(attempt, TaskReason::HostError, message)
+                    .await;
+            }
+        }
+    }
+
+    /// The items' runs, in turn, until all ran, the Task is cancelled or lost, or the results
+    /// pass a ConfigMap's size. `Err` is the HostError message the Task fails with.
+    async fn run_each(
+        &self,
+        attempt: &mut Attempt,
+        inputs: &[String],
+        slot: &Arc<Slot>,
+        seed: Option<[u8; 32]>,
+        cancel: &ari_runtime::CancelToken,
+        lost: &AtomicBool,
+    ) -> Result<Tally, String> {
         let mut tally = Tally::default();
         for (index, input) in inputs.iter().enumerate() {
             if cancel.is_cancelled() {
                 tally.cancelled = true;
                 break;
             }
-            if !self.beat_if_due(attempt, &lost).await {
+            if !self.beat_if_due(attempt, lost).await {
                 break;
             }
             let since = convert::since_created(&attempt.current);
-            let mut req =
-                match self.request(attempt, input.as_bytes().to_vec(), since, slot.clone()) {
-                    Ok(req) => req,
-                    Err(message) => {
-                        self.cancels.unregister(&attempt.uid);
-                        self.live.unregister(&attempt.uid);
-                        return self
-                            .finish_failed(attempt, TaskReason::HostError, message)
-                            .await;
-                    }
-                };
+            let mut req = self.request(attempt, input.as_bytes().to_vec(), since, slot.clone())?;
             req.id = items::item_id(&attempt.name, index);
             req.seed = seed.map(|s| items::item_seed(&s, index));
             // An item never waits for a person: a call that needs approval is rejected.
             req.approver = None;
             req.cancel = Some(cancel.clone());
-            let ran = self.run_with_heartbeat(req, attempt, &lost).await;
+            let ran = self.run_with_heartbeat(req, attempt, lost).await;
             if lost.load(Ordering::Acquire) {
-                // Logged by the heartbeat that found out: nothing of this attempt is written.
                 break;
             }
-            match ran {
-                Ok(outcome)
-                    if outcome.failure.as_ref().map(|f| f.kind)
-                        == Some(ari_runtime::FailureKind::Cancelled) =>
-                {
-                    tally.cancelled = true;
-                    break;
-                }
-                Ok(outcome) => {
-                    self.metrics.record_models(&outcome.models);
-                    if let Err(e) = tally.add(index, &outcome) {
-                        let message = format!("item {index}'s result could not be encoded: {e}");
-                        self.cancels.unregister(&attempt.uid);
-                        self.live.unregister(&attempt.uid);
-                        return self
-                            .finish_failed(attempt, TaskReason::HostError, message)
-                            .await;
-                    }
-                    if tally.too_large() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    warn!(task = %attempt.name, item = index, error = %e, "item run failed");
-                    self.cancels.unregister(&attempt.uid);
-                    self.live.unregister(&attempt.uid);
-                    return self
-                        .finish_failed(attempt, TaskReason::HostError, e.to_string())
-                        .await;
-                }
+            let outcome = ran.map_err(|e| {
+                warn!(task = %attempt.name, item = index, error = %e, "item run failed");
+                e.to_string()
+            })?;
+            if outcome.failure.as_ref().map(|f| f.kind) == Some(ari_runtime::FailureKind::Cancelled)
+            {
+                tally.cancelled = true;
+                break;
+            }
+            self.metrics.record_models(&outcome.models);
+            tally
+                .add(index, &outcome)
+                .map_err(|e| format!("item {index}'s result could not be encoded: {e}"))?;
+            if tally.too_large() {
+                break;
             }
         }
-        self.cancels.unregister(&attempt.uid);
-        self.live.unregister(&attempt.uid);
-        if lost.load(Ordering::Acquire) {
-            return;
-        }
-        self.finish_items(attempt, tally).await;
+        Ok(tally)
     }
 
     /// Refreshes the heartbeat when the last one is older than the interval. `false` when the
