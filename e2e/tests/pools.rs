@@ -12,7 +12,7 @@
 //! /metrics counts their Tasks apart.
 //! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use ari_crds::{Agent, ExecutorPool, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
@@ -404,9 +404,17 @@ fn apply_tasks(ctx: &Ctx, ns: &str, prefix: &str, agent: &str, n: usize) -> Resu
 
 /// Waits for each Task to succeed with what its Agent answers to "one two three" (echo
 /// Tasks are named `echo…`, the others count words).
-async fn all_succeed(client: &Client, ns: &str, names: &[String]) -> Result<()> {
+/// On a Task that never finishes, the pool pod's log says why (which Agent waited, which was
+/// let go): a failure in a full run is read from that alone.
+async fn all_succeed(ctx: &Ctx, client: &Client, ns: &str, names: &[String]) -> Result<()> {
     for name in names {
-        let t = task_finished(client, ns, name, wait::DEFAULT).await?;
+        let t = match task_finished(client, ns, name, wait::DEFAULT).await {
+            Ok(t) => t,
+            Err(e) => {
+                let log = executor_log(ctx, client, ns).await.unwrap_or_default();
+                bail!("{e:#}\nexecutor log:\n{}", tail(&log, 80));
+            }
+        };
         let s = t.status.unwrap_or_default();
         let out = s.output.clone().unwrap_or_default();
         let answered = match name.starts_with("echo") {
@@ -440,11 +448,11 @@ fn hot_bound(ctx: &Ctx) -> Result<()> {
         }
         // In turns: each Agent's Tasks wait for the other's module to be let go.
         let echo = apply_tasks(ctx, &ns, "echo-a", "echo", 3)?;
-        all_succeed(&client, &ns, &echo).await?;
+        all_succeed(ctx, &client, &ns, &echo).await?;
         let count = apply_tasks(ctx, &ns, "count-a", "count", 3)?;
-        all_succeed(&client, &ns, &count).await?;
+        all_succeed(ctx, &client, &ns, &count).await?;
         let echo = apply_tasks(ctx, &ns, "echo-b", "echo", 3)?;
-        all_succeed(&client, &ns, &echo).await?;
+        all_succeed(ctx, &client, &ns, &echo).await?;
         // Both flooded at once, in one apply: one runs its backlog while the other waits.
         let both: Vec<(String, &str)> = (0..8)
             .flat_map(|i| {
@@ -460,7 +468,7 @@ fn hot_bound(ctx: &Ctx) -> Result<()> {
             .collect();
         ctx.apply_ok(&ns, &docs.join("---\n"))?;
         let both: Vec<String> = both.into_iter().map(|(t, _)| t).collect();
-        all_succeed(&client, &ns, &both).await?;
+        all_succeed(ctx, &client, &ns, &both).await?;
 
         let log = executor_log(ctx, &client, &ns).await?;
         for agent in ["echo", "count"] {

@@ -395,6 +395,7 @@ impl Pool {
         };
         for name in &plan.evict {
             if let Some(h) = hosts.agents.remove(name) {
+                info!(agent = %name, "idle: let go to make room for a waiting Agent");
                 let _ = h.stop.send(true);
             }
         }
