@@ -4,6 +4,9 @@
 //! every Task must be `Succeeded` exactly once — none lost, none finished twice (executor logs
 //! hold at most one `finished` line per Task), attempts recorded — and `counter`'s committed
 //! value must equal its number of successful Tasks (their outputs are exactly `1..=N`).
+//! With `pooled` set, half the `echo` Tasks go to that many `echo` Agents sharing one
+//! `ExecutorPool` of `echo_replicas` pods, whose processes are killed like the others: the
+//! same guarantees at pool density (issue 29, item 5).
 //! Used by `tests/faults.rs` (a few hundred Tasks) and `ari-soak` (5,000 by default).
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,7 +19,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
 
-use crate::scenario::{Ctx, OPERATOR_NS, agent_ready, agent_yaml, ready_pods, task_finished};
+use crate::scenario::{
+    Ctx, OPERATOR_NS, agent_ready, agent_ready_within, agent_yaml, pool_yaml, pooled_yaml,
+    ready_pods, task_finished,
+};
 use crate::stress::{self, TaskView};
 use crate::wait;
 
@@ -39,6 +45,9 @@ pub struct SoakConfig {
     pub echo_replicas: u32,
     /// Tasks created per second, so the faults land throughout the run.
     pub rate: usize,
+    /// `echo` Agents in one ExecutorPool of `echo_replicas` pods, taking half the `echo`
+    /// Tasks in turn (0: none, every `echo` Task goes to the dedicated Agent).
+    pub pooled: usize,
 }
 
 impl SoakConfig {
@@ -52,6 +61,7 @@ impl SoakConfig {
             apiserver_at: 4,
             echo_replicas: 3,
             rate: 8,
+            pooled: 0,
         }
     }
 }
@@ -76,6 +86,8 @@ pub struct SoakReport {
     /// Succeeded Tasks with no `finished` line (killed between the status write and the log).
     pub finished_unlogged: usize,
     pub executor_kills: usize,
+    /// Of `executor_kills`, those of a pool pod's process.
+    pub pool_kills: usize,
     pub operator_restarts: usize,
     pub apiserver_restarts: usize,
     pub counter_tasks: usize,
@@ -124,13 +136,14 @@ impl SoakReport {
     /// One paragraph of figures.
     pub fn summary(&self) -> String {
         format!(
-            "soak: {} Tasks ({} counter) in {:.0} s; faults: {} executor kills, {} operator restarts, \
-             {} kube-apiserver restarts; succeeded {}, lost {}, finished twice {}, retried {} \
+            "soak: {} Tasks ({} counter) in {:.0} s; faults: {} executor kills ({} of pool pods), \
+             {} operator restarts, {} kube-apiserver restarts; succeeded {}, lost {}, finished twice {}, retried {} \
              (max attempts {}), unlogged finishes {}, counter final {:?}{}",
             self.tasks,
             self.counter_tasks,
             self.elapsed.as_secs_f64(),
             self.executor_kills,
+            self.pool_kills,
             self.operator_restarts,
             self.apiserver_restarts,
             self.succeeded,
@@ -153,6 +166,7 @@ impl SoakReport {
 #[derive(Default)]
 struct Faults {
     kills: usize,
+    pool_kills: usize,
     operator: usize,
     apiserver: usize,
 }
@@ -189,7 +203,13 @@ async fn soak(ctx: &Ctx, client: &Client, ns: &str, cfg: &SoakConfig) -> Result<
     for a in ["echo", "counter"] {
         agent_ready(client, ns, a).await?;
     }
-    let executors = cfg.echo_replicas as usize + 1;
+    let pooled = pooled_agents(ctx, client, ns, cfg).await?;
+    let pool_pods = if pooled.is_empty() {
+        0
+    } else {
+        cfg.echo_replicas as usize
+    };
+    let executors = cfg.echo_replicas as usize + 1 + pool_pods;
     wait::until("executors Ready", wait::DEFAULT, || {
         ready_pods(client, ns, "app.kubernetes.io/name=ari-executor", executors)
     })
@@ -201,6 +221,8 @@ async fn soak(ctx: &Ctx, client: &Client, ns: &str, cfg: &SoakConfig) -> Result<
     for i in 0..cfg.tasks {
         let (agent, input) = if i % 2 == 1 && i / 2 < counter_tasks {
             ("counter", "soak".to_string())
+        } else if i % 4 == 0 && !pooled.is_empty() {
+            (pooled[(i / 4) % pooled.len()].as_str(), format!("soak-{i}"))
         } else {
             ("echo", format!("soak-{i}"))
         };
@@ -242,6 +264,7 @@ async fn soak(ctx: &Ctx, client: &Client, ns: &str, cfg: &SoakConfig) -> Result<
         tasks: total,
         counter_tasks,
         executor_kills: faults.kills,
+        pool_kills: faults.pool_kills,
         operator_restarts: faults.operator,
         apiserver_restarts: faults.apiserver,
         elapsed,
@@ -350,6 +373,33 @@ async fn soak(ctx: &Ctx, client: &Client, ns: &str, cfg: &SoakConfig) -> Result<
     Ok(report)
 }
 
+/// The soak's ExecutorPool.
+const POOL: &str = "soak";
+
+/// Applies `cfg.pooled` `echo` Agents naming one ExecutorPool and waits until each is Ready;
+/// their names.
+async fn pooled_agents(
+    ctx: &Ctx,
+    client: &Client,
+    ns: &str,
+    cfg: &SoakConfig,
+) -> Result<Vec<String>> {
+    if cfg.pooled == 0 {
+        return Ok(Vec::new());
+    }
+    ctx.apply_ok(ns, &pool_yaml(POOL, cfg.echo_replicas, 16))?;
+    let names: Vec<String> = (0..cfg.pooled).map(|i| format!("pooled-{i}")).collect();
+    let docs: Vec<String> = names
+        .iter()
+        .map(|n| pooled_yaml(n, "echo-module", POOL, 4, ""))
+        .collect();
+    ctx.apply_ok(ns, &docs.join("---\n"))?;
+    for n in &names {
+        agent_ready_within(client, ns, n, wait::DEFAULT).await?;
+    }
+    Ok(names)
+}
+
 /// Kills an executor every `kill_every`, restarts the operator every `operator_every` kills
 /// and kube-apiserver once, until `stop`. Pacing with sleeps is the point here.
 async fn fault_script(
@@ -390,6 +440,9 @@ async fn fault_script(
             && ctx.node.kill_pod_process(ns, &victim).is_ok()
         {
             faults.kills += 1;
+            if victim.starts_with(&ari_crds::names::pool_deployment_name(POOL)) {
+                faults.pool_kills += 1;
+            }
         }
         if faults.kills > 0
             && faults.kills.is_multiple_of(cfg.operator_every)

@@ -31,6 +31,10 @@ struct Args {
     /// Tasks created per second (half go to the single `counter` executor).
     #[arg(long, default_value_t = 12)]
     rate: usize,
+    /// `echo` Agents in one ExecutorPool (of `--echo-replicas` pods) taking a quarter of the
+    /// Tasks; 0 for none.
+    #[arg(long, default_value_t = 0)]
+    pooled: usize,
 }
 
 fn main() -> Result<()> {
@@ -41,6 +45,7 @@ fn main() -> Result<()> {
         operator_every: args.operator_every.max(1),
         echo_replicas: args.echo_replicas.max(1),
         rate: args.rate.max(1),
+        pooled: args.pooled,
         ..SoakConfig::new(args.tasks)
     };
     let ctx = Ctx::start()?;
