@@ -6,6 +6,7 @@
 
 mod apimetrics;
 mod jobs;
+mod neighbours;
 mod procstat;
 mod scale;
 mod tasks;
@@ -62,6 +63,10 @@ pub struct Args {
     /// Only the scale run (no throughput, latency or Job baseline).
     #[arg(long)]
     pub only_scale: bool,
+    /// Only the neighbours run: a quiet pooled Agent's latency (`--sequential` Tasks) alone
+    /// and beside hostile neighbours in the same pool pod.
+    #[arg(long)]
+    pub only_neighbours: bool,
     /// Take a CPU profile of kube-apiserver during each throughput run and write it to this
     /// directory (`<batch>.pb.gz`, read with `go tool pprof -top`): where its CPU goes.
     #[arg(long)]
@@ -130,6 +135,11 @@ async fn run(mut bench: Bench) -> Result<()> {
     let mut report = Report::default();
     report.header(&bench).await?;
 
+    if bench.args.only_neighbours {
+        neighbours::run(&bench, &mut report).await?;
+        println!("{}", report.text);
+        return Ok(());
+    }
     if !bench.args.only_scale {
         tasks::run_all(&bench, &mut report).await?;
         jobs::run(&bench, &mut report).await?;

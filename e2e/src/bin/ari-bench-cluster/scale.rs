@@ -40,7 +40,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let pool = bench.args.scale_pool;
     let agent_names: Vec<String> = (0..n_agents).map(|i| format!("scale-{i:04}")).collect();
     if pool > 0 {
-        warm_pool(bench, &ns, pool).await?;
+        warm_pool(bench, &ns, "scale", pool, 16).await?;
     }
     let ready_at = ready_times(client.clone(), &ns);
     let mut applied_at = Vec::with_capacity(n_agents);
@@ -199,18 +199,24 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     Ok(())
 }
 
-/// Creates ExecutorPool `scale` with `replicas` pods and waits until they are all available,
-/// so Agents join a warm pool.
-async fn warm_pool(bench: &Bench, ns: &str, replicas: u32) -> Result<()> {
+/// Creates ExecutorPool `name` with `replicas` pods of `concurrency` and waits until they are
+/// all available, so Agents join a warm pool.
+pub async fn warm_pool(
+    bench: &Bench,
+    ns: &str,
+    name: &str,
+    replicas: u32,
+    concurrency: u32,
+) -> Result<()> {
     let pool = serde_json::json!({
         "apiVersion": "ari.dev/v1alpha1", "kind": "ExecutorPool",
-        "metadata": {"name": "scale"},
-        "spec": {"replicas": replicas, "concurrency": 16},
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "concurrency": concurrency},
     });
     let pools: Api<ExecutorPool> = Api::namespaced(bench.client.clone(), ns);
     pools
         .patch(
-            "scale",
+            name,
             &PatchParams::apply("ari-bench").force(),
             &Patch::Apply(&pool),
         )
@@ -220,7 +226,7 @@ async fn warm_pool(bench: &Bench, ns: &str, replicas: u32) -> Result<()> {
         "the pool's pods available",
         Duration::from_secs(300),
         || async {
-            let p = pools.get("scale").await.map_err(|e| e.to_string())?;
+            let p = pools.get(name).await.map_err(|e| e.to_string())?;
             let available = p.status.and_then(|s| s.available_replicas).unwrap_or(0);
             if available == want {
                 Ok(())

@@ -100,6 +100,16 @@ impl Tracker {
         });
     }
 
+    /// How many of `names` have finished so far.
+    pub fn finished_of(&self, names: &[String]) -> usize {
+        self.with(|m| {
+            names
+                .iter()
+                .filter(|n| m.get(*n).is_some_and(|s| s.finished.is_some()))
+                .count()
+        })
+    }
+
     /// Waits until every name finished (polling every 20 ms), then computes the figures.
     pub async fn wait_all(&self, names: &[String], timeout: Duration) -> Result<Figures> {
         let deadline = Instant::now() + timeout;
