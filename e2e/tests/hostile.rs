@@ -40,6 +40,10 @@ fn main() -> std::process::ExitCode {
             "hostile_example_agents_stop_with_their_own_reasons",
             example_agents,
         ),
+        (
+            "hostile_example_agents_sharing_one_pool_pod_stop_with_their_own_reasons",
+            pooled_example_agents,
+        ),
     ])
 }
 
@@ -243,7 +247,7 @@ fn gauntlet(ctx: &Ctx) -> Result<()> {
             cases.push(a);
             cases.push(Case::normal("echo", g, "", echoed));
         }
-        run_cases(ctx, &client, &ns, &cases, "ari.dev/agent=gauntlet", 2).await
+        run_cases(ctx, &client, &ns, &cases, ("ari.dev/agent=gauntlet", 2), Warm::Benign).await
     })
 }
 
@@ -251,73 +255,145 @@ fn gauntlet(ctx: &Ctx) -> Result<()> {
 /// the well-behaved `echo` and `wordcount` (and benign `flood` Tasks on the flood executor).
 fn example_agents(ctx: &Ctx) -> Result<()> {
     ctx.in_namespace("hostile", |client, ns| async move {
-        let tight = "  limits:\n    fuel: 100000000000\n    memoryBytes: 33554432\n    timeoutSeconds: 5\n    maxOutputBytes: 1048576\n";
-        let agents: Vec<(&str, String)> = vec![
-            ("spin", tight.to_string()),
-            ("balloon", tight.to_string()),
-            ("deep", tight.to_string()),
-            ("trap", tight.to_string()),
-            ("flood", tight.to_string()),
-            ("exfil", tight.to_string()),
-            (
-                "hoarder",
-                format!("{tight}  capabilities:\n    storage:\n      maxBytes: 65536\n"),
-            ),
-            ("hostcall-loop", tight.to_string()),
-            ("mega-memory", tight.to_string()),
-            ("wasi-escape", tight.to_string()),
-            ("loud-log", tight.to_string()),
-            (
-                "snoop",
-                format!("{tight}  capabilities:\n    storage:\n      maxBytes: 65536\n"),
-            ),
-            (
-                "victim",
-                "  capabilities:\n    storage:\n      maxBytes: 65536\n".to_string(),
-            ),
-            ("echo", String::new()),
-            ("wordcount", String::new()),
-        ];
+        let agents = example_agent_specs(true);
         for (name, extra) in &agents {
-            let module = if *name == "victim" { "counter" } else { name };
-            ctx.module_configmap(&ns, &format!("{name}-module"), module)?;
-            ctx.apply_ok(
-                &ns,
-                &agent_yaml(name, &format!("{name}-module"), 1, extra),
-            )?;
+            ctx.module_configmap(&ns, &format!("{name}-module"), module_of(name))?;
+            ctx.apply_ok(&ns, &agent_yaml(name, &format!("{name}-module"), 1, extra))?;
         }
         for (name, _) in &agents {
             agent_ready(&client, &ns, name).await?;
         }
-        use TaskReason::*;
-        let victim_scope = format!("{ns}/victim\nsecret");
-        let cases = vec![
-            Case::hostile("spin", "spin", "", FuelExhausted).fuel(SMALL_FUEL),
-            Case::normal("echo", "echo", "", echoed),
-            Case::hostile("balloon", "balloon", "", Trap).check(memory_limit_hit),
-            Case::normal("wordcount", "wordcount", "one two three", counted),
-            Case::hostile("deep", "deep", "", Trap),
-            Case::normal("echo", "echo", "", echoed),
-            Case::hostile("trap", "trap", "", Trap),
-            Case::normal("wordcount", "wordcount", "one two three", counted),
-            Case::hostile("flood", "flood", "4", OutputTooLarge),
-            Case::normal("flood-zero", "flood", "0", empty_output),
-            Case::hostile("exfil", "exfil", "https://evil.example/collect", CapabilityDenied),
-            Case::normal("echo", "echo", "", echoed),
-            Case::hostile("hoarder", "hoarder", "1024", CapabilityDenied),
-            Case::normal("wordcount", "wordcount", "one two three", counted),
-            Case::hostile("hostcall-loop", "hostcall-loop", "log", FuelExhausted).fuel(SMALL_FUEL),
-            Case::normal("echo", "echo", "", echoed),
-            Case::hostile("mega-memory", "mega-memory", "grow", Trap).check(memory_limit_hit),
-            Case::normal("victim", "victim", "secret", counted_up),
-            Case::hostile("loud-log", "loud-log", "", FuelExhausted).fuel(SMALL_FUEL),
-            Case::normal("echo", "echo", "", echoed),
-            // These two must not get anywhere, yet end `ok`, reporting what they found.
-            Case::probe("wasi-escape", "wasi-escape", "", no_leaks),
-            Case::probe("snoop", "snoop", &victim_scope, found_only_own_writes),
-        ];
-        run_cases(ctx, &client, &ns, &cases, EXECUTORS, agents.len()).await
+        let cases = example_cases(&ns, true);
+        run_cases(
+            ctx,
+            &client,
+            &ns,
+            &cases,
+            (EXECUTORS, agents.len()),
+            Warm::Benign,
+        )
+        .await
     })
+}
+
+/// The same agents and Tasks at pool density (issue 29, item 5): every example agent that needs
+/// no store is its own Agent in one ExecutorPool of one pod, so each attack runs beside the
+/// others and the well-behaved Agents in one process. The same outcomes, no restart, and the
+/// pod's memory back near its baseline. (The storage agents keep dedicated executors here:
+/// a pooled store needs the shared Redis.)
+fn pooled_example_agents(ctx: &Ctx) -> Result<()> {
+    ctx.in_namespace("hostile-pool", |client, ns| async move {
+        ctx.apply_ok(&ns, &pool_yaml("hostile", 1, 16))?;
+        let agents = example_agent_specs(false);
+        for (name, extra) in &agents {
+            ctx.module_configmap(&ns, &format!("{name}-module"), module_of(name))?;
+            ctx.apply_ok(
+                &ns,
+                &pooled_yaml(name, &format!("{name}-module"), "hostile", 2, extra),
+            )?;
+        }
+        for (name, _) in &agents {
+            agent_ready_within(&client, &ns, name, wait::DEFAULT).await?;
+        }
+        let cases = example_cases(&ns, false);
+        run_cases(
+            ctx,
+            &client,
+            &ns,
+            &cases,
+            ("ari.dev/pool=hostile", 1),
+            Warm::Every,
+        )
+        .await
+    })
+}
+
+/// The example agents as (name, `spec` extra); those granted storage only when `storage`.
+fn example_agent_specs(storage: bool) -> Vec<(&'static str, String)> {
+    let tight = "  limits:\n    fuel: 100000000000\n    memoryBytes: 33554432\n    timeoutSeconds: 5\n    maxOutputBytes: 1048576\n";
+    let store = "  capabilities:\n    storage:\n      maxBytes: 65536\n";
+    let mut agents = vec![
+        ("spin", tight.to_string()),
+        ("balloon", tight.to_string()),
+        ("deep", tight.to_string()),
+        ("trap", tight.to_string()),
+        ("flood", tight.to_string()),
+        ("exfil", tight.to_string()),
+        ("hostcall-loop", tight.to_string()),
+        ("mega-memory", tight.to_string()),
+        ("wasi-escape", tight.to_string()),
+        ("loud-log", tight.to_string()),
+        ("echo", String::new()),
+        ("wordcount", String::new()),
+    ];
+    if storage {
+        agents.extend([
+            ("hoarder", format!("{tight}{store}")),
+            ("snoop", format!("{tight}{store}")),
+            ("victim", store.to_string()),
+        ]);
+    }
+    agents
+}
+
+/// The example agent an Agent runs: its own name, but `victim` is `counter`.
+fn module_of(name: &str) -> &str {
+    if name == "victim" { "counter" } else { name }
+}
+
+/// Every hostile example agent's Task with a well-behaved one after each; those of Agents
+/// granted storage only when `storage`.
+fn example_cases(ns: &str, storage: bool) -> Vec<Case> {
+    use TaskReason::*;
+    let victim_scope = format!("{ns}/victim\nsecret");
+    let cases = vec![
+        Case::hostile("spin", "spin", "", FuelExhausted).fuel(SMALL_FUEL),
+        Case::normal("echo", "echo", "", echoed),
+        Case::hostile("balloon", "balloon", "", Trap).check(memory_limit_hit),
+        Case::normal("wordcount", "wordcount", "one two three", counted),
+        Case::hostile("deep", "deep", "", Trap),
+        Case::normal("echo", "echo", "", echoed),
+        Case::hostile("trap", "trap", "", Trap),
+        Case::normal("wordcount", "wordcount", "one two three", counted),
+        Case::hostile("flood", "flood", "4", OutputTooLarge),
+        Case::normal("flood-zero", "flood", "0", empty_output),
+        Case::hostile(
+            "exfil",
+            "exfil",
+            "https://evil.example/collect",
+            CapabilityDenied,
+        ),
+        Case::normal("echo", "echo", "", echoed),
+        Case::hostile("hoarder", "hoarder", "1024", CapabilityDenied),
+        Case::normal("wordcount", "wordcount", "one two three", counted),
+        Case::hostile("hostcall-loop", "hostcall-loop", "log", FuelExhausted).fuel(SMALL_FUEL),
+        Case::normal("echo", "echo", "", echoed),
+        Case::hostile("mega-memory", "mega-memory", "grow", Trap).check(memory_limit_hit),
+        Case::normal("victim", "victim", "secret", counted_up),
+        Case::hostile("loud-log", "loud-log", "", FuelExhausted).fuel(SMALL_FUEL),
+        Case::normal("echo", "echo", "", echoed),
+        // These two must not get anywhere, yet end `ok`, reporting what they found.
+        Case::probe("wasi-escape", "wasi-escape", "", no_leaks),
+        Case::probe("snoop", "snoop", &victim_scope, found_only_own_writes),
+    ];
+    let granted: Vec<&str> = example_agent_specs(storage)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    cases
+        .into_iter()
+        .filter(|c| granted.contains(&c.agent))
+        .collect()
+}
+
+/// Which Tasks warm the executors up before their memory baseline is taken.
+#[derive(Clone, Copy)]
+enum Warm {
+    /// The well-behaved ones: a dedicated executor loads its module when it starts.
+    Benign,
+    /// One of every case too: a pool pod loads an Agent's module on its first Task, so its
+    /// baseline holds every module it will run, as a dedicated executor's does.
+    Every,
 }
 
 /// Creates `runs()` rounds of `cases` in order, waits for all, then checks every outcome, the
@@ -327,8 +403,8 @@ async fn run_cases(
     client: &Client,
     ns: &str,
     cases: &[Case],
-    executors: &str,
-    pods: usize,
+    (executors, pods): (&str, usize),
+    warm: Warm,
 ) -> Result<()> {
     wait::until("executor pods Ready", wait::DEFAULT, || {
         ready_pods(client, ns, executors, pods)
@@ -338,15 +414,19 @@ async fn run_cases(
 
     // Warm up: every Agent runs a few benign-or-not Tasks of its own so the baseline includes
     // the loaded module, the runtime's pools and the API client's buffers.
-    let mut warm = Vec::new();
-    for (i, c) in cases.iter().enumerate().filter(|(_, c)| !c.hostile) {
-        for j in 0..4 {
-            let name = format!("warm-{i}-{j}");
-            warm.push(case_task(c, &name)?);
+    let mut warm_up = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let n = match (c.hostile, warm) {
+            (false, _) => 4,
+            (true, Warm::Every) => 1,
+            (true, Warm::Benign) => 0,
+        };
+        for j in 0..n {
+            warm_up.push(case_task(c, &format!("warm-{i}-{j}"))?);
         }
     }
-    let warm_n = warm.len();
-    stress::create_tasks(client, ns, warm, 8).await?;
+    let warm_n = warm_up.len();
+    stress::create_tasks(client, ns, warm_up, 8).await?;
     view.wait_all_finished(warm_n, wait::DEFAULT, || {}).await?;
 
     let before = stress::executor_processes(client, &ctx.node, ns, executors).await?;
