@@ -433,20 +433,15 @@ fn guest_line(line: &str, ns: &str, name: &str) -> Option<(String, String)> {
     Some((at, format!("{level} {message}")))
 }
 
-/// What one Agent's Tasks used.
+/// What one Agent's Tasks used: their count by phase and their `resourcesUsed` added up as a
+/// Task of many items adds its items' (counts summed, `memoryBytes` the largest any one
+/// Task's instance reached).
 #[derive(serde::Serialize, Default, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 struct AgentUse {
     tasks: BTreeMap<String, u64>,
-    fuel: u64,
-    /// CPU time of the Tasks' runs, summed.
-    cpu_millis: u64,
-    /// The largest linear memory any one Task's instance reached.
-    peak_memory_bytes: u64,
-    input_tokens: u64,
-    output_tokens: u64,
-    model_calls: u64,
-    tool_calls: u64,
+    #[serde(flatten)]
+    used: ari_crds::ResourcesUsed,
 }
 
 /// The Tasks' use, by Agent.
@@ -455,18 +450,9 @@ fn usage_by_agent(tasks: &[Task]) -> BTreeMap<String, AgentUse> {
     for t in tasks {
         let u = by.entry(t.spec.agent_ref.name.clone()).or_default();
         *u.tasks.entry(format!("{:?}", t.phase())).or_default() += 1;
-        let used = t
-            .status
-            .as_ref()
-            .and_then(|s| s.resources_used)
-            .unwrap_or_default();
-        u.fuel = u.fuel.saturating_add(used.fuel);
-        u.cpu_millis = u.cpu_millis.saturating_add(used.cpu_millis);
-        u.peak_memory_bytes = u.peak_memory_bytes.max(used.memory_bytes);
-        u.input_tokens = u.input_tokens.saturating_add(used.input_tokens);
-        u.output_tokens = u.output_tokens.saturating_add(used.output_tokens);
-        u.model_calls = u.model_calls.saturating_add(used.model_calls);
-        u.tool_calls = u.tool_calls.saturating_add(used.tool_calls);
+        if let Some(used) = t.status.as_ref().and_then(|s| s.resources_used.as_ref()) {
+            u.used.add(used);
+        }
     }
     by
 }
@@ -495,17 +481,17 @@ async fn top(client: Client, ns: &str, args: &TopArgs) -> anyhow::Result<u8> {
         "MODEL",
         "TOOLS"
     );
-    for (agent, u) in &by {
-        let count = |p: &str| u.tasks.get(p).copied().unwrap_or(0);
+    for (agent, AgentUse { tasks, used: u }) in &by {
+        let count = |p: &str| tasks.get(p).copied().unwrap_or(0);
         println!(
             "{:<24} {:>6} {:>8} {:>7} {:>14} {:>9} {:>9} {:>10} {:>10} {:>6} {:>6}",
             agent,
-            u.tasks.values().sum::<u64>(),
+            tasks.values().sum::<u64>(),
             count("Running"),
             count("Failed"),
             u.fuel,
             u.cpu_millis,
-            format!("{}Ki", u.peak_memory_bytes / 1024),
+            format!("{}Ki", u.memory_bytes / 1024),
             u.input_tokens,
             u.output_tokens,
             u.model_calls,
@@ -576,11 +562,11 @@ mod tests {
             task("ask", "Failed", 1, 0),
             task("echo", "Running", 0, 0),
         ]);
-        let ask = &by["ask"];
+        let ask = &by["ask"].used;
         assert_eq!((ask.fuel, ask.input_tokens), (11, 5));
         // CPU adds up; memory is the largest any one Task reached.
-        assert_eq!((ask.cpu_millis, ask.peak_memory_bytes), (22, 10 << 16));
-        assert_eq!(ask.tasks.get("Failed"), Some(&1));
+        assert_eq!((ask.cpu_millis, ask.memory_bytes), (22, 10 << 16));
+        assert_eq!(by["ask"].tasks.get("Failed"), Some(&1));
         assert_eq!(by["echo"].tasks.get("Running"), Some(&1));
     }
 }
