@@ -267,9 +267,7 @@ fn kubectl_plugin(ctx: &Ctx) -> Result<()> {
                 && top["talker"]["tasks"]["Failed"] == 1
                 && top["spinner"]["tasks"]["Cancelled"] == 1
                 && top["talker"]["fuel"].as_u64().is_some_and(|f| f > 0)
-                && top["talker"]["memoryBytes"]
-                    .as_u64()
-                    .is_some_and(|m| m > 0)
+                && top["talker"]["memoryBytes"].as_u64().is_some_and(|m| m > 0)
                 && top["talker"]["cpuMillis"].is_u64(),
             "top: {top}"
         );

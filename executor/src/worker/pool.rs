@@ -953,12 +953,18 @@ mod tests {
         a
     }
 
+    /// `ARI_SIGNING_KEYS` handing a pod the `private-key` of Secret `secret` as
+    /// `ARI_SIGNING_KEY_0`.
+    fn one_signing_key(secret: &str) -> String {
+        json!([{"secretRef": {"name": secret, "key": "private-key"},
+                "keyEnv": "ARI_SIGNING_KEY_0"}])
+        .to_string()
+    }
+
     #[tokio::test]
     async fn a_pod_not_handed_an_agents_signing_key_leaves_its_tasks_to_pods_that_were() {
         let (client, _log) = mock_client(|_, _, _| status(404, "NotFound"));
-        let keys = json!([{"secretRef": {"name": "a-key", "key": "private-key"},
-                           "keyEnv": "ARI_SIGNING_KEY_0"}])
-        .to_string();
+        let keys = one_signing_key("a-key");
         let pool = pool_with(
             "256",
             client,
@@ -987,9 +993,7 @@ mod tests {
             _ => status(404, "NotFound"),
         });
         // Handed the pair, but the Secret lacked the key: the variable is empty.
-        let keys = json!([{"secretRef": {"name": "a-key", "key": "private-key"},
-                           "keyEnv": "ARI_SIGNING_KEY_0"}])
-        .to_string();
+        let keys = one_signing_key("a-key");
         let pool = pool_with(
             "256",
             client,
