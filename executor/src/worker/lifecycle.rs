@@ -13,8 +13,7 @@ use ari_crds::{
 };
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::PostParams;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::Worker;
@@ -27,7 +26,7 @@ use super::parent::ParentCheck;
 use super::peers::Peers;
 use super::replicas;
 use super::slots::Slot;
-use super::status::{Attempt, Claim, WriteError, is_conflict, is_not_found};
+use super::status::{self, Attempt, Claim, WriteError};
 use super::taps::Taps;
 use ari_crds::Verdict;
 use ari_runtime::CommitGate;
@@ -88,26 +87,15 @@ impl Worker {
             Err(refusal) => Err(refusal),
         };
         if let Err(refusal) = admitted {
-            let generation = task.meta().generation;
-            let mut t = task.clone();
-            let status = t.status.get_or_insert_with(TaskStatus::default);
-            if let Err(e) =
-                status.fail(refusal.reason, &refusal.message, generation, convert::now())
+            return match status::refuse(&self.tasks, &task, refusal.reason, &refusal.message).await
             {
-                warn!(task = %name, error = %e, "not refusing the Task");
-                return Ok(Handled::Done);
-            }
-            return match self
-                .tasks
-                .replace_status(&name, &PostParams::default(), &t)
-                .await
-            {
-                Ok(_) => {
-                    warn!(task = %name, reason = refusal.reason.as_str(), message = %refusal.message, "refused");
-                    self.count(TaskPhase::Failed, refusal.reason);
+                Ok(written) => {
+                    if written {
+                        warn!(task = %name, reason = refusal.reason.as_str(), message = %refusal.message, "refused");
+                        self.count(TaskPhase::Failed, refusal.reason);
+                    }
                     Ok(Handled::Done)
                 }
-                Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(Handled::Done),
                 Err(e) => Ok(Handled::NotClaimed(Box::new(task), e)),
             };
         }

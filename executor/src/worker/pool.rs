@@ -694,9 +694,8 @@ pub(super) async fn serve(
 }
 
 /// Fails each Task `backlog` yields with `why` (`HostError`), until `stop`: an Agent whose
-/// worker cannot be built for its spec. As an admission refusal, without a claim: the write
-/// carries the resourceVersion seen, so of the pool's pods one writes it and none overwrites
-/// a Task that moved on meanwhile.
+/// worker cannot be built for its spec. As an admission refusal, without a claim
+/// ([`super::status::refuse`]).
 async fn refuse_tasks(
     tasks: &Api<Task>,
     backlog: &Backlog,
@@ -710,29 +709,12 @@ async fn refuse_tasks(
             _ = stop.wait_for(|s| *s) => return,
         };
         let name = task.name_any();
-        let mut failed = task.clone();
-        let generation = failed.metadata.generation;
-        let status = failed.status.get_or_insert_with(Default::default);
-        if status
-            .fail(
-                TaskReason::HostError,
-                why,
-                generation,
-                super::convert::now(),
-            )
-            .is_err()
-        {
-            continue;
-        }
-        match tasks
-            .replace_status(&name, &kube::api::PostParams::default(), &failed)
-            .await
-        {
-            Ok(_) => {
+        match super::status::refuse(tasks, &task, TaskReason::HostError, why).await {
+            Ok(true) => {
                 warn!(task = %name, reason = TaskReason::HostError.as_str(), message = %why, "refused");
                 metrics.count(TaskPhase::Failed, TaskReason::HostError);
             }
-            Err(e) if super::status::is_conflict(&e) || super::status::is_not_found(&e) => {}
+            Ok(false) => {}
             Err(e) => {
                 warn!(task = %name, error = %e, "cannot fail the Task; will try again");
                 backlog.retry_later(task);

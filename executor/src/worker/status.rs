@@ -130,6 +130,35 @@ enum Write<'a> {
     Final(&'a (dyn Fn(&mut TaskStatus, Option<i64>) + Sync)),
 }
 
+/// Fails `seen` with `reason` and `message` without claiming it — a Task refused before it
+/// runs. The write carries the resourceVersion seen, so of many executors one writes it and
+/// none overwrites a Task that moved on meanwhile. `Ok(false)` when it did move on (or can no
+/// longer fail): nothing to do.
+pub async fn refuse(
+    tasks: &Api<Task>,
+    seen: &Task,
+    reason: TaskReason,
+    message: &str,
+) -> Result<bool, kube::Error> {
+    let mut failed = seen.clone();
+    let generation = failed.meta().generation;
+    let status = failed.status.get_or_insert_with(TaskStatus::default);
+    if status
+        .fail(reason, message, generation, convert::now())
+        .is_err()
+    {
+        return Ok(false);
+    }
+    match tasks
+        .replace_status(&seen.name_any(), &PostParams::default(), &failed)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 impl Writer {
     /// Claims the version of `seen` (its resourceVersion unchanged): exactly one writer wins.
     pub async fn claim(&self, seen: &Task) -> Claim {
