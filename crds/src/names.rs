@@ -67,6 +67,9 @@ pub const ANNOTATION_SPEC_HASH: &str = "ari.dev/spec-hash";
 /// Pod-template annotation of a pool: a hash of its signing Secrets' versions. A pod reads its
 /// keys only when it starts, so a key put right or rotated in its Secret rolls the pool.
 pub const ANNOTATION_SIGNING_SECRETS: &str = "ari.dev/signing-secrets";
+/// Pod-template annotation of a pool: a hash of its pull secrets' versions, as for its signing
+/// Secrets (a pod reads its pull secrets only when it starts).
+pub const ANNOTATION_PULL_SECRETS: &str = "ari.dev/pull-secrets";
 
 /// Name of an Agent's executor Deployment.
 pub fn executor_deployment_name(agent: &str) -> String {

@@ -7,14 +7,17 @@
 //! not a pod (issue 29; docs/operator.md, "Executor pools").
 //!
 //! Isolation inside a pod is Wasmtime's: an instance, its memory and its fuel per Task, as
-//! before. Granted models, MCP servers and signing keys are the pod's (their credentials reach
-//! it by reference, for the union of its Agents' grants, each Secret under the same mark as
-//! for a dedicated Agent) and each hosted Agent is handed only its own: its signing key is
-//! the one its own `signing.secretRef` names ([`PoolSigningKey`]). Metrics of a pool pod's
-//! Tasks carry their Agent's name. A declarative Agent pools too: its worker pins the
-//! declaration digest the operator resolved for it. What a pool cannot yet give each Agent on
-//! its own (a single-writer store, delegation's pod-bound admission rule, a pull secret) is
-//! refused by [`unpoolable`] and the Agent CRD's rule: such Agents keep a dedicated executor.
+//! before. Granted models, MCP servers, signing keys and pull secrets are the pod's (their
+//! credentials reach it by reference, for the union of its Agents' grants, each Secret under
+//! the same mark as for a dedicated Agent) and each hosted Agent is handed only its own: its
+//! signing key is the one its own `signing.secretRef` names, its image is pulled only with its
+//! own `module.imagePullSecrets` ([`PoolSecretKey`]). Storage is shared Redis, scoped per Agent
+//! as across a dedicated Agent's replicas, so a pooled Agent granted storage is hosted only
+//! when the operator runs with a Redis URL. Metrics of a pool pod's Tasks carry their Agent's
+//! name. A declarative Agent pools too: its worker pins the declaration digest the operator
+//! resolved for it. What a pool cannot yet give each Agent on its own (delegation's pod-bound
+//! admission rule) is refused by [`unpoolable`] and the Agent CRD's rule: such Agents keep a
+//! dedicated executor.
 
 // Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
 // duplicated attribute; they are distinct columns.
@@ -39,7 +42,7 @@ pub const DEFAULT_POOL_CONCURRENCY: u32 = 16;
 pub const DEFAULT_HOT_MODULES: u32 = 256;
 
 /// The environment variable listing a pool pod's signing keys (a JSON list of
-/// [`PoolSigningKey`]), written by the operator into the pool's pod template.
+/// [`PoolSecretKey`]), written by the operator into the pool's pod template.
 pub const SIGNING_KEYS_ENV: &str = "ARI_SIGNING_KEYS";
 
 /// Distinct signing keys (Secret and key pairs) one pool carries at most. They all live in
@@ -47,21 +50,43 @@ pub const SIGNING_KEYS_ENV: &str = "ARI_SIGNING_KEYS";
 /// at 128 KiB: past this bound a pool would not start. Agents naming one pair share it.
 pub const MAX_POOL_SIGNING_KEYS: usize = 256;
 
-/// A signing key as the operator hands it to a pool's pods: the Secret and key a pooled
-/// Agent's `signing.secretRef` names, and the variable the kubelet fills from it. A pod signs
-/// for an Agent only with the key of the Agent's own `secretRef`, and hosts no Agent whose
-/// pair it was not handed (its Deployment predates the Agent's grant).
+/// The environment variable listing a pool pod's pull secrets (a JSON list of
+/// [`PoolSecretKey`], each key `.dockerconfigjson`), written by the operator.
+pub const PULL_SECRETS_ENV: &str = "ARI_PULL_SECRETS";
+
+/// Distinct pull secrets one pool carries at most. Each is a whole docker config (a few KiB,
+/// where a signing key is 64 bytes), and a pod's environment together is bounded by the
+/// kernel (a quarter of the stack limit, 2 MiB by default): fewer than signing keys.
+pub const MAX_POOL_PULL_SECRETS: usize = 64;
+
+/// A Secret key as the operator hands it to a pool's pods: the Secret and key a pooled Agent
+/// names (its `signing.secretRef`, or one of its `module.imagePullSecrets`), and the variable
+/// the kubelet fills from it. A pod uses for an Agent only the keys the Agent itself names,
+/// and hosts no Agent naming one it was not handed (its Deployment predates the Agent's).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct PoolSigningKey {
+pub struct PoolSecretKey {
     pub secret_ref: SecretKeyRef,
     pub key_env: String,
 }
 
-impl PoolSigningKey {
-    /// The variable that carries the `index`th key of the pool's sorted union.
-    pub fn key_env_name(index: usize) -> String {
+impl PoolSecretKey {
+    /// The variable that carries the `index`th signing key of the pool's sorted union.
+    pub fn signing_env_name(index: usize) -> String {
         format!("ARI_SIGNING_KEY_{index}")
+    }
+
+    /// The variable that carries the `index`th pull secret of the pool's sorted union.
+    pub fn pull_secret_env_name(index: usize) -> String {
+        format!("ARI_PULL_SECRET_{index}")
+    }
+}
+
+/// A pull secret `name` as a pool hands it over: its `.dockerconfigjson`.
+pub fn pull_secret_ref(name: &str) -> SecretKeyRef {
+    SecretKeyRef {
+        name: name.to_owned(),
+        key: crate::names::DOCKER_CONFIG_JSON_KEY.to_owned(),
     }
 }
 
@@ -162,25 +187,21 @@ pub struct ExecutorPoolStatus {
 
 /// What keeps an Agent out of a pool in this version, or `None` when it may join one.
 ///
-/// Each refused grant needs something per Agent that a shared pod does not hold apart yet: a
-/// pull secret of its own (the kubelet pulls for the pod, not the Agent); storage without
-/// Redis is single-writer per pod; and the `executor-writes` admission policy ties a child
-/// Task to its parent Agent's own pods. Models, MCP servers and signing may be granted: the
-/// pool pod holds their credentials for the union of its Agents' grants, and hands each hosted
-/// Agent only the ones its own spec grants. A declarative Agent may pool (its worker pins the
-/// declaration digest the operator resolved for it) unless it has subagents or Agent tools:
-/// those must be granted in `capabilities.delegation`, which is refused.
+/// The refused grant needs something per Agent that a shared pod does not hold apart yet: the
+/// `executor-writes` admission policy ties a child Task to its parent Agent's own pods. Models,
+/// MCP servers, signing and pull secrets may be granted: the pool pod holds their credentials
+/// for the union of its Agents' grants, and hands each hosted Agent only the ones its own spec
+/// names. Storage may be granted: pool pods share the operator's Redis (without one, the
+/// operator reports such an Agent not Ready and no pool pod hosts it). A declarative Agent may
+/// pool (its worker pins the declaration digest the operator resolved for it) unless it has
+/// subagents or Agent tools: those must be granted in `capabilities.delegation`, which is
+/// refused.
 pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
-    let c = &spec.capabilities;
-    if c.storage.is_some() {
-        Some("capabilities.storage (one writer per store)")
-    } else if c.delegation.is_some() {
+    if spec.capabilities.delegation.is_some() {
         Some(
             "capabilities.delegation (children are tied to their parent's own pods; a \
              declaration's subagents and Agent tools need it)",
         )
-    } else if spec.module.image_pull_secrets.is_some() {
-        Some("module.imagePullSecrets (the pull secret)")
     } else {
         None
     }
@@ -188,7 +209,7 @@ pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
 
 /// The CEL rule on `AgentSpec` that [`unpoolable`] is the Rust side of, so `kubectl apply`
 /// refuses such an Agent at once.
-pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || ((!has(self.module) || !has(self.module.imagePullSecrets)) && (!has(self.capabilities) || (!has(self.capabilities.storage) && !has(self.capabilities.delegation))))";
+pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || !has(self.capabilities) || !has(self.capabilities.delegation)";
 
 #[cfg(test)]
 mod tests {
@@ -216,8 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn pooled_agents_may_be_granted_models_tools_and_signing_but_not_what_needs_a_pod_of_their_own()
-    {
+    fn pooled_agents_may_be_granted_models_tools_signing_and_storage_but_not_delegation() {
         let module = serde_json::json!({"url": "http://x/m.wasm", "sha256": "sha256:00"});
         let cases = [
             (serde_json::json!({}), None),
@@ -229,10 +249,7 @@ mod tests {
                 serde_json::json!({"randomness": {}, "timeAccess": {}}),
                 None,
             ),
-            (
-                serde_json::json!({"storage": {"maxBytes": 1024}}),
-                Some("storage"),
-            ),
+            (serde_json::json!({"storage": {"maxBytes": 1024}}), None),
             (
                 serde_json::json!({"delegation": {"agents": ["a"]}}),
                 Some("delegation"),
@@ -256,5 +273,9 @@ mod tests {
                 Some(w) => assert!(got.is_some_and(|g| g.contains(w)), "{caps}: {got:?}"),
             }
         }
+        let pulled = spec(serde_json::json!({
+            "module": {"image": "r.example/echo:v1", "imagePullSecrets": [{"name": "reg"}]},
+            "executor": {"pool": "shared"}}));
+        assert_eq!(unpoolable(&pulled), None, "a pull secret in a pool");
     }
 }

@@ -9,7 +9,7 @@ use ed25519_dalek::SigningKey;
 
 use super::livelog::WriteRate;
 use super::models::GrantedModels;
-use super::signing::PoolSigningKeys;
+use super::secrets::PoolSecrets;
 use super::tools::GrantedTools;
 use super::{ConfigError, KeyMismatch, WorkerError};
 
@@ -41,7 +41,11 @@ pub struct WorkerConfig {
     pub signing_key_env: String,
     /// In a pool pod, `ARI_SIGNING_KEYS` and the variables it names: every pooled Agent's
     /// key the operator handed over; each hosted worker gets only its own in `signing_key`.
-    pub signing_keys: PoolSigningKeys,
+    pub signing_keys: PoolSecrets,
+    /// In a pool pod, `ARI_PULL_SECRETS` and the variables it names: every pooled Agent's
+    /// pull secret the operator handed over; a hosted worker's holds only its own Agent's
+    /// `module.imagePullSecrets`, in their order, and pulls with nothing else.
+    pub pull_secrets: PoolSecrets,
     /// How often a running task's `lastHeartbeatTime` is refreshed.
     pub heartbeat: Duration,
     /// How long a Task another executor owns waits before this one may claim it.
@@ -116,6 +120,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("tools", &self.tools)
             .field("signing_key", &self.signing_key.is_some())
             .field("signing_keys", &self.signing_keys)
+            .field("pull_secrets", &self.pull_secrets)
             .finish_non_exhaustive()
     }
 }
@@ -223,7 +228,8 @@ impl WorkerConfig {
             attestation_key_mismatch,
             signing_key: get(SIGNING_KEY_ENV),
             signing_key_env: SIGNING_KEY_ENV.to_owned(),
-            signing_keys: PoolSigningKeys::from_lookup(&get)?,
+            signing_keys: PoolSecrets::from_lookup(&get, ari_crds::pool::SIGNING_KEYS_ENV)?,
+            pull_secrets: PoolSecrets::from_lookup(&get, ari_crds::pool::PULL_SECRETS_ENV)?,
             heartbeat,
             steal_after,
             module_digest: get("ARI_MODULE_DIGEST"),
@@ -268,10 +274,9 @@ impl WorkerConfig {
     /// The settings of one Agent hosted by this pool pod: the pod's own, with the Agent's
     /// name, its executor concurrency (its share of the pod), the module and declaration the
     /// operator resolved (`status.moduleDigest`, `status.moduleImage`,
-    /// `status.declarationDigest`), and of the pod's models, MCP servers and signing keys (its
-    /// Agents' grants together) only those this Agent's spec grants: the key of its own
-    /// `signing.secretRef`, never a neighbour's. A pooled Agent holds no other Secret-borne
-    /// setting (`ari_crds::unpoolable`), so those stay empty.
+    /// `status.declarationDigest`), and of the pod's models, MCP servers, signing keys and pull
+    /// secrets (its Agents' together) only those this Agent's spec grants or names: the key of
+    /// its own `signing.secretRef` and its own `module.imagePullSecrets`, never a neighbour's.
     pub fn for_pooled(&self, agent: &ari_crds::Agent, resolved: &Resolved) -> Self {
         let share = usize::try_from(agent.spec.concurrency()).unwrap_or(usize::MAX);
         let own = agent
@@ -280,22 +285,54 @@ impl WorkerConfig {
             .signing
             .as_ref()
             .and_then(|g| self.signing_keys.key_for(&g.secret_ref));
+        let pull_secrets = self.pull_secrets.only(own_pull_secrets(&agent.spec).iter());
         Self {
             agent: kube::ResourceExt::name_any(agent),
             concurrency: share.min(self.concurrency),
             attestation_key_mismatch: None,
             signing_key: own.as_ref().and_then(|k| k.text.map(str::to_owned)),
             signing_key_env: own.map_or_else(|| SIGNING_KEY_ENV.to_owned(), |k| k.var.to_owned()),
-            signing_keys: PoolSigningKeys::default(),
+            signing_keys: PoolSecrets::default(),
             module_digest: Some(resolved.digest.clone()),
             module_image: resolved.image.clone(),
             declaration_digest: resolved.declaration.clone(),
             module_pull_secret: None,
+            pull_secrets,
             models: self.models.granted_to(&agent.spec.capabilities),
             tools: self.tools.granted_to(&agent.spec.capabilities),
             ..self.clone()
         }
     }
+
+    /// Whether this pool pod may host `agent`, or why not: it was handed every Secret key the
+    /// Agent names (its signing key, its pull secrets; else its Deployment predates them and
+    /// the pool is rolling to pods that carry them), and storage, when granted, is the shared
+    /// Redis (an embedded store would be this pod's alone).
+    pub fn can_host(&self, agent: &ari_crds::AgentSpec) -> Result<(), &'static str> {
+        let signing = agent.capabilities.signing.iter().map(|g| &g.secret_ref);
+        if !self.signing_keys.carries_all(signing) {
+            return Err("this pod was not handed its signing key");
+        }
+        if !self
+            .pull_secrets
+            .carries_all(own_pull_secrets(agent).iter())
+        {
+            return Err("this pod was not handed its pull secrets");
+        }
+        if agent.capabilities.storage.is_some() && self.redis_url.is_none() {
+            return Err("storage in a pool needs the operator's Redis");
+        }
+        Ok(())
+    }
+}
+
+/// The pull secrets `agent` names, in its order, as a pool hands them over.
+fn own_pull_secrets(agent: &ari_crds::AgentSpec) -> Vec<ari_crds::SecretKeyRef> {
+    agent
+        .module
+        .pull_secret_names()
+        .map(ari_crds::pool::pull_secret_ref)
+        .collect()
 }
 
 /// The module of a pooled Agent as the operator resolved it for the Agent's current spec:
@@ -522,13 +559,13 @@ mod tests {
             key_of(&empty),
             (None, "ARI_SIGNING_KEY_2".to_owned(), false)
         );
-        assert!(pod.signing_keys.carries(&empty.spec));
+        assert_eq!(pod.can_host(&empty.spec), Ok(()));
         // A pair this pod was not handed: not hosted here, and no key in any case.
         let newer = signer("n", "new-key");
-        assert!(!pod.signing_keys.carries(&newer.spec));
+        assert!(pod.can_host(&newer.spec).is_err());
         assert_eq!(key_of(&newer).0, None);
         let plain = pooled("plain", serde_json::json!({}));
-        assert!(pod.signing_keys.carries(&plain.spec));
+        assert_eq!(pod.can_host(&plain.spec), Ok(()));
         assert_eq!(
             key_of(&plain).0,
             None,
@@ -538,6 +575,121 @@ mod tests {
         let shown = format!("{pod:?}");
         assert!(!shown.contains(KEY) && !shown.contains(OTHER), "{shown}");
         assert!(shown.contains("b-key"), "{shown}");
+    }
+
+    #[test]
+    fn a_pooled_agents_worker_gets_only_its_own_pull_secrets_and_none_is_printed() {
+        let config = |user: &str| {
+            serde_json::json!({"auths": {"r.example": {"username": user,
+                                                       "password": format!("{user}-password")}}})
+            .to_string()
+        };
+        let (a, b) = (config("a"), config("b"));
+        let list = serde_json::json!([
+            {"secretRef": {"name": "a-reg", "key": ".dockerconfigjson"}, "keyEnv": "ARI_PULL_SECRET_0"},
+            {"secretRef": {"name": "b-reg", "key": ".dockerconfigjson"}, "keyEnv": "ARI_PULL_SECRET_1"},
+            {"secretRef": {"name": "empty", "key": ".dockerconfigjson"}, "keyEnv": "ARI_PULL_SECRET_2"}
+        ])
+        .to_string();
+        let pod = WorkerConfig::from_lookup(env(&[
+            ("ARI_POOL_NAME", "shared"),
+            ("POD_NAMESPACE", "ns"),
+            ("POD_NAME", "p"),
+            ("ARI_ATTESTATION_KEY", KEY),
+            (ari_crds::pool::PULL_SECRETS_ENV, &list),
+            ("ARI_PULL_SECRET_0", &a),
+            ("ARI_PULL_SECRET_1", &b),
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let resolved = Resolved {
+            digest: "sha256:00".into(),
+            image: Some("r.example/echo@sha256:00".into()),
+            declaration: None,
+        };
+        let puller = |name: &str, secrets: &[&str]| -> ari_crds::Agent {
+            let names: Vec<serde_json::Value> = secrets
+                .iter()
+                .map(|s| serde_json::json!({"name": s}))
+                .collect();
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"module": {"image": "r.example/echo:v1", "imagePullSecrets": names},
+                         "executor": {"pool": "shared"}}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let own = |agent: &ari_crds::Agent| -> Vec<(String, Option<String>)> {
+            let c = pod.for_pooled(agent, &resolved);
+            assert_eq!(c.module_pull_secret, None, "the pod's one pull secret");
+            c.pull_secrets
+                .iter()
+                .map(|(r, k)| (r.name.clone(), k.text.map(str::to_owned)))
+                .collect()
+        };
+        // Each its own, in its own order; never a neighbour's.
+        assert_eq!(
+            own(&puller("a", &["a-reg"])),
+            [("a-reg".to_owned(), Some(a.clone()))]
+        );
+        assert_eq!(
+            own(&puller("b", &["b-reg", "a-reg"])),
+            [
+                ("b-reg".to_owned(), Some(b.clone())),
+                ("a-reg".to_owned(), Some(a.clone()))
+            ]
+        );
+        assert_eq!(own(&puller("plain", &[])), []);
+        assert_eq!(own(&pooled("configmap", serde_json::json!({}))), []);
+        // Listed but empty: hosted, and its worker names the variable in its error.
+        let empty = puller("e", &["empty"]);
+        assert_eq!(pod.can_host(&empty.spec), Ok(()));
+        assert_eq!(own(&empty), [("empty".to_owned(), None)]);
+        // A Secret this pod was not handed: not hosted here.
+        assert!(
+            pod.can_host(&puller("n", &["a-reg", "new-reg"]).spec)
+                .is_err()
+        );
+        // No docker config reaches a log line, the pod's or a worker's.
+        for shown in [
+            format!("{pod:?}"),
+            format!("{:?}", pod.for_pooled(&puller("a", &["a-reg"]), &resolved)),
+        ] {
+            assert!(
+                !shown.contains("password") && !shown.contains("auths"),
+                "{shown}"
+            );
+            assert!(shown.contains("a-reg"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_pool_pod_hosts_an_agent_granted_storage_only_with_the_shared_redis() {
+        let storing = pooled(
+            "counter",
+            serde_json::json!({"storage": {"maxBytes": 1024}}),
+        );
+        let pod = pool_pod();
+        assert!(pod.can_host(&storing.spec).is_err(), "an embedded store");
+        assert_eq!(
+            pod.can_host(&pooled("p", serde_json::json!({})).spec),
+            Ok(())
+        );
+        let shared = WorkerConfig {
+            redis_url: Some("redis://127.0.0.1:6379".into()),
+            ..pool_pod()
+        };
+        assert_eq!(shared.can_host(&storing.spec), Ok(()));
+        let resolved = Resolved {
+            digest: "sha256:00".into(),
+            image: None,
+            declaration: None,
+        };
+        assert_eq!(
+            shared.for_pooled(&storing, &resolved).redis_url.as_deref(),
+            Some("redis://127.0.0.1:6379"),
+            "the worker's store is not the shared one"
+        );
     }
 
     /// A pooled declarative Agent at `generation` whose status the operator wrote for

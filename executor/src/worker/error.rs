@@ -65,6 +65,14 @@ pub enum ConfigError {
         "signing Secret {secret} key {key:?} is not an Ed25519 key (64 hex digits or PKCS#8 PEM)"
     )]
     SigningKeyInvalid { secret: String, key: String },
+    #[error(
+        "the Agent pulls its image with pull secret {secret}, but {var} is not set (does the Secret hold .dockerconfigjson? is the pool's Deployment current?)"
+    )]
+    PullSecretMissing {
+        secret: String,
+        /// The variable the docker config should be in.
+        var: String,
+    },
     /// The Agent's capabilities do not make grants (e.g. a network allow-list entry).
     #[error("{0}")]
     Grants(#[from] ari_runtime::capability::GrantError),
@@ -153,8 +161,10 @@ pub enum ModuleError {
     ImageNotPinned(String),
     #[error("ARI_MODULE_DIGEST is not set for module.image")]
     DigestNotSet,
-    #[error("ARI_MODULE_PULL_SECRET: {0}")]
-    PullSecret(ari_oci::Error),
+    /// A pull secret (`ARI_MODULE_PULL_SECRET`, or a pooled Agent's by its Secret's name) is
+    /// no docker config.
+    #[error("{from}: {error}")]
+    PullSecret { from: String, error: ari_oci::Error },
     #[error(
         "DigestMismatch: {image} holds a component with digest {got}, not the {want} the operator validated (ARI_MODULE_DIGEST); refusing to run it"
     )]

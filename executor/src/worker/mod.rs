@@ -32,8 +32,8 @@ mod parent;
 mod peers;
 mod pool;
 mod replicas;
+mod secrets;
 mod serve;
-mod signing;
 mod slots;
 mod status;
 mod storage;
@@ -283,6 +283,14 @@ async fn build(
         )?)),
         None => None,
     };
+    // A pooled Agent's pull secret whose variable is empty is the Agent's to fix, as a key is.
+    if let Some((secret, key)) = config.pull_secrets.iter().find(|(_, k)| k.text.is_none()) {
+        return Err(ConfigError::PullSecretMissing {
+            secret: secret.name.clone(),
+            var: key.var.to_owned(),
+        }
+        .into());
+    }
     let waiting = slots::waiting_for(
         config.concurrency,
         agent.spec.capabilities.delegation.as_ref().map(|d| {

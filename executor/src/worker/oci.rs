@@ -43,12 +43,7 @@ pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
             return Ok(bytes);
         }
     }
-    let credentials = match &config.module_pull_secret {
-        // Only the entry for this registry is used: credentials go nowhere else.
-        Some(json) => Credentials::from_docker_config_json(json.as_bytes(), reference.registry())
-            .map_err(ModuleError::PullSecret)?,
-        None => Credentials::anonymous(),
-    };
+    let credentials = credentials(config, reference.registry())?;
     let client = Client::new(config.registry.clone()).map_err(oci_error)?;
     // Streamed into the cache, its digest checked as it streams.
     let pulled = client
@@ -65,6 +60,34 @@ pub async fn fetch(config: &WorkerConfig) -> Result<Vec<u8>, WorkerError> {
     }
     info!(image, digest, bytes = pulled.bytes.len(), "module pulled");
     Ok(pulled.bytes)
+}
+
+/// The credentials for `registry`: those of a dedicated pod's pull secret, or of the first of a
+/// pooled Agent's own pull secrets with an entry for it (the one the operator resolved the
+/// image with); anonymous when none has one. Only the entry for this registry is used:
+/// credentials go nowhere else.
+fn credentials(config: &WorkerConfig, registry: &str) -> Result<Credentials, ModuleError> {
+    let dedicated = config
+        .module_pull_secret
+        .as_deref()
+        .map(|json| ("ARI_MODULE_PULL_SECRET", json));
+    let pooled = config
+        .pull_secrets
+        .iter()
+        .filter_map(|(r, k)| Some((r.name.as_str(), k.text?)));
+    for (from, json) in dedicated.into_iter().chain(pooled) {
+        let found =
+            Credentials::from_docker_config_json(json.as_bytes(), registry).map_err(|error| {
+                ModuleError::PullSecret {
+                    from: from.to_owned(),
+                    error,
+                }
+            })?;
+        if found != Credentials::Anonymous {
+            return Ok(found);
+        }
+    }
+    Ok(Credentials::anonymous())
 }
 
 async fn open_cache(dir: &Path) -> Result<ModuleCache, WorkerError> {
@@ -104,6 +127,70 @@ mod tests {
             _ => None,
         })
         .expect("valid config")
+    }
+
+    #[test]
+    fn a_pooled_worker_pulls_with_the_first_of_its_own_secrets_for_the_registry_and_no_other() {
+        let auths = |registry: &str, user: &str| {
+            serde_json::json!({"auths": {registry: {"username": user, "password": "p"}}})
+                .to_string()
+        };
+        let (a, b) = (auths("a.example", "a"), auths("b.example", "b"));
+        let list = serde_json::json!([
+            {"secretRef": {"name": "a-reg", "key": ".dockerconfigjson"}, "keyEnv": "ARI_PULL_SECRET_0"},
+            {"secretRef": {"name": "b-reg", "key": ".dockerconfigjson"}, "keyEnv": "ARI_PULL_SECRET_1"},
+            {"secretRef": {"name": "junk", "key": ".dockerconfigjson"}, "keyEnv": "ARI_PULL_SECRET_2"}
+        ])
+        .to_string();
+        let pod = WorkerConfig::from_lookup(|k| match k {
+            "ARI_POOL_NAME" => Some("shared".into()),
+            "POD_NAMESPACE" => Some("ns".into()),
+            "POD_NAME" => Some("p".into()),
+            "ARI_ATTESTATION_KEY" => Some(KEY.into()),
+            "ARI_PULL_SECRETS" => Some(list.clone()),
+            "ARI_PULL_SECRET_0" => Some(a.clone()),
+            "ARI_PULL_SECRET_1" => Some(b.clone()),
+            "ARI_PULL_SECRET_2" => Some("not json".into()),
+            _ => None,
+        })
+        .expect("valid config");
+        let worker = |secrets: &[&str]| {
+            let names: Vec<serde_json::Value> = secrets
+                .iter()
+                .map(|s| serde_json::json!({"name": s}))
+                .collect();
+            let agent: ari_crds::Agent = serde_json::from_value(serde_json::json!({
+                "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+                "metadata": {"name": "x", "namespace": "ns"},
+                "spec": {"module": {"image": "a.example/echo:v1", "imagePullSecrets": names},
+                         "executor": {"pool": "shared"}}
+            }))
+            .expect("agent");
+            let resolved = super::super::config::Resolved {
+                digest: "sha256:00".into(),
+                image: Some("a.example/echo@sha256:00".into()),
+                declaration: None,
+            };
+            pod.for_pooled(&agent, &resolved)
+        };
+        let user = |c: Result<Credentials, ModuleError>| match c {
+            Ok(Credentials::Basic { username, .. }) => Some(username),
+            Ok(_) => None,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            user(credentials(&worker(&["a-reg"]), "a.example")),
+            Some("a".into())
+        );
+        assert_eq!(
+            user(credentials(&worker(&["b-reg", "a-reg"]), "b.example")),
+            Some("b".into())
+        );
+        // Its own secret has no entry for the registry: anonymous, never the neighbour's.
+        assert_eq!(user(credentials(&worker(&["b-reg"]), "a.example")), None);
+        assert_eq!(user(credentials(&worker(&[]), "a.example")), None);
+        let err = credentials(&worker(&["junk"]), "a.example").expect_err("no docker config");
+        assert!(err.to_string().starts_with("junk: "), "{err}");
     }
 
     #[tokio::test]

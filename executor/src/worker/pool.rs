@@ -16,11 +16,14 @@
 //! Each hosted Agent is a [`Worker`] as in a dedicated pod, with its own slots (its
 //! `executor.concurrency`) and backlog, so a busy Agent fills only its own share; every run
 //! also takes a place among the pod's `concurrency`, shared first come first served. The pod
-//! holds the models, MCP servers and signing keys of all its Agents' grants; each worker is
+//! holds the models, MCP servers, signing keys and pull secrets of all its Agents; each worker is
 //! handed only its own Agent's (`WorkerConfig::for_pooled`), its models with the pod's one
-//! limiter each, and counts its Tasks under its Agent's name (`metrics::AgentMetrics`). An
-//! Agent whose worker cannot be built for its spec (its signing key missing or not a key)
-//! fails its Tasks saying why ([`refuse_tasks`]); its neighbours run on. A
+//! limiter each, and counts its Tasks under its Agent's name (`metrics::AgentMetrics`); its
+//! image is pulled only with its own pull secrets. An Agent whose worker cannot be built for
+//! its spec (its signing key missing or not a key, a pull secret's variable empty) fails its
+//! Tasks saying why ([`refuse_tasks`]); its neighbours run on. An Agent granted storage is
+//! hosted only when the pod has the operator's Redis, which every pool pod shares (scoped by
+//! the Agent's uid, as across a dedicated Agent's replicas). A
 //! declarative Agent's worker runs the stock component and pins the declaration digest of the
 //! Agent's status, so a prompt edit the operator has resolved rebuilds it ([`Resolved`]).
 
@@ -226,10 +229,11 @@ impl Pool {
         }
         // A worker of an older spec finishes what it runs and takes nothing more.
         h.retire();
-        // A pod whose Deployment predates the Agent's signing key (the pool is rolling to
-        // one that carries it) leaves its Tasks to the pods that can sign for it.
-        if !self.config.signing_keys.carries(&agent.spec) {
-            debug!(agent = %name, "not hosted here: this pod was not handed its signing key");
+        // A pod whose Deployment predates the Agent's signing key or pull secret (the pool is
+        // rolling to one that carries it) leaves its Tasks to the pods that have it; storage
+        // without the shared Redis is hosted by none (the operator says so on the Agent).
+        if let Err(why) = self.config.can_host(&agent.spec) {
+            debug!(agent = %name, "not hosted here: {why}");
             return;
         }
         if hosts.waiting.is_empty()
@@ -1005,6 +1009,62 @@ mod tests {
         );
         // Its module is not held: it takes no room from its neighbours.
         assert!(lock(&pool.held).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_agent_whose_pull_secret_is_missing_fails_its_tasks_and_one_with_storage_waits_for_redis()
+     {
+        let (client, log) = mock_client(|method, path, body| match method {
+            "PUT" if path.ends_with("/tasks/t1/status") => (200, body.clone()),
+            _ => status(404, "NotFound"),
+        });
+        // Handed the Secret, but its variable is empty (the Secret was gone when the pod began).
+        let pulls = json!([{"secretRef": {"name": "reg", "key": ".dockerconfigjson"},
+                            "keyEnv": "ARI_PULL_SECRET_0"}])
+        .to_string();
+        let mut broken = agent("broken", "sha256:00");
+        broken.spec.module = serde_json::from_value(json!({
+            "image": "r.example/echo:v1", "imagePullSecrets": [{"name": "reg"}]}))
+        .unwrap_or_else(|e| panic!("module: {e}"));
+        let mut storing = agent("storing", "sha256:01");
+        storing.spec.capabilities.storage = Some(
+            serde_json::from_value(json!({"maxBytes": 1024}))
+                .unwrap_or_else(|e| panic!("grant: {e}")),
+        );
+        let pool = pool_with(
+            "256",
+            client,
+            &[(ari_crds::pool::PULL_SECRETS_ENV, &pulls)],
+            [broken, storing],
+        );
+        give(&pool, task("t1", "broken", None)).await;
+        give(&pool, task("t2", "storing", None)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let written = loop {
+            if let Some(w) = crate::worker::testutil::find(&log, "PUT", "/tasks/t1/status").pop() {
+                break w.body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no status written");
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(written["status"]["reason"], "HostError");
+        let message = written["status"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("reg") && message.contains("ARI_PULL_SECRET_0"),
+            "{message}"
+        );
+        // Without Redis no pod hosts the storing Agent: its Task waits, failed by none.
+        let hosts = lock(&pool.hosted);
+        assert_eq!(
+            started(&hosts, "storing"),
+            None,
+            "hosted on an embedded store"
+        );
+        assert_eq!(
+            hosts.agents.get("storing").map(|h| h.backlog.len()),
+            Some(1)
+        );
+        assert!(crate::worker::testutil::find(&log, "PUT", "/tasks/t2/status").is_empty());
     }
 
     #[tokio::test]

@@ -373,7 +373,8 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
             .unwrap_or_default();
         status.replicas = Some(st.replicas.unwrap_or(0));
         status.ready_replicas = Some(st.ready_replicas.unwrap_or(0));
-        match crate::pool::controller::agent_ready(found.as_ref(), pool) {
+        let redis = ctx.settings.redis_url.is_some();
+        match crate::pool::controller::agent_ready(found.as_ref(), pool, &agent.spec, redis) {
             Ok(n) => available = n,
             Err((reason, message)) => no_pool = Some((reason, message)),
         }

@@ -8,7 +8,7 @@ use ari_crds::capability::CapabilityName;
 use ari_crds::mcp_server::{ExecutorToolServer, TOOL_SERVERS_ENV};
 use ari_crds::model_config::{ExecutorModel, MODELS_ENV};
 use ari_crds::names;
-use ari_crds::pool::{PoolSigningKey, SIGNING_KEYS_ENV};
+use ari_crds::pool::{PULL_SECRETS_ENV, PoolSecretKey, SIGNING_KEYS_ENV};
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
@@ -386,19 +386,19 @@ pub fn pool_labels(pool: &str) -> BTreeMap<String, String> {
 
 /// The Deployment of an `ExecutorPool`, owned by it: pods that serve every Agent naming the
 /// pool, under the pool ServiceAccount (which may not create Tasks: pooled Agents do not
-/// delegate in this version, and reads no Secret). `models`, `tools` and `signing` are those
-/// granted to any Agent of the pool that passed the marked-Secret rule
-/// ([`crate::pool::grants`], [`crate::pool::signing`]), by name: their keys reach the pod by
-/// reference, as a dedicated executor's do. `signing_revision` rolls the pods when a signing
-/// Secret changes.
+/// delegate in this version, and reads no Secret). `models`, `tools`, `signing` and `pulls`
+/// are those granted to or named by any Agent of the pool that passed the marked-Secret rule
+/// ([`crate::pool::grants`], [`crate::pool::secrets`]), by name: their keys reach the pod by
+/// reference, as a dedicated executor's do. Their revisions roll the pods when a signing
+/// Secret or a pull secret changes.
 pub fn build_pool(
     pool: &ari_crds::ExecutorPool,
     settings: &Settings,
     attestation_public_key: &str,
     models: &[ExecutorModel],
     tools: &[ExecutorToolServer],
-    signing: &[PoolSigningKey],
-    signing_revision: &str,
+    signing: &crate::pool::secrets::Resolved,
+    pulls: &crate::pool::secrets::Resolved,
 ) -> Deployment {
     let name = pool.name_any();
     let mut env_vars = vec![
@@ -407,20 +407,22 @@ pub fn build_pool(
         env("ARI_HOT_MODULES", pool.spec.hot_modules().to_string()),
     ];
     env_vars.extend(common_env(settings, attestation_public_key));
-    // Pooled Agents may name `module.image` (without a pull secret): pulls follow the
-    // operator admin's registry rules.
+    // Pooled Agents may name `module.image`: pulls follow the operator admin's registry rules.
     for (var, value) in settings.registry.network_env() {
         env_vars.push(env(var, value));
     }
     env_vars.extend(model_env(models));
     env_vars.extend(tool_env(tools));
-    env_vars.extend(signing_env(signing));
+    env_vars.extend(pool_secret_env(SIGNING_KEYS_ENV, &signing.usable));
+    env_vars.extend(pool_secret_env(PULL_SECRETS_ENV, &pulls.usable));
     let mut annotations = BTreeMap::new();
-    if !signing_revision.is_empty() {
-        annotations.insert(
-            names::ANNOTATION_SIGNING_SECRETS.to_owned(),
-            signing_revision.to_owned(),
-        );
+    for (annotation, revision) in [
+        (names::ANNOTATION_SIGNING_SECRETS, &signing.revision),
+        (names::ANNOTATION_PULL_SECRETS, &pulls.revision),
+    ] {
+        if !revision.is_empty() {
+            annotations.insert(annotation.to_owned(), revision.clone());
+        }
     }
     assemble(
         ExecutorPods {
@@ -459,16 +461,17 @@ fn model_env(models: &[ExecutorModel]) -> Vec<EnvVar> {
     vars
 }
 
-/// A pool's signing keys: the pairs in `ARI_SIGNING_KEYS` (no key in them) and each key by
-/// reference, optional: a key missing from its Secret fails its Agents' Tasks, not the pod
-/// that serves their neighbours too (a dedicated pod's is required).
-fn signing_env(keys: &[PoolSigningKey]) -> Vec<EnvVar> {
+/// A pool's signing keys or pull secrets: the pairs in `list_env` (`ARI_SIGNING_KEYS`,
+/// `ARI_PULL_SECRETS`; no key in them) and each key by reference, optional: a key missing from
+/// its Secret fails its Agents' Tasks, not the pod that serves their neighbours too (a
+/// dedicated pod's is required).
+fn pool_secret_env(list_env: &str, keys: &[PoolSecretKey]) -> Vec<EnvVar> {
     if keys.is_empty() {
         return Vec::new();
     }
     // Serialising plain data cannot fail; an empty list would leave the keys unused.
     let list = serde_json::to_string(keys).unwrap_or_else(|_| "[]".to_owned());
-    let mut vars = vec![env(SIGNING_KEYS_ENV, list)];
+    let mut vars = vec![env(list_env, list)];
     vars.extend(keys.iter().map(|k| secret_env(&k.key_env, &k.secret_ref)));
     vars
 }

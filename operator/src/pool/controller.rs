@@ -1,7 +1,7 @@
 //! ExecutorPool reconcile: the pool ServiceAccount and Role, the namespace's attestation key,
-//! the pool's Deployment (with the models, MCP servers and signing keys its Agents are
-//! granted, see [`super::grants`] and [`super::signing`]) → `Ready`, replicas and how many
-//! Agents name the pool.
+//! the pool's Deployment (with the models, MCP servers, signing keys and pull secrets its
+//! Agents are granted or name, see [`super::grants`] and [`super::secrets`]) → `Ready`,
+//! replicas and how many Agents name the pool.
 //!
 //! A pooled Agent's own reconcile takes its readiness from the pool's status (see
 //! [`agent_ready`]); the Agent controller watches pools for that.
@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use super::{grants, signing};
+use super::{grants, secrets};
 use crate::agent::{deployment, models, rbac, tools};
 use crate::context::Context;
 use crate::error::Error;
@@ -31,10 +31,11 @@ pub struct PoolContext {
     pub agents: Store<Agent>,
 }
 
-/// How often a pool's Agent count, and its signing Secrets' versions (an edited key rolls
-/// the pool), are refreshed when nothing else changes.
+/// How often a pool's Agent count, and its signing and pull Secrets' versions (an edited key
+/// rolls the pool), are refreshed when nothing else changes.
 const RECOUNT: Duration = Duration::from_secs(60);
-/// How soon a granted model, server or signing key whose Secret is missing or unmarked is
+/// How soon a granted model, server, signing key or pull secret whose Secret is missing or
+/// unmarked is
 /// looked at again (Secrets are not watched), as for a dedicated Agent.
 const RECHECK_CREDENTIALS: Duration = Duration::from_secs(30);
 
@@ -56,23 +57,20 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
     let granted = grants::union(&ctx.agents.state(), &ns, &name);
     let models = models::fetch_names(&granted.models(), &client, &ns).await?;
     let tools = tools::fetch_names(&granted.tools(), &client, &ns).await?;
-    let keys = signing::fetch(&granted.signing, &client, &ns).await?;
-    if !keys.over_bound.is_empty() {
-        let note = format!(
-            "{} signing key(s) past the pool's bound of {} are not carried: the Agents naming \
-             them wait (move some to another pool)",
-            keys.over_bound.len(),
-            ari_crds::pool::MAX_POOL_SIGNING_KEYS
-        );
-        tracing::warn!(pool = %name, namespace = %ns, "{note}");
-        base.event(
-            pool.as_ref(),
-            true,
-            "SigningKeysOverBound",
-            "Reconcile",
-            note,
-        )
-        .await;
+    let keys = secrets::fetch_signing(&granted.signing, &client, &ns).await?;
+    let pulls = secrets::fetch_pull(&granted.pull_secrets, &client, &ns).await?;
+    for (kind, resolved) in [(&secrets::SIGNING, &keys), (&secrets::PULL, &pulls)] {
+        if let Some(note) = resolved.over_bound_note(kind) {
+            tracing::warn!(pool = %name, namespace = %ns, "{note}");
+            base.event(
+                pool.as_ref(),
+                true,
+                kind.over_bound_reason,
+                "Reconcile",
+                note,
+            )
+            .await;
+        }
     }
     let dep = deployment::build_pool(
         &pool,
@@ -80,8 +78,8 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
         &key.public_key,
         &models.usable,
         &tools.usable,
-        &keys.usable,
-        &keys.revision,
+        &keys,
+        &pulls,
     );
     let applied = Api::<Deployment>::namespaced(client.clone(), &ns)
         .patch(
@@ -120,8 +118,10 @@ pub async fn reconcile(pool: Arc<ExecutorPool>, ctx: Arc<PoolContext>) -> Result
             )
             .await?;
     }
-    let waiting =
-        !models.unusable.is_empty() || !tools.unusable.is_empty() || !keys.unusable.is_empty();
+    let waiting = !models.unusable.is_empty()
+        || !tools.unusable.is_empty()
+        || !keys.unusable.is_empty()
+        || !pulls.unusable.is_empty();
     Ok(Action::requeue(if waiting {
         RECHECK_CREDENTIALS
     } else {
@@ -153,8 +153,26 @@ fn count_agents(agents: &Store<Agent>, namespace: &str, name: &str) -> i32 {
 }
 
 /// How many pods of the pool a pooled Agent can count on: the pool's available replicas, or
-/// why none (the Agent's `Ready=False` reason and message).
-pub fn agent_ready(pool: Option<&ExecutorPool>, name: &str) -> Result<i32, (&'static str, String)> {
+/// why none (the Agent's `Ready=False` reason and message). `redis` is whether the operator
+/// runs with a Redis URL, which every pool pod then shares: without one, each pod's store
+/// would be its own, so no pod hosts an Agent granted storage.
+pub fn agent_ready(
+    pool: Option<&ExecutorPool>,
+    name: &str,
+    agent: &ari_crds::AgentSpec,
+    redis: bool,
+) -> Result<i32, (&'static str, String)> {
+    if agent.capabilities.storage.is_some() && !redis {
+        return Err((
+            POOL_STORAGE_NEEDS_REDIS,
+            format!(
+                "capabilities.storage in ExecutorPool {name} needs the operator's Redis (its \
+                 pods would each keep a store of their own): set the operator's Redis URL \
+                 (--redis-url or ARI_REDIS_URL, chart redis.url), or remove spec.executor.pool to give the \
+                 Agent an executor of its own"
+            ),
+        ));
+    }
     let Some(pool) = pool else {
         return Err((
             "PoolNotFound",
@@ -167,6 +185,9 @@ pub fn agent_ready(pool: Option<&ExecutorPool>, name: &str) -> Result<i32, (&'st
         .and_then(|s| s.available_replicas)
         .unwrap_or(0))
 }
+
+/// `Ready=False` reason of a pooled Agent granted storage when the operator has no Redis.
+pub const POOL_STORAGE_NEEDS_REDIS: &str = "PoolStorageNeedsRedis";
 
 pub fn error_policy(_p: Arc<ExecutorPool>, err: &Error, ctx: Arc<PoolContext>) -> Action {
     ctx.base
@@ -184,18 +205,53 @@ mod tests {
 
     #[test]
     fn a_pooled_agent_is_ready_only_with_an_existing_pool_that_has_available_pods() {
+        let plain = pooled("echo", serde_json::json!({})).spec.clone();
         assert!(
-            matches!(agent_ready(None, "shared"), Err(("PoolNotFound", m)) if m.contains("shared"))
+            matches!(agent_ready(None, "shared", &plain, false), Err(("PoolNotFound", m)) if m.contains("shared"))
         );
         let mut pool = ExecutorPool::new("shared", Default::default());
-        assert_eq!(agent_ready(Some(&pool), "shared"), Ok(0));
+        assert_eq!(agent_ready(Some(&pool), "shared", &plain, false), Ok(0));
         pool.status = Some(ExecutorPoolStatus {
             available_replicas: Some(2),
             ..Default::default()
         });
-        assert_eq!(agent_ready(Some(&pool), "shared"), Ok(2));
+        assert_eq!(agent_ready(Some(&pool), "shared", &plain, false), Ok(2));
         assert_eq!(ready(0).0, ConditionStatus::False);
         assert_eq!(ready(2).0, ConditionStatus::True);
+    }
+
+    #[test]
+    fn a_pooled_agent_granted_storage_is_ready_only_when_the_pool_shares_redis() {
+        let mut pool = ExecutorPool::new("shared", Default::default());
+        pool.status = Some(ExecutorPoolStatus {
+            available_replicas: Some(2),
+            ..Default::default()
+        });
+        let storing = pooled(
+            "counter",
+            serde_json::json!({"storage": {"maxBytes": 1024}}),
+        );
+        let (reason, message) = agent_ready(Some(&pool), "shared", &storing.spec, false)
+            .expect_err("storage without Redis in a pool");
+        assert_eq!(reason, POOL_STORAGE_NEEDS_REDIS);
+        assert!(
+            message.contains("Redis URL") && message.contains("remove spec.executor.pool"),
+            "{message}"
+        );
+        // Said before a missing pool: a pool appearing would not make it Ready.
+        assert_eq!(
+            agent_ready(None, "shared", &storing.spec, false).map_err(|(r, _)| r),
+            Err(POOL_STORAGE_NEEDS_REDIS)
+        );
+        assert_eq!(
+            agent_ready(Some(&pool), "shared", &storing.spec, true),
+            Ok(2)
+        );
+        let plain = pooled("echo", serde_json::json!({}));
+        assert_eq!(
+            agent_ready(Some(&pool), "shared", &plain.spec, false),
+            Ok(2)
+        );
     }
 
     fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
@@ -257,9 +313,23 @@ mod tests {
         let granted = grants::union(agents, "n", "shared");
         let models = models::resolve(&granted.models(), &configs, |_| Some(&model_mark));
         let tools = tools::resolve(&granted.tools(), &[server], |_| Some(&tool_mark));
-        let keys = signing::resolve(&granted.signing, |name| match name {
-            "unmarked-key" => Some(&unmarked),
-            _ => Some(&signing_mark),
+        let keys = secrets::resolve(&secrets::SIGNING, &granted.signing, |r| {
+            secrets::signing_key(
+                r,
+                Some(match r.name.as_str() {
+                    "unmarked-key" => &unmarked,
+                    _ => &signing_mark,
+                }),
+            )
+        });
+        let registries = pull_secrets();
+        let pulls = secrets::resolve(&secrets::PULL, &granted.pull_secrets, |r| {
+            secrets::pull_secret(
+                r,
+                registries
+                    .iter()
+                    .find(|s| s.metadata.name.as_deref() == Some(&r.name)),
+            )
         });
         let pool = ExecutorPool::new("shared", Default::default());
         let settings = crate::config::Settings::default();
@@ -269,10 +339,125 @@ mod tests {
             "pk",
             &models.usable,
             &tools.usable,
-            &keys.usable,
-            &keys.revision,
+            &keys,
+            &pulls,
         );
         dep.spec.map(|s| s.template).unwrap_or_default()
+    }
+
+    /// The namespace's docker config Secrets: `a-reg` and `b-reg` marked for Agents' use,
+    /// `loose-reg` not, `opaque-reg` marked but of type Opaque.
+    fn pull_secrets() -> Vec<k8s_openapi::api::core::v1::Secret> {
+        let secret = |name: &str, marked: bool, type_: &str| {
+            from_json(serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": "n", "resourceVersion": "1",
+                             "labels": if marked {
+                                 serde_json::json!({ari_crds::names::LABEL_PULL_SECRET: "true"})
+                             } else {
+                                 serde_json::json!({})
+                             }},
+                "type": type_,
+                // `{"auths":{}}`
+                "data": {".dockerconfigjson": "eyJhdXRocyI6e319"}
+            }))
+        };
+        let docker = ari_crds::names::DOCKER_CONFIG_JSON_TYPE;
+        vec![
+            secret("a-reg", true, docker),
+            secret("b-reg", true, docker),
+            secret("loose-reg", false, docker),
+            secret("opaque-reg", true, "Opaque"),
+        ]
+    }
+
+    /// A pooled Agent of `module.image` pulling with the Secrets `secrets`.
+    fn pulling(name: &str, secrets: &[&str]) -> Arc<Agent> {
+        let names: Vec<serde_json::Value> = secrets
+            .iter()
+            .map(|s| serde_json::json!({"name": s}))
+            .collect();
+        Arc::new(from_json(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": name, "namespace": "n"},
+            "spec": {"module": {"image": "r.example/echo:v1", "imagePullSecrets": names},
+                     "executor": {"pool": "shared"}}
+        })))
+    }
+
+    #[test]
+    fn a_pool_pod_carries_each_marked_pull_secret_of_its_agents_once_by_reference() {
+        let agents = [
+            pulling("b", &["b-reg"]),
+            pulling("a", &["a-reg"]),
+            // Two Agents naming one Secret share its variable.
+            pulling("a2", &["a-reg", "b-reg"]),
+            // Neither a Secret not marked for Agents nor one that is no docker config.
+            pulling("thief", &["loose-reg", "opaque-reg"]),
+            pooled("plain", serde_json::json!({})),
+        ];
+        let env = pool_env(&agents);
+        let carried: Vec<(String, String, String, Option<bool>)> = env
+            .iter()
+            .filter_map(|e| {
+                let r = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+                Some((e.name.clone(), r.name.clone(), r.key.clone(), r.optional))
+            })
+            .filter(|(var, ..)| var.starts_with("ARI_PULL_SECRET"))
+            .collect();
+        let want = |var: &str, secret: &str| {
+            (
+                var.to_owned(),
+                secret.to_owned(),
+                ".dockerconfigjson".to_owned(),
+                Some(true),
+            )
+        };
+        assert_eq!(
+            carried,
+            [
+                want("ARI_PULL_SECRET_0", "a-reg"),
+                want("ARI_PULL_SECRET_1", "b-reg")
+            ]
+        );
+        let listed: Vec<ari_crds::pool::PoolSecretKey> = env
+            .iter()
+            .find(|e| e.name == ari_crds::pool::PULL_SECRETS_ENV)
+            .and_then(|e| serde_json::from_str(e.value.as_deref()?).ok())
+            .unwrap_or_default();
+        let listed: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|k| (k.secret_ref.name.as_str(), k.key_env.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("a-reg", "ARI_PULL_SECRET_0"),
+                ("b-reg", "ARI_PULL_SECRET_1")
+            ]
+        );
+        let template = serde_json::to_string(&pool_pods(&agents)).unwrap_or_default();
+        for never in ["loose-reg", "opaque-reg", "ARI_MODULE_PULL_SECRET"] {
+            assert!(!template.contains(never), "{never} in the pool's pods");
+        }
+        let annotations = pool_pods(&agents).metadata.and_then(|m| m.annotations);
+        assert!(
+            annotations.is_some_and(|a| a.contains_key(ari_crds::names::ANNOTATION_PULL_SECRETS)),
+            "an edited pull secret would not roll the pool"
+        );
+        let mut reversed = agents.to_vec();
+        reversed.reverse();
+        assert_eq!(
+            env,
+            pool_env(&reversed),
+            "the Agents' order changes nothing"
+        );
+        assert!(
+            !pool_env(&agents[4..])
+                .iter()
+                .any(|e| e.name.starts_with("ARI_PULL_SECRET")),
+            "a pool of Agents that pull with no secret carries none"
+        );
     }
 
     fn signing(secret: &str) -> serde_json::Value {
@@ -315,7 +500,7 @@ mod tests {
                 ),
             ]
         );
-        let listed: Vec<ari_crds::pool::PoolSigningKey> = env
+        let listed: Vec<ari_crds::pool::PoolSecretKey> = env
             .iter()
             .find(|e| e.name == ari_crds::pool::SIGNING_KEYS_ENV)
             .and_then(|e| serde_json::from_str(e.value.as_deref()?).ok())
@@ -427,8 +612,13 @@ mod tests {
         let validate = crate::agent::controller::validate;
         assert_eq!(validate(&agent(serde_json::json!({}))), Ok(()));
         assert_eq!(validate(&agent(signing("k"))), Ok(()), "signing in a pool");
-        let err = validate(&agent(serde_json::json!({"storage": {"maxBytes": 1024}})))
-            .expect_err("storage in a pool");
+        assert_eq!(
+            validate(&agent(serde_json::json!({"storage": {"maxBytes": 1024}}))),
+            Ok(()),
+            "storage in a pool"
+        );
+        let err = validate(&agent(serde_json::json!({"delegation": {"agents": ["b"]}})))
+            .expect_err("delegation in a pool");
         assert!(err.contains("remove spec.executor.pool"), "{err}");
     }
 }

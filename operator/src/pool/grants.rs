@@ -1,7 +1,7 @@
-//! What a pool's pods are handed: the models, MCP servers and signing keys granted to any Agent
-//! of the pool (their union, and nothing no pooled Agent is granted), each resolved under the
-//! same marked-Secret rule as for a dedicated Agent's executors (signing keys: see
-//! [`super::signing`]). The pod then hands each hosted Agent only what its own spec grants
+//! What a pool's pods are handed: the models, MCP servers, signing keys and pull secrets
+//! granted to any Agent of the pool (their union, and nothing no pooled Agent is granted), each
+//! resolved under the same marked-Secret rule as for a dedicated Agent's executors (signing
+//! keys and pull secrets: see [`super::secrets`]). The pod then hands each hosted Agent only what its own spec grants
 //! (the executor's `WorkerConfig::for_pooled`).
 //!
 //! The pool's Deployment depends on its Agents' grants, so the pool controller is woken when
@@ -17,7 +17,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-/// The ModelConfig and MCPServer names and signing Secret keys granted, each once and sorted:
+/// The ModelConfig and MCPServer names, signing Secret keys and pull secrets granted, each once
+/// and sorted:
 /// the pool Deployment's variables follow this order, so it does not roll when only the order
 /// of grants (or of Agents) changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,6 +27,8 @@ pub struct Granted {
     pub tools: BTreeSet<String>,
     /// The `signing.secretRef`s: Agents naming one pair share its variable.
     pub signing: BTreeSet<SecretKeyRef>,
+    /// The `module.imagePullSecrets` (their `.dockerconfigjson`): Agents naming one share it.
+    pub pull_secrets: BTreeSet<SecretKeyRef>,
 }
 
 impl Granted {
@@ -44,6 +47,12 @@ impl Granted {
                 .flat_map(|g| g.servers.iter().map(|s| s.name.clone()))
                 .collect(),
             signing: caps.signing.iter().map(|g| g.secret_ref.clone()).collect(),
+            pull_secrets: agent
+                .spec
+                .module
+                .pull_secret_names()
+                .map(ari_crds::pool::pull_secret_ref)
+                .collect(),
         }
     }
 
@@ -51,6 +60,7 @@ impl Granted {
         self.models.extend(other.models);
         self.tools.extend(other.tools);
         self.signing.extend(other.signing);
+        self.pull_secrets.extend(other.pull_secrets);
         self
     }
 
@@ -227,7 +237,7 @@ mod tests {
                 "e",
                 Some("shared"),
                 serde_json::json!({"models": {"allowed": ["refused-model"]},
-                                   "storage": {"maxBytes": 1024}}),
+                                   "delegation": {"agents": ["a"]}}),
             ),
         ];
         let u = union(&agents, "n", "shared");

@@ -2,4 +2,4 @@
 
 pub mod controller;
 pub mod grants;
-pub mod signing;
+pub mod secrets;
