@@ -13,6 +13,7 @@ mod kubeconfig;
 pub mod namespace_user;
 mod node;
 mod process;
+pub mod redis;
 pub mod registry;
 pub mod scenario;
 pub mod soak;

@@ -9,11 +9,20 @@
 //! granted; a declarative Agent runs in a pool pod the declaration the operator pinned, and an
 //! edited prompt once the operator has resolved it; two pooled Agents of one pod sign each
 //! with the key of its own Secret (and the pool pod carries no unmarked one), and the pod's
-//! /metrics counts their Tasks apart.
-//! Run: `scripts/build-agents.sh && cargo build --bins && cargo test -p ari-e2e --test pools`.
+//! /metrics counts their Tasks apart; two pooled Agents of one pod pull their images from
+//! registries wanting different logins, each with its own pull secret, and one naming only
+//! its own secret for a neighbour's image is not Ready and runs nothing; a pooled `counter`
+//! granted storage is not Ready without the operator's Redis (its neighbour runs on), and with
+//! a real `redis-server` counts every increment of Tasks spread over two pool pods.
+//! Run: `scripts/build-agents.sh && cargo build --bins && ARI_REGISTRY_BIN="$(scripts/registry.sh
+//! --print)" cargo test -p ari-e2e --test pools` (and `redis-server` installed).
+
+use std::ops::Deref;
 
 use anyhow::{Context, Result, bail, ensure};
 use ari_crds::{Agent, ExecutorPool, Task, TaskPhase, TaskReason};
+use ari_e2e::redis::RedisServer;
+use ari_e2e::registry::{self, Registry, registry_bin};
 use ari_e2e::scenario::*;
 use ari_e2e::{trials, wait};
 use ari_testkit::scripted::{Reply, Request, Scripted, chat_answer};
@@ -22,36 +31,96 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 fn main() -> std::process::ExitCode {
-    trials::run(vec![
-        (
-            "agents_in_a_pool_share_its_pods_and_each_signs_its_own_runs",
-            shared,
-        ),
-        (
-            "a_spinning_agent_fills_only_its_own_share_of_a_pool_pod",
-            spinner,
-        ),
-        (
-            "hostile_neighbours_in_a_pool_end_with_their_own_reasons_and_the_pod_lives_on",
-            hostile,
-        ),
-        (
-            "past_hot_modules_an_agent_waits_for_room_and_every_task_still_succeeds",
-            hot_bound,
-        ),
-        (
-            "pooled_agents_of_one_pod_reach_only_the_models_they_are_granted",
-            pooled_models,
-        ),
-        (
-            "a_declarative_agent_in_a_pool_runs_its_pinned_declaration_in_the_pool_pod",
-            pooled_declarative,
-        ),
-        (
-            "pooled_agents_each_sign_with_their_own_key_and_are_counted_apart_in_the_pool_pod",
-            pooled_signing,
-        ),
-    ])
+    trials::run_phases(
+        PoolsCtx::start,
+        vec![
+            vec![
+                (
+                    "agents_in_a_pool_share_its_pods_and_each_signs_its_own_runs",
+                    shared,
+                ),
+                (
+                    "a_spinning_agent_fills_only_its_own_share_of_a_pool_pod",
+                    spinner,
+                ),
+                (
+                    "hostile_neighbours_in_a_pool_end_with_their_own_reasons_and_the_pod_lives_on",
+                    hostile,
+                ),
+                (
+                    "past_hot_modules_an_agent_waits_for_room_and_every_task_still_succeeds",
+                    hot_bound,
+                ),
+                (
+                    "pooled_agents_of_one_pod_reach_only_the_models_they_are_granted",
+                    pooled_models,
+                ),
+                (
+                    "a_declarative_agent_in_a_pool_runs_its_pinned_declaration_in_the_pool_pod",
+                    pooled_declarative,
+                ),
+                (
+                    "pooled_agents_each_sign_with_their_own_key_and_are_counted_apart_in_the_pool_pod",
+                    pooled_signing,
+                ),
+                (
+                    "pooled_agents_each_pull_their_image_with_their_own_pull_secret_only",
+                    pooled_pull_secrets,
+                ),
+                (
+                    "a_pooled_agent_granted_storage_without_redis_is_not_ready_and_its_neighbour_runs",
+                    storage_without_redis,
+                ),
+            ],
+            // Last: giving the operator a Redis URL restarts it and rolls every pool.
+            vec![(
+                "a_pooled_counter_on_redis_counts_every_increment_across_two_pool_pods",
+                storage_on_redis,
+            )],
+        ],
+    )
+}
+
+/// The cluster, and two registries wanting different logins, started before the operator so
+/// its plain-HTTP list can name them.
+struct PoolsCtx {
+    ctx: Ctx,
+    /// Wants `a`/[`PASSWORD_A`].
+    registry_a: Registry,
+    /// Wants `b`/[`PASSWORD_B`].
+    registry_b: Registry,
+}
+
+const PASSWORD_A: &str = "a-s3cret-e2e";
+const PASSWORD_B: &str = "b-s3cret-e2e";
+
+impl Deref for PoolsCtx {
+    type Target = Ctx;
+
+    fn deref(&self) -> &Ctx {
+        &self.ctx
+    }
+}
+
+impl trials::Shared for PoolsCtx {
+    fn failure_context(&self) -> String {
+        self.ctx.operator_logs()
+    }
+}
+
+impl PoolsCtx {
+    fn start() -> Result<PoolsCtx> {
+        let bin = registry_bin()?;
+        let ctx = Ctx::start()?;
+        let registry_a = Registry::start(&bin, Some(("a", PASSWORD_A)))?;
+        let registry_b = Registry::start(&bin, Some(("b", PASSWORD_B)))?;
+        registry::install_operator(&ctx, &[registry_a.host(), registry_b.host()].join(","))?;
+        Ok(PoolsCtx {
+            ctx,
+            registry_a,
+            registry_b,
+        })
+    }
 }
 
 /// Waits until the Agent's `Ready` condition is True (a pooled Agent has no Deployment of its
@@ -68,7 +137,7 @@ async fn executor_pods(client: &Client, ns: &str) -> Result<Vec<String>> {
     Ok(list.items.iter().map(|p| p.name_any()).collect())
 }
 
-fn shared(ctx: &Ctx) -> Result<()> {
+fn shared(ctx: &PoolsCtx) -> Result<()> {
     ctx.in_namespace("pools", |client, ns| async move {
         ctx.module_configmap(&ns, "echo-module", "echo")?;
         ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
@@ -203,7 +272,7 @@ async fn in_phase(api: &Api<Task>, name: &str, phase: TaskPhase) -> Result<bool>
     Ok(t.status.and_then(|s| s.phase) == Some(phase))
 }
 
-fn spinner(ctx: &Ctx) -> Result<()> {
+fn spinner(ctx: &PoolsCtx) -> Result<()> {
     ctx.in_namespace("pool-spin", |client, ns| async move {
         ctx.module_configmap(&ns, "spin-module", "spin")?;
         ctx.module_configmap(&ns, "echo-module", "echo")?;
@@ -303,7 +372,7 @@ fn spinner(ctx: &Ctx) -> Result<()> {
 /// Hostile example agents as pooled neighbours of `echo` in one pod: a memory balloon past its
 /// 32 MiB limit, a log flood, a trap. Each ends with its own reason; `echo` answers between
 /// them; the pool pod is the same process throughout (no restart).
-fn hostile(ctx: &Ctx) -> Result<()> {
+fn hostile(ctx: &PoolsCtx) -> Result<()> {
     ctx.in_namespace("pool-hostile", |client, ns| async move {
         ctx.apply_ok(&ns, &pool_yaml("shared", 1, 4))?;
         let tight =
@@ -432,7 +501,7 @@ async fn all_succeed(ctx: &Ctx, client: &Client, ns: &str, names: &[String]) -> 
 /// `hotModules: 1` and two Agents of different modules: one is loaded at a time, the other
 /// waits with its Tasks (logged, `ari_executor_pool_waiting_agents`) and starts once the
 /// first is let go; every Task succeeds, in turns and when both are flooded together.
-fn hot_bound(ctx: &Ctx) -> Result<()> {
+fn hot_bound(ctx: &PoolsCtx) -> Result<()> {
     ctx.in_namespace("pool-hot", |client, ns| async move {
         ctx.module_configmap(&ns, "echo-module", "echo")?;
         ctx.module_configmap(&ns, "wordcount-module", "wordcount")?;
@@ -535,7 +604,7 @@ spec:
 /// sent with the key; the bystander's is refused `CapabilityDenied` and never reaches the
 /// model. The pool pod names the granted models' Secrets only by reference, and not the
 /// Secret of `unused`, a model no pooled Agent is granted.
-fn pooled_models(ctx: &Ctx) -> Result<()> {
+fn pooled_models(ctx: &PoolsCtx) -> Result<()> {
     ctx.in_namespace("pool-models", |client, ns| async move {
         let model = Scripted::start(pool_model).await;
         let endpoint = format!("http://{}/v1", model.host());
@@ -762,7 +831,7 @@ async fn pooled_declarative_run(ctx: &Ctx, client: &Client, ns: &str, task: &str
 /// component; its Task gets the model's answer in the pool pod, attested with the declaration
 /// the operator pinned. Its prompt edited in the ConfigMap, the next Task runs the new one only
 /// once the operator has resolved it (the pod rebuilds the Agent's worker for the new digest).
-fn pooled_declarative(ctx: &Ctx) -> Result<()> {
+fn pooled_declarative(ctx: &PoolsCtx) -> Result<()> {
     ctx.in_namespace("pool-declarative", |client, ns| async move {
         let model = Scripted::start(pool_model).await;
         let endpoint = format!("http://{}/v1", model.host());
@@ -904,7 +973,7 @@ fn signed_by(signature_hex: &str, input: &str, key_hex: &str) -> Result<bool> {
 /// with its own Agent's key and not the other's; the pool's Deployment carries both marked
 /// Secrets by reference and not an unmarked one a third Agent names; the pod's /metrics counts
 /// each Agent's Tasks under its own name.
-fn pooled_signing(ctx: &Ctx) -> Result<()> {
+fn pooled_signing(ctx: &PoolsCtx) -> Result<()> {
     ctx.in_namespace("pool-sign", |client, ns| async move {
         ctx.module_configmap(&ns, "signer-module", "signer")?;
         let secrets = [
@@ -925,37 +994,7 @@ fn pooled_signing(ctx: &Ctx) -> Result<()> {
         let b = pooled_ready(&client, &ns, "signer-b").await?;
 
         // The pool's pods carry both keys, by reference, and roll to one pod that does.
-        let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
-        let pod = wait::until("the pool rolled to its signing keys", wait::DEFAULT, || async {
-            let d = deps.get("shared-pool").await.map_err(|e| e.to_string())?;
-            let env = d
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.spec.as_ref())
-                .and_then(|p| p.containers.first())
-                .and_then(|c| c.env.clone())
-                .unwrap_or_default();
-            let mut secrets: Vec<String> = env
-                .iter()
-                .filter(|e| e.name.starts_with("ARI_SIGNING_KEY_"))
-                .filter_map(|e| Some(e.value_from.as_ref()?.secret_key_ref.as_ref()?.name.clone()))
-                .collect();
-            secrets.sort();
-            if secrets != ["a-key", "b-key"] {
-                return Err(format!("signing Secrets in the pool's pods: {secrets:?}"));
-            }
-            let st = d.status.clone().unwrap_or_default();
-            let rolled = st.observed_generation == d.metadata.generation
-                && st.updated_replicas == Some(1)
-                && st.available_replicas == Some(1)
-                && st.replicas == Some(1);
-            let pods = executor_pods(&client, &ns).await.map_err(|e| e.to_string())?;
-            match pods.as_slice() {
-                [one] if rolled => Ok(one.clone()),
-                _ => Err(format!("rolling: {st:?}, pods {pods:?}")),
-            }
-        })
-        .await?;
+        let pod = pool_rolled_with(&client, &ns, "ARI_SIGNING_KEY_", &["a-key", "b-key"]).await?;
 
         let tasks = [("sign-a", "signer-a", "sign me, a"), ("sign-b", "signer-b", "sign me, b")];
         let docs: Vec<String> = tasks
@@ -1019,4 +1058,378 @@ fn pooled_signing(ctx: &Ctx) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// A docker config with `user`/`password` for `host`.
+fn docker_config(host: &str, user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    serde_json::json!({"auths": {host: {"auth": auth}}}).to_string()
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret `name` holding `config`, marked for Agents' use.
+fn pull_secret_yaml(name: &str, config: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  labels:\n    ari.dev/pull-secret: \"true\"\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: {config:?}\n"
+    )
+}
+
+/// A pooled Agent of `image`, pulled with the Secrets `secrets`.
+fn pooled_image_yaml(name: &str, image: &str, secrets: &[&str]) -> String {
+    let list: String = secrets
+        .iter()
+        .map(|s| format!("    - name: {s}\n"))
+        .collect();
+    format!(
+        "apiVersion: ari.dev/v1alpha1\nkind: Agent\nmetadata:\n  name: {name}\nspec:\n  module:\n    image: {image:?}\n    imagePullSecrets:\n{list}  executor:\n    pool: shared\n    concurrency: 2\n"
+    )
+}
+
+/// The names of the Secrets whose variables start with `prefix` in the pool's pod template,
+/// sorted, once the pool has rolled to that template: then its one pod.
+async fn pool_rolled_with(
+    client: &Client,
+    ns: &str,
+    prefix: &str,
+    want: &[&str],
+) -> Result<String> {
+    let deps = Api::<Deployment>::namespaced(client.clone(), ns);
+    let pod = wait::until("the pool rolled to its Secrets", wait::DEFAULT, || async {
+        let d = deps.get("shared-pool").await.map_err(|e| e.to_string())?;
+        let env = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.env.clone())
+            .unwrap_or_default();
+        let mut secrets: Vec<String> = env
+            .iter()
+            .filter(|e| e.name.starts_with(prefix))
+            .filter_map(|e| Some(e.value_from.as_ref()?.secret_key_ref.as_ref()?.name.clone()))
+            .collect();
+        secrets.sort();
+        if secrets != want {
+            return Err(format!("{prefix}* Secrets in the pool's pods: {secrets:?}"));
+        }
+        let st = d.status.clone().unwrap_or_default();
+        let rolled = st.observed_generation == d.metadata.generation
+            && st.updated_replicas == Some(1)
+            && st.available_replicas == Some(1)
+            && st.replicas == Some(1);
+        let pods = executor_pods(client, ns).await.map_err(|e| e.to_string())?;
+        match pods.as_slice() {
+            [one] if rolled => Ok(one.clone()),
+            _ => Err(format!("rolling: {st:?}, pods {pods:?}")),
+        }
+    })
+    .await?;
+    Ok(pod)
+}
+
+/// Two pooled Agents with images in registries wanting different logins, each naming its own
+/// pull secret, run in one pool pod: each worker pulled with its own secret (the other's
+/// login is refused by the other registry). A third names only B's secret for A's image: it is
+/// not Ready (its image does not resolve with its own credentials) and its Task never runs,
+/// while A's do. The pool pod carries both secrets by reference, no password.
+fn pooled_pull_secrets(p: &PoolsCtx) -> Result<()> {
+    let ctx = &p.ctx;
+    ctx.in_namespace("pool-pull", |client, ns| async move {
+        let (host_a, host_b) = (p.registry_a.host(), p.registry_b.host());
+        let (config_a, config_b) = (
+            docker_config(&host_a, "a", PASSWORD_A),
+            docker_config(&host_b, "b", PASSWORD_B),
+        );
+        let push = |agent: &str, repo: &str, config: &str| -> Result<()> {
+            let path = ctx
+                .work
+                .path()
+                .join(format!("{ns}-{agent}-docker-config.json"));
+            std::fs::write(&path, config)?;
+            registry::ari_push(&agent_wasm(agent), &format!("{repo}:v1"), Some(&path))?;
+            Ok(())
+        };
+        let (image_a, image_b) = (
+            format!("{host_a}/agents/echo"),
+            format!("{host_b}/agents/wordcount"),
+        );
+        push("echo", &image_a, &config_a)?;
+        push("wordcount", &image_b, &config_b)?;
+        ctx.apply_ok(
+            &ns,
+            &[
+                pull_secret_yaml("a-pull", &config_a),
+                pull_secret_yaml("b-pull", &config_b),
+            ]
+            .join("---\n"),
+        )?;
+        ctx.apply_ok(&ns, &pool_yaml("shared", 1, 4))?;
+        let agents = [
+            pooled_image_yaml("puller-a", &format!("{image_a}:v1"), &["a-pull"]),
+            pooled_image_yaml("puller-b", &format!("{image_b}:v1"), &["b-pull"]),
+            // A's image with only B's secret: B's login is not A's registry's.
+            pooled_image_yaml("borrower", &format!("{image_a}:v1"), &["b-pull"]),
+        ];
+        ctx.apply_ok(&ns, &agents.join("---\n"))?;
+        pooled_ready(&client, &ns, "puller-a").await?;
+        pooled_ready(&client, &ns, "puller-b").await?;
+        let pod = pool_rolled_with(&client, &ns, "ARI_PULL_SECRET_", &["a-pull", "b-pull"]).await?;
+
+        let tasks = [
+            // (Task, Agent, input, whether its module echoes)
+            ("pull-a", "puller-a", "one two three", true),
+            ("pull-b", "puller-b", "one two three", false),
+            ("pull-borrowed", "borrower", "never run", true),
+        ];
+        let docs: Vec<String> = tasks
+            .iter()
+            .map(|(t, agent, input, _)| task_yaml(t, agent, input, ""))
+            .collect();
+        ctx.apply_ok(&ns, &docs.join("---\n"))?;
+        for (task, _, _, echoes) in &tasks[..2] {
+            let t = task_finished(&client, &ns, task, wait::DEFAULT).await?;
+            expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+            let s = t.status.clone().unwrap_or_default();
+            ensure!(
+                s.executor.as_deref() == Some(pod.as_str()),
+                "{task} ran on {:?}, not the pool pod {pod}",
+                s.executor
+            );
+            let out = s.output.clone().unwrap_or_default();
+            ensure!(
+                (out == "one two three") == *echoes,
+                "{task} answered {out:?}: not its own module"
+            );
+        }
+
+        // The borrower: its image resolves with none of its own credentials.
+        let agents_api = Api::<Agent>::namespaced(client.clone(), &ns);
+        let wanted = wait::Wanted {
+            type_: "ModuleResolved",
+            status: "False",
+            reason: Some("Unauthorized"),
+        };
+        let (borrower, _) = wait::condition(&agents_api, "borrower", wanted, |a: &Agent| {
+            a.status.clone().map(|s| s.conditions).unwrap_or_default()
+        })
+        .await?;
+        let ready = borrower
+            .status
+            .as_ref()
+            .and_then(|s| ari_crds::conditions::find(&s.conditions, "Ready").cloned());
+        ensure!(
+            ready.as_ref().is_some_and(|c| c.status == "False"),
+            "the borrower is Ready: {ready:?}"
+        );
+        let borrowed = Api::<Task>::namespaced(client.clone(), &ns)
+            .get("pull-borrowed")
+            .await?;
+        let s = borrowed.status.clone().unwrap_or_default();
+        ensure!(
+            s.phase != Some(TaskPhase::Succeeded) && s.executor.is_none(),
+            "the borrower's Task ran: {s:?}"
+        );
+        let template =
+            ctx.kubectl_ok(["get", "deployment", "shared-pool", "-n", &ns, "-o", "yaml"])?;
+        ensure!(
+            !template.contains(PASSWORD_A) && !template.contains(PASSWORD_B),
+            "a password was copied into the pool's Deployment"
+        );
+        Ok(())
+    })
+}
+
+/// A pooled storage Agent `name` (the `counter` module) and its ConfigMap.
+fn pooled_counter_yaml(name: &str, concurrency: u32) -> String {
+    pooled_yaml(
+        name,
+        "counter-module",
+        "shared",
+        concurrency,
+        "  capabilities:\n    storage:\n      maxBytes: 4096\n",
+    )
+}
+
+/// Without the operator's Redis, a pooled `counter` is valid but `Ready=False` with
+/// `PoolStorageNeedsRedis`, and its Task never runs while its neighbour's does.
+fn storage_without_redis(ctx: &PoolsCtx) -> Result<()> {
+    ctx.in_namespace("pool-store-none", |client, ns| async move {
+        ctx.module_configmap(&ns, "counter-module", "counter")?;
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        ctx.apply_ok(&ns, &pool_yaml("shared", 1, 4))?;
+        ctx.apply_ok(
+            &ns,
+            &[
+                pooled_counter_yaml("counter", 2),
+                pooled_yaml("echo", "echo-module", "shared", 2, ""),
+            ]
+            .join("---\n"),
+        )?;
+        let api = Api::<Agent>::namespaced(client.clone(), &ns);
+        let wanted = wait::Wanted {
+            type_: "Ready",
+            status: "False",
+            reason: Some("PoolStorageNeedsRedis"),
+        };
+        let (_, message) = wait::condition(&api, "counter", wanted, |a: &Agent| {
+            a.status.clone().map(|s| s.conditions).unwrap_or_default()
+        })
+        .await?;
+        ensure!(
+            message.contains("Redis URL") && message.contains("remove spec.executor.pool"),
+            "{message}"
+        );
+        pooled_ready(&client, &ns, "echo").await?;
+        ctx.apply_ok(
+            &ns,
+            &[
+                task_yaml("count", "counter", "hits", ""),
+                task_yaml("echoed", "echo", "still here", ""),
+            ]
+            .join("---\n"),
+        )?;
+        let t = task_finished(&client, &ns, "echoed", wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let count = Api::<Task>::namespaced(client.clone(), &ns)
+            .get("count")
+            .await?;
+        let s = count.status.clone().unwrap_or_default();
+        ensure!(
+            s.phase != Some(TaskPhase::Succeeded) && s.executor.is_none(),
+            "the counter ran on a pod's own store: {s:?}"
+        );
+        Ok(())
+    })
+}
+
+/// With a real `redis-server` given to the operator, a pooled `counter` in two pool pods:
+/// Tasks incrementing one key, spread over both pods, one of which is killed as they run, all
+/// succeed and count 1..=N exactly (no lost update, none counted twice; a Task whose attempt
+/// committed before the kill finishes from its receipt on the other pod, its value known by
+/// its digest): each pod's store is the one Redis, scoped to the Agent, with its conflict check
+/// and receipts.
+fn storage_on_redis(ctx: &PoolsCtx) -> Result<()> {
+    let redis = RedisServer::start()?;
+    let url = redis.url();
+    ctx.kubectl_ok([
+        "set",
+        "env",
+        "-n",
+        OPERATOR_NS,
+        "deployment/ari-operator",
+        &format!("ARI_REDIS_URL={url}"),
+    ])?;
+    ctx.wait_operator_env("ARI_REDIS_URL", &url)?;
+    let outcome = ctx.in_namespace("pool-store-redis", |client, ns| async move {
+        ctx.module_configmap(&ns, "counter-module", "counter")?;
+        ctx.apply_ok(&ns, &pool_yaml("shared", 2, 8))?;
+        ctx.apply_ok(&ns, &pooled_counter_yaml("counter", 4))?;
+        pooled_ready(&client, &ns, "counter").await?;
+        let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
+        wait::until(
+            "two pool pods with the Redis URL",
+            wait::DEFAULT,
+            || async {
+                let d = deps.get("shared-pool").await.map_err(|e| e.to_string())?;
+                let has_url = d
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|p| p.containers.first())
+                    .and_then(|c| c.env.as_ref())
+                    .is_some_and(|env| {
+                        env.iter()
+                            .any(|e| e.name == "ARI_REDIS_URL" && e.value.as_deref() == Some(&url))
+                    });
+                let st = d.status.clone().unwrap_or_default();
+                let pods = executor_pods(&client, &ns)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if has_url
+                    && st.observed_generation == d.metadata.generation
+                    && st.updated_replicas == Some(2)
+                    && st.available_replicas == Some(2)
+                    && pods.len() == 2
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "pool: {st:?}, pods {pods:?}, Redis URL set: {has_url}"
+                    ))
+                }
+            },
+        )
+        .await?;
+
+        const N: usize = 60;
+        let names: Vec<String> = (0..N).map(|i| format!("inc-{i:02}")).collect();
+        let docs: Vec<String> = names
+            .iter()
+            .map(|n| task_yaml(n, "counter", "hits", "  retries: 3\n"))
+            .collect();
+        ctx.apply_ok(&ns, &docs.join("---\n"))?;
+        // A pool pod killed as the Tasks run: what it held is taken again by a pool pod, and
+        // a retry of a Task whose increment was committed finds its receipt in Redis.
+        let tasks = Api::<Task>::namespaced(client.clone(), &ns);
+        let victim = wait::until("a Task done on a pool pod", wait::DEFAULT, || async {
+            let list = tasks
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .iter()
+                .filter_map(|t| t.status.as_ref())
+                .find(|s| s.phase == Some(TaskPhase::Succeeded))
+                .and_then(|s| s.executor.clone())
+                .ok_or_else(|| "none done yet".to_owned())
+        })
+        .await?;
+        ctx.node.kill_pod_process(&ns, &victim)?;
+        let mut counts = Vec::new();
+        // Finished from the receipt of an attempt that committed before its pod was killed:
+        // the receipt keeps the output's digest, not its bytes (docs/capabilities.md).
+        let mut from_receipts = Vec::new();
+        let mut executors = std::collections::BTreeSet::new();
+        let mut retried = 0;
+        for n in &names {
+            let t = task_finished(&client, &ns, n, wait::DEFAULT).await?;
+            expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+            let s = t.status.clone().unwrap_or_default();
+            executors.extend(s.executor.clone());
+            retried += usize::from(s.attempts.unwrap_or(1) > 1);
+            match (
+                s.output.as_deref().filter(|o| !o.is_empty()),
+                &s.output_sha256,
+            ) {
+                (Some(out), _) => counts.push(
+                    out.trim()
+                        .parse::<usize>()
+                        .with_context(|| format!("{n}: {out:?}"))?,
+                ),
+                (None, Some(sha)) => from_receipts.push((n.clone(), sha.clone())),
+                (None, None) => anyhow::bail!("{n} succeeded with no output and no digest"),
+            }
+        }
+        // An output known only by its digest is the value never returned with that digest.
+        let digest = |v: &usize| ari_model::attestation::sha256_hex(v.to_string().as_bytes());
+        for (n, sha) in &from_receipts {
+            let value = (1..=N)
+                .find(|v| !counts.contains(v) && digest(v) == *sha)
+                .with_context(|| format!("{n}: its output's digest {sha} is no value missing"))?;
+            counts.push(value);
+        }
+        counts.sort_unstable();
+        ensure!(
+            counts == (1..=N).collect::<Vec<_>>(),
+            "increments lost or counted twice ({retried} Tasks retried after the kill of \
+             {victim}, {} finished from receipts): {counts:?}",
+            from_receipts.len()
+        );
+        ensure!(
+            executors.len() == 2,
+            "the Tasks ran on {executors:?}, not on both pool pods"
+        );
+        Ok(())
+    });
+    outcome.with_context(|| format!("redis-server log:\n{}", tail(&redis.log(), 20)))
 }

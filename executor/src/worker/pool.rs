@@ -972,6 +972,19 @@ mod tests {
         );
     }
 
+    /// The status the pod wrote to Task `name`, waited for (10 s at most).
+    async fn written_status(log: &crate::worker::testutil::Log, name: &str) -> serde_json::Value {
+        let path = format!("/tasks/{name}/status");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(w) = crate::worker::testutil::find(log, "PUT", &path).pop() {
+                return w.body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no status written");
+            tokio::task::yield_now().await;
+        }
+    }
+
     #[tokio::test]
     async fn an_agent_whose_signing_key_is_missing_fails_its_tasks_saying_why() {
         let (client, log) = mock_client(|method, path, body| match method {
@@ -987,14 +1000,7 @@ mod tests {
             [signer("broken", "a-key")],
         );
         give(&pool, task("t1", "broken", None)).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let written = loop {
-            if let Some(w) = crate::worker::testutil::find(&log, "PUT", "/tasks/t1/status").pop() {
-                break w.body;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no status written");
-            tokio::task::yield_now().await;
-        };
+        let written = written_status(&log, "t1").await;
         assert_eq!(written["status"]["phase"], "Failed");
         assert_eq!(written["status"]["reason"], "HostError");
         let message = written["status"]["message"].as_str().unwrap_or_default();
@@ -1039,14 +1045,7 @@ mod tests {
         );
         give(&pool, task("t1", "broken", None)).await;
         give(&pool, task("t2", "storing", None)).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let written = loop {
-            if let Some(w) = crate::worker::testutil::find(&log, "PUT", "/tasks/t1/status").pop() {
-                break w.body;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no status written");
-            tokio::task::yield_now().await;
-        };
+        let written = written_status(&log, "t1").await;
         assert_eq!(written["status"]["reason"], "HostError");
         let message = written["status"]["message"].as_str().unwrap_or_default();
         assert!(
