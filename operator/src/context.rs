@@ -21,6 +21,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Resolves `module.image` (one registry client for every Agent).
     pub images: ImageResolver,
+    /// ConfigMap modules already read and checked, by version.
+    pub modules: crate::agent::module::Checked,
     /// When each namespace's executor identities were last applied (see [`Self::due`]).
     applied: Mutex<HashMap<(String, &'static str), Instant>>,
 }
@@ -49,6 +51,7 @@ impl Context {
             metrics,
             recorder,
             images,
+            modules: Default::default(),
             applied: Mutex::default(),
         }
     }

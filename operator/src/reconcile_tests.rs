@@ -112,6 +112,47 @@ fn one(log: &Log, method: &str, path: &str) -> crate::testutil::Recorded {
     found[0].clone()
 }
 
+/// Routes of a healthy namespace whose module ConfigMap is at `resourceVersion` 7.
+fn versioned_module_routes(method: &str, path: &str, body: &Value) -> (u16, Value) {
+    match (method, path) {
+        ("GET", "/api/v1/namespaces/demo/configmaps/echo-module") => (
+            200,
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "echo-module", "resourceVersion": "7"},
+                "binaryData": {"echo.wasm": echo_component_base64()}
+            }),
+        ),
+        _ => agent_routes(method, path, body),
+    }
+}
+
+#[tokio::test]
+async fn agents_of_one_module_read_its_configmap_whole_once_per_version() {
+    let (client, log) = mock_client(versioned_module_routes);
+    let ctx = ctx(client);
+    for _ in 0..3 {
+        let agent: Agent = serde_json::from_value(agent_json()).unwrap_or_else(|e| panic!("{e}"));
+        let res = crate::agent::controller::reconcile(Arc::new(agent), ctx.clone()).await;
+        assert!(res.is_ok(), "{res:?}");
+    }
+    let reads = find(&log, "GET", "configmaps/echo-module");
+    let whole = reads
+        .iter()
+        .filter(|r| {
+            !r.accept
+                .as_deref()
+                .is_some_and(|a| a.contains("PartialObjectMetadata"))
+        })
+        .count();
+    assert_eq!(whole, 1, "the module's bytes read again: {reads:?}");
+    assert_eq!(
+        reads.len(),
+        4,
+        "one metadata read per reconcile, one whole read"
+    );
+}
+
 #[tokio::test]
 async fn agent_reconcile_applies_everything_and_reports_ready() {
     let (client, log) = mock_client(agent_routes);

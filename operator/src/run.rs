@@ -34,6 +34,11 @@ use ari_crds::decode;
 /// can be ≈ 500 KB (the default page of 500 could take 250 MB before any is trimmed).
 const AGENT_LIST_PAGE: u32 = 50;
 
+/// Agent reconciles at once. Each may hold a module's ConfigMap (up to 1 MiB, several copies
+/// while it is decoded and checked) and an Agent read afresh; unbounded, as kube-runtime's
+/// default is, 10,000 Agents applied together held all of theirs at once.
+const AGENT_RECONCILES: u16 = 32;
+
 /// The label of the executor Deployments and pods the operator makes.
 const EXECUTOR_LABEL: &str = "app.kubernetes.io/name=ari-executor";
 
@@ -319,6 +324,7 @@ fn agent_controller(
             scoped::<Deployment>(cfg, client),
             watcher::Config::default().labels(EXECUTOR_LABEL),
         )
+        .with_config(controller::Config::default().concurrency(AGENT_RECONCILES))
         .graceful_shutdown_on(wait_true(stop.clone()))
         .run(
             agent::controller::reconcile,

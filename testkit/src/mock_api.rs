@@ -15,6 +15,8 @@ pub struct Recorded {
     pub method: String,
     /// Path and query.
     pub uri: String,
+    /// The `Accept` header: a metadata-only read asks for `PartialObjectMetadata` here.
+    pub accept: Option<String>,
     pub body: Value,
 }
 
@@ -49,12 +51,22 @@ where
         while let Some((req, send)) = handle.next_request().await {
             let method = req.method().to_string();
             let uri = req.uri().to_string();
+            let accept = req
+                .headers()
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
             let path = routed(req.uri());
             let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let (code, reply) = route(&method, &path, &body);
             if let Ok(mut l) = log2.lock() {
-                l.push(Recorded { method, uri, body });
+                l.push(Recorded {
+                    method,
+                    uri,
+                    accept,
+                    body,
+                });
             }
             let resp = Response::builder()
                 .status(code)

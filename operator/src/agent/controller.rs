@@ -540,7 +540,8 @@ async fn resolve_module(
         let resolved = ctx.images.resolve(source, &secrets).await?;
         return Ok((resolved.module_digest.clone(), Some(resolved), None));
     }
-    Ok((module::resolve(source, &config_maps).await?, None, None))
+    let digest = module::resolve(source, (&config_maps, ns), &ctx.modules).await?;
+    Ok((digest, None, None))
 }
 
 /// Backoff for an unresolved module: from how long `ModuleResolved` has been False.

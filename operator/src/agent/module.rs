@@ -3,6 +3,14 @@
 //! ConfigMap modules are hashed here (and the declared `sha256`, if any, checked); `url`
 //! modules are not fetched by the operator: the declared `sha256` is recorded and the executor
 //! fetches and verifies the bytes. `image` modules are resolved in `image.rs`.
+//!
+//! A ConfigMap module is read, hashed and parsed once per version of its ConfigMap
+//! ([`Checked`]): thousands of Agents of one module (a pool of 10,000 `echo` Agents) would
+//! otherwise each pull the same megabyte-sized object on every reconcile, and hold it while
+//! they do.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use ari_crds::ModuleSource;
 use ari_crds::agent::module_digest;
@@ -72,16 +80,63 @@ pub fn digest_of(bytes: &[u8], declared: Option<&str>) -> Result<String, ModuleE
     }
 }
 
-/// `sha256:<hex>` of the module.
+/// ConfigMap modules found good, by where they are and the ConfigMap's `resourceVersion`
+/// (which changes with any edit), and the declared digest they were checked against: their
+/// digest. Bounded: past [`MAX_CHECKED`] entries it starts again empty.
+#[derive(Default)]
+pub struct Checked(Mutex<HashMap<CheckedKey, String>>);
+
+/// Namespace, ConfigMap, key, `resourceVersion`, declared `sha256`.
+type CheckedKey = (String, String, String, String, Option<String>);
+
+/// Module versions remembered at once: far more than a namespace has modules, and a few
+/// hundred bytes each.
+const MAX_CHECKED: usize = 4096;
+
+impl Checked {
+    fn get(&self, key: &CheckedKey) -> Option<String> {
+        self.0.lock().ok()?.get(key).cloned()
+    }
+
+    fn put(&self, key: CheckedKey, digest: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            if m.len() >= MAX_CHECKED {
+                m.clear();
+            }
+            m.insert(key, digest.to_owned());
+        }
+    }
+}
+
+/// `sha256:<hex>` of the module. A ConfigMap's version already checked is answered from
+/// `checked` after a metadata-only read.
 pub async fn resolve(
     source: &ModuleSource,
-    config_maps: &Api<ConfigMap>,
+    (config_maps, ns): (&Api<ConfigMap>, &str),
+    checked: &Checked,
 ) -> Result<String, ModuleError> {
     match (&source.config_map, &source.url) {
         (Some(cm), _) => {
             // A name that is no object name would go into the request path as it is.
             if !ari_crds::names::is_object_name(&cm.name) {
                 return Err(ModuleError::ConfigMapNotFound(cm.name.clone()));
+            }
+            let declared = source.declared_sha256().map(str::to_ascii_lowercase);
+            let key = |version: Option<&String>| {
+                (
+                    ns.to_owned(),
+                    cm.name.clone(),
+                    cm.key.clone(),
+                    version.cloned().unwrap_or_default(),
+                    declared.clone(),
+                )
+            };
+            let meta = config_maps
+                .get_metadata_opt(&cm.name)
+                .await?
+                .ok_or_else(|| ModuleError::ConfigMapNotFound(cm.name.clone()))?;
+            if let Some(digest) = checked.get(&key(meta.metadata.resource_version.as_ref())) {
+                return Ok(digest);
             }
             let map = config_maps
                 .get_opt(&cm.name)
@@ -97,6 +152,9 @@ pub async fn resolve(
                 })?;
             let digest = digest_of(&bytes.0, source.declared_sha256())?;
             check_component(&bytes.0).map_err(ModuleError::Invalid)?;
+            if map.metadata.resource_version.is_some() {
+                checked.put(key(map.metadata.resource_version.as_ref()), &digest);
+            }
             Ok(digest)
         }
         (None, Some(_)) => source
