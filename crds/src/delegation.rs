@@ -56,6 +56,14 @@ pub struct ParentRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub memory_bytes: Option<u64>,
+    /// The `ExecutorPool` whose pod created this child: the parent Agent's
+    /// `spec.executor.pool`, absent when that Agent has pods of its own. The chart's admission
+    /// policy lets a pool pod write only children naming its own pool, and the child's executor
+    /// and the operator refuse a child whose parent Agent is not in the pool named here.
+    /// Patterned as `spec.executor.pool` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$"))]
+    pub pool: Option<String>,
 }
 
 /// One child in its parent's `status.children`.
@@ -80,6 +88,35 @@ pub struct ChildStatus {
     /// Digest of its attestation, as the parent's own attestation covers it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation_sha256: Option<String>,
+}
+
+/// Whether the pods that may have created `claimed`'s Task are the parent Agent's: its pool's
+/// when it is pooled (the admission policy binds a pool pod's writes to `claimed.pool`), its
+/// own Deployment's when not. So a pool pod, which holds the keys of its pool's Agents only,
+/// cannot start a child for an Agent of another pool or a dedicated one, and a dedicated pod
+/// none for a pooled Agent. Checked by the child's executor before it claims the child and by
+/// the operator on a pending child.
+pub fn pool_binding(claimed: &ParentRef, parent_agent: &AgentSpec) -> Result<(), Refusal> {
+    let pooled = parent_agent.executor.pool.as_deref();
+    if pooled == claimed.pool.as_deref() {
+        return Ok(());
+    }
+    let created_by = match &claimed.pool {
+        Some(pool) => format!("a pod of ExecutorPool {pool}"),
+        None => "a dedicated executor".to_owned(),
+    };
+    let runs_in = match pooled {
+        Some(pool) => format!("runs in ExecutorPool {pool}"),
+        None => "has executors of its own".to_owned(),
+    };
+    Err(Refusal {
+        reason: TaskReason::CapabilityDenied,
+        message: format!(
+            "spec.parent names Task {} of Agent {}, which {runs_in}: a child created by \
+             {created_by} is not its child",
+            claimed.name, claimed.agent
+        ),
+    })
 }
 
 /// Checks a child Task against its parent, the parent's Agent, as they are now, and the
@@ -108,6 +145,7 @@ pub fn admit_child(
     if parent.metadata.uid.as_deref() != Some(claimed.uid.as_str()) {
         return refuse("no Task of that name has that uid".into());
     }
+    pool_binding(claimed, parent_agent)?;
     if parent.spec.agent_ref.name != claimed.agent {
         return refuse(format!(
             "it runs on Agent {}, not {}",
@@ -237,6 +275,7 @@ mod tests {
             index,
             message: None,
             memory_bytes: None,
+            pool: None,
         }
     }
 
@@ -329,6 +368,68 @@ mod tests {
             "{}",
             refusal.message
         );
+    }
+
+    /// Issue 29 item 1: a pool pod may name only its own pool in `spec.parent.pool` (the
+    /// admission policy), so a child is its parent's only when the parent's Agent runs in that
+    /// pool, or, with no pool named, has executors of its own: a compromised pool pod starts no
+    /// child for an Agent of another pool or a dedicated one, and a dedicated pod none for a
+    /// pooled Agent.
+    #[test]
+    fn a_child_is_admitted_only_from_the_pool_its_parents_agent_runs_in() {
+        let parent = running(task("p", "uid-p", "research", None));
+        let child = |pool: Option<&str>| {
+            task(
+                "c",
+                "uid-c",
+                "wordcount",
+                Some(ParentRef {
+                    pool: pool.map(str::to_owned),
+                    ..child_of(1, 0)
+                }),
+            )
+        };
+        let in_pool = |pool: Option<&str>| {
+            let mut spec = granting(&["wordcount"]);
+            spec.executor.pool = pool.map(str::to_owned);
+            spec
+        };
+        // (pool the child names, pool the parent's Agent is in, admitted?, message has)
+        let table = [
+            (Some("shared"), Some("shared"), None),
+            (None, None, None),
+            (
+                Some("shared"),
+                Some("other"),
+                Some("runs in ExecutorPool other: a child created by a pod of ExecutorPool shared"),
+            ),
+            (
+                Some("shared"),
+                None,
+                Some("has executors of its own: a child created by a pod of ExecutorPool shared"),
+            ),
+            (
+                None,
+                Some("shared"),
+                Some("runs in ExecutorPool shared: a child created by a dedicated executor"),
+            ),
+        ];
+        for (named, runs_in, refused) in table {
+            let got = admit_child(&child(named), &parent, &in_pool(runs_in), &open());
+            match refused {
+                None => assert_eq!(got, Ok(()), "{named:?} {runs_in:?}"),
+                Some(why) => {
+                    let r = got.expect_err("refused");
+                    assert_eq!(r.reason, TaskReason::CapabilityDenied);
+                    assert!(r.message.contains(why), "{}: {why}", r.message);
+                }
+            }
+            let claimed = child(named).spec.parent.unwrap_or_default();
+            assert_eq!(
+                pool_binding(&claimed, &in_pool(runs_in)).is_ok(),
+                refused.is_none()
+            );
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use capability::{
     CapabilityName, Denied, TaskRequirements, TokensTooLarge, fuel_within_limit,
     requirements_within_grants, tokens_within_limit,
 };
-pub use delegation::{ChildStatus, ParentRef, admit_child};
+pub use delegation::{ChildStatus, ParentRef, admit_child, pool_binding};
 pub use mcp_server::{
     DiscoveredTool, MCPServer, MCPServerReason, MCPServerSpec, MCPServerStatus, SecretHeader,
 };

@@ -45,6 +45,9 @@ pub struct Parent {
     pub namespace: String,
     /// Its retries after executor loss; its children get as many.
     pub retries: Option<u32>,
+    /// The `ExecutorPool` this pod belongs to, when it is a pool pod: written on each child,
+    /// where the admission policy checks it against the pod's name.
+    pub pool: Option<String>,
 }
 
 /// Creates and follows one parent task's children.
@@ -256,6 +259,7 @@ impl KubeDelegator {
                     index: request.index,
                     message: request.message.then_some(true),
                     memory_bytes: Some(request.memory_bytes).filter(|m| *m > 0),
+                    pool: self.parent.pool.clone(),
                 }),
             },
             status: None,

@@ -285,6 +285,7 @@ impl Worker {
                 agent: self.config.agent.clone(),
                 namespace: self.config.namespace.clone(),
                 retries: task.spec.retries,
+                pool: self.config.pool.as_ref().map(|p| p.name.clone()),
             },
             slot,
         };

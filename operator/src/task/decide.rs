@@ -529,6 +529,7 @@ mod tests {
                 index: 0,
                 message: message.then_some(true),
                 memory_bytes: None,
+                pool: None,
             });
             t.spec.cancelled = cancelled.then_some(true);
             t
