@@ -85,9 +85,6 @@ pub struct Worker {
     live: Arc<livelog::LiveLogs>,
     /// Running slots, and room for parents parked while their children run (see [`slots`]).
     slots: Arc<Slots>,
-    /// In a pool pod, the pod's running places, shared by all its Agents: a Task takes one
-    /// of these beside its Agent's own slot.
-    pod_slots: Option<Arc<tokio::sync::Semaphore>>,
     /// Tasks being handled now (a pool evicts only an idle Agent).
     active: Arc<AtomicUsize>,
     /// In a pool pod, told when a Task's handling ends (see [`Shared::room`]).
@@ -106,7 +103,9 @@ struct Shared {
     /// A pool pod's one engine, which every Agent's module is loaded into; a dedicated pod
     /// makes its own, sized for its Agent.
     runtime: Option<Runtime>,
-    pod_slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// In a pool pod, its running places and parking room, shared by all its Agents: a Task
+    /// takes a place beside its Agent's own slot (see [`slots`]).
+    pod_capacity: Option<slots::PodCapacity>,
     /// A pool pod's loaded modules by digest: Agents of one module share one compiled
     /// component, fetched and loaded once (see [`pool`]).
     modules: Option<Arc<std::sync::Mutex<ModuleCache>>>,
@@ -177,7 +176,7 @@ impl Shared {
             live: Arc::new(livelog::LiveLogs::new(config.live_log_rate)),
             attestation_key: Arc::new(config.attestation_key.clone()),
             runtime: None,
-            pod_slots: None,
+            pod_capacity: None,
             modules: None,
             room: None,
             pod_models: None,
@@ -269,7 +268,7 @@ async fn build(
         live,
         attestation_key,
         runtime,
-        pod_slots,
+        pod_capacity,
         modules,
         room,
         pod_models,
@@ -386,7 +385,13 @@ async fn build(
             agent.spec.limits.effective().memory_bytes,
         )
     });
-    let slots = Slots::new(config.concurrency, waiting, parked_memory, stop.clone());
+    let slots = Slots::new(
+        config.concurrency,
+        waiting,
+        parked_memory,
+        pod_capacity,
+        stop.clone(),
+    );
     let metrics = metrics.agent(&config.namespace, &config.agent);
     Ok(Worker {
         writer: status::Writer {
@@ -409,7 +414,6 @@ async fn build(
         metrics,
         cancels,
         slots,
-        pod_slots,
         active: Arc::default(),
         room,
     })
@@ -564,19 +568,14 @@ impl Worker {
             // Counted from here: a pool never lets go of an Agent with a Task in hand.
             let active = Active::enter(&self.active);
             // In a pool, a place in the pod too: taken only with a task in hand, so idle
-            // Agents hold none. Stopped while waiting (the Agent is rebuilt or the pod
-            // stops), the Task goes back to the backlog it came from, unclaimed.
-            let place = match &self.pod_slots {
-                None => None,
-                Some(pod) => tokio::select! {
-                    p = pod.clone().acquire_owned() => p.ok(),
-                    _ = stop.wait_for(|s| *s) => {
-                        self.backlog.retry_later(task);
-                        break;
-                    }
-                },
-            };
-            if self.pod_slots.is_none() {
+            // Agents hold none, and held with the slot (a parked parent lends both). Stopped
+            // while waiting (the Agent is rebuilt or the pod stops), the Task goes back to
+            // the backlog it came from, unclaimed.
+            if !slot.take_place().await {
+                self.backlog.retry_later(task);
+                break;
+            }
+            if !self.slots.pooled() {
                 self.metrics
                     .pod()
                     .backlog
@@ -588,7 +587,7 @@ impl Worker {
             let room = self.room.clone();
             running.spawn(async move {
                 me.handle(task, slot, &peers).await;
-                drop((place, active));
+                drop(active);
                 if let Some(room) = room {
                     room.notify_one();
                 }
@@ -597,7 +596,7 @@ impl Worker {
         // Drain: every handler back means every running task wrote its status (a parent
         // parked on a child holds no slot, so counting slots would not tell).
         while running.join_next().await.is_some() {}
-        if self.pod_slots.is_some() {
+        if self.slots.pooled() {
             // A pool lets an idle Agent go, or rebuilds it; the pod goes on.
             tracing::debug!(agent = %self.config.agent, "claim loop ended");
         } else {

@@ -601,8 +601,9 @@ pub(super) async fn serve(
         .as_ref()
         .map(|p| p.name.clone())
         .unwrap_or_default();
-    // One engine for the pod: an instance slot per running task and one more per slot for a
-    // task waiting on a person (network approvals lend their slot).
+    // One engine for the pod: an instance slot per running task and one more per place for a
+    // parked task (a parent waiting on its child, or a task on a person), which lends its
+    // place (`slots::PodCapacity`).
     let instances = config.concurrency.saturating_mul(2);
     let runtime_config = super::runtime_config(&config, instances);
     let runtime = tokio::task::spawn_blocking(move || ari_runtime::Runtime::new(runtime_config))
@@ -610,7 +611,7 @@ pub(super) async fn serve(
         .map_err(super::ModuleError::LoadTask)??;
     let mut shared = Shared::new(client.clone(), metrics.clone(), &config);
     shared.runtime = Some(runtime);
-    shared.pod_slots = Some(Arc::new(tokio::sync::Semaphore::new(config.concurrency)));
+    shared.pod_capacity = Some(super::slots::PodCapacity::new(config.concurrency));
     shared.modules = Some(Arc::default());
     let room = Arc::new(Notify::new());
     shared.room = Some(room.clone());

@@ -12,6 +12,12 @@
 //! A parent taking its slot back comes before new work: the claim loop holds a slot while it
 //! waits for the next task, so it lets go when a parent asks ([`Slots::wanted_back`]), and the
 //! semaphore's first-come order then gives the slot to the parent.
+//!
+//! In a pool pod a run also holds one of the pod's places, shared by all its Agents, and the
+//! pod's one engine has instance slots for `concurrency` parked tasks beside the running ones
+//! ([`PodCapacity`]). So a parked parent lends its place too (its child may be an Agent of the
+//! same pod, which a full pod would otherwise hold off until the parent's deadline), parks only
+//! while the pod has room for one more parked instance, and takes its slot back, then a place.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -64,12 +70,34 @@ pub fn pod_memory_limit() -> Option<u64> {
     limit.trim().parse::<u64>().ok().filter(|l| *l < (1 << 62))
 }
 
+/// A pool pod's capacity, shared by the workers of all its Agents: its running places (a run
+/// takes one beside its Agent's slot, only with a task in hand) and its room for parked tasks
+/// (the engine's instance slots beyond the running ones).
+#[derive(Clone)]
+pub struct PodCapacity {
+    places: Arc<Semaphore>,
+    parking: Arc<Semaphore>,
+}
+
+impl PodCapacity {
+    /// `concurrency` places, and as many parked tasks (the pool pod's engine holds twice its
+    /// concurrency in instances).
+    pub fn new(concurrency: usize) -> Self {
+        Self {
+            places: Arc::new(Semaphore::new(concurrency)),
+            parking: Arc::new(Semaphore::new(concurrency)),
+        }
+    }
+}
+
 /// The executor's running and parking capacity.
 pub struct Slots {
     running: Arc<Semaphore>,
     waiting: Arc<Semaphore>,
     /// The parking budget in MiB (see [`parking_budget`]); `None`: count only.
     parked_memory: Option<Arc<Semaphore>>,
+    /// In a pool pod, the pod's places and parking room, shared with its other Agents.
+    pod: Option<PodCapacity>,
     stop: watch::Receiver<bool>,
     /// Signalled when a parked parent wants a running slot back.
     returning: Notify,
@@ -80,6 +108,7 @@ impl Slots {
         concurrency: usize,
         waiting: usize,
         parked_memory: Option<u64>,
+        pod: Option<PodCapacity>,
         stop: watch::Receiver<bool>,
     ) -> Arc<Self> {
         let mib = |bytes: u64| usize::try_from(bytes / MIB).unwrap_or(usize::MAX);
@@ -88,9 +117,15 @@ impl Slots {
             waiting: Arc::new(Semaphore::new(waiting)),
             parked_memory: parked_memory
                 .map(|b| Arc::new(Semaphore::new(mib(b).min(Semaphore::MAX_PERMITS)))),
+            pod,
             stop,
             returning: Notify::new(),
         })
+    }
+
+    /// Whether these are an Agent's slots in a pool pod.
+    pub fn pooled(&self) -> bool {
+        self.pod.is_some()
     }
 
     /// Waits for a free running slot; `None` once the executor is stopping.
@@ -102,6 +137,7 @@ impl Slots {
         };
         Some(Arc::new(Slot {
             permit: Mutex::new(Some(permit)),
+            place: Mutex::default(),
             slots: self.clone(),
         }))
     }
@@ -119,13 +155,30 @@ impl Slots {
     }
 }
 
-/// The slot one task runs in; freed when dropped.
+/// The slot one task runs in (and in a pool pod its place in the pod); freed when dropped.
 pub struct Slot {
     permit: Mutex<Option<OwnedSemaphorePermit>>,
+    place: Mutex<Option<OwnedSemaphorePermit>>,
     slots: Arc<Slots>,
 }
 
 impl Slot {
+    /// In a pool pod, waits for one of the pod's places (first come first served), held with
+    /// this slot and lent with it; at once elsewhere. `false` once the executor is stopping.
+    pub async fn take_place(&self) -> bool {
+        let Some(pod) = &self.slots.pod else {
+            return true;
+        };
+        let mut stop = self.slots.stop.clone();
+        let place = tokio::select! {
+            p = pod.places.clone().acquire_owned() => p.ok(),
+            _ = stop.wait_for(|s| *s) => None,
+        };
+        let taken = place.is_some();
+        *lock(&self.place) = place;
+        taken
+    }
+
     /// Lends the slot out while the caller, whose instance may hold up to `memory_bytes`, waits;
     /// the returned guard takes one back when dropped (blocking: call from the task's own
     /// blocking thread). Without room to park (too many parked, or their memory would pass the
@@ -136,6 +189,10 @@ impl Slot {
             Some(_) => lock(&self.permit).take().is_some(),
             None => false,
         };
+        if lent {
+            // Dropped here: the place goes back to the pod for the child, or anyone.
+            drop(lock(&self.place).take());
+        }
         Lent {
             slot: self.clone(),
             handle,
@@ -145,14 +202,20 @@ impl Slot {
     }
 }
 
-/// Room for one parked parent: its place and its memory, returned when dropped.
+/// Room for one parked parent: its place, its memory and, in a pool pod, the pod's room for
+/// its instance, returned when dropped.
 struct Parked {
     _place: OwnedSemaphorePermit,
     _memory: Option<OwnedSemaphorePermit>,
+    _in_pod: Option<OwnedSemaphorePermit>,
 }
 
 impl Slots {
     fn room_to_park(&self, memory_bytes: u64) -> Option<Parked> {
+        let in_pod = match &self.pod {
+            None => None,
+            Some(pod) => Some(pod.parking.clone().try_acquire_owned().ok()?),
+        };
         let place = self.waiting.clone().try_acquire_owned().ok()?;
         let memory = match &self.parked_memory {
             None => None,
@@ -164,6 +227,7 @@ impl Slots {
         Some(Parked {
             _place: place,
             _memory: memory,
+            _in_pod: in_pod,
         })
     }
 }
@@ -207,7 +271,14 @@ impl Drop for Lent {
                 _ = stop.wait_for(|s| *s) => None,
             }
         });
+        let taken = permit.is_some();
         *lock(&self.slot.permit) = permit;
+        // Then a place in the pod, in the claim loop's order (slot, then place), so the two
+        // never wait on each other.
+        if taken && self.slot.slots.pod.is_some() {
+            let slot = self.slot.clone();
+            self.handle.block_on(async move { slot.take_place().await });
+        }
     }
 }
 
@@ -231,7 +302,7 @@ mod tests {
     fn a_waiting_parent_frees_its_slot_for_its_child_and_takes_one_back() {
         let rt = runtime();
         let (_tx, stop) = watch::channel(false);
-        let slots = Slots::new(1, 3, None, stop);
+        let slots = Slots::new(1, 3, None, None, stop);
         let parent = rt
             .block_on(slots.acquire())
             .unwrap_or_else(|| panic!("a slot"));
@@ -261,7 +332,7 @@ mod tests {
     fn a_returning_parent_is_served_before_an_idle_claim_loop() {
         let rt = runtime();
         let (_tx, stop) = watch::channel(false);
-        let slots = Slots::new(1, 1, None, stop);
+        let slots = Slots::new(1, 1, None, None, stop);
         let parent = rt
             .block_on(slots.acquire())
             .unwrap_or_else(|| panic!("a slot"));
@@ -285,7 +356,7 @@ mod tests {
     fn without_room_to_park_a_parent_keeps_its_slot() {
         let rt = runtime();
         let (_tx, stop) = watch::channel(false);
-        let slots = Slots::new(1, 0, None, stop);
+        let slots = Slots::new(1, 0, None, None, stop);
         let parent = rt
             .block_on(slots.acquire())
             .unwrap_or_else(|| panic!("a slot"));
@@ -295,6 +366,54 @@ mod tests {
         drop(lent);
         drop(parent);
         assert_eq!(slots.free(), 1);
+    }
+
+    /// Issue 29 item 1: in a pool pod of one place, a parent of one Agent parks and lends its
+    /// place with its slot, so its child, of another Agent of the pod, runs there at once; the
+    /// parent then takes its slot and the place back. The pod parks no more tasks than its
+    /// engine has spare instances for, whichever Agent asks.
+    #[test]
+    fn a_parked_parent_in_a_pool_pod_lends_its_place_to_a_child_of_another_agent() {
+        let rt = runtime();
+        let (_tx, stop) = watch::channel(false);
+        let pod = PodCapacity::new(1);
+        let parents = Slots::new(1, 4, None, Some(pod.clone()), stop.clone());
+        let children = Slots::new(1, 4, None, Some(pod.clone()), stop);
+        let parent = rt
+            .block_on(parents.acquire())
+            .unwrap_or_else(|| panic!("a slot"));
+        assert!(rt.block_on(parent.take_place()));
+        assert_eq!(pod.places.available_permits(), 0, "the pod is full");
+        let handle = rt.handle().clone();
+        let lent = std::thread::spawn({
+            let parent = parent.clone();
+            move || parent.lend(handle, 64 << 20)
+        })
+        .join()
+        .unwrap_or_else(|_| panic!("lend"));
+        assert!(lent.is_lent());
+        assert_eq!(pod.places.available_permits(), 1, "the place is lent");
+        let child = rt
+            .block_on(children.acquire())
+            .unwrap_or_else(|| panic!("a slot"));
+        assert!(rt.block_on(child.take_place()), "the child runs in the pod");
+        // The pod's one spare instance is the parked parent's: no other task parks.
+        assert!(
+            !child.lend(rt.handle().clone(), 64 << 20).is_lent(),
+            "no room in the pod's engine to park a second task"
+        );
+        drop(child);
+        std::thread::spawn(move || drop(lent))
+            .join()
+            .unwrap_or_else(|_| panic!("take back"));
+        assert_eq!(
+            (parents.free(), pod.places.available_permits()),
+            (0, 0),
+            "the parent runs again, in its slot and the pod's place"
+        );
+        drop(parent);
+        assert_eq!(pod.places.available_permits(), 1);
+        assert_eq!(pod.parking.available_permits(), 1);
     }
 
     #[test]
@@ -318,7 +437,7 @@ mod tests {
     fn parked_parents_hold_memory_against_the_pods_budget() {
         let rt = runtime();
         let (_tx, stop) = watch::channel(false);
-        let slots = Slots::new(2, 8, Some(100 << 20), stop);
+        let slots = Slots::new(2, 8, Some(100 << 20), None, stop);
         let first = rt
             .block_on(slots.acquire())
             .unwrap_or_else(|| panic!("a slot"));
