@@ -6,8 +6,8 @@ pub const OPERATOR_FIELD_MANAGER: &str = "ari-operator";
 pub const EXECUTOR_FIELD_MANAGER: &str = "ari-executor";
 /// ServiceAccount (and Role/RoleBinding) of the executors, one per namespace.
 pub const EXECUTOR_SERVICE_ACCOUNT: &str = "ari-executor";
-/// ServiceAccount of pool executors: as `ari-executor` without creating or changing Tasks
-/// (pooled Agents do not delegate), and outside the `executor-writes` policy's pod-name rule.
+/// ServiceAccount of pool executors: the rights of `ari-executor`, its child Task writes bound
+/// by the `executor-writes` policy to its pool (`spec.parent.pool`) instead of one Agent.
 pub const POOL_SERVICE_ACCOUNT: &str = "ari-pool-executor";
 /// Secret holding the namespace's attestation signing key.
 pub const ATTESTATION_SECRET: &str = "ari-attestation-key";

@@ -65,19 +65,18 @@ pub fn role(namespace: &str) -> Role {
     }
 }
 
-/// What a pool executor needs: as [`role`], but Tasks are only read (their status written),
-/// since pooled Agents do not delegate and so never create or cancel a child.
+/// What a pool executor needs: as [`role`] (a pooled Agent may delegate, so its pool's pods
+/// create and cancel child Tasks), under a name of its own. The chart's `executor-writes`
+/// admission policy binds those writes to the pool: a pool pod creates and cancels only
+/// children naming its own pool (`spec.parent.pool`), and the child's executor and the
+/// operator refuse one whose parent Agent is not in that pool. Granted whether or not a pool
+/// of the namespace hosts a delegating Agent: one Role serves every pool of the namespace, and
+/// a grant withdrawn when the last delegating Agent leaves would stop its running trees'
+/// cancellation; without delegation a pool pod's child is refused before it runs anyway.
 pub fn pool_role(namespace: &str) -> Role {
     Role {
         metadata: meta(namespace, names::POOL_SERVICE_ACCOUNT),
-        rules: Some(vec![
-            rule(&["ari.dev"], &["agents"], &["get", "list", "watch"]),
-            rule(&["ari.dev"], &["tasks"], &["get", "list", "watch"]),
-            rule(&["ari.dev"], &["tasks/status"], &["get", "update", "patch"]),
-            rule(&[""], &["configmaps"], &["get", "create"]),
-            rule(&[""], &["pods"], &["get", "list", "watch"]),
-            rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
-        ]),
+        ..role(namespace)
     }
 }
 
@@ -149,15 +148,24 @@ pub async fn apply_identity(
 mod tests {
     use super::*;
 
+    /// Issue 29 item 1: a pooled Agent delegates, so its pool's pods create and cancel child
+    /// Tasks as a dedicated executor does, and hold nothing more (no Secret, no Task update or
+    /// delete); the admission policy narrows the writes to children of the pool's own Agents.
     #[test]
-    fn a_pool_executor_reads_tasks_and_writes_only_their_status() {
-        let rules = pool_role("ns").rules.unwrap_or_default();
+    fn a_pool_executor_creates_and_cancels_tasks_as_a_dedicated_one_and_nothing_more() {
+        let pool = pool_role("ns");
+        assert_eq!(
+            pool.metadata.name.as_deref(),
+            Some(names::POOL_SERVICE_ACCOUNT)
+        );
+        let rules = pool.rules.unwrap_or_default();
+        assert_eq!(rules, role("ns").rules.unwrap_or_default());
         let task_verbs: Vec<&str> = rules
             .iter()
             .filter(|r| r.resources.iter().flatten().any(|x| x == "tasks"))
             .flat_map(|r| r.verbs.iter().map(String::as_str))
             .collect();
-        assert_eq!(task_verbs, ["get", "list", "watch"]);
+        assert_eq!(task_verbs, ["get", "list", "watch", "create", "patch"]);
         assert!(
             !rules
                 .iter()

@@ -19,7 +19,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::info;
 
 use super::children::ChildIndex;
-use super::decide::{Decision, ExecutorPod, ParentTask, Timing, decide, orphaned};
+use super::decide::{Decision, ExecutorPod, ParentTask, Timing, decide, foreign_child, orphaned};
 use crate::context::Context;
 use crate::error::Error;
 
@@ -261,7 +261,13 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
         agent_grace: base.settings.agent_grace,
     };
     let now = Timestamp::now();
-    let decision = decide(&task, agent.as_ref(), pod, now, timing);
+    // A pending child is checked against its parent's Agent too: created where that Agent runs.
+    let parent_agent = match (&task.spec.parent, task.phase()) {
+        (Some(link), TaskPhase::Pending) => Some(ctx.agent(&ns, &link.agent).await?),
+        _ => None,
+    };
+    let foreign = parent_agent.and_then(|a| foreign_child(&task, a.as_ref().map(|a| &a.spec)));
+    let decision = foreign.unwrap_or_else(|| decide(&task, agent.as_ref(), pod, now, timing));
 
     match &decision {
         Decision::Wait(after) => {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ari_crds::{Agent, Task, TaskPhase, TaskReason, admit};
+use ari_crds::{Agent, AgentSpec, Task, TaskPhase, TaskReason, admit};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// What is known about the pod named in `status.executor`.
@@ -76,6 +76,33 @@ pub fn orphaned(child: &Task, parent: ParentTask) -> Option<Decision> {
     }
     Some(Decision::CancelChild {
         message: format!("its parent {} ended {}", link.name, phase.as_str()),
+    })
+}
+
+/// Whether to fail a pending child that its parent Agent's pods cannot have created (issue 29,
+/// item 1): one naming a pool its parent's Agent is not in, or none when it is pooled
+/// ([`ari_crds::pool_binding`]), or whose parent Agent does not exist (`parent_agent` is
+/// `None`). The admission policy lets a pool pod create children only under its own pool's
+/// name; this makes the name count before any executor runs the child, as the child's own
+/// executor checks again before it claims it.
+pub fn foreign_child(task: &Task, parent_agent: Option<&AgentSpec>) -> Option<Decision> {
+    let link = task.spec.parent.as_ref()?;
+    if task.phase() != TaskPhase::Pending || task.spec.cancelled == Some(true) {
+        return None;
+    }
+    let refusal = match parent_agent {
+        None => ari_crds::Refusal {
+            reason: TaskReason::CapabilityDenied,
+            message: format!(
+                "spec.parent names Agent {}, which does not exist",
+                link.agent
+            ),
+        },
+        Some(spec) => ari_crds::pool_binding(link, spec).err()?,
+    };
+    Some(Decision::Fail {
+        reason: refusal.reason,
+        message: refusal.message,
     })
 }
 
@@ -564,6 +591,72 @@ mod tests {
         }
         // Not a child at all.
         assert_eq!(orphaned(&task(None), Ended(Failed)), None);
+    }
+
+    /// Issue 29 item 1: a pending child created under a pool's name (what a compromised pool
+    /// pod can write) whose parent Agent is not in that pool, or a dedicated one's child whose
+    /// parent Agent is pooled, fails `CapabilityDenied` before any executor runs it; the child
+    /// of an Agent of that very pool waits for its executor as any Task.
+    #[test]
+    fn a_pending_child_whose_parent_agent_is_not_in_the_pool_it_names_fails_before_it_runs() {
+        use ari_crds::delegation::ParentRef;
+        let child = |pool: Option<&str>, status: Option<TaskStatus>| {
+            let mut t = task(status);
+            t.spec.parent = Some(ParentRef {
+                name: "p".into(),
+                uid: "u".into(),
+                agent: "a".into(),
+                depth: 1,
+                pool: pool.map(str::to_owned),
+                ..ParentRef::default()
+            });
+            t
+        };
+        let in_pool = |pool: Option<&str>| {
+            let mut spec = agent().spec;
+            spec.executor.pool = pool.map(str::to_owned);
+            spec
+        };
+        // (pool the child names, pool the parent's Agent is in, message when it fails)
+        let table = [
+            (Some("shared"), Some("shared"), None),
+            (None, None, None),
+            (
+                Some("shared"),
+                Some("other"),
+                Some("runs in ExecutorPool other"),
+            ),
+            (Some("shared"), None, Some("has executors of its own")),
+            (
+                None,
+                Some("shared"),
+                Some("a child created by a dedicated executor"),
+            ),
+        ];
+        for (named, runs_in, fails) in table {
+            let got = foreign_child(&child(named, None), Some(&in_pool(runs_in)));
+            match (fails, got) {
+                (None, None) => {}
+                (
+                    Some(why),
+                    Some(Decision::Fail {
+                        reason: TaskReason::CapabilityDenied,
+                        message,
+                    }),
+                ) => assert!(message.contains(why), "{message}: {why}"),
+                (want, got) => panic!("{named:?} in {runs_in:?}: want {want:?}, got {got:?}"),
+            }
+        }
+        let gone = foreign_child(&child(Some("shared"), None), None);
+        assert!(
+            matches!(&gone, Some(Decision::Fail { message, .. }) if message.contains("does not exist")),
+            "{gone:?}"
+        );
+        // A child already claimed is its executor's (it checked before it claimed); not a child
+        // at all is none of this.
+        let claimed = child(Some("shared"), Some(running(1, 1_001)));
+        assert_eq!(foreign_child(&claimed, Some(&in_pool(None))), None);
+        assert_eq!(foreign_child(&task(None), None), None);
     }
 
     #[test]
