@@ -601,10 +601,10 @@ pub(super) async fn serve(
         .as_ref()
         .map(|p| p.name.clone())
         .unwrap_or_default();
-    // One engine for the pod: an instance slot per running task and one more per place for a
-    // parked task (a parent waiting on its child, or a task on a person), which lends its
-    // place (`slots::PodCapacity`).
-    let instances = config.concurrency.saturating_mul(2);
+    // One engine for the pod: an instance slot per running task and per parked task (a parent
+    // waiting on its child, or a task on a person), which lends its place
+    // (`slots::PodCapacity`).
+    let instances = super::slots::PodCapacity::instances(config.concurrency);
     let runtime_config = super::runtime_config(&config, instances);
     let runtime = tokio::task::spawn_blocking(move || ari_runtime::Runtime::new(runtime_config))
         .await

@@ -80,13 +80,29 @@ pub struct PodCapacity {
 }
 
 impl PodCapacity {
-    /// `concurrency` places, and as many parked tasks (the pool pod's engine holds twice its
-    /// concurrency in instances).
+    /// `concurrency` places, and room for as many parked tasks as a dedicated executor of that
+    /// concurrency has when its Agent delegates to the default depth and may wait for
+    /// approvals ([`waiting_for`]), and never less than one per place: the pod's engine holds
+    /// [`Self::instances`].
     pub fn new(concurrency: usize) -> Self {
         Self {
             places: Arc::new(Semaphore::new(concurrency)),
-            parking: Arc::new(Semaphore::new(concurrency)),
+            parking: Arc::new(Semaphore::new(Self::parking(concurrency))),
         }
+    }
+
+    fn parking(concurrency: usize) -> usize {
+        waiting_for(
+            concurrency,
+            Some(ari_crds::delegation::DEFAULT_MAX_DEPTH),
+            true,
+        )
+        .max(concurrency)
+    }
+
+    /// Instances the pool pod's engine must hold: every place running and every parked task.
+    pub fn instances(concurrency: usize) -> usize {
+        concurrency.saturating_add(Self::parking(concurrency))
     }
 }
 
@@ -371,7 +387,8 @@ mod tests {
     /// Issue 29 item 1: in a pool pod of one place, a parent of one Agent parks and lends its
     /// place with its slot, so its child, of another Agent of the pod, runs there at once; the
     /// parent then takes its slot and the place back. The pod parks no more tasks than its
-    /// engine has spare instances for, whichever Agent asks.
+    /// engine has spare instances for, whichever Agent asks (for one place: a chain to the
+    /// default depth and an approval).
     #[test]
     fn a_parked_parent_in_a_pool_pod_lends_its_place_to_a_child_of_another_agent() {
         let rt = runtime();
@@ -397,11 +414,16 @@ mod tests {
             .block_on(children.acquire())
             .unwrap_or_else(|| panic!("a slot"));
         assert!(rt.block_on(child.take_place()), "the child runs in the pod");
-        // The pod's one spare instance is the parked parent's: no other task parks.
+        // The pod parks no more than its engine has spare instances for.
+        assert_eq!(PodCapacity::instances(1), 1 + 4);
+        let room: Vec<_> =
+            std::iter::from_fn(|| pod.parking.clone().try_acquire_owned().ok()).collect();
+        assert_eq!(room.len(), 3, "one of the four is the parked parent's");
         assert!(
             !child.lend(rt.handle().clone(), 64 << 20).is_lent(),
-            "no room in the pod's engine to park a second task"
+            "no room in the pod's engine to park another task"
         );
+        drop(room);
         drop(child);
         std::thread::spawn(move || drop(lent))
             .join()
@@ -413,7 +435,7 @@ mod tests {
         );
         drop(parent);
         assert_eq!(pod.places.available_permits(), 1);
-        assert_eq!(pod.parking.available_permits(), 1);
+        assert_eq!(pod.parking.available_permits(), 4);
     }
 
     #[test]
