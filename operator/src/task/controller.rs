@@ -224,7 +224,18 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
     let client = base.client.clone();
     let tasks = Api::<Task>::namespaced(client.clone(), &ns);
 
-    if let Some(decision) = orphaned(&task, ctx.parent_of(&task)) {
+    // A pending child is checked against its parent's Agent first: one its parent's pods
+    // cannot have created fails as such, whatever its parent is doing.
+    let foreign = match (&task.spec.parent, task.phase()) {
+        (Some(link), TaskPhase::Pending) => {
+            let parent_agent = ctx.agent(&ns, &link.agent).await?;
+            foreign_child(&task, parent_agent.as_ref().map(|a| &a.spec))
+        }
+        _ => None,
+    };
+    if foreign.is_none()
+        && let Some(decision) = orphaned(&task, ctx.parent_of(&task))
+    {
         cancel_child(&ctx, &tasks, &task, &decision).await?;
         return Ok(Action::await_change());
     }
@@ -261,12 +272,6 @@ async fn sync_task(task: Arc<Task>, ctx: Arc<TaskContext>) -> Result<Action, Err
         agent_grace: base.settings.agent_grace,
     };
     let now = Timestamp::now();
-    // A pending child is checked against its parent's Agent too: created where that Agent runs.
-    let parent_agent = match (&task.spec.parent, task.phase()) {
-        (Some(link), TaskPhase::Pending) => Some(ctx.agent(&ns, &link.agent).await?),
-        _ => None,
-    };
-    let foreign = parent_agent.and_then(|a| foreign_child(&task, a.as_ref().map(|a| &a.spec)));
     let decision = foreign.unwrap_or_else(|| decide(&task, agent.as_ref(), pod, now, timing));
 
     match &decision {
