@@ -89,7 +89,6 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
     validation = Rule::new("!has(self.declarative) || !has(self.declarative.tools) || self.declarative.tools.all(t, !has(t.agent) || (has(self.capabilities) && has(self.capabilities.delegation) && (t.agent.name in self.capabilities.delegation.agents || '*' in self.capabilities.delegation.agents)))").message("each Agent of declarative.tools must be granted in capabilities.delegation.agents"),
     validation = Rule::new("!has(self.declarative) || !has(self.declarative.subagents) || self.declarative.subagents.all(a, has(self.capabilities) && has(self.capabilities.delegation) && (a.name in self.capabilities.delegation.agents || '*' in self.capabilities.delegation.agents))").message("each of declarative.subagents must be granted in capabilities.delegation.agents"),
     validation = Rule::new("!has(self.declarative) || !has(self.declarative.responseFormat) || (self.declarative.responseFormat.type == 'JsonSchema') == has(self.declarative.responseFormat.schema)").message("declarative.responseFormat.schema is set exactly when its type is JsonSchema"),
-    validation = Rule::new(crate::pool::POOLABLE_RULE).message("an Agent in an executor pool may not be granted delegation (so no declarative subagents or Agent tools) in this version (models, tools, signing, storage and pull secrets it may be): remove spec.executor.pool to give it executors of its own (docs/operator.md, Executor pools)"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {

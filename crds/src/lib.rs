@@ -52,7 +52,7 @@ pub use plan::{
     HistoryEntry, HistoryEvent, Plan, PlanPhase, PlanReason, PlanSpec, PlanStatus, PlanStepReason,
     Planner, StepPhase, StepReason, StepStatus,
 };
-pub use pool::{ExecutorPool, ExecutorPoolSpec, ExecutorPoolStatus, unpoolable};
+pub use pool::{ExecutorPool, ExecutorPoolSpec, ExecutorPoolStatus};
 pub use replicas::{MAX_REPLICAS, ReplicaRecord, Verdict, Verification, may_run_next, verdict};
 pub use task::{
     AgentRef, Approval, Attestation, CallKind, CallSubject, Cost, Decision, DelegationApplied,

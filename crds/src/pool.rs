@@ -13,11 +13,13 @@
 //! signing key is the one its own `signing.secretRef` names, its image is pulled only with its
 //! own `module.imagePullSecrets` ([`PoolSecretKey`]). Storage is shared Redis, scoped per Agent
 //! as across a dedicated Agent's replicas, so a pooled Agent granted storage is hosted only
-//! when the operator runs with a Redis URL. Metrics of a pool pod's Tasks carry their Agent's
-//! name. A declarative Agent pools too: its worker pins the declaration digest the operator
-//! resolved for it. What a pool cannot yet give each Agent on its own (delegation's pod-bound
-//! admission rule) is refused by [`unpoolable`] and the Agent CRD's rule: such Agents keep a
-//! dedicated executor.
+//! when the operator runs with a Redis URL. A pooled Agent may delegate: its pool's pods create
+//! its children, bound to the pool (`ParentRef::pool`, the admission policy and
+//! [`crate::delegation::pool_binding`]). Metrics of a pool pod's Tasks carry their Agent's
+//! name. A declarative Agent pools too, its subagents and Agent tools included: its worker
+//! pins the declaration digest the operator resolved for it. So every Agent may join a pool;
+//! one that must not share a process with its namespace's other Agents keeps a dedicated
+//! executor.
 
 // Clippy reads the repeated `type_ = "string"` of separate `printcolumn(...)` entries as a
 // duplicated attribute; they are distinct columns.
@@ -32,7 +34,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::SecretKeyRef;
-use crate::agent::AgentSpec;
 
 /// Pool pods when `spec.replicas` is left out.
 pub const DEFAULT_POOL_REPLICAS: i32 = 2;
@@ -183,99 +184,4 @@ pub struct ExecutorPoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2_147_483_647))]
     pub agents: Option<i32>,
-}
-
-/// What keeps an Agent out of a pool in this version, or `None` when it may join one.
-///
-/// The refused grant needs something per Agent that a shared pod does not hold apart yet: the
-/// `executor-writes` admission policy ties a child Task to its parent Agent's own pods. Models,
-/// MCP servers, signing and pull secrets may be granted: the pool pod holds their credentials
-/// for the union of its Agents' grants, and hands each hosted Agent only the ones its own spec
-/// names. Storage may be granted: pool pods share the operator's Redis (without one, the
-/// operator reports such an Agent not Ready and no pool pod hosts it). A declarative Agent may
-/// pool (its worker pins the declaration digest the operator resolved for it) unless it has
-/// subagents or Agent tools: those must be granted in `capabilities.delegation`, which is
-/// refused.
-pub fn unpoolable(spec: &AgentSpec) -> Option<&'static str> {
-    if spec.capabilities.delegation.is_some() {
-        Some(
-            "capabilities.delegation (children are tied to their parent's own pods; a \
-             declaration's subagents and Agent tools need it)",
-        )
-    } else {
-        None
-    }
-}
-
-/// The CEL rule on `AgentSpec` that [`unpoolable`] is the Rust side of, so `kubectl apply`
-/// refuses such an Agent at once.
-pub const POOLABLE_RULE: &str = "!has(self.executor) || !has(self.executor.pool) || !has(self.capabilities) || !has(self.capabilities.delegation)";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(v: serde_json::Value) -> AgentSpec {
-        serde_json::from_value(v).unwrap_or_else(|e| panic!("spec: {e}"))
-    }
-
-    #[test]
-    fn a_pooled_declarative_agent_may_call_its_model_but_not_delegate() {
-        let declared = |declaration: serde_json::Value, caps: serde_json::Value| {
-            unpoolable(&spec(serde_json::json!({"declarative": declaration,
-                "capabilities": caps, "executor": {"pool": "shared"}})))
-        };
-        let model = serde_json::json!({"models": {"allowed": ["m"]}});
-        let plain = serde_json::json!({"instructions": "x", "model": "m"});
-        assert_eq!(declared(plain, model), None);
-        let delegating = serde_json::json!({"models": {"allowed": ["m"]},
-                                            "delegation": {"agents": ["helper"]}});
-        let subagents = serde_json::json!({"instructions": "x", "model": "m",
-                                           "subagents": [{"name": "helper"}]});
-        let got = declared(subagents, delegating);
-        assert!(got.is_some_and(|g| g.contains("subagents")), "{got:?}");
-    }
-
-    #[test]
-    fn pooled_agents_may_be_granted_models_tools_signing_and_storage_but_not_delegation() {
-        let module = serde_json::json!({"url": "http://x/m.wasm", "sha256": "sha256:00"});
-        let cases = [
-            (serde_json::json!({}), None),
-            (
-                serde_json::json!({"network": {"allowedHosts": ["example.com"]}}),
-                None,
-            ),
-            (
-                serde_json::json!({"randomness": {}, "timeAccess": {}}),
-                None,
-            ),
-            (serde_json::json!({"storage": {"maxBytes": 1024}}), None),
-            (
-                serde_json::json!({"delegation": {"agents": ["a"]}}),
-                Some("delegation"),
-            ),
-            (
-                serde_json::json!({"signing": {"keyId": "k", "secretRef": {"name": "k", "key": "k"}}}),
-                None,
-            ),
-            (serde_json::json!({"models": {"allowed": ["m"]}}), None),
-            (
-                serde_json::json!({"tools": {"servers": [{"name": "docs", "tools": ["*"]}]}}),
-                None,
-            ),
-        ];
-        for (caps, want) in cases {
-            let s = spec(serde_json::json!({"module": module, "capabilities": caps,
-                                            "executor": {"pool": "shared"}}));
-            let got = unpoolable(&s);
-            match want {
-                None => assert_eq!(got, None, "{caps}"),
-                Some(w) => assert!(got.is_some_and(|g| g.contains(w)), "{caps}: {got:?}"),
-            }
-        }
-        let pulled = spec(serde_json::json!({
-            "module": {"image": "r.example/echo:v1", "imagePullSecrets": [{"name": "reg"}]},
-            "executor": {"pool": "shared"}}));
-        assert_eq!(unpoolable(&pulled), None, "a pull secret in a pool");
-    }
 }

@@ -5,8 +5,8 @@
 
 use crate::scenario::Ctx;
 use anyhow::{Context, Result};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
@@ -79,18 +79,48 @@ pub async fn client(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Resul
 
 /// A client acting as ServiceAccount `sa` of `ns`, with a token from a TokenRequest.
 pub async fn token_client(ctx: &Ctx, admin: &Client, ns: &str, sa: &str) -> Result<Client> {
+    bound_client(ctx, admin, ns, sa, None).await
+}
+
+/// A client acting as ServiceAccount `sa` of `ns` with a token bound to `pod`, as the kubelet
+/// mints it for the pod: its claims name the pod, which the executor admission policy reads.
+/// What a compromised pod can do with its own token.
+pub async fn pod_client(
+    ctx: &Ctx,
+    admin: &Client,
+    ns: &str,
+    sa: &str,
+    pod: &Pod,
+) -> Result<Client> {
+    let bound = BoundObjectReference {
+        kind: Some("Pod".into()),
+        api_version: Some("v1".into()),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+    };
+    bound_client(ctx, admin, ns, sa, Some(bound)).await
+}
+
+async fn bound_client(
+    ctx: &Ctx,
+    admin: &Client,
+    ns: &str,
+    sa: &str,
+    bound: Option<BoundObjectReference>,
+) -> Result<Client> {
     let pp = PostParams::default();
     let req = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec![],
             expiration_seconds: Some(3600),
-            bound_object_ref: None,
+            bound_object_ref: bound,
         },
         ..TokenRequest::default()
     };
     let token = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
         .create_token_request(sa, &pp, &req)
-        .await?
+        .await
+        .with_context(|| format!("TokenRequest for {ns}/{sa}"))?
         .status
         .context("empty TokenRequest")?
         .token;

@@ -754,6 +754,17 @@ pub async fn pod_metrics(client: &Client, ns: &str, labels: &str) -> Result<Stri
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// A real request that must be refused with 403 Forbidden: the API server's message.
+pub fn forbidden<T: std::fmt::Debug>(
+    what: &str,
+    r: std::result::Result<T, kube::Error>,
+) -> Result<String> {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(s.message),
+        other => anyhow::bail!("{what}: want 403 Forbidden, got {other:?}"),
+    }
+}
+
 /// The whole log of the operator pod.
 pub async fn operator_log(ctx: &Ctx, client: &Client) -> Result<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NS)

@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail, ensure};
 use ari_crds::{Agent, Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
-use ari_e2e::{trials, wait};
+use ari_e2e::{namespace_user, trials, wait};
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{
@@ -609,14 +609,6 @@ async fn expect_access(
     Ok(())
 }
 
-/// A real request that must be refused with 403 Forbidden.
-fn forbidden<T: std::fmt::Debug>(what: &str, r: std::result::Result<T, kube::Error>) -> Result<()> {
-    match r {
-        Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
-        other => bail!("{what}: want 403 Forbidden, got {other:?}"),
-    }
-}
-
 /// Expands rules to (group, resource, verb) triples.
 fn triples(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
     let mut out = BTreeSet::new();
@@ -829,28 +821,6 @@ fn executor_rbac(ctx: &Ctx) -> Result<()> {
     })
 }
 
-/// A token bound to `pod` of `sa`, as the kubelet gives the pod (its claims name the pod).
-async fn pod_token(client: &Client, ns: &str, pod: &Pod) -> Result<String> {
-    let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(600),
-            bound_object_ref: Some(k8s_openapi::api::authentication::v1::BoundObjectReference {
-                kind: Some("Pod".into()),
-                api_version: Some("v1".into()),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
-            }),
-        },
-        ..TokenRequest::default()
-    };
-    let resp = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create_token_request(EXECUTOR_SA, &PostParams::default(), &req)
-        .await
-        .with_context(|| format!("TokenRequest for {ns}/{EXECUTOR_SA} bound to a pod"))?;
-    Ok(resp.status.context("empty TokenRequest")?.token)
-}
-
 /// The ready executor pod of `agent`.
 async fn executor_pod(admin: &Client, ns: &str, agent: &str) -> Result<Pod> {
     let selector = format!("ari.dev/agent={agent}");
@@ -897,8 +867,8 @@ fn executor_writes(ctx: &Ctx) -> Result<()> {
         let root = task_finished(&admin, &ns, "root", wait::DEFAULT).await?;
         let echo_pod = executor_pod(&admin, &ns, "echo").await?;
         let other_pod = executor_pod(&admin, &ns, "other").await?;
-        let echo = client_with_token(ctx, &pod_token(&admin, &ns, &echo_pod).await?)?;
-        let other = client_with_token(ctx, &pod_token(&admin, &ns, &other_pod).await?)?;
+        let echo = namespace_user::pod_client(ctx, &admin, &ns, EXECUTOR_SA, &echo_pod).await?;
+        let other = namespace_user::pod_client(ctx, &admin, &ns, EXECUTOR_SA, &other_pod).await?;
         let unbound = client_with_token(ctx, &token_for(&admin, &ns, EXECUTOR_SA).await?)?;
         let (echo_tasks, other_tasks, unbound_tasks) = (
             Api::<Task>::namespaced(echo, &ns),

@@ -20,14 +20,16 @@
 use std::ops::Deref;
 
 use anyhow::{Context, Result, bail, ensure};
+use ari_crds::names::{EXECUTOR_SERVICE_ACCOUNT, POOL_SERVICE_ACCOUNT};
 use ari_crds::{Agent, ExecutorPool, Task, TaskPhase, TaskReason};
 use ari_e2e::redis::RedisServer;
 use ari_e2e::registry::{self, Registry, registry_bin};
 use ari_e2e::scenario::*;
-use ari_e2e::{trials, wait};
+use ari_e2e::{namespace_user, trials, wait};
 use ari_testkit::scripted::{Reply, Request, Scripted, chat_answer};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
 fn main() -> std::process::ExitCode {
@@ -70,6 +72,18 @@ fn main() -> std::process::ExitCode {
                 (
                     "a_pooled_agent_granted_storage_without_redis_is_not_ready_and_its_neighbour_runs",
                     storage_without_redis,
+                ),
+                (
+                    "a_pooled_agent_delegates_to_a_pooled_and_a_dedicated_agent_within_its_budget_and_cancels_its_child",
+                    pooled_delegation,
+                ),
+                (
+                    "a_pool_pods_token_creates_and_cancels_only_children_of_its_own_pools_agents",
+                    pool_pod_writes,
+                ),
+                (
+                    "a_declarative_agent_with_a_subagent_runs_in_a_pool_and_answers_with_the_subagents_output",
+                    pooled_subagent,
                 ),
             ],
             // Last: giving the operator a Redis URL restarts it and rolls every pool.
@@ -238,17 +252,17 @@ fn shared(ctx: &PoolsCtx) -> Result<()> {
         let refused = ctx.apply(
             &ns,
             &pooled_yaml(
-                "delegator",
+                "keeper",
                 "echo-module",
                 "shared",
                 1,
-                "  capabilities:\n    delegation:\n      agents: [\"echo-0\"]\n",
+                "  capabilities:\n    storage:\n      maxBytes: 1024\n",
             ),
         )?;
         let stderr = String::from_utf8_lossy(&refused.stderr);
         ensure!(
             !refused.status.success() && stderr.contains("remove spec.executor.pool"),
-            "a delegating pooled Agent was not refused: {stderr}"
+            "a pooled Agent granted storage was not refused: {stderr}"
         );
         let refused = ctx.apply(
             &ns,
@@ -1297,6 +1311,164 @@ fn storage_without_redis(ctx: &PoolsCtx) -> Result<()> {
         ensure!(
             s.phase != Some(TaskPhase::Succeeded) && s.executor.is_none(),
             "the counter ran on a pod's own store: {s:?}"
+
+/// A pooled relay Agent (fixtures/agents/relay) that calls `next` and may delegate to it.
+fn pooled_relay_yaml(name: &str, next: &str) -> String {
+    pooled_yaml(
+        name,
+        "relay-module",
+        "shared",
+        1,
+        &format!(
+            "  config: {next}\n  limits:\n    fuel: 1000000000000\n    timeoutSeconds: 120\n  capabilities:\n    delegation:\n      agents: [{next}]\n"
+        ),
+    )
+}
+
+/// The one ready pod matching `selector`.
+async fn one_pod(client: &Client, ns: &str, selector: &str) -> Result<Pod> {
+    let pods = wait::until(&format!("a ready pod {selector}"), wait::DEFAULT, || {
+        ready_pods(client, ns, selector, 1)
+    })
+    .await?;
+    pods.into_iter().next().context("no pod")
+}
+
+/// Issue 29 item 1: a pooled Agent delegates as a dedicated one does. In a pool of one pod with
+/// one place, a relay's child on a pooled echo runs in that pod while its parent waits (the
+/// parent lends its place), and a relay's child on a dedicated echo runs in that Agent's own
+/// pod; each parent answers with its child's output, the child's fuel within the parent's
+/// budget and its attestation covered. A cancelled pooled parent has its pod cancel its
+/// pooled child (the pool's token may patch its own pool's children).
+fn pooled_delegation(ctx: &PoolsCtx) -> Result<()> {
+    ctx.in_namespace("pool-delegation", |client, ns| async move {
+        ctx.module_configmap(&ns, "relay-module", "relay")?;
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        let yaml = [
+            pool_yaml("shared", 1, 1),
+            pooled_yaml("pecho", "echo-module", "shared", 1, ""),
+            agent_yaml("solo", "echo-module", 1, ""),
+            pooled_relay_yaml("to-pool", "pecho"),
+            pooled_relay_yaml("to-solo", "solo"),
+            pooled_relay_yaml("waiter", "spinner"),
+            pooled_relay_yaml("spinner", "spinner"),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        agent_ready(&client, &ns, "solo").await?;
+        let mut parents = Vec::new();
+        for name in ["pecho", "to-pool", "to-solo", "waiter", "spinner"] {
+            parents.push(pooled_ready(&client, &ns, name).await?);
+        }
+        let pool_pod = one_pod(&client, &ns, "ari.dev/pool=shared")
+            .await?
+            .name_any();
+        let solo_pod = one_pod(&client, &ns, "ari.dev/agent=solo")
+            .await?
+            .name_any();
+        let tasks: Api<Task> = Api::namespaced(client.clone(), &ns);
+
+        // (parent Task, its Agent, child Agent, pod the child runs in)
+        let cases = [
+            ("via-pool", &parents[1], "pecho", pool_pod.as_str()),
+            ("via-solo", &parents[2], "solo", solo_pod.as_str()),
+        ];
+        for (task, agent, _, _) in &cases {
+            ctx.apply_ok(&ns, &task_yaml(task, &agent.name_any(), "pass:hello", ""))?;
+        }
+        for (task, agent, child_agent, child_pod) in &cases {
+            let parent = task_finished(&client, &ns, task, wait::DEFAULT).await?;
+            expect_reason(&parent, TaskPhase::Succeeded, TaskReason::Completed)?;
+            let s = parent.status.clone().unwrap_or_default();
+            ensure!(
+                s.output.as_deref() == Some("got(hello)")
+                    && s.executor.as_deref() == Some(pool_pod.as_str()),
+                "{task}: {:?} on {:?}",
+                s.output,
+                s.executor
+            );
+            verify_attestation(&parent, agent).with_context(|| format!("{task}'s attestation"))?;
+            let [listed] = s.children.as_slice() else {
+                bail!("{task} children: {:?}", s.children);
+            };
+            ensure!(
+                listed.agent == *child_agent && listed.phase == TaskPhase::Succeeded,
+                "{task}: {listed:?}"
+            );
+            let child = tasks
+                .get(listed.name.as_deref().context("child name")?)
+                .await?;
+            let cs = child.status.clone().unwrap_or_default();
+            ensure!(
+                cs.output.as_deref() == Some("hello") && cs.executor.as_deref() == Some(*child_pod),
+                "{task}'s child: {:?} on {:?}, want {child_pod}",
+                cs.output,
+                cs.executor
+            );
+            let link = child.spec.parent.clone().context("spec.parent")?;
+            ensure!(
+                link.pool.as_deref() == Some("shared") && link.agent == agent.name_any(),
+                "{task}'s child names {link:?}"
+            );
+            // Within budget: the child ran on what the parent reserved, and the parent's usage
+            // covers it.
+            let used = s.resources_used.context("resourcesUsed")?;
+            let child_used = cs.resources_used.context("child resourcesUsed")?;
+            ensure!(
+                child_used.fuel == listed.fuel
+                    && listed.fuel > 0
+                    && child.spec.fuel.is_some_and(|f| child_used.fuel <= f)
+                    && used.children_fuel == listed.fuel
+                    && used.fuel > used.children_fuel,
+                "{task}: parent {used:?}, child {child_used:?} of {:?}",
+                child.spec.fuel
+            );
+            ensure!(
+                cs.attestation.as_ref().map(|a| a.sha256()) == listed.attestation_sha256,
+                "{task}'s attestation does not cover its child's"
+            );
+        }
+
+        // Cancellation: the waiting parent is cancelled, and its pool pod cancels its child.
+        ctx.apply_ok(&ns, &task_yaml("tree", "waiter", "wait", ""))?;
+        let child = wait::until("the spinning child runs", wait::DEFAULT, || async {
+            let t = tasks.get_opt("tree-0").await.map_err(|e| e.to_string())?;
+            match t {
+                Some(t) if t.status.as_ref().and_then(|s| s.phase) == Some(TaskPhase::Running) => {
+                    Ok(t)
+                }
+                other => Err(format!("tree-0: {:?}", other.map(|t| t.status))),
+            }
+        })
+        .await?;
+        ensure!(
+            child.status.as_ref().and_then(|s| s.executor.as_deref()) == Some(pool_pod.as_str()),
+            "the child runs in the pool pod beside its waiting parent"
+        );
+        ctx.kubectl_ok([
+            "patch",
+            "task",
+            "tree",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cancelled":true}}"#,
+        ])?;
+        for name in ["tree", "tree-0"] {
+            let t = task_finished(&client, &ns, name, wait::DEFAULT).await?;
+            ensure!(
+                t.status.as_ref().and_then(|s| s.phase) == Some(TaskPhase::Cancelled),
+                "{name}: {:?}",
+                t.status
+            );
+        }
+        let log = ctx.node.logs(&ns, &pool_pod, "executor");
+        ensure!(
+            log.lines()
+                .any(|l| l.contains("child cancelled with its parent") && l.contains("tree-0")),
+            "the pool pod did not cancel the child itself:\n{}",
+            tail(&log, 30)
         );
         Ok(())
     })
@@ -1432,4 +1604,251 @@ fn storage_on_redis(ctx: &PoolsCtx) -> Result<()> {
         Ok(())
     });
     outcome.with_context(|| format!("redis-server log:\n{}", tail(&redis.log(), 20)))
+
+/// A Task `name` on Agent `agent` naming `parent` (of Agent `parent_agent`) as its parent,
+/// created by a pod of `pool` (none: a dedicated executor), owned by the parent: what an
+/// executor writes when its guest delegates.
+fn child_yaml(
+    name: &str,
+    agent: &str,
+    parent: &Task,
+    parent_agent: &str,
+    pool: Option<&str>,
+) -> Result<Task> {
+    let uid = parent.uid().context("parent uid")?;
+    let mut link = serde_json::json!({"name": parent.name_any(), "uid": uid,
+        "agent": parent_agent, "depth": 1, "index": 0});
+    if let Some(pool) = pool {
+        link["pool"] = pool.into();
+    }
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": name, "ownerReferences": [{"apiVersion": "ari.dev/v1alpha1",
+            "kind": "Task", "name": parent.name_any(), "uid": uid}]},
+        "spec": {"agentRef": {"name": agent}, "input": "x", "parent": link},
+    }))?)
+}
+
+/// Issue 29 item 1, the compromised pool pod: with the token the kubelet gives a pod of pool
+/// `shared` (`ari-pool-executor`, bound to the pod), a child naming another pool or none is
+/// refused by the admission policy; a child of a dedicated Agent's Task under the pool's own
+/// name is admitted but fails `CapabilityDenied` before it runs (the parent's Agent is not in
+/// the pool); a dedicated executor's child cannot name a pool, and its children cannot be
+/// cancelled by the pool's pod. What delegation needs (a child of the pool's own Agent, and
+/// its cancel) goes through.
+fn pool_pod_writes(ctx: &PoolsCtx) -> Result<()> {
+    ctx.in_namespace("pool-writes", |admin, ns| async move {
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        let yaml = [
+            pool_yaml("shared", 1, 2),
+            pooled_yaml("mine", "echo-module", "shared", 1, ""),
+            agent_yaml("solo", "echo-module", 1, ""),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        agent_ready(&admin, &ns, "solo").await?;
+        pooled_ready(&admin, &ns, "mine").await?;
+        ctx.apply_ok(&ns, &task_yaml("root", "solo", "hi", ""))?;
+        ctx.apply_ok(&ns, &task_yaml("mine-root", "mine", "hi", ""))?;
+        let root = task_finished(&admin, &ns, "root", wait::DEFAULT).await?;
+        let mine_root = task_finished(&admin, &ns, "mine-root", wait::DEFAULT).await?;
+        let pool_pod = one_pod(&admin, &ns, "ari.dev/pool=shared").await?;
+        let solo_pod = one_pod(&admin, &ns, "ari.dev/agent=solo").await?;
+        let pool_client =
+            namespace_user::pod_client(ctx, &admin, &ns, POOL_SERVICE_ACCOUNT, &pool_pod).await?;
+        let solo_client =
+            namespace_user::pod_client(ctx, &admin, &ns, EXECUTOR_SERVICE_ACCOUNT, &solo_pod)
+                .await?;
+        let (pool_tasks, solo_tasks) = (
+            Api::<Task>::namespaced(pool_client, &ns),
+            Api::<Task>::namespaced(solo_client, &ns),
+        );
+        let pp = PostParams::default();
+
+        let m = forbidden(
+            "a pool pod creates a child under another pool's name",
+            pool_tasks
+                .create(
+                    &pp,
+                    &child_yaml("c-other", "mine", &root, "solo", Some("other"))?,
+                )
+                .await,
+        )?;
+        ensure!(m.contains("is not a pod of ExecutorPool other"), "{m}");
+        let m = forbidden(
+            "a pool pod creates a child naming no pool",
+            pool_tasks
+                .create(&pp, &child_yaml("c-none", "mine", &root, "solo", None)?)
+                .await,
+        )?;
+        ensure!(m.contains("names its pool"), "{m}");
+        let m = forbidden(
+            "a dedicated executor creates a child under a pool's name",
+            solo_tasks
+                .create(
+                    &pp,
+                    &child_yaml("c-solo-pool", "solo", &root, "solo", Some("shared"))?,
+                )
+                .await,
+        )?;
+        ensure!(m.contains("names no pool"), "{m}");
+
+        // Under its own pool's name, for a dedicated Agent's parent: admitted by the API
+        // server, failed before any executor runs it.
+        pool_tasks
+            .create(
+                &pp,
+                &child_yaml("c-foreign", "mine", &root, "solo", Some("shared"))?,
+            )
+            .await
+            .context("the API server admits a child under the pod's own pool name")?;
+        let foreign = task_finished(&admin, &ns, "c-foreign", wait::DEFAULT).await?;
+        expect_reason(&foreign, TaskPhase::Failed, TaskReason::CapabilityDenied)?;
+        let fs = foreign.status.clone().unwrap_or_default();
+        let message = fs.message.clone().unwrap_or_default();
+        ensure!(
+            message.contains("has executors of its own")
+                && fs.executor.is_none()
+                && fs.start_time.is_none(),
+            "c-foreign ran or failed otherwise: {fs:?}"
+        );
+
+        // What delegation needs: a child of its own pool's Agent, and its cancel; a dedicated
+        // executor's child is not the pool's to cancel.
+        pool_tasks
+            .create(
+                &pp,
+                &child_yaml("c-mine", "mine", &mine_root, "mine", Some("shared"))?,
+            )
+            .await
+            .context("a pool pod creates a child of its own Agent's parent")?;
+        solo_tasks
+            .create(&pp, &child_yaml("c-solo", "solo", &root, "solo", None)?)
+            .await
+            .context("a dedicated executor creates a child of its own Agent's parent")?;
+        let cancel = Patch::Merge(serde_json::json!({"spec": {"cancelled": true}}));
+        let params = PatchParams::default();
+        forbidden(
+            "a pool pod cancels a dedicated Agent's child",
+            pool_tasks.patch("c-solo", &params, &cancel).await,
+        )?;
+        forbidden(
+            "a pool pod cancels a root Task",
+            pool_tasks.patch("root", &params, &cancel).await,
+        )?;
+        pool_tasks
+            .patch("c-mine", &params, &cancel)
+            .await
+            .context("a pool pod cancels its own pool's child")?;
+        let names: Vec<String> = Api::<Task>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(|t| t.name_any())
+            .collect();
+        ensure!(
+            names
+                .iter()
+                .all(|n| ["root", "mine-root", "c-foreign", "c-mine", "c-solo"]
+                    .contains(&n.as_str())),
+            "refused writes left Tasks behind: {names:?}"
+        );
+        Ok(())
+    })
+}
+
+/// The scripted model of the pooled declarative triage: it hands every question to its
+/// subagent `pecho`.
+fn handing_model(request: &Request) -> Reply {
+    if serde_json::from_slice::<serde_json::Value>(&request.body).is_err() {
+        return Reply::new(404, "not here");
+    }
+    let body = serde_json::json!({
+        "id": "c1", "model": "scripted-1",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call-1",
+                "type": "function", "function": {"name": "transfer_to_pecho",
+                "arguments": "{\"input\":\"handed over\"}"}}]}}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+    });
+    Reply::new(200, body.to_string()).header("content-type", "application/json")
+}
+
+/// Issue 29 item 1: a declarative Agent with a subagent (so granted delegation) joins a pool:
+/// accepted at apply, Ready with no Deployment of its own, and its Task, run in the pool pod,
+/// answers with what its pooled subagent answered (the model handed it over), the child
+/// naming the pool.
+fn pooled_subagent(ctx: &PoolsCtx) -> Result<()> {
+    ctx.in_namespace("pool-subagent", |client, ns| async move {
+        let model = Scripted::start(handing_model).await;
+        let endpoint = format!("http://{}/v1", model.host());
+        ctx.module_configmap(&ns, "echo-module", "echo")?;
+        let triage = "apiVersion: ari.dev/v1alpha1
+kind: Agent
+metadata:
+  name: triage
+spec:
+  declarative:
+    instructions: Hand every question to pecho.
+    model: small
+    subagents: [{name: pecho}]
+  capabilities:
+    models:
+      allowed: [small]
+    delegation:
+      agents: [pecho]
+  limits:
+    tokens: 2000
+  executor:
+    pool: shared
+";
+        let yaml = [
+            keyed_model_yaml("small", &endpoint, "small-key", POOL_MODEL_KEY),
+            pool_yaml("shared", 1, 2),
+            pooled_yaml("pecho", "echo-module", "shared", 1, "  mode: subagent\n"),
+            triage.to_owned(),
+        ]
+        .join("---\n");
+        ctx.apply_ok(&ns, &yaml)?;
+        pooled_ready(&client, &ns, "pecho").await?;
+        let agent = pooled_ready(&client, &ns, "triage").await?;
+        let deps = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?;
+        let names: Vec<String> = deps.items.iter().map(|d| d.name_any()).collect();
+        ensure!(names == ["shared-pool"], "deployments: {names:?}");
+
+        ctx.apply_ok(&ns, &task_yaml("ask", "triage", "Where is my order?", ""))?;
+        let done = task_finished(&client, &ns, "ask", wait::DEFAULT).await?;
+        expect_reason(&done, TaskPhase::Succeeded, TaskReason::Completed)?;
+        let s = done.status.clone().unwrap_or_default();
+        let pods = executor_pods(&client, &ns).await?;
+        ensure!(
+            s.output.as_deref() == Some("handed over")
+                && pods.len() == 1
+                && s.executor.as_deref() == Some(pods[0].as_str()),
+            "ask: {:?} on {:?} (pool pods {pods:?})",
+            s.output,
+            s.executor
+        );
+        verify_attestation(&done, &agent)?;
+        let [listed] = s.children.as_slice() else {
+            bail!("children: {:?}", s.children);
+        };
+        let child = Api::<Task>::namespaced(client.clone(), &ns)
+            .get(listed.name.as_deref().context("child name")?)
+            .await?;
+        let cs = child.status.clone().unwrap_or_default();
+        ensure!(
+            listed.agent == "pecho"
+                && cs.executor == s.executor
+                && child.spec.parent.as_ref().and_then(|p| p.pool.as_deref()) == Some("shared"),
+            "the subagent's Task: {:?} on {:?}, parent {:?}",
+            listed,
+            cs.executor,
+            child.spec.parent
+        );
+        Ok(())
+    })
 }

@@ -108,15 +108,6 @@ pub fn validate(agent: &Agent) -> Result<(), String> {
             ));
         }
     }
-    // The CRD refuses these at apply; an Agent stored before that rule existed is refused here.
-    if agent.spec.executor.pool.is_some()
-        && let Some(what) = ari_crds::unpoolable(&agent.spec)
-    {
-        return Err(format!(
-            "executor.pool: {what} cannot run in a shared pool in this version; remove \
-             spec.executor.pool to give the Agent executors of its own"
-        ));
-    }
     if let Some(net) = &agent.spec.capabilities.network {
         for h in &net.allowed_hosts {
             HostPattern::parse(h).map_err(|e| format!("network.allowedHosts {h}: {e}"))?;
