@@ -754,6 +754,52 @@ pub async fn pod_metrics(client: &Client, ns: &str, labels: &str) -> Result<Stri
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// A Task `name` on Agent `agent` naming `parent` (of Agent `parent_agent`) as its parent,
+/// created by a pod of ExecutorPool `pool` (none: a dedicated executor), owned by the parent
+/// when `owned`: what an executor writes when its guest delegates.
+pub fn child_task(
+    name: &str,
+    agent: &str,
+    parent: &Task,
+    parent_agent: &str,
+    pool: Option<&str>,
+    owned: bool,
+) -> Result<Task> {
+    let uid = parent.uid().context("parent uid")?;
+    let mut t = serde_json::json!({
+        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": name},
+        "spec": {"agentRef": {"name": agent}, "input": "x",
+                 "parent": {"name": parent.name_any(), "uid": uid, "agent": parent_agent,
+                            "depth": 1, "index": 0}},
+    });
+    if let Some(pool) = pool {
+        t["spec"]["parent"]["pool"] = pool.into();
+    }
+    if owned {
+        t["metadata"]["ownerReferences"] = serde_json::json!([{
+            "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
+            "name": parent.name_any(), "uid": uid}]);
+    }
+    Ok(serde_json::from_value(t)?)
+}
+
+/// Fails unless every Task of `ns` is one of `allowed`: refused writes left nothing behind.
+pub async fn only_tasks(client: &Client, ns: &str, allowed: &[&str]) -> Result<()> {
+    let names: Vec<String> = Api::<Task>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(|t| t.name_any())
+        .collect();
+    ensure!(
+        names.iter().all(|n| allowed.contains(&n.as_str())),
+        "refused writes left Tasks behind: {names:?}"
+    );
+    Ok(())
+}
+
 /// A real request that must be refused with 403 Forbidden: the API server's message.
 pub fn forbidden<T: std::fmt::Debug>(
     what: &str,

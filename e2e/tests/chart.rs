@@ -831,25 +831,6 @@ async fn executor_pod(admin: &Client, ns: &str, agent: &str) -> Result<Pod> {
     pods.into_iter().next().context("no executor pod")
 }
 
-/// A Task `name` for Agent `echo` that names `parent` (of Agent `agent`) as its parent, owned by
-/// it when `owned`: what an executor creates when its guest delegates.
-fn child_of(name: &str, parent: &Task, agent: &str, owned: bool) -> Result<Task> {
-    let uid = parent.uid().context("parent uid")?;
-    let mut t = serde_json::json!({
-        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
-        "metadata": {"name": name},
-        "spec": {"agentRef": {"name": "echo"}, "input": "x",
-                 "parent": {"name": parent.name_any(), "uid": uid, "agent": agent,
-                            "depth": 1, "index": 0}},
-    });
-    if owned {
-        t["metadata"]["ownerReferences"] = serde_json::json!([{
-            "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
-            "name": parent.name_any(), "uid": uid}]);
-    }
-    Ok(serde_json::from_value(t)?)
-}
-
 /// Issue 26, item 17: RBAC grants executors `create` and `patch` on every Task of their
 /// namespace; the chart's policy `ari-operator-executor-writes` narrows that, checked here with
 /// tokens bound to the executor pods as the kubelet mints them: a root Task, a child of another
@@ -885,24 +866,36 @@ fn executor_writes(ctx: &Ctx) -> Result<()> {
         forbidden(
             "an executor creates a child for another Agent's parent",
             echo_tasks
-                .create(&pp, &child_of("c-theirs", &root, "other", true)?)
+                .create(
+                    &pp,
+                    &child_task("c-theirs", "echo", &root, "other", None, true)?,
+                )
                 .await,
         )?;
         forbidden(
             "an executor creates a child its parent does not own",
             echo_tasks
-                .create(&pp, &child_of("c-unowned", &root, "echo", false)?)
+                .create(
+                    &pp,
+                    &child_task("c-unowned", "echo", &root, "echo", None, false)?,
+                )
                 .await,
         )?;
         forbidden(
             "a token bound to no pod creates a child",
             unbound_tasks
-                .create(&pp, &child_of("c-unbound", &root, "echo", true)?)
+                .create(
+                    &pp,
+                    &child_task("c-unbound", "echo", &root, "echo", None, true)?,
+                )
                 .await,
         )?;
         // What delegation needs: a child of its own Agent's parent, then its cancel.
         echo_tasks
-            .create(&pp, &child_of("c-mine", &root, "echo", true)?)
+            .create(
+                &pp,
+                &child_task("c-mine", "echo", &root, "echo", None, true)?,
+            )
             .await
             .context("an executor creates a child of its Agent's parent")?;
         let cancel = Patch::Merge(serde_json::json!({"spec": {"cancelled": true}}));
@@ -925,19 +918,7 @@ fn executor_writes(ctx: &Ctx) -> Result<()> {
             .patch("c-mine", &params, &cancel)
             .await
             .context("an executor cancels its child")?;
-        let names: Vec<String> = Api::<Task>::namespaced(admin.clone(), &ns)
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .map(|t| t.name_any())
-            .collect();
-        ensure!(
-            names
-                .iter()
-                .all(|n| ["root", "c-mine"].contains(&n.as_str())),
-            "refused writes left Tasks behind: {names:?}"
-        );
+        only_tasks(&admin, &ns, &["root", "c-mine"]).await?;
         Ok(())
     })
 }

@@ -248,22 +248,7 @@ fn shared(ctx: &PoolsCtx) -> Result<()> {
             verify_attestation(&t, agent).with_context(|| format!("{name}'s attestation"))?;
         }
 
-        // Grants a pool cannot hold apart are refused at apply, saying what to do.
-        let refused = ctx.apply(
-            &ns,
-            &pooled_yaml(
-                "keeper",
-                "echo-module",
-                "shared",
-                1,
-                "  capabilities:\n    storage:\n      maxBytes: 1024\n",
-            ),
-        )?;
-        let stderr = String::from_utf8_lossy(&refused.stderr);
-        ensure!(
-            !refused.status.success() && stderr.contains("remove spec.executor.pool"),
-            "a pooled Agent granted storage was not refused: {stderr}"
-        );
+        // Sizing belongs to the pool: a pooled Agent setting it is refused at apply.
         let refused = ctx.apply(
             &ns,
             &pooled_yaml("sized", "echo-module", "shared", 1, "").replace(
@@ -1311,6 +1296,142 @@ fn storage_without_redis(ctx: &PoolsCtx) -> Result<()> {
         ensure!(
             s.phase != Some(TaskPhase::Succeeded) && s.executor.is_none(),
             "the counter ran on a pod's own store: {s:?}"
+        );
+        Ok(())
+    })
+}
+
+/// With a real `redis-server` given to the operator, a pooled `counter` in two pool pods:
+/// Tasks incrementing one key, spread over both pods, one of which is killed as they run, all
+/// succeed and count 1..=N exactly (no lost update, none counted twice; a Task whose attempt
+/// committed before the kill finishes from its receipt on the other pod, its value known by
+/// its digest): each pod's store is the one Redis, scoped to the Agent, with its conflict check
+/// and receipts.
+fn storage_on_redis(ctx: &PoolsCtx) -> Result<()> {
+    let redis = RedisServer::start()?;
+    let url = redis.url();
+    ctx.kubectl_ok([
+        "set",
+        "env",
+        "-n",
+        OPERATOR_NS,
+        "deployment/ari-operator",
+        &format!("ARI_REDIS_URL={url}"),
+    ])?;
+    ctx.wait_operator_env("ARI_REDIS_URL", &url)?;
+    let outcome = ctx.in_namespace("pool-store-redis", |client, ns| async move {
+        ctx.module_configmap(&ns, "counter-module", "counter")?;
+        ctx.apply_ok(&ns, &pool_yaml("shared", 2, 8))?;
+        ctx.apply_ok(&ns, &pooled_counter_yaml("counter", 4))?;
+        pooled_ready(&client, &ns, "counter").await?;
+        let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
+        wait::until(
+            "two pool pods with the Redis URL",
+            wait::DEFAULT,
+            || async {
+                let d = deps.get("shared-pool").await.map_err(|e| e.to_string())?;
+                let has_url = d
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|p| p.containers.first())
+                    .and_then(|c| c.env.as_ref())
+                    .is_some_and(|env| {
+                        env.iter()
+                            .any(|e| e.name == "ARI_REDIS_URL" && e.value.as_deref() == Some(&url))
+                    });
+                let st = d.status.clone().unwrap_or_default();
+                let pods = executor_pods(&client, &ns)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if has_url
+                    && st.observed_generation == d.metadata.generation
+                    && st.updated_replicas == Some(2)
+                    && st.available_replicas == Some(2)
+                    && pods.len() == 2
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "pool: {st:?}, pods {pods:?}, Redis URL set: {has_url}"
+                    ))
+                }
+            },
+        )
+        .await?;
+
+        const N: usize = 60;
+        let names: Vec<String> = (0..N).map(|i| format!("inc-{i:02}")).collect();
+        let docs: Vec<String> = names
+            .iter()
+            .map(|n| task_yaml(n, "counter", "hits", "  retries: 3\n"))
+            .collect();
+        ctx.apply_ok(&ns, &docs.join("---\n"))?;
+        // A pool pod killed as the Tasks run: what it held is taken again by a pool pod, and
+        // a retry of a Task whose increment was committed finds its receipt in Redis.
+        let tasks = Api::<Task>::namespaced(client.clone(), &ns);
+        let victim = wait::until("a Task done on a pool pod", wait::DEFAULT, || async {
+            let list = tasks
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .iter()
+                .filter_map(|t| t.status.as_ref())
+                .find(|s| s.phase == Some(TaskPhase::Succeeded))
+                .and_then(|s| s.executor.clone())
+                .ok_or_else(|| "none done yet".to_owned())
+        })
+        .await?;
+        ctx.node.kill_pod_process(&ns, &victim)?;
+        let mut counts = Vec::new();
+        // Finished from the receipt of an attempt that committed before its pod was killed:
+        // the receipt keeps the output's digest, not its bytes (docs/capabilities.md).
+        let mut from_receipts = Vec::new();
+        let mut executors = std::collections::BTreeSet::new();
+        let mut retried = 0;
+        for n in &names {
+            let t = task_finished(&client, &ns, n, wait::DEFAULT).await?;
+            expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+            let s = t.status.clone().unwrap_or_default();
+            executors.extend(s.executor.clone());
+            retried += usize::from(s.attempts.unwrap_or(1) > 1);
+            match (
+                s.output.as_deref().filter(|o| !o.is_empty()),
+                &s.output_sha256,
+            ) {
+                (Some(out), _) => counts.push(
+                    out.trim()
+                        .parse::<usize>()
+                        .with_context(|| format!("{n}: {out:?}"))?,
+                ),
+                (None, Some(sha)) => from_receipts.push((n.clone(), sha.clone())),
+                (None, None) => anyhow::bail!("{n} succeeded with no output and no digest"),
+            }
+        }
+        // An output known only by its digest is the value never returned with that digest.
+        let digest = |v: &usize| ari_model::attestation::sha256_hex(v.to_string().as_bytes());
+        for (n, sha) in &from_receipts {
+            let value = (1..=N)
+                .find(|v| !counts.contains(v) && digest(v) == *sha)
+                .with_context(|| format!("{n}: its output's digest {sha} is no value missing"))?;
+            counts.push(value);
+        }
+        counts.sort_unstable();
+        ensure!(
+            counts == (1..=N).collect::<Vec<_>>(),
+            "increments lost or counted twice ({retried} Tasks retried after the kill of \
+             {victim}, {} finished from receipts): {counts:?}",
+            from_receipts.len()
+        );
+        ensure!(
+            executors.len() == 2,
+            "the Tasks ran on {executors:?}, not on both pool pods"
+        );
+        Ok(())
+    });
+    outcome.with_context(|| format!("redis-server log:\n{}", tail(&redis.log(), 20)))
+}
 
 /// A pooled relay Agent (fixtures/agents/relay) that calls `next` and may delegate to it.
 fn pooled_relay_yaml(name: &str, next: &str) -> String {
@@ -1474,161 +1595,6 @@ fn pooled_delegation(ctx: &PoolsCtx) -> Result<()> {
     })
 }
 
-/// With a real `redis-server` given to the operator, a pooled `counter` in two pool pods:
-/// Tasks incrementing one key, spread over both pods, one of which is killed as they run, all
-/// succeed and count 1..=N exactly (no lost update, none counted twice; a Task whose attempt
-/// committed before the kill finishes from its receipt on the other pod, its value known by
-/// its digest): each pod's store is the one Redis, scoped to the Agent, with its conflict check
-/// and receipts.
-fn storage_on_redis(ctx: &PoolsCtx) -> Result<()> {
-    let redis = RedisServer::start()?;
-    let url = redis.url();
-    ctx.kubectl_ok([
-        "set",
-        "env",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-operator",
-        &format!("ARI_REDIS_URL={url}"),
-    ])?;
-    ctx.wait_operator_env("ARI_REDIS_URL", &url)?;
-    let outcome = ctx.in_namespace("pool-store-redis", |client, ns| async move {
-        ctx.module_configmap(&ns, "counter-module", "counter")?;
-        ctx.apply_ok(&ns, &pool_yaml("shared", 2, 8))?;
-        ctx.apply_ok(&ns, &pooled_counter_yaml("counter", 4))?;
-        pooled_ready(&client, &ns, "counter").await?;
-        let deps = Api::<Deployment>::namespaced(client.clone(), &ns);
-        wait::until(
-            "two pool pods with the Redis URL",
-            wait::DEFAULT,
-            || async {
-                let d = deps.get("shared-pool").await.map_err(|e| e.to_string())?;
-                let has_url = d
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.template.spec.as_ref())
-                    .and_then(|p| p.containers.first())
-                    .and_then(|c| c.env.as_ref())
-                    .is_some_and(|env| {
-                        env.iter()
-                            .any(|e| e.name == "ARI_REDIS_URL" && e.value.as_deref() == Some(&url))
-                    });
-                let st = d.status.clone().unwrap_or_default();
-                let pods = executor_pods(&client, &ns)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if has_url
-                    && st.observed_generation == d.metadata.generation
-                    && st.updated_replicas == Some(2)
-                    && st.available_replicas == Some(2)
-                    && pods.len() == 2
-                {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "pool: {st:?}, pods {pods:?}, Redis URL set: {has_url}"
-                    ))
-                }
-            },
-        )
-        .await?;
-
-        const N: usize = 60;
-        let names: Vec<String> = (0..N).map(|i| format!("inc-{i:02}")).collect();
-        let docs: Vec<String> = names
-            .iter()
-            .map(|n| task_yaml(n, "counter", "hits", "  retries: 3\n"))
-            .collect();
-        ctx.apply_ok(&ns, &docs.join("---\n"))?;
-        // A pool pod killed as the Tasks run: what it held is taken again by a pool pod, and
-        // a retry of a Task whose increment was committed finds its receipt in Redis.
-        let tasks = Api::<Task>::namespaced(client.clone(), &ns);
-        let victim = wait::until("a Task done on a pool pod", wait::DEFAULT, || async {
-            let list = tasks
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            list.items
-                .iter()
-                .filter_map(|t| t.status.as_ref())
-                .find(|s| s.phase == Some(TaskPhase::Succeeded))
-                .and_then(|s| s.executor.clone())
-                .ok_or_else(|| "none done yet".to_owned())
-        })
-        .await?;
-        ctx.node.kill_pod_process(&ns, &victim)?;
-        let mut counts = Vec::new();
-        // Finished from the receipt of an attempt that committed before its pod was killed:
-        // the receipt keeps the output's digest, not its bytes (docs/capabilities.md).
-        let mut from_receipts = Vec::new();
-        let mut executors = std::collections::BTreeSet::new();
-        let mut retried = 0;
-        for n in &names {
-            let t = task_finished(&client, &ns, n, wait::DEFAULT).await?;
-            expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
-            let s = t.status.clone().unwrap_or_default();
-            executors.extend(s.executor.clone());
-            retried += usize::from(s.attempts.unwrap_or(1) > 1);
-            match (
-                s.output.as_deref().filter(|o| !o.is_empty()),
-                &s.output_sha256,
-            ) {
-                (Some(out), _) => counts.push(
-                    out.trim()
-                        .parse::<usize>()
-                        .with_context(|| format!("{n}: {out:?}"))?,
-                ),
-                (None, Some(sha)) => from_receipts.push((n.clone(), sha.clone())),
-                (None, None) => anyhow::bail!("{n} succeeded with no output and no digest"),
-            }
-        }
-        // An output known only by its digest is the value never returned with that digest.
-        let digest = |v: &usize| ari_model::attestation::sha256_hex(v.to_string().as_bytes());
-        for (n, sha) in &from_receipts {
-            let value = (1..=N)
-                .find(|v| !counts.contains(v) && digest(v) == *sha)
-                .with_context(|| format!("{n}: its output's digest {sha} is no value missing"))?;
-            counts.push(value);
-        }
-        counts.sort_unstable();
-        ensure!(
-            counts == (1..=N).collect::<Vec<_>>(),
-            "increments lost or counted twice ({retried} Tasks retried after the kill of \
-             {victim}, {} finished from receipts): {counts:?}",
-            from_receipts.len()
-        );
-        ensure!(
-            executors.len() == 2,
-            "the Tasks ran on {executors:?}, not on both pool pods"
-        );
-        Ok(())
-    });
-    outcome.with_context(|| format!("redis-server log:\n{}", tail(&redis.log(), 20)))
-
-/// A Task `name` on Agent `agent` naming `parent` (of Agent `parent_agent`) as its parent,
-/// created by a pod of `pool` (none: a dedicated executor), owned by the parent: what an
-/// executor writes when its guest delegates.
-fn child_yaml(
-    name: &str,
-    agent: &str,
-    parent: &Task,
-    parent_agent: &str,
-    pool: Option<&str>,
-) -> Result<Task> {
-    let uid = parent.uid().context("parent uid")?;
-    let mut link = serde_json::json!({"name": parent.name_any(), "uid": uid,
-        "agent": parent_agent, "depth": 1, "index": 0});
-    if let Some(pool) = pool {
-        link["pool"] = pool.into();
-    }
-    Ok(serde_json::from_value(serde_json::json!({
-        "apiVersion": "ari.dev/v1alpha1", "kind": "Task",
-        "metadata": {"name": name, "ownerReferences": [{"apiVersion": "ari.dev/v1alpha1",
-            "kind": "Task", "name": parent.name_any(), "uid": uid}]},
-        "spec": {"agentRef": {"name": agent}, "input": "x", "parent": link},
-    }))?)
-}
-
 /// Issue 29 item 1, the compromised pool pod: with the token the kubelet gives a pod of pool
 /// `shared` (`ari-pool-executor`, bound to the pod), a child naming another pool or none is
 /// refused by the admission policy; a child of a dedicated Agent's Task under the pool's own
@@ -1665,40 +1631,38 @@ fn pool_pod_writes(ctx: &PoolsCtx) -> Result<()> {
         );
         let pp = PostParams::default();
 
-        let m = forbidden(
-            "a pool pod creates a child under another pool's name",
-            pool_tasks
-                .create(
-                    &pp,
-                    &child_yaml("c-other", "mine", &root, "solo", Some("other"))?,
-                )
-                .await,
-        )?;
-        ensure!(m.contains("is not a pod of ExecutorPool other"), "{m}");
-        let m = forbidden(
-            "a pool pod creates a child naming no pool",
-            pool_tasks
-                .create(&pp, &child_yaml("c-none", "mine", &root, "solo", None)?)
-                .await,
-        )?;
-        ensure!(m.contains("names its pool"), "{m}");
-        let m = forbidden(
-            "a dedicated executor creates a child under a pool's name",
-            solo_tasks
-                .create(
-                    &pp,
-                    &child_yaml("c-solo-pool", "solo", &root, "solo", Some("shared"))?,
-                )
-                .await,
-        )?;
-        ensure!(m.contains("names no pool"), "{m}");
+        // (what, whose token, the child, what the API server says)
+        let refused = [
+            (
+                "a pool pod creates a child under another pool's name",
+                &pool_tasks,
+                child_task("c-other", "mine", &root, "solo", Some("other"), true)?,
+                "is not a pod of ExecutorPool other",
+            ),
+            (
+                "a pool pod creates a child naming no pool",
+                &pool_tasks,
+                child_task("c-none", "mine", &root, "solo", None, true)?,
+                "names its pool",
+            ),
+            (
+                "a dedicated executor creates a child under a pool's name",
+                &solo_tasks,
+                child_task("c-solo-pool", "solo", &root, "solo", Some("shared"), true)?,
+                "names no pool",
+            ),
+        ];
+        for (what, api, child, says) in refused {
+            let m = forbidden(what, api.create(&pp, &child).await)?;
+            ensure!(m.contains(says), "{what}: {m}");
+        }
 
         // Under its own pool's name, for a dedicated Agent's parent: admitted by the API
         // server, failed before any executor runs it.
         pool_tasks
             .create(
                 &pp,
-                &child_yaml("c-foreign", "mine", &root, "solo", Some("shared"))?,
+                &child_task("c-foreign", "mine", &root, "solo", Some("shared"), true)?,
             )
             .await
             .context("the API server admits a child under the pod's own pool name")?;
@@ -1718,12 +1682,15 @@ fn pool_pod_writes(ctx: &PoolsCtx) -> Result<()> {
         pool_tasks
             .create(
                 &pp,
-                &child_yaml("c-mine", "mine", &mine_root, "mine", Some("shared"))?,
+                &child_task("c-mine", "mine", &mine_root, "mine", Some("shared"), true)?,
             )
             .await
             .context("a pool pod creates a child of its own Agent's parent")?;
         solo_tasks
-            .create(&pp, &child_yaml("c-solo", "solo", &root, "solo", None)?)
+            .create(
+                &pp,
+                &child_task("c-solo", "solo", &root, "solo", None, true)?,
+            )
             .await
             .context("a dedicated executor creates a child of its own Agent's parent")?;
         let cancel = Patch::Merge(serde_json::json!({"spec": {"cancelled": true}}));
@@ -1740,20 +1707,12 @@ fn pool_pod_writes(ctx: &PoolsCtx) -> Result<()> {
             .patch("c-mine", &params, &cancel)
             .await
             .context("a pool pod cancels its own pool's child")?;
-        let names: Vec<String> = Api::<Task>::namespaced(admin.clone(), &ns)
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .map(|t| t.name_any())
-            .collect();
-        ensure!(
-            names
-                .iter()
-                .all(|n| ["root", "mine-root", "c-foreign", "c-mine", "c-solo"]
-                    .contains(&n.as_str())),
-            "refused writes left Tasks behind: {names:?}"
-        );
+        only_tasks(
+            &admin,
+            &ns,
+            &["root", "mine-root", "c-foreign", "c-mine", "c-solo"],
+        )
+        .await?;
         Ok(())
     })
 }
