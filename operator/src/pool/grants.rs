@@ -233,11 +233,12 @@ mod tests {
             agent("c2", Some("other"), signing("other-key", "k")),
             agent("d", None, models(&["dedicated-model"])),
             agent("d2", None, signing("dedicated-key", "k")),
+            // Invalid: no host in allowedHosts.
             agent(
                 "e",
                 Some("shared"),
                 serde_json::json!({"models": {"allowed": ["refused-model"]},
-                                   "delegation": {"agents": ["a"]}}),
+                                   "network": {"allowedHosts": [""]}}),
             ),
         ];
         let u = union(&agents, "n", "shared");
