@@ -302,10 +302,22 @@ fn agent_controller(
                     .collect::<Vec<_>>()
             },
         )
-        // A pool's readiness is its Agents' readiness.
-        .watches(
-            scoped::<ExecutorPool>(cfg, client),
-            watcher::Config::default(),
+        // A pool's readiness is its Agents' readiness: they are woken when it changes.
+        .watches_stream(
+            {
+                let mut seen = crate::pool::controller::PoolsSeen::default();
+                watcher(
+                    scoped::<ExecutorPool>(cfg, client),
+                    watcher::Config::default(),
+                )
+                .default_backoff()
+                .filter_map(move |e| {
+                    futures::future::ready(match e {
+                        Ok(event) => seen.wakes(event).map(Ok),
+                        Err(e) => Some(Err(e)),
+                    })
+                })
+            },
             move |pool: ExecutorPool| {
                 let ns = pool.metadata.namespace.unwrap_or_default();
                 let name = pool.metadata.name.unwrap_or_default();

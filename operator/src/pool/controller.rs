@@ -17,7 +17,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 
 use super::{grants, secrets};
 use crate::agent::{deployment, models, rbac, tools};
@@ -186,6 +187,51 @@ pub fn agent_ready(
         .unwrap_or(0))
 }
 
+/// What of a pool its Agents' status reads: their replica counts and [`agent_ready`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    replicas: Option<i32>,
+    ready: Option<i32>,
+    available: Option<i32>,
+}
+
+impl Readiness {
+    pub fn of(pool: &ExecutorPool) -> Self {
+        let s = pool.status.clone().unwrap_or_default();
+        Self {
+            replicas: s.replicas,
+            ready: s.ready_replicas,
+            available: s.available_replicas,
+        }
+    }
+}
+
+/// The readiness last seen of each pool. A pool's status also counts its Agents, which
+/// changes with every Agent that joins: waking all of a pool's Agents on each status write
+/// reconciled every Agent once per Agent applied (10,000 Agents: 575 s to Ready, a spec
+/// change's status 94 s late). Only what their status reads wakes them.
+#[derive(Default)]
+pub struct PoolsSeen(std::collections::HashMap<ObjectRef<ExecutorPool>, Readiness>);
+
+impl PoolsSeen {
+    /// The pool whose Agents `event` must wake: one that appeared, went, or whose readiness
+    /// changed.
+    pub fn wakes(&mut self, event: watcher::Event<ExecutorPool>) -> Option<ExecutorPool> {
+        match event {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+                let now = Readiness::of(&p);
+                let before = self.0.insert(ObjectRef::from_obj(&p), now);
+                (before != Some(now)).then_some(p)
+            }
+            watcher::Event::Delete(p) => {
+                self.0.remove(&ObjectRef::from_obj(&p));
+                Some(p)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        }
+    }
+}
+
 /// `Ready=False` reason of a pooled Agent granted storage when the operator has no Redis.
 pub const POOL_STORAGE_NEEDS_REDIS: &str = "PoolStorageNeedsRedis";
 
@@ -202,6 +248,39 @@ pub fn error_policy(_p: Arc<ExecutorPool>, err: &Error, ctx: Arc<PoolContext>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pool_with(agents: i32, available: Option<i32>) -> ExecutorPool {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ari.dev/v1alpha1", "kind": "ExecutorPool",
+            "metadata": {"name": "shared", "namespace": "n"},
+            "spec": {},
+            "status": {"agents": agents, "replicas": 2, "readyReplicas": available,
+                       "availableReplicas": available}
+        }))
+        .unwrap_or_else(|e| panic!("pool: {e}"))
+    }
+
+    #[test]
+    fn a_pools_agents_are_woken_when_its_readiness_changes_not_when_it_counts_them() {
+        use watcher::Event::*;
+        let mut seen = PoolsSeen::default();
+        let woke = |seen: &mut PoolsSeen, e| seen.wakes(e).is_some();
+        // (event, wakes its Agents)
+        let table = [
+            (Init, false),
+            (InitApply(pool_with(1, None)), true),
+            (InitDone, false),
+            (Apply(pool_with(2, None)), false),
+            (Apply(pool_with(3, Some(1))), true),
+            (Apply(pool_with(3_000, Some(1))), false),
+            (Apply(pool_with(3_001, Some(2))), true),
+            (Delete(pool_with(3_001, Some(2))), true),
+            (Apply(pool_with(3_001, Some(2))), true),
+        ];
+        for (i, (event, want)) in table.into_iter().enumerate() {
+            assert_eq!(woke(&mut seen, event), want, "row {i}");
+        }
+    }
 
     #[test]
     fn a_pooled_agent_is_ready_only_with_an_existing_pool_that_has_available_pods() {
