@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use ari_crds::Task;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 
 use crate::tasks::{apply_agent_with, create_all, watch_tasks};
 use crate::tracker::{Percentiles, Tracker};
@@ -52,16 +52,14 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         ])?;
     }
     crate::scale::warm_pool(bench, &ns, "neighbours", 1, 8).await?;
-    let pooled = |concurrency: u32, limits: Option<&str>| -> Result<serde_json::Value> {
-        let mut v = serde_json::json!({"pool": "neighbours", "concurrency": concurrency});
-        if let Some(l) = limits {
-            v["limits"] = serde_json::from_str(l)?;
-        }
-        Ok(v)
-    };
-    apply_agent_with(client, &ns, "quiet", "echo", pooled(2, None)?).await?;
+    let pooled = serde_json::json!({"pool": "neighbours", "concurrency": 2});
+    apply_agent_with(client, &ns, "quiet", "echo", pooled.clone()).await?;
     for (agent, module, _, limits) in HOSTILE {
-        apply_agent_with(client, &ns, agent, module, pooled(2, Some(limits))?).await?;
+        apply_agent_with(client, &ns, agent, module, pooled.clone()).await?;
+        let limits = serde_json::json!({"spec": {"limits": serde_json::from_str::<serde_json::Value>(limits)?}});
+        Api::<ari_crds::Agent>::namespaced(client.clone(), &ns)
+            .patch(agent, &PatchParams::default(), &Patch::Merge(&limits))
+            .await?;
     }
     for agent in ["quiet", "spinner", "balloon", "loud"] {
         ari_e2e::scenario::agent_ready_within(client, &ns, agent, Duration::from_secs(120)).await?;
