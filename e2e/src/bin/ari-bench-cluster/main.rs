@@ -180,6 +180,15 @@ impl Bench {
         }))
     }
 
+    /// ConfigMap `<module>-module` of `ns` holding the example agent `module`'s component.
+    pub fn module_configmap(&self, ns: &str, module: &str) -> Result<()> {
+        let wasm = ari_e2e::scenario::agent_wasm(module);
+        let from = format!("--from-file=module.wasm={}", wasm.display());
+        let name = format!("{module}-module");
+        self.kubectl(&["create", "configmap", &name, "-n", ns, &from])?;
+        Ok(())
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
         let out = self.cluster.kubectl(args)?;
         if !out.status.success() {

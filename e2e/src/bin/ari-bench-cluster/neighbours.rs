@@ -40,16 +40,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let client = &bench.client;
     let ns = bench.cluster.new_namespace("neighbours").await?;
     for module in ["echo", "spin", "balloon", "loud-log"] {
-        let wasm = ari_e2e::scenario::agent_wasm(module);
-        let from = format!("--from-file=module.wasm={}", wasm.display());
-        bench.kubectl(&[
-            "create",
-            "configmap",
-            &format!("{module}-module"),
-            "-n",
-            &ns,
-            &from,
-        ])?;
+        bench.module_configmap(&ns, module)?;
     }
     crate::scale::warm_pool(bench, &ns, "neighbours", 1, 8).await?;
     let pooled = serde_json::json!({"pool": "neighbours", "concurrency": 2});

@@ -26,16 +26,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         .first()
         .cloned()
         .unwrap_or_else(|| "echo".into());
-    let wasm = ari_e2e::scenario::agent_wasm(&module);
-    let from = format!("--from-file=module.wasm={}", wasm.display());
-    bench.kubectl(&[
-        "create",
-        "configmap",
-        &format!("{module}-module"),
-        "-n",
-        &ns,
-        &from,
-    ])?;
+    bench.module_configmap(&ns, &module)?;
     let n_agents = bench.args.scale_agents;
     let pool = bench.args.scale_pool;
     let agent_names: Vec<String> = (0..n_agents).map(|i| format!("scale-{i:04}")).collect();

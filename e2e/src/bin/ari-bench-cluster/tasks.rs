@@ -264,16 +264,7 @@ pub async fn run_all(bench: &Bench, report: &mut Report) -> Result<()> {
     let ns = &bench.ns;
     let client = &bench.client;
     for agent in &bench.args.agents {
-        let wasm = ari_e2e::scenario::agent_wasm(agent);
-        let from = format!("--from-file=module.wasm={}", wasm.display());
-        bench.kubectl(&[
-            "create",
-            "configmap",
-            &format!("{agent}-module"),
-            "-n",
-            ns,
-            &from,
-        ])?;
+        bench.module_configmap(ns, agent)?;
     }
     let tracker = Tracker::default();
     let watch = watch_tasks(client.clone(), ns, tracker.clone());
