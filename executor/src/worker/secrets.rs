@@ -26,10 +26,20 @@ struct Carried {
 }
 
 /// The key `secretRef` names in this pod: the variable it is in and its text.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(PartialEq, Eq)]
 pub struct KeyFor<'a> {
     pub var: &'a str,
     pub text: Option<&'a str>,
+}
+
+impl std::fmt::Debug for KeyFor<'_> {
+    // Hand-written, as for [`PoolSecrets`]: the variable and whether it is set, never the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyFor")
+            .field("var", &self.var)
+            .field("set", &self.text.is_some())
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for PoolSecrets {
@@ -110,5 +120,31 @@ impl PoolSecrets {
                 },
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_key_text_reaches_a_debug_line() {
+        let list = r#"[{"secretRef": {"name": "a-key", "key": "private-key"}, "keyEnv": "ARI_SIGNING_KEY_0"}]"#;
+        let get = |var: &str| match var {
+            "ARI_SIGNING_KEYS" => Some(list.to_owned()),
+            "ARI_SIGNING_KEY_0" => Some("s3cret-key-text".to_owned()),
+            _ => None,
+        };
+        let keys = PoolSecrets::from_lookup(&get, "ARI_SIGNING_KEYS")
+            .unwrap_or_else(|e| panic!("keys: {e}"));
+        let secret_ref: SecretKeyRef =
+            serde_json::from_value(serde_json::json!({"name": "a-key", "key": "private-key"}))
+                .unwrap_or_else(|e| panic!("ref: {e}"));
+        let found = keys.key_for(&secret_ref);
+        assert_eq!(found.as_ref().and_then(|k| k.text), Some("s3cret-key-text"));
+        for line in [format!("{keys:?}"), format!("{found:?}")] {
+            assert!(!line.contains("s3cret"), "{line}");
+            assert!(line.contains("ARI_SIGNING_KEY_0"), "{line}");
+        }
     }
 }
