@@ -249,6 +249,21 @@ pub fn error_policy(_p: Arc<ExecutorPool>, err: &Error, ctx: Arc<PoolContext>) -
 mod tests {
     use super::*;
 
+    /// Asserts the (Secret, variable) pairs the list variable `var` of a pod template's `env`
+    /// names, in order.
+    fn assert_listed(env: &[k8s_openapi::api::core::v1::EnvVar], var: &str, want: &[(&str, &str)]) {
+        let listed: Vec<ari_crds::pool::PoolSecretKey> = env
+            .iter()
+            .find(|e| e.name == var)
+            .and_then(|e| serde_json::from_str(e.value.as_deref()?).ok())
+            .unwrap_or_default();
+        let listed: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|k| (k.secret_ref.name.as_str(), k.key_env.as_str()))
+            .collect();
+        assert_eq!(listed, want, "{var}");
+    }
+
     fn pool_with(agents: i32, available: Option<i32>) -> ExecutorPool {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "ari.dev/v1alpha1", "kind": "ExecutorPool",
@@ -499,21 +514,13 @@ mod tests {
                 want("ARI_PULL_SECRET_1", "b-reg")
             ]
         );
-        let listed: Vec<ari_crds::pool::PoolSecretKey> = env
-            .iter()
-            .find(|e| e.name == ari_crds::pool::PULL_SECRETS_ENV)
-            .and_then(|e| serde_json::from_str(e.value.as_deref()?).ok())
-            .unwrap_or_default();
-        let listed: Vec<(&str, &str)> = listed
-            .iter()
-            .map(|k| (k.secret_ref.name.as_str(), k.key_env.as_str()))
-            .collect();
-        assert_eq!(
-            listed,
-            [
+        assert_listed(
+            &env,
+            ari_crds::pool::PULL_SECRETS_ENV,
+            &[
                 ("a-reg", "ARI_PULL_SECRET_0"),
-                ("b-reg", "ARI_PULL_SECRET_1")
-            ]
+                ("b-reg", "ARI_PULL_SECRET_1"),
+            ],
         );
         let template = serde_json::to_string(&pool_pods(&agents)).unwrap_or_default();
         for never in ["loose-reg", "opaque-reg", "ARI_MODULE_PULL_SECRET"] {
@@ -579,21 +586,13 @@ mod tests {
                 ),
             ]
         );
-        let listed: Vec<ari_crds::pool::PoolSecretKey> = env
-            .iter()
-            .find(|e| e.name == ari_crds::pool::SIGNING_KEYS_ENV)
-            .and_then(|e| serde_json::from_str(e.value.as_deref()?).ok())
-            .unwrap_or_default();
-        let listed: Vec<(&str, &str)> = listed
-            .iter()
-            .map(|k| (k.secret_ref.name.as_str(), k.key_env.as_str()))
-            .collect();
-        assert_eq!(
-            listed,
-            [
+        assert_listed(
+            &env,
+            ari_crds::pool::SIGNING_KEYS_ENV,
+            &[
                 ("a-key", "ARI_SIGNING_KEY_0"),
-                ("b-key", "ARI_SIGNING_KEY_1")
-            ]
+                ("b-key", "ARI_SIGNING_KEY_1"),
+            ],
         );
         assert!(
             !env.iter().any(|e| e.name == "ARI_SIGNING_KEY"),

@@ -209,6 +209,33 @@ mod tests {
 
     use super::*;
 
+    /// Asserts what `r` found usable, as (Secret, key, variable), and unusable, as (Secret,
+    /// why), in order.
+    fn assert_resolved(
+        r: &Resolved,
+        usable: &[(&str, &str, &str)],
+        unusable: &[(&str, Credentials)],
+    ) {
+        let got: Vec<(&str, &str, &str)> = r
+            .usable
+            .iter()
+            .map(|k| {
+                (
+                    k.secret_ref.name.as_str(),
+                    k.secret_ref.key.as_str(),
+                    k.key_env.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(got, usable);
+        let got: Vec<(&str, Credentials)> = r
+            .unusable
+            .iter()
+            .map(|(k, c)| (k.name.as_str(), *c))
+            .collect();
+        assert_eq!(got, unusable);
+    }
+
     fn key(name: &str, key: &str) -> SecretKeyRef {
         SecretKeyRef {
             name: name.into(),
@@ -257,38 +284,19 @@ mod tests {
             _ => None,
         };
         let r = signing(&granted, lookup);
-        let usable: Vec<(&str, &str, &str)> = r
-            .usable
-            .iter()
-            .map(|k| {
-                (
-                    k.secret_ref.name.as_str(),
-                    k.secret_ref.key.as_str(),
-                    k.key_env.as_str(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            usable,
-            [
+        assert_resolved(
+            &r,
+            &[
                 ("a-key", "private-key", "ARI_SIGNING_KEY_0"),
                 ("a-key", "second", "ARI_SIGNING_KEY_1"),
                 ("b-key", "private-key", "ARI_SIGNING_KEY_2"),
-            ]
-        );
-        let unusable: Vec<(&str, Credentials)> = r
-            .unusable
-            .iter()
-            .map(|(k, c)| (k.name.as_str(), *c))
-            .collect();
-        assert_eq!(
-            unusable,
-            [
+            ],
+            &[
                 (ari_crds::names::ATTESTATION_SECRET, Credentials::Forbidden),
                 ("gone", Credentials::Missing),
                 ("ns/x", Credentials::Forbidden),
                 ("stolen", Credentials::NotMarked),
-            ]
+            ],
         );
         assert!(r.over_bound.is_empty());
         // A Secret edited (a key put right or rotated) changes the revision: the pool rolls.
@@ -384,37 +392,18 @@ mod tests {
             ari_crds::names::ATTESTATION_SECRET,
         ];
         let r = pulls(&names, &secrets);
-        let usable: Vec<(&str, &str, &str)> = r
-            .usable
-            .iter()
-            .map(|k| {
-                (
-                    k.secret_ref.name.as_str(),
-                    k.secret_ref.key.as_str(),
-                    k.key_env.as_str(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            usable,
-            [
+        assert_resolved(
+            &r,
+            &[
                 ("a-reg", ".dockerconfigjson", "ARI_PULL_SECRET_0"),
                 ("b-reg", ".dockerconfigjson", "ARI_PULL_SECRET_1"),
-            ]
-        );
-        let unusable: Vec<(&str, Credentials)> = r
-            .unusable
-            .iter()
-            .map(|(k, c)| (k.name.as_str(), *c))
-            .collect();
-        assert_eq!(
-            unusable,
-            [
+            ],
+            &[
                 (ari_crds::names::ATTESTATION_SECRET, Credentials::Forbidden),
                 ("gone", Credentials::Missing),
                 ("opaque", Credentials::NotMarked),
                 ("unmarked", Credentials::NotMarked),
-            ]
+            ],
         );
         // An edited pull secret rolls the pool.
         let mut edited = secrets.clone();
