@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 
-use crate::scenario::{Ctx, OPERATOR_NS, repo};
+use crate::scenario::{Ctx, repo};
 
 /// Installs the operator from `deploy/operator.yaml` (short heartbeat timeout, as
 /// [`Ctx::install_operator_manifest`]) allowed plain HTTP to `insecure` (`host:port`,
@@ -28,16 +28,7 @@ pub fn install_operator_with(ctx: &Ctx, name: &str, value: &str) -> Result<()> {
         "-f",
         &repo().join("deploy/operator.yaml").display().to_string(),
     ])?;
-    ctx.kubectl_ok([
-        "set",
-        "env",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-operator",
-        "ARI_HEARTBEAT_TIMEOUT_SECONDS=4",
-        &format!("{name}={value}"),
-    ])?;
-    ctx.wait_operator_env(name, value)
+    ctx.set_operator_env(&[("ARI_HEARTBEAT_TIMEOUT_SECONDS", "4"), (name, value)])
 }
 
 pub fn registry_bin() -> Result<PathBuf> {

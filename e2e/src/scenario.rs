@@ -118,6 +118,25 @@ impl Ctx {
     /// Deployments with its own settings (a 10 s heartbeat instead of 1 s), which its
     /// successor then rewrote, rolling every executor just created and losing Tasks to
     /// heartbeats an operator with a 4 s timeout called late.
+    /// Sets `vars` on the operator's Deployment and waits until its one Ready pod runs with
+    /// them (the last checked; one pod carries all).
+    pub fn set_operator_env(&self, vars: &[(&str, &str)]) -> Result<()> {
+        let assignments: Vec<String> = vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let mut args = vec!["set", "env", "-n", OPERATOR_NS, "deployment/ari-operator"];
+        args.extend(assignments.iter().map(String::as_str));
+        let out = self.kubectl(&args)?;
+        ensure!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        match vars.last() {
+            Some((name, value)) => self.wait_operator_env(name, value),
+            None => Ok(()),
+        }
+    }
+
     pub fn wait_operator_env(&self, name: &str, value: &str) -> Result<()> {
         self.rt.block_on(async {
             let pods: Api<Pod> = Api::namespaced(self.cluster.client(), OPERATOR_NS);

@@ -1310,15 +1310,7 @@ fn storage_without_redis(ctx: &PoolsCtx) -> Result<()> {
 fn storage_on_redis(ctx: &PoolsCtx) -> Result<()> {
     let redis = RedisServer::start()?;
     let url = redis.url();
-    ctx.kubectl_ok([
-        "set",
-        "env",
-        "-n",
-        OPERATOR_NS,
-        "deployment/ari-operator",
-        &format!("ARI_REDIS_URL={url}"),
-    ])?;
-    ctx.wait_operator_env("ARI_REDIS_URL", &url)?;
+    ctx.set_operator_env(&[("ARI_REDIS_URL", &url)])?;
     let outcome = ctx.in_namespace("pool-store-redis", |client, ns| async move {
         ctx.module_configmap(&ns, "counter-module", "counter")?;
         ctx.apply_ok(&ns, &pool_yaml("shared", 2, 8))?;
