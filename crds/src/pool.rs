@@ -42,6 +42,46 @@ pub const DEFAULT_POOL_CONCURRENCY: u32 = 16;
 /// Compiled modules one pool pod holds at once when `spec.hotModules` is left out.
 pub const DEFAULT_HOT_MODULES: u32 = 256;
 
+/// The environment variable carrying an executor's [`GuestPriorities`], set by the operator
+/// (its `--guest-priorities`) on every executor it builds when not the default.
+pub const GUEST_PRIORITIES_ENV: &str = "ARI_GUEST_PRIORITIES";
+
+/// Whether an executor gives its guests' threads CPU priorities: with `Shares` a CPU-bound
+/// guest gives way to short Tasks and each Agent's CPU-bound Tasks weigh about one thread
+/// (the executor's `worker/cpu.rs`); `Flat` runs every guest at the process's priority, the
+/// design before shares, kept to measure one beside the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GuestPriorities {
+    #[default]
+    Shares,
+    Flat,
+}
+
+impl GuestPriorities {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Shares => "shares",
+            Self::Flat => "flat",
+        }
+    }
+}
+
+impl std::fmt::Display for GuestPriorities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for GuestPriorities {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::Shares, Self::Flat]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("{s:?} is not a guest priority: want shares or flat"))
+    }
+}
+
 /// The environment variable listing a pool pod's signing keys (a JSON list of
 /// [`PoolSecretKey`]), written by the operator into the pool's pod template.
 pub const SIGNING_KEYS_ENV: &str = "ARI_SIGNING_KEYS";
@@ -184,4 +224,20 @@ pub struct ExecutorPoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2_147_483_647))]
     pub agents: Option<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_priorities_read_back_as_written_and_anything_else_says_what_is_wanted() {
+        for p in [GuestPriorities::Shares, GuestPriorities::Flat] {
+            assert_eq!(p.as_str().parse(), Ok(p));
+        }
+        let err = "fair"
+            .parse::<GuestPriorities>()
+            .expect_err("not a priority");
+        assert!(err.contains("want shares or flat"), "{err}");
+    }
 }

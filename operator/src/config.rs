@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ari_crds::pool::GuestPriorities;
 use ari_oci::ClientOptions;
 
 use clap::{Parser, ValueEnum};
@@ -137,6 +138,11 @@ pub struct Config {
     /// at start and pinned in every declarative Agent's executors.
     #[arg(long, env = "ARI_STOCK_AGENT", default_value = STOCK_AGENT_PATH)]
     pub stock_agent: PathBuf,
+    /// How executors prioritise their guests' threads: `shares` (a CPU-bound guest gives way
+    /// to short Tasks) or `flat` (the design before shares, kept to measure one beside the
+    /// other). Passed to every executor; changing it rolls them.
+    #[arg(long, env = "ARI_GUEST_PRIORITIES", default_value_t = GuestPriorities::Shares)]
+    pub guest_priorities: GuestPriorities,
 }
 
 /// Where the operator and executor images carry the stock agent component.
@@ -163,6 +169,8 @@ pub struct Settings {
     /// `sha256:<hex>` of the stock agent component (see [`Config::stock_agent`]), or why there
     /// is none: declarative Agents then stay `ModuleResolved=False`.
     pub stock_agent: Result<String, String>,
+    /// See [`Config::guest_priorities`].
+    pub guest_priorities: GuestPriorities,
 }
 
 impl Config {
@@ -219,6 +227,7 @@ impl Config {
             registry_timeout: Duration::from_secs(self.registry_timeout_seconds.max(1)),
             gateway_public_url: self.gateway_public_url.clone(),
             stock_agent: stock_agent_digest(&self.stock_agent),
+            guest_priorities: self.guest_priorities,
         }
     }
 }
@@ -249,6 +258,7 @@ impl Default for Settings {
             registry_timeout: Duration::from_secs(30),
             gateway_public_url: String::new(),
             stock_agent: Err("no stock agent component configured".to_owned()),
+            guest_priorities: GuestPriorities::default(),
         }
     }
 }

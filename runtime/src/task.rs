@@ -6,11 +6,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ari_model::{CapabilityName, Estimate, ModelCalls};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
-use wasmtime::{Store, UpdateDeadline};
+use wasmtime::Store;
 
 use crate::attestation::{Attestation, Claims, TaskIdentity, sha256_hex};
 use crate::bindings::{ErrorCode, ExecutionResult, TaskSpec};
-use crate::cancel::{CancelToken, Cancelled};
+use crate::cancel::CancelToken;
 use crate::capability::conversation::ConversationCapability;
 use crate::capability::delegation::{ChildSummary, TaskDelegation};
 use crate::capability::log::LogCapability;
@@ -86,6 +86,9 @@ pub struct TaskRequest {
     pub history: Vec<ari_model::Turn>,
     /// Where this task sits in its conversation, signed in the attestation.
     pub conversation: Option<ari_model::ConversationLink>,
+    /// Told on the guest's thread once the task has used so much CPU (an executor lowers
+    /// that thread's priority); `None`: nobody is.
+    pub cpu_watch: Option<crate::interrupt::CpuWatch>,
 }
 
 /// See [`TaskRequest::commit_gate`].
@@ -119,6 +122,7 @@ impl TaskRequest {
             approver: None,
             history: Vec::new(),
             conversation: None,
+            cpu_watch: None,
         }
     }
 }
@@ -271,6 +275,7 @@ impl TaskRequest {
             approver: self.approver.clone(),
             history: self.history.clone(),
             conversation: self.conversation.clone(),
+            cpu_watch: self.cpu_watch.clone(),
         })
     }
 }
@@ -375,7 +380,7 @@ impl LoadedAgent {
         let caps: SharedCaps = Arc::new(Mutex::new(capabilities(&mut req, &applied, seed)));
         let (run, meter) = match precheck(&req, &applied) {
             Some(failure) => (GuestRun::failed(failure), StoreMeter::default()),
-            None => self.execute(&req, &applied, seed, &caps),
+            None => self.execute(&req, &applied, seed, &caps, cpu_start),
         };
 
         // The store (and with it every WASI adapter) is gone: the state is ours again.
@@ -474,6 +479,7 @@ impl LoadedAgent {
         applied: &LimitsApplied,
         seed: [u8; 32],
         caps: &SharedCaps,
+        cpu_start: u64,
     ) -> (GuestRun, StoreMeter) {
         let inner = &self.runtime.inner;
         let state = TaskState {
@@ -496,7 +502,13 @@ impl LoadedAgent {
             return (GuestRun::failed(f), StoreMeter::default());
         }
         let timeout = Duration::from_millis(applied.timeout_millis);
-        set_deadline(&mut store, deadline_ticks(timeout), req.cancel.clone());
+        crate::interrupt::arm(
+            &mut store,
+            deadline_ticks(timeout),
+            req.cancel.clone(),
+            req.cpu_watch.clone(),
+            cpu_start,
+        );
         if let Some(deadline) = Instant::now().checked_add(timeout) {
             crate::state::lock(caps).set_deadline(deadline);
         }
@@ -776,30 +788,6 @@ impl Sealer<'_> {
             ..self.seal(Some(failure), Vec::new(), outcome.trace, outcome.logs)
         }
     }
-}
-
-/// Arms the epoch deadline: `ticks` from now the call ends `DeadlineExceeded`. With a cancel
-/// token the deadline is checked in steps of [`crate::cancel::CHECK_INTERVAL`], and a cancelled
-/// token ends the call with [`Cancelled`] at the next step; without one, one deadline suffices.
-fn set_deadline(store: &mut Store<TaskState>, ticks: u64, cancel: Option<CancelToken>) {
-    let Some(cancel) = cancel else {
-        store.set_epoch_deadline(ticks);
-        return;
-    };
-    let step = crate::cancel::check_ticks().min(ticks);
-    let mut left = ticks - step;
-    store.set_epoch_deadline(step);
-    store.epoch_deadline_callback(move |_| {
-        if cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        if left == 0 {
-            return Err(wasmtime::Trap::Interrupt.into());
-        }
-        let next = left.min(crate::cancel::check_ticks());
-        left -= next;
-        Ok(UpdateDeadline::Continue(next))
-    });
 }
 
 /// Read off the store before it is dropped.

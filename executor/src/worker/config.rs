@@ -12,6 +12,7 @@ use super::models::GrantedModels;
 use super::secrets::PoolSecrets;
 use super::tools::GrantedTools;
 use super::{ConfigError, KeyMismatch, WorkerError};
+use ari_crds::pool::{GUEST_PRIORITIES_ENV, GuestPriorities};
 
 /// What one executor pod needs to know about itself.
 #[derive(Clone)]
@@ -25,6 +26,9 @@ pub struct WorkerConfig {
     pub pod_name: String,
     /// Tasks run at once in this pod.
     pub concurrency: usize,
+    /// `ARI_GUEST_PRIORITIES` (`shares`, the default, or `flat`): whether CPU-bound guests
+    /// give way to short Tasks (see [`super::cpu`]).
+    pub priorities: GuestPriorities,
     pub metrics_addr: SocketAddr,
     /// Agent storage in Redis when set; else an embedded store under `state_dir`.
     pub redis_url: Option<String>,
@@ -104,6 +108,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("namespace", &self.namespace)
             .field("pod_name", &self.pod_name)
             .field("concurrency", &self.concurrency)
+            .field("priorities", &self.priorities)
             .field("metrics_addr", &self.metrics_addr)
             .field("redis", &self.redis_url.is_some())
             .field("state_dir", &self.state_dir)
@@ -168,6 +173,14 @@ impl WorkerConfig {
                     want: "1..=1024",
                 })?,
         };
+        let priorities = match get(GUEST_PRIORITIES_ENV) {
+            None => GuestPriorities::default(),
+            Some(v) => v.parse().map_err(|_| ConfigError::Invalid {
+                var: GUEST_PRIORITIES_ENV,
+                value: v,
+                want: "shares or flat",
+            })?,
+        };
         let metrics_addr = get("ARI_METRICS_ADDR")
             .unwrap_or_else(|| "0.0.0.0:8080".into())
             .parse::<SocketAddr>()
@@ -218,6 +231,7 @@ impl WorkerConfig {
             namespace,
             pod_name,
             concurrency,
+            priorities,
             metrics_addr,
             redis_url: get("ARI_REDIS_URL"),
             state_dir: get("ARI_STATE_DIR")
@@ -955,6 +969,19 @@ mod tests {
                     )
                 },
                 "ARI_PARKED_MEMORY_BYTES=1GiB",
+            ),
+            (
+                &[("ARI_GUEST_PRIORITIES", "fair")],
+                |e| {
+                    matches!(
+                        e,
+                        ConfigError::Invalid {
+                            var: "ARI_GUEST_PRIORITIES",
+                            ..
+                        }
+                    )
+                },
+                "ARI_GUEST_PRIORITIES=fair: want shares or flat",
             ),
         ];
         for (bad, check, says) in table {

@@ -184,7 +184,10 @@ pub enum ModuleError {
 pub enum TaskError {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// The blocking thread that ran the component panicked or was cancelled.
-    #[error("the thread running the task failed: {0}")]
-    RunThread(#[from] tokio::task::JoinError),
+    /// No thread could be started to run the guest.
+    #[error("cannot start the thread to run the task: {0}")]
+    RunThread(#[from] std::io::Error),
+    /// The thread that ran the guest panicked.
+    #[error("the thread running the task panicked")]
+    RunPanicked(#[from] tokio::sync::oneshot::error::RecvError),
 }

@@ -350,7 +350,10 @@ impl Worker {
         // Whether a stream followed this run at some point: only then does the final status
         // carry the newest lines.
         let mut was_followed = false;
-        let mut run = tokio::task::spawn_blocking(move || span.in_scope(|| agent.run(req)));
+        let mut run = self.cpu.spawn(move |watch| {
+            req.cpu_watch = watch;
+            span.in_scope(|| agent.run(req))
+        })?;
         let mut beat = tokio::time::interval(self.config.heartbeat);
         beat.tick().await; // the first tick is immediate; the claim was the first heartbeat
         let mut publish = tokio::time::interval(LIVE_LOG_INTERVAL);

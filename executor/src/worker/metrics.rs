@@ -34,6 +34,7 @@ pub struct Metrics {
     task_seconds: HistogramVec,
     live_log_writes: IntCounterVec,
     live_log_deferred: IntCounterVec,
+    background_tasks: IntCounterVec,
     /// Model use, named after the OpenTelemetry GenAI client metrics (`gen_ai.client.*`):
     /// labelled by namespace, Agent and model (the ModelConfig's name, one of the Agent's
     /// grants, so the label set stays bounded). No label carries a key or a prompt.
@@ -135,6 +136,10 @@ impl Metrics {
             "ari_executor_live_log_deferred_total",
             "status.liveLog writes put off because the pod used its live-log write budget",
         )?;
+        let background_tasks = per_agent(
+            "ari_executor_background_tasks_total",
+            "Tasks whose guest ran at background CPU priority: past its own CPU allowance or its Agent's",
+        )?;
         let model_tokens = IntCounterVec::new(
             Opts::new(
                 "ari_gen_ai_client_token_usage_total",
@@ -161,6 +166,7 @@ impl Metrics {
         registry.register(Box::new(model_operations.clone()))?;
         registry.register(Box::new(live_log_writes.clone()))?;
         registry.register(Box::new(live_log_deferred.clone()))?;
+        registry.register(Box::new(background_tasks.clone()))?;
         registry.register(Box::new(tasks.clone()))?;
         registry.register(Box::new(fuel.clone()))?;
         registry.register(Box::new(active.clone()))?;
@@ -193,6 +199,7 @@ impl Metrics {
             task_seconds,
             live_log_writes,
             live_log_deferred,
+            background_tasks,
             model_tokens,
             model_cached_tokens,
             model_operations,
@@ -218,6 +225,7 @@ impl Metrics {
             task_seconds: self.task_seconds.with_label_values(&who),
             live_log_writes: self.live_log_writes.with_label_values(&who),
             live_log_deferred: self.live_log_deferred.with_label_values(&who),
+            background_tasks: self.background_tasks.with_label_values(&who),
             namespace: namespace.to_owned(),
             agent: agent.to_owned(),
             pod: self.clone(),
@@ -236,6 +244,7 @@ impl Metrics {
             &self.dropped,
             &self.live_log_writes,
             &self.live_log_deferred,
+            &self.background_tasks,
         ] {
             let _ = vec.remove_label_values(&who);
         }
@@ -282,6 +291,7 @@ pub struct AgentMetrics {
     pub task_seconds: Histogram,
     pub live_log_writes: IntCounter,
     pub live_log_deferred: IntCounter,
+    pub background_tasks: IntCounter,
     namespace: String,
     agent: String,
     pod: Arc<Metrics>,

@@ -15,6 +15,7 @@ mod children;
 mod config;
 mod conversation;
 mod convert;
+mod cpu;
 mod declarative;
 mod error;
 mod feed;
@@ -76,6 +77,8 @@ pub struct Worker {
     attestation_key: Arc<SigningKey>,
     /// Its Agent's share of the pod's metrics: its series go with its last worker.
     metrics: metrics::AgentMetrics,
+    /// Its Agent's share of the pod's CPU: the priority its guests run at (see [`cpu`]).
+    cpu: Arc<cpu::AgentShare>,
     backlog: Arc<Backlog>,
     /// Claim, heartbeat, output and final writes (see [`status`]).
     writer: status::Writer,
@@ -393,6 +396,7 @@ async fn build(
         stop.clone(),
     );
     let metrics = metrics.agent(&config.namespace, &config.agent);
+    let cpu = cpu::AgentShare::new(config.priorities, metrics.background_tasks.clone());
     Ok(Worker {
         writer: status::Writer {
             tasks: Api::namespaced(client.clone(), &config.namespace),
@@ -412,6 +416,7 @@ async fn build(
         agent_config,
         storage,
         metrics,
+        cpu,
         cancels,
         slots,
         active: Arc::default(),

@@ -8,7 +8,9 @@ use ari_crds::capability::CapabilityName;
 use ari_crds::mcp_server::{ExecutorToolServer, TOOL_SERVERS_ENV};
 use ari_crds::model_config::{ExecutorModel, MODELS_ENV};
 use ari_crds::names;
-use ari_crds::pool::{PULL_SECRETS_ENV, PoolSecretKey, SIGNING_KEYS_ENV};
+use ari_crds::pool::{
+    GUEST_PRIORITIES_ENV, GuestPriorities, PULL_SECRETS_ENV, PoolSecretKey, SIGNING_KEYS_ENV,
+};
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
@@ -223,6 +225,13 @@ fn common_env(settings: &Settings, attestation_public_key: &str) -> Vec<EnvVar> 
     ];
     if let Some(url) = &settings.redis_url {
         vars.push(env("ARI_REDIS_URL", url));
+    }
+    // Only when not the default, so pods built before the setting existed do not roll.
+    if settings.guest_priorities != GuestPriorities::default() {
+        vars.push(env(
+            GUEST_PRIORITIES_ENV,
+            settings.guest_priorities.as_str(),
+        ));
     }
     vars.push(env("ARI_ATTESTATION_PUBLIC_KEY", attestation_public_key));
     vars.push(EnvVar {
@@ -576,6 +585,33 @@ mod tests {
             &[],
         );
         assert_eq!(container(&d).image, Some(settings.executor_image));
+    }
+
+    #[test]
+    fn executors_are_told_guest_priorities_only_when_the_operator_is_set_to_flat() {
+        let priorities = |settings: &Settings| {
+            let d = build(
+                &agent(serde_json::json!({})),
+                "sha256:x",
+                None,
+                settings,
+                "pk",
+                &[],
+                &[],
+            );
+            container(&d)
+                .env
+                .unwrap_or_default()
+                .into_iter()
+                .find(|e| e.name == GUEST_PRIORITIES_ENV)
+                .and_then(|e| e.value)
+        };
+        assert_eq!(priorities(&Settings::default()), None);
+        let flat = Settings {
+            guest_priorities: GuestPriorities::Flat,
+            ..Settings::default()
+        };
+        assert_eq!(priorities(&flat).as_deref(), Some("flat"));
     }
 
     #[test]

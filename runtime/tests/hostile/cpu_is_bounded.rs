@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ari_runtime::{FailureKind, Limits};
+use ari_runtime::{FailureKind, Grants, Limits};
 
 use crate::common::*;
 use crate::support::*;
@@ -107,4 +107,45 @@ fn hostcall_loop_recording_calls_stop_at_the_trace_ceiling() {
         assert!(encoded < 64 << 20, "{mode}: trace of {encoded} bytes");
     }
     assert_host_memory_bounded();
+}
+
+/// The executor lowers a CPU-bound guest's thread from that thread: the watch must be told
+/// once, on the thread that runs the guest, after the CPU it names; a short task never tells it.
+#[test]
+fn a_cpu_watch_is_told_once_on_the_guests_thread_after_its_cpu_and_never_by_a_short_task() {
+    use std::sync::{Arc, Mutex};
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let watch = |told: &Arc<Mutex<Vec<std::thread::ThreadId>>>| {
+        let told = told.clone();
+        ari_runtime::CpuWatch {
+            after: Duration::from_millis(30),
+            reached: Arc::new(move || {
+                if let Ok(mut t) = told.lock() {
+                    t.push(std::thread::current().id());
+                }
+            }),
+        }
+    };
+    let mut req = request("", Grants::default());
+    req.limits = Limits {
+        fuel: u64::MAX / 2,
+        timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    req.cpu_watch = Some(watch(&told));
+    let o = agent("spin").run(req);
+    assert_failed(&o, FailureKind::DeadlineExceeded, "deadline");
+    let seen = told.lock().map(|t| t.clone()).unwrap_or_default();
+    assert_eq!(
+        seen,
+        vec![std::thread::current().id()],
+        "told once, on this thread"
+    );
+
+    let quiet = Arc::new(Mutex::new(Vec::new()));
+    let mut req = request("hello", Grants::default());
+    req.cpu_watch = Some(watch(&quiet));
+    let o = agent("echo").run(req);
+    assert!(o.failure.is_none(), "{:?}", o.failure);
+    assert!(quiet.lock().map(|t| t.is_empty()).unwrap_or(false));
 }
