@@ -16,7 +16,7 @@ use ari_crds::{Task, TaskPhase, TaskReason};
 use ari_e2e::scenario::*;
 use ari_e2e::stress::{self, ExecutorProcess, TaskView};
 use ari_e2e::{trials, wait};
-use kube::{Client, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 /// How far above its warmed-up baseline an executor's RSS may stay after the run: room for
@@ -304,8 +304,68 @@ fn pooled_example_agents(ctx: &Ctx) -> Result<()> {
             ("ari.dev/pool=hostile", 1),
             Warm::Every,
         )
-        .await
+        .await?;
+        spinner_goes_to_the_background(ctx, &client, &ns).await
     })
+}
+
+/// CPU shares in the pool pod: a spinner that runs to its deadline is lowered to background
+/// priority (`ari_executor_background_tasks_total` of its Agent rises), while one-at-a-time
+/// `echo` Tasks beside it succeed and are never lowered.
+async fn spinner_goes_to_the_background(ctx: &Ctx, client: &Client, ns: &str) -> Result<()> {
+    let before = background_tasks(client, ns).await?;
+    ctx.apply_ok(ns, &task_yaml("spin-long", "spin", "", ""))?;
+    let mut quiet = 0;
+    loop {
+        let name = format!("quiet-{quiet}");
+        ctx.apply_ok(ns, &task_yaml(&name, "echo", &name, ""))?;
+        let t = task_finished(client, ns, &name, wait::DEFAULT).await?;
+        expect_reason(&t, TaskPhase::Succeeded, TaskReason::Completed)?;
+        quiet += 1;
+        let spin = Api::<Task>::namespaced(client.clone(), ns)
+            .get("spin-long")
+            .await?;
+        if spin
+            .status
+            .and_then(|s| s.phase)
+            .is_some_and(|p| p.is_finished())
+        {
+            break;
+        }
+    }
+    let spin = task_finished(client, ns, "spin-long", wait::DEFAULT).await?;
+    expect_reason(&spin, TaskPhase::Failed, TaskReason::DeadlineExceeded)?;
+    let after = background_tasks(client, ns).await?;
+    let rose = |agent: &str| {
+        let get = |m: &BTreeMap<String, u64>| m.get(agent).copied().unwrap_or(0);
+        get(&after).saturating_sub(get(&before))
+    };
+    println!(
+        "background Tasks during the spin (of {quiet} quiet echoes): {after:?} from {before:?}"
+    );
+    ensure!(
+        rose("spin") >= 1,
+        "the spinner was never lowered: {after:?}"
+    );
+    ensure!(
+        rose("echo") == 0,
+        "a quiet echo was lowered: {before:?} -> {after:?}"
+    );
+    Ok(())
+}
+
+/// `ari_executor_background_tasks_total` of the pool pod, by Agent.
+async fn background_tasks(client: &Client, ns: &str) -> Result<BTreeMap<String, u64>> {
+    let page = pod_metrics(client, ns, "ari.dev/pool=hostile").await?;
+    Ok(page
+        .lines()
+        .filter(|l| l.starts_with("ari_executor_background_tasks_total{"))
+        .filter_map(|l| {
+            let agent = l.split("agent=\"").nth(1)?.split('"').next()?;
+            let value = l.rsplit(' ').next()?.parse().ok()?;
+            Some((agent.to_owned(), value))
+        })
+        .collect())
 }
 
 /// The example agents as (name, `spec` extra); those granted storage only when `storage`.
