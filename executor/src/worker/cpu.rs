@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use ari_crds::pool::GuestPriorities as Priorities;
 use prometheus::IntCounter;
-use rustix::process::{Pid, setpriority_process};
 use tracing::debug;
 
 /// CPU a Task uses in the foreground before its thread goes to the background.
@@ -56,6 +55,27 @@ fn decayed(value: Duration, elapsed: Duration) -> Duration {
     value.mul_f64(0.5f64.powf(elapsed.as_secs_f64() / HALF_LIFE.as_secs_f64()))
 }
 
+/// A thread's kernel id.
+type Tid = libc::pid_t;
+
+/// The calling thread's kernel id.
+fn gettid() -> Tid {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Sets thread `tid`'s nice value (a thread of this process: lowering it is always allowed).
+fn set_nice(tid: Tid, nice: i32) -> std::io::Result<()> {
+    // SAFETY: setpriority reads only its integer arguments; `PRIO_PROCESS` with a thread id
+    // sets that one thread's nice value on Linux.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// One Agent's share of the executor's CPU: its recent use and its background threads.
 pub struct AgentShare {
     priorities: Priorities,
@@ -69,7 +89,7 @@ struct ShareState {
     recent: Duration,
     at: Instant,
     /// Thread ids of the Agent's background Tasks now running.
-    background: Vec<Pid>,
+    background: Vec<Tid>,
     /// Their nice value: it only rises while any runs (it cannot be lowered).
     nice: i32,
 }
@@ -141,7 +161,7 @@ impl AgentShare {
     /// Lowers the calling thread to the background, and the Agent's other background threads
     /// with it if there are now more of them.
     fn to_background(&self) {
-        let me = rustix::thread::gettid();
+        let me = gettid();
         let mut s = self.state();
         if s.background.contains(&me) {
             return;
@@ -152,7 +172,7 @@ impl AgentShare {
         for tid in &s.background {
             // A thread of this process may always be lowered; should it fail, it only keeps
             // a higher priority.
-            if let Err(e) = setpriority_process(Some(*tid), nice) {
+            if let Err(e) = set_nice(*tid, nice) {
                 debug!(error = %e, nice, "guest thread priority not lowered");
             }
         }
@@ -162,7 +182,7 @@ impl AgentShare {
     /// On the thread, as its Task ends: counts its CPU and forgets it as a background thread
     /// (before it exits, so no other thread's priority is set through a reused id).
     fn end(&self, used: Duration) {
-        let me = rustix::thread::gettid();
+        let me = gettid();
         let mut s = self.state();
         let now = Instant::now();
         s.recent = decayed(s.recent, now.saturating_duration_since(s.at)) + used;
@@ -219,7 +239,9 @@ mod tests {
     }
 
     fn own_nice() -> i32 {
-        rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap_or(-100)
+        // SAFETY: getpriority reads only its integer arguments. (-1 is also a nice value, but
+        // these tests never run at -1.)
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, gettid() as libc::id_t) }
     }
 
     fn share(priorities: Priorities) -> Arc<AgentShare> {

@@ -201,6 +201,26 @@ impl Bench {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Sets (or with `None` removes) one variable of the operator's Deployment and waits for
+    /// its rollout, so what the operator builds next follows it.
+    pub fn set_operator_env(&self, name: &str, value: Option<&str>) -> Result<()> {
+        let assignment = match value {
+            Some(v) => format!("{name}={v}"),
+            None => format!("{name}-"),
+        };
+        let deployment = "deployment/ari-operator";
+        self.kubectl(&["set", "env", "-n", OPERATOR_NS, deployment, &assignment])?;
+        self.kubectl(&[
+            "rollout",
+            "status",
+            "-n",
+            OPERATOR_NS,
+            "--timeout=120s",
+            deployment,
+        ])?;
+        Ok(())
+    }
+
     async fn install_operator(&self) -> Result<()> {
         let root = repo_root();
         self.kubectl(&["apply", "-f", &root.join("crds").display().to_string()])?;

@@ -1,15 +1,19 @@
 //! The neighbours run (issue 29, item 1): a well-behaved Agent's Task latency in a pool pod,
 //! alone and then beside hostile neighbours in the same pod — a fork bomb of spinning Tasks, a
 //! memory balloon and a log flood, each its own Agent — with the same Tasks, one at a time, in
-//! one run. What it reports is how far the neighbours move the quiet Agent's figures; the
-//! e2e `pools` suite asserts that they end with their own reasons and the pod lives on.
+//! one run, with the executors' CPU shares and with flat priorities (the design before them).
+//! What it reports is how far the neighbours move the quiet Agent's figures under each; the
+//! e2e `hostile` suite asserts that they end with their own reasons, the pod lives on and the
+//! spinner is lowered while the quiet Agent is not.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use ari_crds::Task;
+use ari_crds::pool::{GUEST_PRIORITIES_ENV, GuestPriorities};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
 use crate::tasks::{apply_agent_with, create_all, watch_tasks};
 use crate::tracker::{Percentiles, Tracker};
@@ -36,13 +40,73 @@ const HOSTILE: [(&str, &str, &str, &str); 3] = [
 /// Hostile Tasks each neighbour is sent: more than it can run before the quiet rounds end.
 const FLOOD: usize = 200;
 
+/// One run of the quiet Agent alone and beside its neighbours, in a fresh pool.
+struct Phase {
+    alone: Percentiles,
+    beside: Percentiles,
+    /// How long the quiet rounds beside the neighbours took.
+    during: Duration,
+    /// Neighbours' Tasks ended by then, of those sent.
+    ended: usize,
+    sent: usize,
+    pool_rss_mib: f64,
+}
+
+/// Both designs in one run: CPU shares (the default) and flat priorities (the design before
+/// them, `--guest-priorities=flat` on the operator), each in its own namespace and pool, the
+/// first pool scaled to zero before the second starts so no leftover Task runs beside it.
 pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
+    let shares = phase(bench, GuestPriorities::Shares).await?;
+    bench.set_operator_env(GUEST_PRIORITIES_ENV, Some(GuestPriorities::Flat.as_str()))?;
+    let flat = phase(bench, GuestPriorities::Flat).await;
+    bench.set_operator_env(GUEST_PRIORITIES_ENV, None)?;
+    let flat = flat?;
+    let rounds = bench.args.sequential.max(1);
+    report.line(format!(
+        "\n### Neighbours: a quiet `echo` Agent in a pool pod (concurrency 8, each Agent's share 2), alone and beside a spinner, a memory balloon and a log flood ({FLOOD} Tasks each), with CPU shares and with flat priorities\n"
+    ));
+    report.line(format!("| quiet Agent, one Task at a time ({rounds} each), create → Succeeded | p50 / p95 / p99 | max | p50 / p95 / p99 ÷ alone |\n|---|---|---|---|"));
+    let ratio = |a: f64, b: f64| b / a.max(1e-9);
+    for (design, p) in [("CPU shares", &shares), ("flat (before)", &flat)] {
+        for (when, q) in [("alone", &p.alone), ("beside the neighbours", &p.beside)] {
+            report.line(format!(
+                "| {design}, {when} | {q} | {:.0} ms | {:.2} / {:.2} / {:.2} |",
+                q.max,
+                ratio(p.alone.p50, q.p50),
+                ratio(p.alone.p95, q.p95),
+                ratio(p.alone.p99, q.p99),
+            ));
+        }
+    }
+    report.line(format!(
+        "\nBeside the neighbours, shares ÷ flat: p50 {:.2}, p95 {:.2}, p99 {:.2}.",
+        ratio(flat.beside.p50, shares.beside.p50),
+        ratio(flat.beside.p95, shares.beside.p95),
+        ratio(flat.beside.p99, shares.beside.p99),
+    ));
+    for (design, p) in [("shares", &shares), ("flat", &flat)] {
+        report.line(format!(
+            "With {design}: while the quiet rounds ran ({:.1} s), {} of the neighbours' {} Tasks ended; the pool pod's RSS at the end: {:.0} MiB.",
+            p.during.as_secs_f64(),
+            p.ended,
+            p.sent,
+            p.pool_rss_mib
+        ));
+    }
+    Ok(())
+}
+
+async fn phase(bench: &Bench, priorities: GuestPriorities) -> Result<Phase> {
     let client = &bench.client;
-    let ns = bench.cluster.new_namespace("neighbours").await?;
+    let ns = bench
+        .cluster
+        .new_namespace(&format!("neighbours-{priorities}"))
+        .await?;
     for module in ["echo", "spin", "balloon", "loud-log"] {
         bench.module_configmap(&ns, module)?;
     }
     crate::scale::warm_pool(bench, &ns, "neighbours", 1, 8).await?;
+    ensure_pool_priorities(bench, &ns, priorities).await?;
     let pooled = serde_json::json!({"pool": "neighbours", "concurrency": 2});
     apply_agent_with(client, &ns, "quiet", "echo", pooled.clone()).await?;
     for (agent, module, _, limits) in HOSTILE {
@@ -83,37 +147,71 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let during = flood_started.elapsed();
     let ended: usize = tracker.finished_of(&hostile);
     watch.abort();
-    let pool_rss: f64 = bench
+    let pool_rss_mib: f64 = bench
         .pids(&ns, "app.kubernetes.io/name=ari-executor")
         .await?
         .iter()
         .map(|(_, p)| procstat::memory_mib(*p).0)
         .sum();
-
-    report.line(format!(
-        "\n### Neighbours: a quiet `echo` Agent in a pool pod (concurrency 8, each Agent's share 2), alone and beside a spinner, a memory balloon and a log flood ({FLOOD} Tasks each)\n"
-    ));
-    report.line("| quiet Agent, one Task at a time, create → Succeeded | alone | beside the neighbours | beside / alone |\n|---|---|---|---|");
-    let ratio = |a: f64, b: f64| b / a.max(1e-9);
-    report.line(format!(
-        "| p50 / p95 / p99 ({rounds} Tasks each) | {} | {} | {:.2} / {:.2} / {:.2} |",
+    stop_pool(bench, &ns).await?;
+    Ok(Phase {
         alone,
         beside,
-        ratio(alone.p50, beside.p50),
-        ratio(alone.p95, beside.p95),
-        ratio(alone.p99, beside.p99),
-    ));
-    report.line(format!(
-        "| max | {:.0} ms | {:.0} ms | {:.2} |",
-        alone.max,
-        beside.max,
-        ratio(alone.max, beside.max)
-    ));
-    report.line(format!(
-        "\nWhile the quiet rounds ran ({:.1} s), {ended} of the neighbours' {} Tasks ended; the pool pod's RSS at the end: {pool_rss:.0} MiB.",
-        during.as_secs_f64(),
-        hostile.len()
-    ));
+        during,
+        ended,
+        sent: hostile.len(),
+        pool_rss_mib,
+    })
+}
+
+/// Fails unless the pool's pods run with `priorities` (the operator passes only `flat`).
+async fn ensure_pool_priorities(
+    bench: &Bench,
+    ns: &str,
+    priorities: GuestPriorities,
+) -> Result<()> {
+    let pods = Api::<Pod>::namespaced(bench.client.clone(), ns)
+        .list(&ListParams::default().labels("ari.dev/pool=neighbours"))
+        .await?;
+    let told: Vec<Option<String>> = pods
+        .items
+        .iter()
+        .flat_map(|p| p.spec.iter().flat_map(|s| s.containers.iter()))
+        .map(|c| {
+            c.env
+                .iter()
+                .flatten()
+                .find(|e| e.name == GUEST_PRIORITIES_ENV)
+                .and_then(|e| e.value.clone())
+        })
+        .collect();
+    let want = (priorities != GuestPriorities::default()).then(|| priorities.as_str().to_owned());
+    anyhow::ensure!(
+        !told.is_empty() && told.iter().all(|t| *t == want),
+        "pool pods told {told:?}, want {want:?}"
+    );
+    Ok(())
+}
+
+/// Scales the pool to zero and waits until its pod's processes are gone, so the neighbours'
+/// Tasks left over stop using the CPU.
+async fn stop_pool(bench: &Bench, ns: &str) -> Result<()> {
+    let zero = serde_json::json!({"spec": {"replicas": 0}});
+    Api::<ari_crds::ExecutorPool>::namespaced(bench.client.clone(), ns)
+        .patch("neighbours", &PatchParams::default(), &Patch::Merge(&zero))
+        .await?;
+    ari_e2e::wait::until(
+        "the pool's processes gone",
+        Duration::from_secs(120),
+        || async {
+            match bench.pids(ns, "app.kubernetes.io/name=ari-executor").await {
+                Ok(p) if p.is_empty() => Ok(()),
+                Ok(p) => Err(format!("{} still running", p.len())),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await?;
     Ok(())
 }
 
