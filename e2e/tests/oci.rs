@@ -54,6 +54,10 @@ fn main() -> std::process::ExitCode {
                 "an_outage_after_resolution_leaves_restarted_executors_on_the_cache_and_new_ones_waiting",
                 outage_after_resolution,
             ),
+            (
+                "a_namespace_on_a_silent_registry_does_not_delay_another_namespaces_agents",
+                silent_registry,
+            ),
         ]],
     )
 }
@@ -71,6 +75,8 @@ struct OciCtx {
     outage_host: String,
     /// A loopback port nothing listens on.
     down_host: String,
+    /// A loopback port that accepts connections and never answers.
+    silent_host: String,
 }
 
 const PRIVATE_USER: &str = "bot";
@@ -90,14 +96,19 @@ impl OciCtx {
         let private = Registry::start(&bin, Some((PRIVATE_USER, PRIVATE_PASSWORD)))?;
         let outage = Registry::start(&bin, None)?;
         let down_host = format!("127.0.0.1:{}", free_port()?);
+        let silent_host = silent()?;
         let insecure = [
             shared.host(),
             private.host(),
             outage.host(),
             down_host.clone(),
+            silent_host.clone(),
         ]
         .join(",");
         registry::install_operator(&ctx, &insecure)?;
+        // Far longer than a trial: a lookup of the silent registry ends only when the
+        // transport gives up on reading (60 s), as long as any registry may take.
+        ctx.set_operator_env(&[("ARI_REGISTRY_TIMEOUT_SECONDS", "600")])?;
         Ok(OciCtx {
             ctx,
             shared,
@@ -105,8 +116,23 @@ impl OciCtx {
             outage_host: outage.host(),
             outage: Mutex::new(Some(outage)),
             down_host,
+            silent_host,
         })
     }
+}
+
+/// A loopback `host:port` that accepts every connection and never reads or writes on it, for
+/// as long as the test runs: a registry that hangs.
+fn silent() -> Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let host = listener.local_addr()?.to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    Ok(host)
 }
 
 /// `ari push` of the example agent `agent` (`target/agents/<agent>.wasm`).
@@ -638,5 +664,51 @@ fn outage_after_resolution(oci: &OciCtx) -> Result<()> {
         // The operator, on its next look, says the registry is gone.
         module_resolved(&client, &ns, "echo", "False", "RegistryUnavailable").await?;
         Ok(())
+    })
+}
+
+/// A namespace's Agents on many references of a registry that accepts connections and never
+/// answers hold no reconcile: another namespace's image and ConfigMap Agents are resolved
+/// meanwhile (the wait bound is far below the 60 s each silent lookup takes), and the silent
+/// registry's Agents say they are being resolved.
+fn silent_registry(oci: &OciCtx) -> Result<()> {
+    const STUCK: usize = 40;
+    let ctx = &oci.ctx;
+    ctx.in_namespace("oci-silent", |client, ns| async move {
+        let stuck: Vec<String> = (0..STUCK)
+            .map(|i| {
+                let image = format!("{}/agents/a{i}:v1", oci.silent_host);
+                image_agent_yaml(&format!("stuck-{i}"), &image, "")
+            })
+            .collect();
+        ctx.apply_ok(&ns, &stuck.join("---\n"))?;
+
+        let other = ctx.cluster.new_namespace("oci-silent-other").await?;
+        let repo = format!("{}/agents/echo-beside-silent", oci.shared.host());
+        ari_push("echo", &format!("{repo}:v1"), None)?;
+        ctx.module_configmap(&other, "echo-module", "echo")?;
+        ctx.apply_ok(
+            &other,
+            &image_agent_yaml("by-image", &format!("{repo}:v1"), ""),
+        )?;
+        ctx.apply_ok(&other, &agent_yaml("by-configmap", "echo-module", 1, ""))?;
+        for name in ["by-image", "by-configmap"] {
+            let resolved = module_resolved(&client, &other, name, "True", "Resolved");
+            tokio::time::timeout(std::time::Duration::from_secs(30), resolved)
+                .await
+                .map_err(|_| anyhow::anyhow!("{other}/{name} not resolved within 30 s"))??;
+        }
+        let last = format!("stuck-{}", STUCK - 1);
+        let agent = module_resolved(&client, &ns, &last, "Unknown", "ResolvingImage").await?;
+        let ready = agent
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready").cloned());
+        ensure!(
+            ready.as_ref().is_some_and(|c| c.reason == "ResolvingImage"),
+            "Ready of {last}: {ready:?}"
+        );
+        agent_ready(&client, &other, "by-image").await?;
+        echo_task(&client, ctx, &other, "by-image", "beside-silent").await
     })
 }

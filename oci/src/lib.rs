@@ -28,7 +28,7 @@ pub use client::{
 pub use credentials::Credentials;
 pub use digest::sha256_digest;
 pub use error::{Error, UNREACHABLE};
-pub use failures::{BACKOFF_MAX, BACKOFF_MIN};
+pub use failures::{BACKOFF_MAX, BACKOFF_MIN, backoff};
 pub use policy::{Endpoint, NetworkPolicy, Refusal, is_internal};
 pub use reference::Reference;
 pub use transport::{MAX_TOKEN_BYTES, policy_resolver};

@@ -892,6 +892,8 @@ struct FakeRegistry {
     fail: Option<Failure>,
     /// Never answers (a registry that accepts connections and hangs).
     hang: bool,
+    /// Never answers for references to this registry (`host[:port]`).
+    hang_registry: Option<String>,
     seen: std::sync::Mutex<Vec<(String, ari_oci::Credentials)>>,
     pulls: std::sync::atomic::AtomicUsize,
 }
@@ -928,7 +930,7 @@ impl crate::agent::image::Registry for FakeRegistry {
         credentials: &'a ari_oci::Credentials,
     ) -> futures::future::BoxFuture<'a, Result<String, ari_oci::Error>> {
         Box::pin(async move {
-            if self.hang {
+            if self.hang || self.hang_registry.as_deref() == Some(reference.registry()) {
                 std::future::pending::<()>().await;
             }
             if let Ok(mut s) = self.seen.lock() {
@@ -975,6 +977,30 @@ fn image_agent(image: &str, pull_secrets: Value) -> Agent {
     serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Reconciles an image Agent as the controller does: the first pass asks for the registry's
+/// answer, says the module is being resolved and returns; the lookup's end wakes the Agent,
+/// whose second pass finds the answer. `log` then holds the second pass's requests only.
+async fn reconcile_looked_up(
+    agent: &Agent,
+    ctx: &Arc<Context>,
+    log: &Log,
+) -> Result<kube::runtime::controller::Action, crate::Error> {
+    crate::agent::controller::reconcile(Arc::new(agent.clone()), ctx.clone()).await?;
+    let resolved = written_condition(log, "ModuleResolved");
+    assert_eq!(
+        (&resolved["status"], &resolved["reason"]),
+        (&json!("Unknown"), &json!("ResolvingImage")),
+        "{resolved}"
+    );
+    assert_eq!(written_condition(log, "Ready")["reason"], "ResolvingImage");
+    assert!(find(log, "PATCH", "deployments").is_empty());
+    if let Ok(mut l) = log.lock() {
+        l.clear();
+    }
+    ctx.images.idle().await;
+    crate::agent::controller::reconcile(Arc::new(agent.clone()), ctx.clone()).await
+}
+
 fn container_env(log: &Log) -> Vec<Value> {
     let dep = one(log, "PATCH", "deployments/echo-executor").body;
     dep["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -990,7 +1016,7 @@ async fn an_image_tag_is_resolved_pinned_in_status_and_handed_to_the_executors()
     let (client, log) = mock_client(agent_routes);
     let agent = image_agent(&format!("{IMAGE}:v1"), Value::Null);
     let context = ctx_with_registry(client, registry.clone());
-    let res = crate::agent::controller::reconcile(Arc::new(agent.clone()), context.clone()).await;
+    let res = reconcile_looked_up(&agent, &context, &log).await;
     assert!(res.is_ok(), "{res:?}");
 
     let pinned = format!("{IMAGE}@{digest}");
@@ -1010,11 +1036,12 @@ async fn an_image_tag_is_resolved_pinned_in_status_and_handed_to_the_executors()
         "no pull secret named, none passed"
     );
 
-    // The component is checked once per pinned digest; the tag is asked again every time.
+    // The component is checked once per pinned digest; the tag is asked again only once its
+    // answer is 5 s old (`lookup::tests`), not by every reconcile.
     let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
     assert!(res.is_ok(), "{res:?}");
     assert_eq!(registry.pulls.load(std::sync::atomic::Ordering::SeqCst), 1);
-    assert_eq!(registry.seen.lock().map(|s| s.len()).unwrap_or(0), 2);
+    assert_eq!(registry.seen.lock().map(|s| s.len()).unwrap_or(0), 1);
 }
 
 #[tokio::test]
@@ -1044,7 +1071,7 @@ async fn an_unresolvable_image_is_reported_with_its_reason_and_gets_no_executors
         let (client, log) = mock_client(agent_routes);
         let context = ctx_with_registry(client, Arc::new(FakeRegistry::failing(fail)));
         let agent = image_agent(&format!("{IMAGE}:v1"), Value::Null);
-        let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+        let res = reconcile_looked_up(&agent, &context, &log).await;
         let action = res.unwrap_or_else(|e| panic!("{reason}: {e}"));
         assert!(
             find(&log, "PATCH", "deployments").is_empty(),
@@ -1086,7 +1113,7 @@ async fn a_registry_that_never_answers_is_unavailable_after_the_bound() {
     };
     let context = ctx_with(client, Arc::new(hanging), settings);
     let agent = image_agent(&format!("{IMAGE}:v1"), Value::Null);
-    let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+    let res = reconcile_looked_up(&agent, &context, &log).await;
     assert!(res.is_ok(), "{res:?}");
     let c = written_condition(&log, "ModuleResolved");
     assert_eq!(c["reason"], "RegistryUnavailable", "{c}");
@@ -1098,6 +1125,163 @@ async fn a_registry_that_never_answers_is_unavailable_after_the_bound() {
             .ends_with(ari_oci::UNREACHABLE),
         "{c}"
     );
+}
+
+/// Routes of any namespace: `echo-module` holds the echo component, executors come up
+/// available, statuses are written back, and `ready` hears `namespace/name` of each Agent whose
+/// written status is `Ready=True`.
+fn tenant_routes(
+    ready: futures::channel::mpsc::UnboundedSender<String>,
+) -> impl Fn(&str, &str, &Value) -> (u16, Value) + Send + 'static {
+    move |method, path, body| {
+        let parts: Vec<&str> = path.split('/').collect();
+        match (method, parts.as_slice()) {
+            (
+                "GET",
+                [
+                    "",
+                    "api",
+                    "v1",
+                    "namespaces",
+                    _,
+                    "configmaps",
+                    "echo-module",
+                ],
+            ) => (
+                200,
+                json!({
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "echo-module"},
+                    "binaryData": {"echo.wasm": echo_component_base64()}
+                }),
+            ),
+            ("PATCH", ["", "apis", "apps", "v1", "namespaces", _, "deployments", _]) => {
+                let mut d = body.clone();
+                d["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
+                (200, d)
+            }
+            (
+                "PATCH",
+                [
+                    "",
+                    "apis",
+                    "ari.dev",
+                    "v1alpha1",
+                    "namespaces",
+                    ns,
+                    "agents",
+                    name,
+                    "status",
+                ],
+            ) => {
+                let conditions = body["status"]["conditions"].as_array();
+                if conditions.is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                }) {
+                    let _ = ready.unbounded_send(format!("{ns}/{name}"));
+                }
+                let mut a = agent_json();
+                a["metadata"]["name"] = json!(name);
+                a["metadata"]["namespace"] = json!(ns);
+                a["status"] = body["status"].clone();
+                (200, a)
+            }
+            ("POST", _) => (201, body.clone()),
+            ("PATCH", _) => echo_body(body),
+            _ => status(404, "NotFound"),
+        }
+    }
+}
+
+/// An Agent `name` of `namespace`, its module from `image` or, without one, the ConfigMap.
+fn tenant_agent(namespace: &str, name: &str, image: Option<&str>) -> Arc<Agent> {
+    let mut a = agent_json();
+    a["metadata"]["name"] = json!(name);
+    a["metadata"]["namespace"] = json!(namespace);
+    a["metadata"]["uid"] = json!(format!("{namespace}-{name}"));
+    if let Some(image) = image {
+        a["spec"]["module"] = json!({"image": image});
+    }
+    Arc::new(serde_json::from_value(a).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// One namespace's Agents on many references of a registry that accepts connections and
+/// never answers (and a timeout longer than the test) take every place the Agent controller
+/// has, as the controller runs them (`AGENT_RECONCILES` at once, woken Agents run again);
+/// another namespace's ConfigMap and image Agents still become Ready.
+#[tokio::test]
+async fn a_tenant_with_stuck_registry_references_does_not_delay_another_namespace() {
+    use futures::StreamExt as _;
+    let (registry, _) = FakeRegistry::with_echo();
+    let registry = FakeRegistry {
+        hang_registry: Some("stuck.example".into()),
+        ..registry
+    };
+    let settings = Settings {
+        registry_timeout: std::time::Duration::from_secs(3600),
+        ..Settings::default()
+    };
+    let (ready_tx, mut ready) = futures::channel::mpsc::unbounded();
+    let (client, _log) = mock_client(tenant_routes(ready_tx));
+    let context = ctx_with(client, Arc::new(registry), settings);
+
+    let places = usize::from(crate::run::AGENT_RECONCILES);
+    let mut agents: Vec<Arc<Agent>> = (0..places + 8)
+        .map(|i| {
+            let image = format!("stuck.example/agents/a{i}:v1");
+            tenant_agent("attacker", &format!("a{i}"), Some(&image))
+        })
+        .collect();
+    agents.push(tenant_agent("victim", "from-configmap", None));
+    agents.push(tenant_agent(
+        "victim",
+        "from-image",
+        Some(&format!("{IMAGE}:v1")),
+    ));
+    let woken = woken_agents(&context, agents.clone());
+    let runs = futures::stream::select(futures::stream::iter(agents), woken);
+    let reconciling = context.clone();
+    tokio::spawn(runs.for_each_concurrent(places, move |agent| {
+        let ctx = reconciling.clone();
+        async move {
+            let _ = crate::agent::controller::reconcile(agent, ctx).await;
+        }
+    }));
+
+    let mut want = std::collections::BTreeSet::from(["victim/from-configmap", "victim/from-image"]);
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while !want.is_empty() {
+            match ready.next().await {
+                Some(agent) => {
+                    want.remove(agent.as_str());
+                }
+                None => break,
+            }
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok() && want.is_empty(),
+        "not Ready while another namespace's registry hangs: {want:?}"
+    );
+}
+
+/// The Agents the controller runs again when an image lookup ends, as `run.rs` finds them.
+fn woken_agents(
+    ctx: &Arc<Context>,
+    agents: Vec<Arc<Agent>>,
+) -> impl futures::Stream<Item = Arc<Agent>> + Send + Unpin + 'static {
+    use futures::StreamExt as _;
+    let woken = ctx.images.woken().unwrap_or_else(|| panic!("woken taken"));
+    woken.flat_map(move |w| {
+        let refs = crate::agent::lookup::agents_to_wake(&agents, &w);
+        let again: Vec<_> = agents
+            .iter()
+            .filter(|a| refs.contains(&kube::runtime::reflector::ObjectRef::from_obj(a.as_ref())))
+            .cloned()
+            .collect();
+        futures::stream::iter(again)
+    })
 }
 
 fn pull_secret_json(labels: Value, type_: &str) -> Value {
@@ -1125,7 +1309,7 @@ async fn a_marked_pull_secret_reaches_the_registry_and_the_executors_by_referenc
     });
     let context = ctx_with_registry(client, registry.clone());
     let agent = image_agent(&format!("{IMAGE}:v1"), json!([{"name": "reg"}]));
-    let res = crate::agent::controller::reconcile(Arc::new(agent), context).await;
+    let res = reconcile_looked_up(&agent, &context, &log).await;
     assert!(res.is_ok(), "{res:?}");
     let seen = registry.seen.lock().map(|s| s.clone()).unwrap_or_default();
     assert_eq!(

@@ -36,8 +36,9 @@ const AGENT_LIST_PAGE: u32 = 50;
 
 /// Agent reconciles at once. Each may hold a module's ConfigMap (up to 1 MiB, several copies
 /// while it is decoded and checked) and an Agent read afresh; unbounded, as kube-runtime's
-/// default is, 10,000 Agents applied together held all of theirs at once.
-const AGENT_RECONCILES: u16 = 32;
+/// default is, 10,000 Agents applied together held all of theirs at once. None waits on a
+/// registry (`agent::lookup`), so one namespace's slow registries cannot hold these places.
+pub(crate) const AGENT_RECONCILES: u16 = 32;
 
 /// The label of the executor Deployments and pods the operator makes.
 const EXECUTOR_LABEL: &str = "app.kubernetes.io/name=ari-executor";
@@ -242,7 +243,16 @@ fn agent_controller(
     let agents_granting = agent_store.clone();
     let agents_granting_tools = agent_store.clone();
     let agents_pooled = agent_store.clone();
+    // An image lookup's new answer wakes the Agents of its namespace and reference: their
+    // reconcile returned without waiting for the registry (`agent::lookup`).
+    let agents_using = agent_store.clone();
+    let lookups_ended = futures::stream::iter(ctx.images.woken())
+        .flatten()
+        .flat_map(move |woken| {
+            futures::stream::iter(agent::lookup::agents_to_wake(&agents_using.state(), &woken))
+        });
     let controller = Controller::for_stream(agent_events, agent_store.clone())
+        .reconcile_on(lookups_ended)
         .watches(
             scoped::<Secret>(cfg, client),
             watcher::Config::default()

@@ -134,20 +134,29 @@ pub fn validate(agent: &Agent) -> Result<(), String> {
     Ok(())
 }
 
-/// `Ready` from what was observed: available executors and a resolved module.
-pub fn ready_condition(module_ok: bool, available: i32) -> (ConditionStatus, &'static str, String) {
-    match (module_ok, available) {
-        (false, _) => (
+/// `Ready` from what was observed: available executors and a resolved module (one the
+/// registry has not answered for yet says so).
+pub fn ready_condition(
+    module: Result<(), &module::ModuleError>,
+    available: i32,
+) -> (ConditionStatus, &'static str, String) {
+    match (module, available) {
+        (Err(e), _) if e.is_pending() => (
+            ConditionStatus::False,
+            e.reason(),
+            "module not resolved yet".into(),
+        ),
+        (Err(_), _) => (
             ConditionStatus::False,
             "ModuleNotResolved",
             "module not resolved".into(),
         ),
-        (true, 0) => (
+        (Ok(()), 0) => (
             ConditionStatus::False,
             "NoExecutorAvailable",
             "waiting for an available executor".into(),
         ),
-        (true, n) => (
+        (Ok(()), n) => (
             ConditionStatus::True,
             "ExecutorsAvailable",
             format!("{n} executor(s) available"),
@@ -252,10 +261,15 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         Err(e) => {
             let mut message = e.to_string();
             crate::cache::clip(&mut message, MESSAGE_MAX);
+            let st = if e.is_pending() {
+                ConditionStatus::Unknown
+            } else {
+                ConditionStatus::False
+            };
             conditions::set(
                 &mut status.conditions,
                 conditions::MODULE_RESOLVED,
-                ConditionStatus::False,
+                st,
                 e.reason(),
                 message,
                 gen_,
@@ -404,7 +418,7 @@ async fn sync_agent(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Erro
         (Err((r, m)), _, _) if *r != "Invalid" => (ConditionStatus::False, *r, m.clone()),
         (_, Some(m), _) => (ConditionStatus::False, DEPLOYMENT_REJECTED, m),
         (_, None, Some((r, m))) => (ConditionStatus::False, r, m),
-        _ => ready_condition(module.is_ok(), available),
+        _ => ready_condition(resolved.as_ref().map(|_| ()), available),
     };
     conditions::set(
         &mut status.conditions,
@@ -528,7 +542,7 @@ async fn resolve_module(
     }
     if source.image.is_some() {
         let secrets = Api::<Secret>::namespaced(ctx.client.clone(), ns);
-        let resolved = ctx.images.resolve(source, &secrets).await?;
+        let resolved = ctx.images.resolve(source, &secrets, ns).await?;
         return Ok((resolved.module_digest.clone(), Some(resolved), None));
     }
     let digest = module::resolve(source, (&config_maps, ns), &ctx.modules).await?;

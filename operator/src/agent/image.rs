@@ -4,8 +4,9 @@
 //! executors get only that pinned reference, so a tag moved later never changes what a running
 //! pool runs without the operator seeing it first. The module is pulled once per pinned digest
 //! to check it is an agent component and to learn its `moduleDigest`; the answer is remembered,
-//! while the tag (or pin) is asked of the registry, with the Agent's own credentials, on every
-//! reconcile.
+//! while the tag (or pin) is asked of the registry again, with the Agent's own credentials,
+//! by a reconcile that finds the last answer older than 5 s. The registry is asked in the
+//! background (`lookup.rs`), so no reconcile waits on it.
 //!
 //! Pull secrets are checked the way signing Secrets are (see `signing.rs`): the kubelet hands
 //! the Secret to the executor without asking whether the Agent's author may read it, so only a
@@ -19,11 +20,14 @@ use std::time::Duration;
 use ari_crds::ModuleSource;
 use ari_crds::names;
 use ari_oci::{Client, Credentials, ModuleCache, PulledModule, Reference};
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
+use tokio::sync::Semaphore;
 
-use super::module::{ModuleError, check_component, digest_of};
+use super::lookup::{Asked, BUSY_PER_NAMESPACE, Key, Lookups, Woken};
+use super::module::{ModuleError, check_component};
 use crate::config::Settings;
 
 /// The registry operations the operator needs: a seam so reconcile tests need no registry.
@@ -98,65 +102,45 @@ pub struct ResolvedImage {
 /// Most pinned references whose component check is remembered.
 const MAX_VERIFIED: usize = 256;
 
-/// Resolves images with one registry client and a bounded time per registry call.
+/// Resolves images: reads the Agent's pull secrets, and asks [`Lookups`] for what the
+/// registry answered, which never waits on the registry.
 pub struct ImageResolver {
-    registry: Arc<dyn Registry>,
-    timeout: Duration,
-    /// Pinned reference → module digest of a component already pulled and checked. Content
-    /// behind a digest never changes, so the answer never goes stale.
-    verified: Mutex<HashMap<String, String>>,
+    lookups: Lookups,
 }
 
 impl ImageResolver {
     pub fn new(registry: Arc<dyn Registry>, timeout: Duration) -> Self {
         ImageResolver {
-            registry,
-            timeout,
-            verified: Mutex::default(),
+            lookups: Lookups::new(Finder::new(registry, timeout)),
         }
     }
 
-    /// Resolves `source.image`, using the pull secrets `source` names from `secrets` (the
-    /// Agent's namespace).
+    /// Resolves `source.image` for an Agent of `namespace`, using the pull secrets `source`
+    /// names from `secrets` (that namespace's). Until the registry has answered, `Resolving`
+    /// (the Agent is woken when it has) or `LookupsOverBound`.
     pub async fn resolve(
         &self,
         source: &ModuleSource,
         secrets: &Api<Secret>,
+        namespace: &str,
     ) -> Result<ResolvedImage, ModuleError> {
         let image = source.image.as_deref().ok_or(ModuleError::NoSource)?;
         let reference = Reference::parse(image)?;
         let (pull_secret, credentials) = credentials_for(source, &reference, secrets).await?;
         let what = reference.to_string();
-        let digest = self
-            .bounded(&what, self.registry.resolve(&reference, &credentials))
-            .await?;
-        let pinned = reference.pinned_to(&digest)?;
-        let pinned_text = pinned.to_string();
-        let known = self
-            .verified
-            .lock()
-            .ok()
-            .and_then(|v| v.get(&pinned_text).cloned());
-        let module_digest = match known {
-            Some(d) => d,
-            None => {
-                let pulled = self
-                    .bounded(&what, self.registry.pull(&pinned, &credentials))
-                    .await?;
-                let module_digest = digest_of(&pulled.bytes, None)?;
-                check_component(&pulled.bytes).map_err(ModuleError::Invalid)?;
-                if let Ok(mut v) = self.verified.lock() {
-                    if v.len() >= MAX_VERIFIED {
-                        v.clear();
-                    }
-                    v.insert(pinned_text.clone(), module_digest.clone());
-                }
-                module_digest
-            }
+        let key = Key {
+            namespace: namespace.to_owned(),
+            reference,
+            credentials,
+        };
+        let found = match self.lookups.ask(key) {
+            Asked::Answered(outcome) => outcome?,
+            Asked::Pending => return Err(ModuleError::Resolving(what)),
+            Asked::OverBound => return Err(ModuleError::LookupsOverBound(BUSY_PER_NAMESPACE)),
         };
         // A declared sha256 is checked against the bytes the pin names, as for ConfigMaps.
         if let Some(declared) = source.declared_sha256() {
-            let actual = module_digest.trim_start_matches("sha256:");
+            let actual = found.module_digest.trim_start_matches("sha256:");
             if !declared.eq_ignore_ascii_case(actual) {
                 return Err(ModuleError::DigestMismatch {
                     actual: actual.to_owned(),
@@ -165,25 +149,141 @@ impl ImageResolver {
             }
         }
         Ok(ResolvedImage {
-            pinned: pinned_text,
-            module_digest,
+            pinned: found.pinned,
+            module_digest: found.module_digest,
             pull_secret,
         })
     }
 
+    /// The ends of lookups with a new answer, for the controller (the first call gets them).
+    pub fn woken(&self) -> Option<UnboundedReceiver<Woken>> {
+        self.lookups.woken()
+    }
+
+    /// Waits until no lookup is running or waiting.
+    #[cfg(test)]
+    pub async fn idle(&self) {
+        self.lookups.idle().await;
+    }
+}
+
+/// What the registry answered for a reference: the pin and the component's digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// `registry/repository@sha256:...`.
+    pub pinned: String,
+    /// `sha256:<hex>` of the component bytes.
+    pub module_digest: String,
+}
+
+/// Why a lookup found no component.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LookupError {
+    #[error("{0}")]
+    Image(#[from] ari_oci::Error),
+    /// The bytes are not an agent component.
+    #[error("{0}")]
+    Invalid(String),
+    /// The lookup ended without an answer (it panicked).
+    #[error("the registry lookup failed unexpectedly")]
+    Failed,
+}
+
+impl LookupError {
+    /// Whether `other` says the same: the same reason and message.
+    pub fn same(&self, other: &LookupError) -> bool {
+        ModuleError::from(self.clone()).reason() == ModuleError::from(other.clone()).reason()
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl From<LookupError> for ModuleError {
+    fn from(e: LookupError) -> Self {
+        match e {
+            LookupError::Image(e) => ModuleError::Image(e),
+            LookupError::Invalid(m) => ModuleError::Invalid(m),
+            LookupError::Failed => ModuleError::Image(ari_oci::Error::Other(e.to_string())),
+        }
+    }
+}
+
+/// What a lookup found.
+pub type Outcome = Result<Found, LookupError>;
+
+/// What a lookup does: asks the registry for the digest a reference names, and pulls and
+/// checks the component once per pinned digest, each registry call bounded in time.
+pub struct Finder {
+    registry: Arc<dyn Registry>,
+    timeout: Duration,
+    /// Pinned reference → module digest of a component already pulled and checked. Content
+    /// behind a digest never changes, so the answer never goes stale.
+    verified: Mutex<HashMap<String, String>>,
+}
+
+impl Finder {
+    /// Asks `registry`, each call bounded by `timeout`.
+    pub fn new(registry: Arc<dyn Registry>, timeout: Duration) -> Self {
+        Finder {
+            registry,
+            timeout,
+            verified: Mutex::default(),
+        }
+    }
+
+    /// The pin and component digest `key` names now; a pull waits for one of `pulls` (its
+    /// namespace's), outside the registry's time bound.
+    pub async fn find(&self, key: &Key, pulls: &Semaphore) -> Outcome {
+        let what = key.reference.to_string();
+        let digest = self
+            .bounded(
+                &what,
+                self.registry.resolve(&key.reference, &key.credentials),
+            )
+            .await?;
+        let pinned = key.reference.pinned_to(&digest)?;
+        let pinned_text = pinned.to_string();
+        let known = self
+            .verified
+            .lock()
+            .ok()
+            .and_then(|v| v.get(&pinned_text).cloned());
+        if let Some(module_digest) = known {
+            return Ok(Found {
+                pinned: pinned_text,
+                module_digest,
+            });
+        }
+        let _pull = pulls.acquire().await;
+        let pulled = self
+            .bounded(&what, self.registry.pull(&pinned, &key.credentials))
+            .await?;
+        check_component(&pulled.bytes).map_err(LookupError::Invalid)?;
+        let module_digest = ari_oci::sha256_digest(&pulled.bytes);
+        if let Ok(mut v) = self.verified.lock() {
+            if v.len() >= MAX_VERIFIED {
+                v.clear();
+            }
+            v.insert(pinned_text.clone(), module_digest.clone());
+        }
+        Ok(Found {
+            pinned: pinned_text,
+            module_digest,
+        })
+    }
+
     /// `call`, or `RegistryUnavailable` once [`Self::timeout`] has passed: a registry that
-    /// accepts connections and never answers must not hold a reconcile. The time spent
-    /// waiting for a pull permit counts.
+    /// accepts connections and never answers must not hold a lookup's place for ever. The
+    /// time spent waiting for the client's pull permit counts.
     async fn bounded<T>(
         &self,
         what: &str,
         call: BoxFuture<'_, Result<T, ari_oci::Error>>,
-    ) -> Result<T, ModuleError> {
+    ) -> Result<T, LookupError> {
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.map_err(ModuleError::from),
+            Ok(result) => result.map_err(LookupError::Image),
             // The same text as a refused connection: a status must not tell a silent
             // (filtered) port from a closed one.
-            Err(_) => Err(ModuleError::Image(ari_oci::Error::unreachable(what))),
+            Err(_) => Err(LookupError::Image(ari_oci::Error::unreachable(what))),
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod deployment;
 pub mod granted;
 pub mod image;
 pub mod key;
+pub mod lookup;
 pub mod models;
 pub mod module;
 pub mod rbac;

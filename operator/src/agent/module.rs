@@ -2,7 +2,7 @@
 //!
 //! ConfigMap modules are hashed here (and the declared `sha256`, if any, checked); `url`
 //! modules are not fetched by the operator: the declared `sha256` is recorded and the executor
-//! fetches and verifies the bytes. `image` modules are resolved in `image.rs`.
+//! fetches and verifies the bytes. `image` modules are resolved in `image.rs` and `lookup.rs`.
 //!
 //! A ConfigMap module is read, hashed and parsed once per version of its ConfigMap
 //! ([`Checked`]): thousands of Agents of one module (a pool of 10,000 `echo` Agents) would
@@ -46,6 +46,15 @@ pub enum ModuleError {
     /// A named pull secret may not be used (the message never quotes its contents).
     #[error("{0}")]
     PullSecret(String),
+    /// `module.image` is being looked up; the Agent is reconciled again once the registry
+    /// has answered.
+    #[error("resolving {0}: waiting for the registry's answer")]
+    Resolving(String),
+    /// The namespace has as many `module.image` lookups running or waiting as it may.
+    #[error(
+        "this namespace has {0} image lookups running or waiting, the most one namespace may have; this one is asked for again later"
+    )]
+    LookupsOverBound(usize),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 }
@@ -63,8 +72,21 @@ impl ModuleError {
             ModuleError::NoSource | ModuleError::UrlWithoutDigest => "InvalidSource",
             ModuleError::Image(e) => e.reason(),
             ModuleError::PullSecret(_) => "PullSecretRejected",
+            ModuleError::Resolving(_) => "ResolvingImage",
+            ModuleError::LookupsOverBound(_) => "ImageLookupsOverBound",
             ModuleError::Kube(_) => "ApiError",
         }
+    }
+}
+
+impl ModuleError {
+    /// Whether the registry has not answered yet (`ModuleResolved=Unknown`): nothing is
+    /// known to be wrong with the module.
+    pub fn is_pending(&self) -> bool {
+        matches!(
+            self,
+            ModuleError::Resolving(_) | ModuleError::LookupsOverBound(_)
+        )
     }
 }
 
