@@ -118,7 +118,8 @@ pub struct Config {
     /// directory (the chart mounts an emptyDir). Default: the system temp directory.
     #[arg(long, env = "ARI_MODULE_CACHE_DIR")]
     pub module_cache_dir: Option<PathBuf>,
-    /// Longest one registry call (resolve a tag, pull a module) may take in a reconcile.
+    /// Longest one registry call (resolve a tag, pull a module) may take in an image lookup
+    /// (run in the background, never inside a reconcile: `agent::lookup`).
     #[arg(long, env = "ARI_REGISTRY_TIMEOUT_SECONDS", default_value_t = 30)]
     pub registry_timeout_seconds: u64,
     /// The A2A gateway's public base URL, exactly as the gateway is given it (the chart sets
@@ -162,7 +163,7 @@ pub struct Settings {
     pub registry: ClientOptions,
     /// See [`Config::module_cache_dir`].
     pub module_cache_dir: PathBuf,
-    /// Bound on each registry call in a reconcile.
+    /// Bound on each registry call of an image lookup.
     pub registry_timeout: Duration,
     /// See [`Config::gateway_public_url`].
     pub gateway_public_url: String,
