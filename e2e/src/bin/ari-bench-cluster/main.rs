@@ -67,6 +67,10 @@ pub struct Args {
     /// and beside hostile neighbours in the same pool pod.
     #[arg(long)]
     pub only_neighbours: bool,
+    /// Which hostile neighbours the neighbours run sends Tasks from (`spinner`, `balloon`,
+    /// `loud`): one alone says what each costs the quiet Agent.
+    #[arg(long, value_delimiter = ',', default_values_t = ["spinner".to_string(), "balloon".to_string(), "loud".to_string()])]
+    pub neighbours: Vec<String>,
     /// Take a CPU profile of kube-apiserver during each throughput run and write it to this
     /// directory (`<batch>.pb.gz`, read with `go tool pprof -top`): where its CPU goes.
     #[arg(long)]

@@ -50,6 +50,22 @@ struct Phase {
     ended: usize,
     sent: usize,
     pool_rss_mib: f64,
+    /// Cores used while the quiet Agent ran alone and beside its neighbours: by the control
+    /// plane (kube-apiserver and etcd) and by the pool pod.
+    control_plane: (f64, f64),
+    pool: (f64, f64),
+}
+
+/// Cores each of `sets` of processes used while `f` ran, and what `f` gave.
+async fn cores_during<T, const N: usize>(
+    sets: [&[u32]; N],
+    f: impl std::future::Future<Output = Result<T>>,
+) -> Result<([f64; N], T)> {
+    let used = || sets.map(|pids| pids.iter().map(|p| procstat::cpu_seconds(*p)).sum::<f64>());
+    let (before, started) = (used(), Instant::now());
+    let out = f.await?;
+    let (after, secs) = (used(), started.elapsed().as_secs_f64());
+    Ok((std::array::from_fn(|i| (after[i] - before[i]) / secs), out))
 }
 
 /// Both designs in one run: CPU shares (the default) and flat priorities (the design before
@@ -63,7 +79,8 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let flat = flat?;
     let rounds = bench.args.sequential.max(1);
     report.line(format!(
-        "\n### Neighbours: a quiet `echo` Agent in a pool pod (concurrency 8, each Agent's share 2), alone and beside a spinner, a memory balloon and a log flood ({FLOOD} Tasks each), with CPU shares and with flat priorities\n"
+        "\n### Neighbours: a quiet `echo` Agent in a pool pod (concurrency 8, each Agent's share 2), alone and beside {} ({FLOOD} Tasks each), with CPU shares and with flat priorities\n",
+        bench.args.neighbours.join(", ")
     ));
     report.line(format!("| quiet Agent, one Task at a time ({rounds} each), create → Succeeded | p50 / p95 / p99 | max | p50 / p95 / p99 ÷ alone |\n|---|---|---|---|"));
     let ratio = |a: f64, b: f64| b / a.max(1e-9);
@@ -86,11 +103,15 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     ));
     for (design, p) in [("shares", &shares), ("flat", &flat)] {
         report.line(format!(
-            "With {design}: while the quiet rounds ran ({:.1} s), {} of the neighbours' {} Tasks ended; the pool pod's RSS at the end: {:.0} MiB.",
+            "With {design}: while the quiet rounds ran ({:.1} s), {} of the neighbours' {} Tasks ended; the pool pod's RSS at the end: {:.0} MiB. Cores used alone → beside: kube-apiserver and etcd {:.2} → {:.2}, the pool pod {:.2} → {:.2}.",
             p.during.as_secs_f64(),
             p.ended,
             p.sent,
-            p.pool_rss_mib
+            p.pool_rss_mib,
+            p.control_plane.0,
+            p.control_plane.1,
+            p.pool.0,
+            p.pool.1,
         ));
     }
     Ok(())
@@ -126,11 +147,28 @@ async fn phase(bench: &Bench, priorities: GuestPriorities) -> Result<Phase> {
 
     // Warm: the quiet Agent's module loaded, then its figures alone.
     one_at_a_time(&tasks, &tracker, "warm", 5).await?;
-    let alone = one_at_a_time(&tasks, &tracker, "alone", rounds).await?;
+    let control_plane: Vec<u32> = bench
+        .control_plane_pids()
+        .into_iter()
+        .filter(|(name, _)| name.contains("kube-apiserver") || name.contains("etcd"))
+        .map(|(_, p)| p)
+        .collect();
+    let pool_pids: Vec<u32> = bench
+        .pids(&ns, "app.kubernetes.io/name=ari-executor")
+        .await?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    let watched = [control_plane.as_slice(), pool_pids.as_slice()];
+    let ([cp_alone, pool_alone], alone) =
+        cores_during(watched, one_at_a_time(&tasks, &tracker, "alone", rounds)).await?;
 
     let flood_started = Instant::now();
     let mut hostile = Vec::new();
-    for (agent, _, input, _) in HOSTILE {
+    let flooding = HOSTILE
+        .iter()
+        .filter(|(agent, ..)| bench.args.neighbours.iter().any(|n| n == agent));
+    for (agent, _, input, _) in flooding {
         for i in 0..FLOOD {
             let name = format!("{agent}-{i}");
             let spec = serde_json::json!({"agentRef": {"name": agent}, "input": input});
@@ -143,7 +181,8 @@ async fn phase(bench: &Bench, priorities: GuestPriorities) -> Result<Phase> {
             hostile.push(name);
         }
     }
-    let beside = one_at_a_time(&tasks, &tracker, "beside", rounds).await?;
+    let ([cp_beside, pool_beside], beside) =
+        cores_during(watched, one_at_a_time(&tasks, &tracker, "beside", rounds)).await?;
     let during = flood_started.elapsed();
     let ended: usize = tracker.finished_of(&hostile);
     watch.abort();
@@ -161,6 +200,8 @@ async fn phase(bench: &Bench, priorities: GuestPriorities) -> Result<Phase> {
         ended,
         sent: hostile.len(),
         pool_rss_mib,
+        control_plane: (cp_alone, cp_beside),
+        pool: (pool_alone, pool_beside),
     })
 }
 
