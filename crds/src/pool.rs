@@ -47,9 +47,9 @@ pub const DEFAULT_HOT_MODULES: u32 = 256;
 pub const GUEST_PRIORITIES_ENV: &str = "ARI_GUEST_PRIORITIES";
 
 /// Whether an executor gives its guests' threads CPU priorities: with `Shares` a CPU-bound
-/// guest gives way to short Tasks and each Agent's CPU-bound Tasks weigh about one thread
-/// (the executor's `worker/cpu.rs`); `Flat` runs every guest at the process's priority, the
-/// design before shares, kept to measure one beside the other.
+/// guest, or one of an Agent over its CPU allowance, gives way to short Tasks (the
+/// executor's `worker/cpu.rs`); `Flat` runs every guest at the process's priority, the design
+/// before shares, kept to measure one beside the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GuestPriorities {
     #[default]
