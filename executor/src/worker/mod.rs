@@ -396,7 +396,8 @@ async fn build(
         stop.clone(),
     );
     let metrics = metrics.agent(&config.namespace, &config.agent);
-    let cpu = cpu::AgentShare::new(config.priorities, metrics.background_tasks.clone());
+    let priorities = cpu::for_pod(config.pool.is_some(), config.priorities);
+    let cpu = cpu::AgentShare::new(priorities, metrics.background_tasks.clone());
     Ok(Worker {
         writer: status::Writer {
             tasks: Api::namespaced(client.clone(), &config.namespace),
