@@ -347,25 +347,38 @@ impl Subject {
 impl Attestation {
     /// Signs `claims` with `key`.
     pub fn sign(claims: Claims, key: &SigningKey) -> Self {
-        let statement = Statement::of(claims, &key.verifying_key());
+        Self::sign_with(claims, &key.verifying_key(), |message| {
+            key.sign(message).to_bytes()
+        })
+    }
+
+    /// Signs `claims` for `public`, `sign` giving the Ed25519 signature of a message under
+    /// its private key: another implementation of the same signature (the runtime's is
+    /// faster; Ed25519 signatures are deterministic, so the bytes are the same).
+    pub fn sign_with(
+        claims: Claims,
+        public: &VerifyingKey,
+        sign: impl FnOnce(&[u8]) -> [u8; 64],
+    ) -> Self {
+        let statement = Statement::of(claims, public);
         // Serializing plain strings, integers and lists cannot fail. A run's Statement is 1-2
         // KiB: sized up front, the buffer is not regrown five times on the way.
         let mut payload = Vec::with_capacity(2048);
         if serde_json::to_writer(&mut payload, &statement).is_err() {
             payload.clear();
         }
-        Self::seal(&payload, key)
+        Self::seal(&payload, public, sign)
     }
 
-    /// The envelope of `payload`, signed by `key`.
-    fn seal(payload: &[u8], key: &SigningKey) -> Self {
-        let sig = key.sign(&pae(PAYLOAD_TYPE, payload));
+    /// The envelope of `payload`, signed for `public` by `sign`.
+    fn seal(payload: &[u8], public: &VerifyingKey, sign: impl FnOnce(&[u8]) -> [u8; 64]) -> Self {
+        let sig = sign(&pae(PAYLOAD_TYPE, payload));
         Attestation {
             payload: B64.encode(payload),
             payload_type: PAYLOAD_TYPE.into(),
             signatures: vec![EnvelopeSignature {
-                keyid: keyid(&key.verifying_key()),
-                sig: B64.encode(sig.to_bytes()),
+                keyid: keyid(public),
+                sig: B64.encode(sig),
             }],
         }
     }
@@ -693,7 +706,8 @@ mod tests {
                 ..att.statement().expect("decodes")
             })
             .expect("json"),
-            &key(),
+            &key().verifying_key(),
+            |m| key().sign(m).to_bytes(),
         );
         let err = other_predicate.verify(None).expect_err("not a run");
         assert!(err.to_string().contains("slsa.dev"), "{err}");

@@ -705,7 +705,7 @@ impl Sealer<'_> {
         let req = self.req;
         let output_sha256 = sha256_hex(&output);
         let input_required = failure.is_none() && self.asked_for_input;
-        let attestation = Attestation::sign(
+        let attestation = crate::attestation::sign_run(
             Claims {
                 task: TaskIdentity {
                     namespace: req.namespace.clone().unwrap_or_default(),
