@@ -24,6 +24,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
+/// The operator's Deployment, as kubectl names it.
+const OPERATOR: &str = "deployment/ari-operator";
+
 #[derive(Parser, Clone)]
 #[command(about = "Task latency/throughput on a real control plane vs a Job per task")]
 pub struct Args {
@@ -212,16 +215,14 @@ impl Bench {
             Some(v) => format!("{name}={v}"),
             None => format!("{name}-"),
         };
-        let deployment = "deployment/ari-operator";
-        self.kubectl(&["set", "env", "-n", OPERATOR_NS, deployment, &assignment])?;
-        self.kubectl(&[
-            "rollout",
-            "status",
-            "-n",
-            OPERATOR_NS,
-            "--timeout=120s",
-            deployment,
-        ])?;
+        self.kubectl(&["set", "env", "-n", OPERATOR_NS, OPERATOR, &assignment])?;
+        self.operator_rolled_out()
+    }
+
+    /// Waits (up to 2 minutes) until the operator's Deployment has rolled out.
+    fn operator_rolled_out(&self) -> Result<()> {
+        let timeout = "--timeout=120s";
+        self.kubectl(&["rollout", "status", "-n", OPERATOR_NS, timeout, OPERATOR])?;
         Ok(())
     }
 
@@ -240,15 +241,7 @@ impl Bench {
             "-f",
             &root.join("deploy/operator.yaml").display().to_string(),
         ])?;
-        self.kubectl(&[
-            "rollout",
-            "status",
-            "-n",
-            OPERATOR_NS,
-            "--timeout=120s",
-            "deployment/ari-operator",
-        ])?;
-        Ok(())
+        self.operator_rolled_out()
     }
 
     /// `(pod name, pid)` of every running container of the pods matching `selector`.
