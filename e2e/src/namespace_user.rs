@@ -6,6 +6,9 @@
 use crate::scenario::Ctx;
 use anyhow::{Context, Result};
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -74,7 +77,44 @@ pub async fn client(ctx: &Ctx, admin: &Client, ns: &str, secrets: bool) -> Resul
             },
         )
         .await?;
-    token_client(ctx, admin, ns, TENANT).await
+    let tenant = token_client(ctx, admin, ns, TENANT).await?;
+    role_in_effect(&tenant, ns).await?;
+    Ok(tenant)
+}
+
+/// Waits until the API server's authorizer has seen the tenant's new RoleBinding (its RBAC
+/// cache follows a watch): a trial's first create could otherwise be refused `Forbidden`.
+async fn role_in_effect(tenant: &Client, ns: &str) -> Result<()> {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(tenant.clone());
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.to_owned()),
+                group: Some("ari.dev".into()),
+                resource: Some("agents".into()),
+                verb: Some("create".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    crate::wait::until(
+        "the tenant's Role in effect",
+        crate::wait::DEFAULT,
+        || async {
+            let answer = reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .map_err(|e| e.to_string())?;
+            match answer.status {
+                Some(s) if s.allowed => Ok(()),
+                other => Err(format!("not yet: {other:?}")),
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// A client acting as ServiceAccount `sa` of `ns`, with a token from a TokenRequest.
