@@ -113,30 +113,24 @@ impl Ctx {
         self.wait_operator_env("ARI_HEARTBEAT_TIMEOUT_SECONDS", "4")
     }
 
-    /// Waits until the only operator pod left is Ready and runs with `name=value`. The pod
-    /// from before `kubectl set env` must not be the one that answers: it wrote executor
-    /// Deployments with its own settings (a 10 s heartbeat instead of 1 s), which its
-    /// successor then rewrote, rolling every executor just created and losing Tasks to
-    /// heartbeats an operator with a 4 s timeout called late.
     /// Sets `vars` on the operator's Deployment and waits until its one Ready pod runs with
     /// them (the last checked; one pod carries all).
     pub fn set_operator_env(&self, vars: &[(&str, &str)]) -> Result<()> {
         let assignments: Vec<String> = vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
         let mut args = vec!["set", "env", "-n", OPERATOR_NS, "deployment/ari-operator"];
         args.extend(assignments.iter().map(String::as_str));
-        let out = self.kubectl(&args)?;
-        ensure!(
-            out.status.success(),
-            "kubectl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.kubectl_ok(args)?;
         match vars.last() {
             Some((name, value)) => self.wait_operator_env(name, value),
             None => Ok(()),
         }
     }
 
+    /// Waits until the only operator pod left is Ready and runs with `name=value`. The pod
+    /// from before `kubectl set env` must not be the one that answers: it wrote executor
+    /// Deployments with its own settings (a 10 s heartbeat instead of 1 s), which its
+    /// successor then rewrote, rolling every executor just created and losing Tasks to
+    /// heartbeats an operator with a 4 s timeout called late.
     pub fn wait_operator_env(&self, name: &str, value: &str) -> Result<()> {
         self.rt.block_on(async {
             let pods: Api<Pod> = Api::namespaced(self.cluster.client(), OPERATOR_NS);
@@ -217,8 +211,9 @@ impl Ctx {
     }
 
     /// `kubectl` that must succeed; returns its stdout.
-    pub fn kubectl_ok<const N: usize>(&self, args: [&str; N]) -> Result<String> {
-        let out = self.kubectl(&args)?;
+    pub fn kubectl_ok<'a>(&self, args: impl AsRef<[&'a str]>) -> Result<String> {
+        let args = args.as_ref();
+        let out = self.kubectl(args)?;
         ensure!(
             out.status.success(),
             "kubectl {} failed: {}",
