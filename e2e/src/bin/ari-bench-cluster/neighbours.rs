@@ -1,8 +1,10 @@
 //! The neighbours run (issue 29, item 1): a well-behaved Agent's Task latency in a pool pod,
 //! alone and then beside hostile neighbours in the same pod — a fork bomb of spinning Tasks, a
 //! memory balloon and a log flood, each its own Agent — with the same Tasks, one at a time, in
-//! one run, with the executors' CPU shares and with flat priorities (the design before them).
-//! What it reports is how far the neighbours move the quiet Agent's figures under each; the
+//! one run, with the executors' CPU shares, with the quiet Agent in a pod of its own beside the
+//! same pool (what a pod per Agent gives, the issue's yardstick), and with flat priorities (the
+//! design before shares). What it reports is how far the neighbours move the quiet Agent's
+//! figures under each; the
 //! e2e `hostile` suite asserts that they end with their own reasons, the pod lives on and the
 //! spinner is lowered while the quiet Agent is not.
 
@@ -40,6 +42,14 @@ const HOSTILE: [(&str, &str, &str, &str); 3] = [
 /// Hostile Tasks each neighbour is sent: more than it can run before the quiet rounds end.
 const FLOOD: usize = 200;
 
+/// Where the quiet Agent runs: in the neighbours' pool pod, or in a Deployment of its own (a
+/// pod per Agent, the isolation a pool must match) while the neighbours run in the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quiet {
+    Pooled,
+    Dedicated,
+}
+
 /// One run of the quiet Agent alone and beside its neighbours, in a fresh pool.
 struct Phase {
     alone: Percentiles,
@@ -49,11 +59,11 @@ struct Phase {
     /// Neighbours' Tasks ended by then, of those sent.
     ended: usize,
     sent: usize,
-    pool_rss_mib: f64,
+    executors_rss_mib: f64,
     /// Cores used while the quiet Agent ran alone and beside its neighbours: by the control
-    /// plane (kube-apiserver and etcd) and by the pool pod.
+    /// plane (kube-apiserver and etcd) and by the executor pods.
     control_plane: (f64, f64),
-    pool: (f64, f64),
+    executors: (f64, f64),
 }
 
 /// Cores each of `sets` of processes used while `f` ran, and what `f` gave.
@@ -72,19 +82,25 @@ async fn cores_during<T, const N: usize>(
 /// them, `--guest-priorities=flat` on the operator), each in its own namespace and pool, the
 /// first pool scaled to zero before the second starts so no leftover Task runs beside it.
 pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
-    let shares = phase(bench, GuestPriorities::Shares).await?;
+    let shares = phase(bench, GuestPriorities::Shares, Quiet::Pooled).await?;
+    let dedicated = phase(bench, GuestPriorities::Shares, Quiet::Dedicated).await?;
     bench.set_operator_env(GUEST_PRIORITIES_ENV, Some(GuestPriorities::Flat.as_str()))?;
-    let flat = phase(bench, GuestPriorities::Flat).await;
+    let flat = phase(bench, GuestPriorities::Flat, Quiet::Pooled).await;
     bench.set_operator_env(GUEST_PRIORITIES_ENV, None)?;
     let flat = flat?;
     let rounds = bench.args.sequential.max(1);
     report.line(format!(
-        "\n### Neighbours: a quiet `echo` Agent in a pool pod (concurrency 8, each Agent's share 2), alone and beside {} ({FLOOD} Tasks each), with CPU shares and with flat priorities\n",
+        "\n### Neighbours: a quiet `echo` Agent in a pool pod (concurrency 8, each Agent's share 2), alone and beside {} ({FLOOD} Tasks each): with CPU shares, in a pod of its own beside the same pool, and with flat priorities\n",
         bench.args.neighbours.join(", ")
     ));
     report.line(format!("| quiet Agent, one Task at a time ({rounds} each), create → Succeeded | p50 / p95 / p99 | max | p50 / p95 / p99 ÷ alone |\n|---|---|---|---|"));
     let ratio = |a: f64, b: f64| b / a.max(1e-9);
-    for (design, p) in [("CPU shares", &shares), ("flat (before)", &flat)] {
+    let designs = [
+        ("pooled, CPU shares", &shares),
+        ("own pod (a pod per Agent), pool with shares", &dedicated),
+        ("pooled, flat (before)", &flat),
+    ];
+    for (design, p) in designs {
         for (when, q) in [("alone", &p.alone), ("beside the neighbours", &p.beside)] {
             report.line(format!(
                 "| {design}, {when} | {q} | {:.0} ms | {:.2} / {:.2} / {:.2} |",
@@ -101,35 +117,47 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         ratio(flat.beside.p95, shares.beside.p95),
         ratio(flat.beside.p99, shares.beside.p99),
     ));
-    for (design, p) in [("shares", &shares), ("flat", &flat)] {
+    report.line(format!(
+        "Beside the neighbours, pooled with shares ÷ own pod: p50 {:.2}, p95 {:.2}, p99 {:.2}.",
+        ratio(dedicated.beside.p50, shares.beside.p50),
+        ratio(dedicated.beside.p95, shares.beside.p95),
+        ratio(dedicated.beside.p99, shares.beside.p99),
+    ));
+    for (design, p) in designs {
         report.line(format!(
-            "With {design}: while the quiet rounds ran ({:.1} s), {} of the neighbours' {} Tasks ended; the pool pod's RSS at the end: {:.0} MiB. Cores used alone → beside: kube-apiserver and etcd {:.2} → {:.2}, the pool pod {:.2} → {:.2}.",
+            "With {design}: while the quiet rounds ran ({:.1} s), {} of the neighbours' {} Tasks ended; the executors' RSS at the end: {:.0} MiB. Cores used alone → beside: kube-apiserver and etcd {:.2} → {:.2}, the executors {:.2} → {:.2}.",
             p.during.as_secs_f64(),
             p.ended,
             p.sent,
-            p.pool_rss_mib,
+            p.executors_rss_mib,
             p.control_plane.0,
             p.control_plane.1,
-            p.pool.0,
-            p.pool.1,
+            p.executors.0,
+            p.executors.1,
         ));
     }
     Ok(())
 }
 
-async fn phase(bench: &Bench, priorities: GuestPriorities) -> Result<Phase> {
+async fn phase(bench: &Bench, priorities: GuestPriorities, quiet: Quiet) -> Result<Phase> {
     let client = &bench.client;
-    let ns = bench
-        .cluster
-        .new_namespace(&format!("neighbours-{priorities}"))
-        .await?;
+    let name = match quiet {
+        Quiet::Pooled => format!("neighbours-{priorities}"),
+        Quiet::Dedicated => format!("neighbours-{priorities}-own-pod"),
+    };
+    let ns = bench.cluster.new_namespace(&name).await?;
     for module in ["echo", "spin", "balloon", "loud-log"] {
         bench.module_configmap(&ns, module)?;
     }
     crate::scale::warm_pool(bench, &ns, "neighbours", 1, 8).await?;
     ensure_pool_priorities(bench, &ns, priorities).await?;
     let pooled = serde_json::json!({"pool": "neighbours", "concurrency": 2});
-    apply_agent_with(client, &ns, "quiet", "echo", pooled.clone()).await?;
+    let own = serde_json::json!({"replicas": 1, "concurrency": 2});
+    let quiet_executor = match quiet {
+        Quiet::Pooled => pooled.clone(),
+        Quiet::Dedicated => own,
+    };
+    apply_agent_with(client, &ns, "quiet", "echo", quiet_executor).await?;
     for (agent, module, _, limits) in HOSTILE {
         apply_agent_with(client, &ns, agent, module, pooled.clone()).await?;
         let limits = serde_json::json!({"spec": {"limits": serde_json::from_str::<serde_json::Value>(limits)?}});
@@ -153,14 +181,14 @@ async fn phase(bench: &Bench, priorities: GuestPriorities) -> Result<Phase> {
         .filter(|(name, _)| name.contains("kube-apiserver") || name.contains("etcd"))
         .map(|(_, p)| p)
         .collect();
-    let pool_pids: Vec<u32> = bench
+    let executor_pids: Vec<u32> = bench
         .pids(&ns, "app.kubernetes.io/name=ari-executor")
         .await?
         .into_iter()
         .map(|(_, p)| p)
         .collect();
-    let watched = [control_plane.as_slice(), pool_pids.as_slice()];
-    let ([cp_alone, pool_alone], alone) =
+    let watched = [control_plane.as_slice(), executor_pids.as_slice()];
+    let ([cp_alone, executors_alone], alone) =
         cores_during(watched, one_at_a_time(&tasks, &tracker, "alone", rounds)).await?;
 
     let flood_started = Instant::now();
@@ -181,27 +209,27 @@ async fn phase(bench: &Bench, priorities: GuestPriorities) -> Result<Phase> {
             hostile.push(name);
         }
     }
-    let ([cp_beside, pool_beside], beside) =
+    let ([cp_beside, executors_beside], beside) =
         cores_during(watched, one_at_a_time(&tasks, &tracker, "beside", rounds)).await?;
     let during = flood_started.elapsed();
     let ended: usize = tracker.finished_of(&hostile);
     watch.abort();
-    let pool_rss_mib: f64 = bench
+    let executors_rss_mib: f64 = bench
         .pids(&ns, "app.kubernetes.io/name=ari-executor")
         .await?
         .iter()
         .map(|(_, p)| procstat::memory_mib(*p).0)
         .sum();
-    stop_pool(bench, &ns).await?;
+    stop_executors(bench, &ns).await?;
     Ok(Phase {
         alone,
         beside,
         during,
         ended,
         sent: hostile.len(),
-        pool_rss_mib,
+        executors_rss_mib,
         control_plane: (cp_alone, cp_beside),
-        pool: (pool_alone, pool_beside),
+        executors: (executors_alone, executors_beside),
     })
 }
 
@@ -234,15 +262,19 @@ async fn ensure_pool_priorities(
     Ok(())
 }
 
-/// Scales the pool to zero and waits until its pod's processes are gone, so the neighbours'
-/// Tasks left over stop using the CPU.
-async fn stop_pool(bench: &Bench, ns: &str) -> Result<()> {
+/// Scales the pool to zero, deletes the quiet Agent (its own pod, if it had one, goes with it)
+/// and waits until the executors' processes are gone, so the neighbours' Tasks left over stop
+/// using the CPU.
+async fn stop_executors(bench: &Bench, ns: &str) -> Result<()> {
     let zero = serde_json::json!({"spec": {"replicas": 0}});
     Api::<ari_crds::ExecutorPool>::namespaced(bench.client.clone(), ns)
         .patch("neighbours", &PatchParams::default(), &Patch::Merge(&zero))
         .await?;
+    Api::<ari_crds::Agent>::namespaced(bench.client.clone(), ns)
+        .delete("quiet", &Default::default())
+        .await?;
     ari_e2e::wait::until(
-        "the pool's processes gone",
+        "the executors' processes gone",
         Duration::from_secs(120),
         || async {
             match bench.pids(ns, "app.kubernetes.io/name=ari-executor").await {
