@@ -1,7 +1,7 @@
 //! Executor pools on a real control plane (issue 29, item 1; docs/operator.md, "Executor
 //! pools"): Agents naming an `ExecutorPool` run in its pods, none of their own; each Task is
 //! signed and verifies as a dedicated Agent's; a pooled Agent the pool cannot hold apart is
-//! refused at apply; a CPU-spinning Agent fills only its own share of a pool pod while
+//! refused at apply; a pool pod's guest log lines each name their Agent; a CPU-spinning Agent fills only its own share of a pool pod while
 //! its neighbour's Tasks go on; past `hotModules` an Agent waits for room with its Tasks
 //! rather than the pod loading one more module; and two pooled Agents of one pod, each granted
 //! a model, reach only their own (the other's is refused `CapabilityDenied`), the pool pod
@@ -457,8 +457,56 @@ fn hostile(ctx: &PoolsCtx) -> Result<()> {
             executor_pods(&client, &ns).await? == [pod.clone()],
             "the pool pod was replaced"
         );
-        Ok(())
+        guest_lines_name_their_agent(&pods, &pod, "loud-", "loud-log").await
     })
+}
+
+/// Every guest line in a pool pod's log names the Agent whose Task wrote it, so one Agent's
+/// lines can be told from its neighbours'; the Tasks named `prefix…` wrote some, as `agent`.
+async fn guest_lines_name_their_agent(
+    pods: &Api<Pod>,
+    pod: &str,
+    prefix: &str,
+    agent: &str,
+) -> Result<()> {
+    let params = kube::api::LogParams {
+        container: Some("executor".into()),
+        ..Default::default()
+    };
+    let text = pods.logs(pod, &params).await?;
+    let guest: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "ari::guest")
+        .collect();
+    let unnamed = guest
+        .iter()
+        .filter(|v| !v["span"]["agent"].is_string())
+        .count();
+    ensure!(
+        unnamed == 0,
+        "{unnamed} of {} guest lines name no Agent",
+        guest.len()
+    );
+    let theirs: Vec<&serde_json::Value> = guest
+        .iter()
+        .filter(|v| {
+            v["span"]["task"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(prefix))
+        })
+        .collect();
+    ensure!(!theirs.is_empty(), "no guest line of the {prefix}* Tasks");
+    let wrong: Vec<&serde_json::Value> = theirs
+        .iter()
+        .copied()
+        .filter(|v| v["span"]["agent"] != agent)
+        .collect();
+    ensure!(
+        wrong.is_empty(),
+        "{prefix}* lines not named {agent}: {wrong:?}"
+    );
+    Ok(())
 }
 
 /// Applies Tasks `{prefix}-0..n` of `agent`, each with input "one two three".

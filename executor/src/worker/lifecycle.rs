@@ -337,10 +337,12 @@ impl Worker {
         self.metrics.active.inc();
         let started = Instant::now();
         // The guest's log lines (target `ari::guest`) are emitted while it runs, on this
-        // thread: the span tags each with its Task, so `kubectl logs ... | grep TASK` finds them.
+        // thread: the span tags each with its Task, so `kubectl logs ... | grep TASK` finds them,
+        // and with its Agent, which a pool pod's lines need to be told apart by Agent.
         let span = tracing::info_span!(
             "task",
             namespace = %attempt.current.namespace().unwrap_or_default(),
+            agent = %self.config.agent,
             task = %attempt.name,
             attempt = attempt.number
         );
