@@ -462,7 +462,8 @@ fn hostile(ctx: &PoolsCtx) -> Result<()> {
 }
 
 /// Every guest line in a pool pod's log names the Agent whose Task wrote it, so one Agent's
-/// lines can be told from its neighbours'; the Tasks named `prefix…` wrote some, as `agent`.
+/// lines can be told from its neighbours'; the Tasks named `prefix…` wrote some, as `agent`,
+/// and the executor's `claimed` and `finished` lines about them name `agent` too.
 async fn guest_lines_name_their_agent(
     pods: &Api<Pod>,
     pod: &str,
@@ -506,6 +507,26 @@ async fn guest_lines_name_their_agent(
         wrong.is_empty(),
         "{prefix}* lines not named {agent}: {wrong:?}"
     );
+    // The executor's own lines about those Tasks name the Agent too.
+    let own = |what: &str| {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == what)
+            .filter(|v| {
+                v["fields"]["task"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with(prefix))
+            })
+            .map(|v| v["fields"]["agent"] == agent)
+            .collect::<Vec<bool>>()
+    };
+    for what in ["claimed", "finished"] {
+        let named = own(what);
+        ensure!(
+            !named.is_empty() && named.iter().all(|n| *n),
+            "{what} lines of {prefix}*: named {agent} {named:?}"
+        );
+    }
     Ok(())
 }
 

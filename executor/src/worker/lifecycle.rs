@@ -110,7 +110,7 @@ impl Worker {
             }
             Claim::Error(e) => return Ok(Handled::NotClaimed(Box::new(task), e)),
         };
-        info!(task = %name, attempt = attempt.number, "claimed");
+        info!(agent = %self.config.agent, task = %name, attempt = attempt.number, "claimed");
 
         // An earlier attempt may have committed its storage writes before its executor was
         // lost: finish with what that attempt returned instead of running (and writing) again.
@@ -568,7 +568,7 @@ impl Worker {
                 );
                 self.count(phase, reason);
                 self.metrics.fuel.inc_by(fuel);
-                info!(task = %name, phase = phase.as_str(), reason = reason.as_str(), fuel, "finished");
+                info!(agent = %self.config.agent, task = %name, phase = phase.as_str(), reason = reason.as_str(), fuel, "finished");
             }
             Err(WriteError::NotOurs(why)) => {
                 self.metrics.dropped.inc();
