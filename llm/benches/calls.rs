@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use ari_llm::record::{CallRecord, Replayer};
+use ari_llm::record::{CallRecord, Record as _, Replayer};
 use ari_llm::types::{ChatRequest, Message};
 use ari_llm::{Client, Endpoint, Limits, Model, ModelProvider, RetryPolicy, Session, Source};
 use ari_testkit::scripted::{Reply, Scripted};

@@ -4,9 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Longest message kept from a provider: enough to say what went wrong, too short to carry a
-/// whole answer into a trace, a status or a log.
-pub const MAX_MESSAGE_CHARS: usize = 300;
+pub use ari_model::record::MAX_MESSAGE_CHARS;
+use ari_model::record::short;
 
 /// A failed model call. Messages are short and never hold the credentials (they are built
 /// from provider text through [`crate::Endpoint::redact`]).
@@ -94,21 +93,6 @@ impl ModelError {
             message: short(&message.into()),
         }
     }
-}
-
-/// `text` cut to [`MAX_MESSAGE_CHARS`] characters, on one line.
-pub(crate) fn short(text: &str) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let one_line = one_line.trim();
-    if one_line.chars().count() <= MAX_MESSAGE_CHARS {
-        return one_line.to_string();
-    }
-    let mut cut: String = one_line.chars().take(MAX_MESSAGE_CHARS).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]

@@ -3,39 +3,17 @@
 //! [`CallRecord`]; a [`Replayer`] serves the outcomes back in order and fails on the first
 //! request that differs from its record, so a replay contacts no model.
 
-use std::collections::VecDeque;
-
+use ari_model::record::{self, Replay};
 use serde::{Deserialize, Serialize};
 
 use crate::endpoint::EndpointId;
 use crate::error::ModelError;
 use crate::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse};
 
+pub use ari_model::record::{Divergence, RESERVE_BYTES, Record};
+
 /// What a call ended with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Outcome<T> {
-    Answer(T),
-    Error(ModelError),
-}
-
-impl<T> From<Result<T, ModelError>> for Outcome<T> {
-    fn from(result: Result<T, ModelError>) -> Self {
-        match result {
-            Ok(answer) => Outcome::Answer(answer),
-            Err(error) => Outcome::Error(error),
-        }
-    }
-}
-
-impl<T> From<Outcome<T>> for Result<T, ModelError> {
-    fn from(outcome: Outcome<T>) -> Self {
-        match outcome {
-            Outcome::Answer(answer) => Ok(answer),
-            Outcome::Error(error) => Err(error),
-        }
-    }
-}
+pub type Outcome<T> = record::Outcome<T, ModelError>;
 
 /// One call of either kind.
 // One per model call, each costing a provider round trip: boxing the larger variant would
@@ -64,112 +42,33 @@ pub struct CallRecord {
     pub call: Call,
 }
 
-impl CallRecord {
-    /// The record's canonical bytes (its JSON, fields in declaration order): what the trace
-    /// digests and what its size bound counts.
-    pub fn canonical_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+impl Record for CallRecord {
+    const KIND: &'static str = "model call";
+
+    fn replace_answer(&mut self, message: String) {
+        let error = ModelError::provider(200, message);
+        match &mut self.call {
+            Call::Chat { outcome, .. } => *outcome = Outcome::Error(error),
+            Call::Embed { outcome, .. } => *outcome = Outcome::Error(error),
+        }
     }
 }
-
-/// Bytes kept for the record of a call whose own record would not fit: room enough for the
-/// request's stand-in error.
-pub const RESERVE_BYTES: usize = 1024;
 
 /// The records of one task, under a ceiling on their canonical bytes.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Recording {
-    records: Vec<CallRecord>,
-    bytes: usize,
-    ceiling: usize,
-}
-
-impl Recording {
-    pub fn new(ceiling: usize) -> Recording {
-        Recording {
-            records: Vec::new(),
-            bytes: 0,
-            ceiling,
-        }
-    }
-
-    pub fn records(&self) -> &[CallRecord] {
-        &self.records
-    }
-
-    pub fn into_records(self) -> Vec<CallRecord> {
-        self.records
-    }
-
-    /// Canonical bytes held.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Bytes left under the ceiling.
-    pub fn room(&self) -> usize {
-        self.ceiling.saturating_sub(self.bytes)
-    }
-
-    /// Keeps `record`. One that does not fit is kept with its answer replaced by an error
-    /// saying so (the guest gets that error too, and a replay serves it the same way); that
-    /// stand-in fits when the request left [`RESERVE_BYTES`] of room, which
-    /// [`Recording::admits`] checks before the call. Returns the outcome as kept.
-    pub fn push(&mut self, mut record: CallRecord) -> CallRecord {
-        let mut size = record.canonical_bytes().len();
-        if size > self.room() {
-            let error = ModelError::provider(
-                200,
-                format!(
-                    "the answer does not fit in the {} bytes left for the task's trace",
-                    self.room()
-                ),
-            );
-            match &mut record.call {
-                Call::Chat { outcome, .. } => *outcome = Outcome::Error(error),
-                Call::Embed { outcome, .. } => *outcome = Outcome::Error(error),
-            }
-            size = record.canonical_bytes().len();
-        }
-        self.bytes += size;
-        self.records.push(record.clone());
-        record
-    }
-
-    /// Whether a call whose request takes `request_bytes` may start: its record must at
-    /// least fit with a short error in place of the answer.
-    pub fn admits(&self, request_bytes: usize) -> bool {
-        request_bytes.saturating_add(RESERVE_BYTES) <= self.room()
-    }
-}
-
-/// Why a replay stopped: the run asked for something the record does not hold.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("model call {index} differs from the recorded run: {what}")]
-pub struct Divergence {
-    /// 0-based position of the call in the run.
-    pub index: usize,
-    pub what: String,
-}
+pub type Recording = record::Recording<CallRecord>;
 
 /// Serves recorded outcomes in order.
-#[derive(Debug, Clone)]
-pub struct Replayer {
-    left: VecDeque<CallRecord>,
-    served: usize,
-}
+#[derive(Debug, Clone, Default)]
+pub struct Replayer(Replay<CallRecord>);
 
 impl Replayer {
     pub fn new(records: impl IntoIterator<Item = CallRecord>) -> Replayer {
-        Replayer {
-            left: records.into_iter().collect(),
-            served: 0,
-        }
+        Replayer(Replay::new(records))
     }
 
     /// Adds a record to serve after those already held.
     pub fn push(&mut self, record: CallRecord) {
-        self.left.push_back(record);
+        self.0.push(record);
     }
 
     /// The recorded outcome of this chat call, if it is the call the record holds next.
@@ -217,20 +116,11 @@ impl Replayer {
 
     /// Fails when recorded calls were never made (a replay that ended early).
     pub fn finish(&self) -> Result<(), Divergence> {
-        match self.left.len() {
-            0 => Ok(()),
-            n => Err(Divergence {
-                index: self.served,
-                what: format!("the run ended with {n} recorded model calls not made"),
-            }),
-        }
+        self.0.finish()
     }
 
     fn next(&mut self, endpoint: &EndpointId) -> Result<Call, Divergence> {
-        let Some(record) = self.left.pop_front() else {
-            return Err(self.diverged("no recorded call is left"));
-        };
-        self.served += 1;
+        let record = self.0.take()?;
         if &record.endpoint != endpoint {
             return Err(self.diverged(&format!(
                 "recorded {} model {:?}, asked {} model {:?}",
@@ -248,12 +138,8 @@ impl Replayer {
         }
     }
 
-    /// A divergence at the call just taken (or the next one, when none was).
     fn diverged(&self, what: &str) -> Divergence {
-        Divergence {
-            index: self.served.saturating_sub(1),
-            what: what.to_string(),
-        }
+        self.0.diverged(what)
     }
 }
 

@@ -2,9 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Longest message kept from a server: enough to say what went wrong, too short to carry a
-/// whole answer into a trace, a status or a log.
-pub const MAX_MESSAGE_CHARS: usize = 300;
+pub use ari_model::record::MAX_MESSAGE_CHARS;
+use ari_model::record::short;
 
 /// A failed tools call. Messages are short, on one line, and never hold the server's
 /// credentials (everything a server sends is redacted before it becomes one).
@@ -118,21 +117,6 @@ impl ToolError {
             | ToolError::Rejected { message } => message,
         }
     }
-}
-
-/// `text` cut to [`MAX_MESSAGE_CHARS`] characters, on one line.
-pub(crate) fn short(text: &str) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let one_line = one_line.trim();
-    if one_line.chars().count() <= MAX_MESSAGE_CHARS {
-        return one_line.to_string();
-    }
-    let mut cut: String = one_line.chars().take(MAX_MESSAGE_CHARS).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]

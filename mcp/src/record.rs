@@ -3,39 +3,17 @@
 //! become one [`CallRecord`]; a [`Replayer`] serves the outcomes back in order and fails on the
 //! first request that differs from its record, so a replay contacts no server.
 
-use std::collections::VecDeque;
-
+use ari_model::record::{self, Replay, clip};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ToolError;
 use crate::server::ServerId;
 use crate::types::{Arguments, ToolInfo, ToolResult};
 
+pub use ari_model::record::{Divergence, RESERVE_BYTES, Record};
+
 /// What an exchange ended with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Outcome<T> {
-    Answer(T),
-    Error(ToolError),
-}
-
-impl<T> From<Result<T, ToolError>> for Outcome<T> {
-    fn from(result: Result<T, ToolError>) -> Self {
-        match result {
-            Ok(answer) => Outcome::Answer(answer),
-            Err(error) => Outcome::Error(error),
-        }
-    }
-}
-
-impl<T> From<Outcome<T>> for Result<T, ToolError> {
-    fn from(outcome: Outcome<T>) -> Self {
-        match outcome {
-            Outcome::Answer(answer) => Ok(answer),
-            Outcome::Error(error) => Err(error),
-        }
-    }
-}
+pub type Outcome<T> = record::Outcome<T, ToolError>;
 
 /// One exchange of either kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,98 +39,34 @@ pub struct CallRecord {
     pub call: Call,
 }
 
-impl CallRecord {
-    /// The record's canonical bytes (its JSON, fields in declaration order): what the trace
-    /// digests and what its size bound counts.
-    pub fn canonical_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+impl Record for CallRecord {
+    const KIND: &'static str = "tools exchange";
+
+    /// A `too-large` error in place of the answer.
+    fn replace_answer(&mut self, message: String) {
+        let error = ToolError::too_large(message);
+        match &mut self.call {
+            Call::List { outcome } => *outcome = Outcome::Error(error),
+            Call::Tool { outcome, .. } => *outcome = Outcome::Error(error),
+        }
     }
 }
-
-/// Bytes kept for the record of an exchange whose own record would not fit: room enough for
-/// the request and a short error in place of the answer.
-pub const RESERVE_BYTES: usize = 1024;
 
 /// The records of one task, under a ceiling on their canonical bytes.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Recording {
-    records: Vec<CallRecord>,
-    bytes: usize,
-    ceiling: usize,
-}
-
-impl Recording {
-    pub fn new(ceiling: usize) -> Recording {
-        Recording {
-            records: Vec::new(),
-            bytes: 0,
-            ceiling,
-        }
-    }
-
-    pub fn records(&self) -> &[CallRecord] {
-        &self.records
-    }
-
-    /// Bytes left under the ceiling.
-    pub fn room(&self) -> usize {
-        self.ceiling.saturating_sub(self.bytes)
-    }
-
-    /// Whether an exchange whose request takes `request_bytes` may start.
-    pub fn admits(&self, request_bytes: usize) -> bool {
-        request_bytes.saturating_add(RESERVE_BYTES) <= self.room()
-    }
-
-    /// Keeps `record`; one that does not fit is kept with its answer replaced by a
-    /// `too-large` error (which the guest gets too, and a replay serves alike). Returns the
-    /// record as kept.
-    pub fn push(&mut self, mut record: CallRecord) -> CallRecord {
-        let mut size = record.canonical_bytes().len();
-        if size > self.room() {
-            let error = ToolError::too_large(format!(
-                "the answer does not fit in the {} bytes left for the task's trace",
-                self.room()
-            ));
-            match &mut record.call {
-                Call::List { outcome } => *outcome = Outcome::Error(error),
-                Call::Tool { outcome, .. } => *outcome = Outcome::Error(error),
-            }
-            size = record.canonical_bytes().len();
-        }
-        self.bytes += size;
-        self.records.push(record.clone());
-        record
-    }
-}
-
-/// Why a replay stopped: the run asked for something the record does not hold.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("tools exchange {index} differs from the recorded run: {what}")]
-pub struct Divergence {
-    /// 0-based position of the exchange in the run.
-    pub index: usize,
-    pub what: String,
-}
+pub type Recording = record::Recording<CallRecord>;
 
 /// Serves recorded outcomes in order.
 #[derive(Debug, Clone, Default)]
-pub struct Replayer {
-    left: VecDeque<CallRecord>,
-    served: usize,
-}
+pub struct Replayer(Replay<CallRecord>);
 
 impl Replayer {
     pub fn new(records: impl IntoIterator<Item = CallRecord>) -> Replayer {
-        Replayer {
-            left: records.into_iter().collect(),
-            served: 0,
-        }
+        Replayer(Replay::new(records))
     }
 
     /// Adds a record to serve after those already held.
     pub fn push(&mut self, record: CallRecord) {
-        self.left.push_back(record);
+        self.0.push(record);
     }
 
     /// The recorded outcome of listing `server`'s tools, if that is what the record holds next.
@@ -200,20 +114,11 @@ impl Replayer {
 
     /// Fails when recorded exchanges were never made (a replay that ended early).
     pub fn finish(&self) -> Result<(), Divergence> {
-        match self.left.len() {
-            0 => Ok(()),
-            n => Err(Divergence {
-                index: self.served,
-                what: format!("the run ended with {n} recorded tools exchanges not made"),
-            }),
-        }
+        self.0.finish()
     }
 
     fn next(&mut self, server: &ServerId) -> Result<Call, Divergence> {
-        let Some(record) = self.left.pop_front() else {
-            return Err(self.diverged("no recorded exchange is left"));
-        };
-        self.served += 1;
+        let record = self.0.take()?;
         if &record.server != server {
             return Err(self.diverged(&format!(
                 "recorded server `{}` at {}, asked `{}` at {}",
@@ -224,16 +129,8 @@ impl Replayer {
     }
 
     fn diverged(&self, what: &str) -> Divergence {
-        Divergence {
-            index: self.served.saturating_sub(1),
-            what: what.to_string(),
-        }
+        self.0.diverged(what)
     }
-}
-
-/// A guest-chosen name as a message shows it: at most 64 characters.
-pub(crate) fn clip(name: &str) -> String {
-    name.chars().take(64).collect()
 }
 
 #[cfg(test)]

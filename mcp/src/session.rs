@@ -8,9 +8,10 @@ use tokio::time::Instant;
 
 use crate::client::{Client, Connection};
 use crate::error::ToolError;
-use crate::record::{Call, CallRecord, Divergence, Outcome, Recording, Replayer, clip};
+use crate::record::{Call, CallRecord, Divergence, Outcome, Recording, Replayer};
 use crate::server::ToolServer;
 use crate::types::{Arguments, ToolInfo, ToolResult};
+use ari_model::record::clip;
 
 /// Where answers come from.
 pub enum Source {

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use ari_mcp::record::{Call, Outcome, Replayer};
+use ari_mcp::record::{Call, Outcome, Record as _, Replayer};
 use ari_mcp::{
     CallError, Client, Credentials, Limits, Protocol, Secret, Session, Source, ToolError,
     ToolServer,

@@ -22,6 +22,7 @@ pub mod mode;
 pub mod names;
 pub mod outcome;
 pub mod price;
+pub mod record;
 pub mod requirements;
 pub mod secret;
 pub mod tool;

@@ -521,7 +521,7 @@ mod tests {
     /// own fields, in declaration order); a deadline is tag 11 alone.
     #[test]
     fn a_model_call_is_encoded_as_its_records_canonical_json() {
-        use ari_llm::record::{Call, CallRecord, Outcome};
+        use ari_llm::record::{Call, CallRecord, Outcome, Record as _};
         use ari_llm::types::{ChatRequest, Message};
         let record = CallRecord {
             endpoint: ari_llm::EndpointId {
@@ -563,7 +563,7 @@ mod tests {
     /// deadline is tag 14 alone.
     #[test]
     fn a_tools_exchange_is_encoded_as_its_records_canonical_json() {
-        use ari_mcp::record::{Call, CallRecord, Outcome};
+        use ari_mcp::record::{Call, CallRecord, Outcome, Record as _};
         let record = CallRecord {
             server: ari_mcp::ServerId {
                 name: "docs".into(),

@@ -21,6 +21,7 @@ use ari_llm::record::{CallRecord, Replayer};
 use ari_llm::types::{ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse};
 use ari_llm::{CallError, Client, Model, ModelError, Session, Source};
 use ari_model::grant::ModelsGrant;
+use ari_model::record::clip;
 use ari_model::{CapabilityName, ModelCalls, ModelEndpoint};
 
 use super::io::CallCancel;
@@ -385,11 +386,6 @@ pub fn replayed(name: &str, applied: &ModelEndpoint) -> Option<Model> {
             ari_llm::Endpoint::new(applied.provider, url, applied.model.clone()),
         )
     })
-}
-
-/// A guest-chosen name as an error message shows it: at most 64 characters.
-fn clip(name: &str) -> String {
-    name.chars().take(64).collect()
 }
 
 /// The records a replay reads, kept apart from the rest of the trace (for `ari verify`'s

@@ -24,6 +24,7 @@ use ari_mcp::{
 };
 use ari_model::approval::CallSubject;
 use ari_model::grant::ToolsGrant;
+use ari_model::record::clip;
 use ari_model::{CapabilityName, ToolOutcome, ToolServerApplied};
 use std::sync::Arc;
 
@@ -398,11 +399,6 @@ pub fn applied(server: &ToolServer) -> String {
 pub fn replayed(applied: &ToolServerApplied) -> Option<ToolServer> {
     let url = url::Url::parse(applied.url.as_deref()?).ok()?;
     ToolServer::new(applied.name.clone(), url).ok()
-}
-
-/// A guest-chosen name as an error message shows it: at most 64 characters.
-fn clip(name: &str) -> String {
-    name.chars().take(64).collect()
 }
 
 /// The records a replay reads, kept apart from the rest of the trace (for `ari verify`'s

@@ -1,7 +1,7 @@
 //! Each model call as a trace event: its whole record (the request as sent, without
 //! credentials, and the answer or error), so a replay contacts no model.
 
-use ari_llm::record::CallRecord;
+use ari_llm::record::{CallRecord, Record as _};
 use serde::{Deserialize, Serialize};
 
 use crate::trace::{CapabilityEvent, put_bytes};

@@ -1,7 +1,7 @@
 //! Each tools exchange as a trace event: its whole record (the request as sent, without
 //! credentials, and the answer or error), so a replay contacts no server.
 
-use ari_mcp::record::CallRecord;
+use ari_mcp::record::{CallRecord, Record as _};
 use ari_model::approval::ApprovalRecord;
 use serde::{Deserialize, Serialize};
 
