@@ -21,7 +21,7 @@ pub mod delegation;
 mod error;
 mod grants;
 pub mod http;
-mod io;
+pub(crate) mod io;
 pub mod log;
 pub mod model;
 pub mod random;
@@ -34,6 +34,7 @@ pub use delegation::{DelegationContext, DelegationFailure, DelegationGrant, Sett
 pub use error::{CapError, GrantError};
 pub use grants::{Grants, parse_cli_name, parse_size};
 pub use http::{HttpLimits, HttpRequest, HttpResponse, allowlist};
+pub use io::{Loaded, Named};
 pub use log::{LogLevel, LogTap};
 pub use model::{LoadedModels, ModelTap};
 pub use storage::StorageGrant;

@@ -13,7 +13,6 @@ mod link;
 pub use events::ModelEvent;
 pub use link::FUEL;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,7 +23,7 @@ use ari_model::grant::ModelsGrant;
 use ari_model::record::clip;
 use ari_model::{CapabilityName, ModelCalls, ModelEndpoint};
 
-use super::io::CallCancel;
+use super::io::{self, CallCancel, Loaded};
 use super::{CapError, Capability, Grants, TaskSetup};
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
@@ -49,52 +48,8 @@ pub trait ModelTap: Send + Sync {
 pub const MAX_RECORD_BYTES: usize = 16 << 20;
 
 /// The models a host loaded for an agent: each granted name resolved to its endpoint (with
-/// its key, if any) and limits, and the client that calls them. The executor builds it from
-/// the namespace's ModelConfigs and their marked Secrets; `ari run` from `--model`; `ari
-/// verify` from the signed `limitsApplied`, with no client and no key.
-#[derive(Clone, Default)]
-pub struct LoadedModels {
-    models: BTreeMap<String, Model>,
-    client: Option<Client>,
-}
-
-impl std::fmt::Debug for LoadedModels {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Endpoints print without keys (ApiKey redacts itself).
-        f.debug_struct("LoadedModels")
-            .field("models", &self.models)
-            .field("live", &self.client.is_some())
-            .finish()
-    }
-}
-
-impl LoadedModels {
-    /// Models a live run calls through `client`.
-    pub fn live(client: Client, models: impl IntoIterator<Item = Model>) -> Self {
-        Self {
-            models: models.into_iter().map(|m| (m.name.clone(), m)).collect(),
-            client: Some(client),
-        }
-    }
-
-    /// Models a replay only names: no client, no keys.
-    pub fn replayed(models: impl IntoIterator<Item = Model>) -> Self {
-        Self {
-            models: models.into_iter().map(|m| (m.name.clone(), m)).collect(),
-            client: None,
-        }
-    }
-
-    /// The model loaded under `name`.
-    pub fn get(&self, name: &str) -> Option<&Model> {
-        self.models.get(name)
-    }
-
-    /// Every model loaded, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &Model> {
-        self.models.values()
-    }
-}
+/// its key, if any) and limits, and the client that calls them (`ari run`: from `--model`).
+pub type LoadedModels = Loaded<Model, Client>;
 
 /// One task's model calls.
 pub struct ModelCapability {
@@ -109,12 +64,7 @@ pub struct ModelCapability {
 }
 
 /// What a call came to, for the host function.
-pub(crate) enum Ending<T> {
-    /// The guest's answer or typed error.
-    Done(Result<T, ModelError>),
-    /// The task's deadline passed during the call: the task ends as the epoch would end it.
-    Deadline,
-}
+pub(crate) type Ending<T> = io::Ending<T, ModelError>;
 
 impl Capability for ModelCapability {
     const GRANT: Option<CapabilityName> = Some(CapabilityName::Models);
@@ -122,7 +72,7 @@ impl Capability for ModelCapability {
 
     fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
         let models = grants.models().clone();
-        let source = match (&models.client, task.replay) {
+        let source = match (models.client(), task.replay) {
             (Some(client), false) => Source::Live(client.clone()),
             // A replay serves the trace's records, one per call; so does a live run whose
             // host loaded no client (every call then fails: no record to serve).

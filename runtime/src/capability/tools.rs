@@ -15,7 +15,6 @@ mod link;
 pub use events::ToolEvent;
 pub use link::FUEL;
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ari_mcp::record::{Call, CallRecord, Replayer};
@@ -29,7 +28,7 @@ use ari_model::{CapabilityName, ToolOutcome, ToolServerApplied};
 use std::sync::Arc;
 
 use super::approval::{ApprovalGate, Verdict};
-use super::io::CallCancel;
+use super::io::{self, CallCancel, Loaded};
 use super::{CapError, CapUsage, Capability, Grants, TaskSetup};
 use crate::host::HostFunctions;
 use crate::trace::Recorder;
@@ -52,47 +51,8 @@ pub trait ToolTap: Send + Sync {
 pub const MAX_RECORD_BYTES: usize = 16 << 20;
 
 /// The MCP servers a host loaded for an agent: each granted name resolved to its URL and
-/// credentials, and the client that calls them. The executor builds it from the namespace's
-/// server declarations; `ari run` from `--mcp`; `ari verify` from the signed `limitsApplied`,
-/// with no client and no credentials.
-#[derive(Clone, Default)]
-pub struct LoadedTools {
-    servers: BTreeMap<String, ToolServer>,
-    client: Option<Client>,
-}
-
-impl std::fmt::Debug for LoadedTools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Servers print without credentials (Secret redacts itself).
-        f.debug_struct("LoadedTools")
-            .field("servers", &self.servers)
-            .field("live", &self.client.is_some())
-            .finish()
-    }
-}
-
-impl LoadedTools {
-    /// Servers a live run calls through `client`.
-    pub fn live(client: Client, servers: impl IntoIterator<Item = ToolServer>) -> Self {
-        Self {
-            servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
-            client: Some(client),
-        }
-    }
-
-    /// Servers a replay only names: no client, no credentials.
-    pub fn replayed(servers: impl IntoIterator<Item = ToolServer>) -> Self {
-        Self {
-            servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
-            client: None,
-        }
-    }
-
-    /// The server loaded under `name`.
-    pub fn get(&self, name: &str) -> Option<&ToolServer> {
-        self.servers.get(name)
-    }
-}
+/// credentials, and the client that calls them (`ari run`: from `--mcp`).
+pub type LoadedTools = Loaded<ToolServer, Client>;
 
 /// One task's tools exchanges.
 pub struct ToolsCapability {
@@ -108,12 +68,7 @@ pub struct ToolsCapability {
 }
 
 /// What a call came to, for the host function.
-pub(crate) enum Ending<T> {
-    /// The guest's answer or typed error.
-    Done(Result<T, ToolError>),
-    /// The task's deadline passed during the call: the task ends as the epoch would end it.
-    Deadline,
-}
+pub(crate) type Ending<T> = io::Ending<T, ToolError>;
 
 impl Capability for ToolsCapability {
     const GRANT: Option<CapabilityName> = Some(CapabilityName::Tools);
@@ -121,11 +76,8 @@ impl Capability for ToolsCapability {
 
     fn for_task(grants: &Grants, task: &mut TaskSetup) -> Self {
         let tools = grants.tools().clone();
-        let limits = tools
-            .client
-            .as_ref()
-            .map_or_else(Limits::default, Client::limits);
-        let source = match (&tools.client, task.replay) {
+        let limits = tools.client().map_or_else(Limits::default, Client::limits);
+        let source = match (tools.client(), task.replay) {
             (Some(client), false) => Source::Live(client.clone()),
             // A replay serves the trace's records, one per exchange; so does a live run whose
             // host loaded no client (every call then fails: no record to serve).

@@ -7,8 +7,9 @@ use wasmtime::component::LinkerInstance;
 use super::{Ending, ToolsCapability};
 use crate::bindings::tools as wit;
 use crate::capability::CapError;
+use crate::capability::io;
 use crate::fuel_costs::FuelCost;
-use crate::host::{Cx, HostFunctions, charge, charge_bytes, check_trace};
+use crate::host::{Cx, HostFunctions, charge, charge_bytes};
 use crate::state::TaskState;
 
 /// The fully qualified name of the interface.
@@ -77,28 +78,16 @@ fn link(tools: &mut LinkerInstance<'_, TaskState>) -> wasmtime::Result<()> {
     )
 }
 
-/// What the guest gets of an exchange's ending: its answer or typed error; a denial is noted
-/// (the task ends `CapabilityDenied`), a deadline or cancellation ends the task there, a
-/// diverged replay fails it.
+/// What the guest gets of an exchange's ending ([`io::settle`]).
 fn settle<T>(
     cx: &mut Cx<'_>,
     ending: Result<Ending<T>, CapError>,
 ) -> wasmtime::Result<Result<T, wit::ToolError>> {
-    check_trace(cx)?;
-    match ending {
-        Ok(Ending::Done(Ok(answer))) => Ok(Ok(answer)),
-        Ok(Ending::Done(Err(error))) => {
-            if let ToolError::Denied { message } = &error {
-                cx.data().caps().note_denial(message.clone());
-            }
-            Ok(Err(to_wit_error(error)))
-        }
-        Ok(Ending::Deadline) | Err(CapError::DeadlineExceeded) => {
-            Err(wasmtime::Trap::Interrupt.into())
-        }
-        Err(CapError::Cancelled) => Err(crate::cancel::Cancelled.into()),
-        Err(other) => Err(wasmtime::Error::msg(other.to_string())),
-    }
+    let denial: fn(&ToolError) -> Option<&String> = |e| match e {
+        ToolError::Denied { message } => Some(message),
+        _ => None,
+    };
+    io::settle(cx, ending, denial, to_wit_error)
 }
 
 fn to_wit_error(error: ToolError) -> wit::ToolError {
