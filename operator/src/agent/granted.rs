@@ -2,7 +2,53 @@
 //! granted by name (a ModelConfig, an MCPServer): those usable, in grant order, and why the
 //! others are not, under the marked-Secret rule for their credentials.
 
-use crate::marked::Credentials;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::marked::{self, Credentials};
+
+/// What the pure `resolve` of a kind decides from, read from the API: the namespace's
+/// resources of kind `K` (one list) and the metadata, never the data, of the credentials
+/// Secrets the granted ones reference (`secrets` lists a resource's).
+pub struct Fetched<K> {
+    pub items: Vec<K>,
+    metas: Vec<(String, ObjectMeta)>,
+}
+
+impl<K> Fetched<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    pub async fn read(
+        granted: &[String],
+        client: &Client,
+        ns: &str,
+        secrets: fn(&K) -> Vec<&str>,
+    ) -> Result<Self, kube::Error> {
+        let items = Api::<K>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let referenced: Vec<&str> = items
+            .iter()
+            .filter(|k| granted.contains(&k.name_any()))
+            .flat_map(secrets)
+            .collect();
+        let metas = marked::secret_metas(client, ns, &referenced).await?;
+        Ok(Self { items, metas })
+    }
+}
+
+impl<K> Fetched<K> {
+    /// The metadata of the credentials Secret `name`, if it was read (`None`: not found).
+    pub fn secret_meta(&self, name: &str) -> Option<&ObjectMeta> {
+        self.metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
+    }
+}
 
 /// Why a granted resource is not handed to the executors (its calls then fail `unavailable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

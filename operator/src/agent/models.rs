@@ -12,10 +12,9 @@
 use ari_crds::model_config::{CREDENTIALS_LABEL, ExecutorModel};
 use ari_crds::{Agent, ModelConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use super::granted::{self, Kind, Unusable};
+use super::granted::{self, Fetched, Kind, Unusable};
 use crate::marked;
 
 /// The models an Agent is granted, resolved.
@@ -81,18 +80,11 @@ pub async fn fetch_names(
     if granted.is_empty() {
         return Ok(Resolved::default());
     }
-    let configs = Api::<ModelConfig>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    let referenced = configs
-        .iter()
-        .filter(|c| granted.contains(&c.name_any()))
-        .filter_map(|c| c.spec.credentials.as_ref().map(|r| r.name.as_str()))
-        .collect::<Vec<_>>();
-    let metas = marked::secret_metas(client, ns, &referenced).await?;
-    Ok(resolve(granted, &configs, |name| {
-        metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
+    let secrets: fn(&ModelConfig) -> Vec<&str> =
+        |c| c.spec.credentials.iter().map(|r| r.name.as_str()).collect();
+    let fetched = Fetched::read(granted, client, ns, secrets).await?;
+    Ok(resolve(granted, &fetched.items, |name| {
+        fetched.secret_meta(name)
     }))
 }
 

@@ -10,10 +10,9 @@
 use ari_crds::mcp_server::{CREDENTIALS_LABEL, ExecutorToolServer};
 use ari_crds::{Agent, MCPServer, SecretKeyRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use super::granted::{self, Kind, Unusable};
+use super::granted::{self, Fetched, Kind, Unusable};
 use crate::marked;
 
 /// The tool servers an Agent is granted, resolved.
@@ -100,18 +99,10 @@ pub async fn fetch_names(
     if granted.is_empty() {
         return Ok(Resolved::default());
     }
-    let servers = Api::<MCPServer>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    let referenced = servers
-        .iter()
-        .filter(|s| granted.contains(&s.name_any()))
-        .flat_map(|s| references(s).map(|r| r.name.as_str()))
-        .collect::<Vec<_>>();
-    let metas = marked::secret_metas(client, ns, &referenced).await?;
-    Ok(resolve(granted, &servers, |name| {
-        metas.iter().find(|(n, _)| n == name).map(|(_, m)| m)
+    let secrets: fn(&MCPServer) -> Vec<&str> = |s| references(s).map(|r| r.name.as_str()).collect();
+    let fetched = Fetched::read(granted, client, ns, secrets).await?;
+    Ok(resolve(granted, &fetched.items, |name| {
+        fetched.secret_meta(name)
     }))
 }
 
