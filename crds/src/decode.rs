@@ -22,7 +22,7 @@ use tracing::warn;
 /// is called with the kind of each (the caller counts them: this crate has no metrics).
 pub fn watch<K>(
     client: Client,
-    namespace: Option<&str>,
+    namespace: Option<String>,
     cfg: watcher::Config,
     skipped: impl Fn(&str) + Send + 'static,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
@@ -31,7 +31,7 @@ where
 {
     let ar = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client, ns, &ar),
+        Some(ns) => Api::namespaced_with(client, &ns, &ar),
         None => Api::all_with(client, &ar),
     };
     let kind = ar.kind;

@@ -238,7 +238,7 @@ impl Hub {
             |skipped: IntCounterVec| move |kind: &str| skipped.with_label_values(&[kind]).inc();
         let agents = decode::watch::<Agent>(
             client.clone(),
-            namespace.as_deref(),
+            namespace.clone(),
             cfg.clone(),
             count(skipped.clone()),
         );
@@ -250,7 +250,7 @@ impl Hub {
             }
             futures::future::ready(())
         });
-        let tasks = decode::watch::<Task>(client, namespace.as_deref(), cfg, count(skipped));
+        let tasks = decode::watch::<Task>(client, namespace.clone(), cfg, count(skipped));
         let hub = self;
         let tasks = tasks.for_each(move |ev| {
             match ev {

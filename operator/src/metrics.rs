@@ -28,7 +28,7 @@ pub struct Metrics {
 
 impl Metrics {
     /// Counts an object a watch skipped (`ari_crds::decode::watch`) under its kind.
-    pub fn count_skipped(&self) -> impl Fn(&str) + Send + 'static {
+    pub fn count_skipped(&self) -> impl Fn(&str) + Send + 'static + use<> {
         let skipped = self.decode_skipped.clone();
         move |kind| skipped.with_label_values(&[kind]).inc()
     }

@@ -228,7 +228,7 @@ fn agent_controller(
     let (agent_store, agent_writer) = reflector::store();
     let agent_events = decode::watch::<Agent>(
         client.clone(),
-        cfg.namespace.as_deref(),
+        cfg.namespace.clone(),
         watcher::Config::default().page_size(AGENT_LIST_PAGE),
         metrics.count_skipped(),
     )
@@ -387,7 +387,7 @@ fn task_controller(
     let index = children.clone();
     let task_events = decode::watch::<Task>(
         client.clone(),
-        cfg.namespace.as_deref(),
+        cfg.namespace.clone(),
         watcher::Config::default(),
         metrics.count_skipped(),
     )
@@ -445,7 +445,7 @@ fn plan_controller(
     let (plan_store, plan_writer) = reflector::store();
     let plan_events = decode::watch::<Plan>(
         client.clone(),
-        cfg.namespace.as_deref(),
+        cfg.namespace.clone(),
         watcher::Config::default(),
         metrics.count_skipped(),
     )
@@ -455,7 +455,7 @@ fn plan_controller(
     let (task_store, task_writer) = reflector::store();
     let step_tasks = decode::watch::<Task>(
         client,
-        cfg.namespace.as_deref(),
+        cfg.namespace.clone(),
         watcher::Config::default().labels(LABEL_PLAN_UID),
         metrics.count_skipped(),
     )
@@ -482,6 +482,32 @@ fn plan_controller(
     }
 }
 
+/// The objects of kind `K` in scope, cached as they change: the store a controller reads and
+/// the applied objects that wake it.
+fn cached<K>(
+    cfg: &Config,
+    client: Client,
+    metrics: &Metrics,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + use<K>,
+)
+where
+    K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone,
+    K: std::fmt::Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = decode::watch::<K>(
+        client,
+        cfg.namespace.clone(),
+        watcher::Config::default(),
+        metrics.count_skipped(),
+    )
+    .reflect(writer)
+    .applied_objects();
+    (store, events)
+}
+
 /// The ModelConfig controller, probing at most a few endpoints at once (each probe holds up
 /// to `MAX_LIST_BYTES` of an answer).
 fn model_config_controller(
@@ -491,15 +517,7 @@ fn model_config_controller(
     stop: watch::Receiver<bool>,
 ) -> Result<impl Future<Output = ()> + Send + use<>, Error> {
     use crate::model_config::controller::{self as mc, ModelContext, Prober};
-    let (store, writer) = reflector::store();
-    let events = decode::watch::<ModelConfig>(
-        client,
-        cfg.namespace.as_deref(),
-        watcher::Config::default(),
-        ctx.metrics.count_skipped(),
-    )
-    .reflect(writer)
-    .applied_objects();
+    let (store, events) = cached::<ModelConfig>(cfg, client, &ctx.metrics);
     let model_ctx = Arc::new(ModelContext {
         base: ctx,
         prober: Prober::new(&cfg.model_probe_internal_endpoints)?,
@@ -523,15 +541,7 @@ fn pool_controller(
     stop: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + use<> {
     use crate::pool::controller::{self as pc, PoolContext};
-    let (store, writer) = reflector::store();
-    let events = decode::watch::<ExecutorPool>(
-        client.clone(),
-        cfg.namespace.as_deref(),
-        watcher::Config::default(),
-        ctx.metrics.count_skipped(),
-    )
-    .reflect(writer)
-    .applied_objects();
+    let (store, events) = cached::<ExecutorPool>(cfg, client.clone(), &ctx.metrics);
     let (granting_model, granting_tool) = (agents.clone(), agents.clone());
     let controller = Controller::for_stream(events, store)
         .owns(
@@ -584,15 +594,7 @@ fn mcp_server_controller(
     stop: watch::Receiver<bool>,
 ) -> Result<impl Future<Output = ()> + Send + use<>, Error> {
     use crate::mcp_server::controller::{self as ms, Prober, ToolServerContext};
-    let (store, writer) = reflector::store();
-    let events = decode::watch::<MCPServer>(
-        client,
-        cfg.namespace.as_deref(),
-        watcher::Config::default(),
-        ctx.metrics.count_skipped(),
-    )
-    .reflect(writer)
-    .applied_objects();
+    let (store, events) = cached::<MCPServer>(cfg, client, &ctx.metrics);
     let tool_ctx = Arc::new(ToolServerContext {
         base: ctx,
         prober: Prober::new(&cfg.tool_probe_internal_endpoints)?,
