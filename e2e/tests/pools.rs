@@ -475,9 +475,13 @@ async fn guest_lines_name_their_agent(
         ..Default::default()
     };
     let text = pods.logs(pod, &params).await?;
-    let guest: Vec<serde_json::Value> = text
+    let lines: Vec<serde_json::Value> = text
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let of_prefix = |task: &serde_json::Value| task.as_str().is_some_and(|t| t.starts_with(prefix));
+    let guest: Vec<&serde_json::Value> = lines
+        .iter()
         .filter(|v| v["target"] == "ari::guest")
         .collect();
     let unnamed = guest
@@ -491,11 +495,8 @@ async fn guest_lines_name_their_agent(
     );
     let theirs: Vec<&serde_json::Value> = guest
         .iter()
-        .filter(|v| {
-            v["span"]["task"]
-                .as_str()
-                .is_some_and(|t| t.starts_with(prefix))
-        })
+        .copied()
+        .filter(|v| of_prefix(&v["span"]["task"]))
         .collect();
     ensure!(!theirs.is_empty(), "no guest line of the {prefix}* Tasks");
     let wrong: Vec<&serde_json::Value> = theirs
@@ -509,14 +510,9 @@ async fn guest_lines_name_their_agent(
     );
     // The executor's own lines about those Tasks name the Agent too.
     let own = |what: &str| {
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["fields"]["message"] == what)
-            .filter(|v| {
-                v["fields"]["task"]
-                    .as_str()
-                    .is_some_and(|t| t.starts_with(prefix))
-            })
+        lines
+            .iter()
+            .filter(|v| v["fields"]["message"] == what && of_prefix(&v["fields"]["task"]))
             .map(|v| v["fields"]["agent"] == agent)
             .collect::<Vec<bool>>()
     };
