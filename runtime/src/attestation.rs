@@ -71,6 +71,7 @@ mod tests {
 
     use super::*;
     use crate::capability::LoadedSigningKey;
+    use crate::capability::crypto::CryptoCapability;
 
     #[test]
     fn a_run_signed_through_aws_lc_is_byte_for_byte_the_one_ed25519_dalek_signs() {
@@ -88,7 +89,6 @@ mod tests {
             assert_eq!(sign_run(claims(), &key), fast);
         }
     }
-    use crate::capability::crypto::CryptoCapability;
 
     fn claims() -> Claims {
         Claims {
